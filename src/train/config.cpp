@@ -1,0 +1,420 @@
+#include "train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace ds2 {
+namespace {
+
+// One dotted key of the schema: how to read it from YAML into a Config, how to write it back.
+struct Field {
+  std::string key;
+  std::string doc;
+  std::function<void(Config&, const YAML::Node&)> set;
+  std::function<YAML::Node(const Config&)> get;
+};
+
+template <typename T>
+T scalar_as(const YAML::Node& node, const char* what) {
+  DS2_CHECK(node.IsScalar(), "expected " << what << ", got a " << (node.IsMap() ? "map" : "list"));
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    DS2_FAIL("expected " << what << ", got '" << node.Scalar() << "'");
+  }
+}
+
+// yaml-cpp formats doubles with 17 digits (0.0003 -> 0.00029999999999999997); keep them short.
+YAML::Node to_node(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.15g", v);
+  return YAML::Node(std::string(text));
+}
+YAML::Node to_node(float v) { return to_node(static_cast<double>(v)); }
+template <typename T>
+YAML::Node to_node(const T& v) {
+  return YAML::Node(v);
+}
+
+#define DS2_FIELD(KEY, MEMBER, TYPE, WHAT, DOC)                                              \
+  Field {                                                                                    \
+    KEY, DOC, [](Config& c, const YAML::Node& n) { c.MEMBER = scalar_as<TYPE>(n, WHAT); }, \
+        [](const Config& c) { return to_node(c.MEMBER); }                                   \
+  }
+
+YAML::Node conv_to_yaml(const std::vector<ConvLayerConfig>& convs) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& c : convs) {
+    YAML::Node n;
+    n["channels"] = c.channels;
+    n["kernel"].push_back(c.kernel_time);
+    n["kernel"].push_back(c.kernel_freq);
+    n["stride"].push_back(c.stride_time);
+    n["stride"].push_back(c.stride_freq);
+    n["kernel"].SetStyle(YAML::EmitterStyle::Flow);
+    n["stride"].SetStyle(YAML::EmitterStyle::Flow);
+    list.push_back(n);
+  }
+  return list;
+}
+
+std::vector<ConvLayerConfig> conv_from_yaml(const YAML::Node& node) {
+  DS2_CHECK(node.IsSequence() || node.IsNull(),
+            "expected a list of {channels, kernel: [time, freq], stride: [time, freq]}");
+  std::vector<ConvLayerConfig> out;
+  if (node.IsNull()) return out;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node& n = node[i];
+    DS2_CHECK(n.IsMap(), "entry " << i << ": expected a map with channels, kernel, stride");
+    for (const auto& kv : n) {
+      const std::string k = kv.first.as<std::string>();
+      DS2_CHECK(k == "channels" || k == "kernel" || k == "stride",
+                "entry " << i << ": unknown key '" << k << "' (valid: channels, kernel, stride)");
+    }
+    ConvLayerConfig c;
+    if (n["channels"]) c.channels = scalar_as<int>(n["channels"], "an integer");
+    auto pair = [&](const char* k, int& t, int& f) {
+      if (!n[k]) return;
+      DS2_CHECK(n[k].IsSequence() && n[k].size() == 2,
+                "entry " << i << ": '" << k << "' must be [time, frequency]");
+      t = scalar_as<int>(n[k][0], "an integer");
+      f = scalar_as<int>(n[k][1], "an integer");
+    };
+    pair("kernel", c.kernel_time, c.kernel_freq);
+    pair("stride", c.stride_time, c.stride_freq);
+    DS2_CHECK(c.channels > 0 && c.kernel_time > 0 && c.kernel_freq > 0 && c.stride_time > 0 &&
+                  c.stride_freq > 0,
+              "entry " << i << ": channels, kernel and stride must be positive");
+    out.push_back(c);
+  }
+  return out;
+}
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = {
+      DS2_FIELD("run.dir", run.dir, std::string, "a path", "run folder: config, log, checkpoints"),
+      DS2_FIELD("run.seed", run.seed, int, "an integer", "seed of every random decision"),
+      DS2_FIELD("run.device", run.device, std::string, "a string", "auto | cpu | cuda"),
+      DS2_FIELD("run.threads", run.threads, int, "an integer", "BLAS threads (0 = all cores)"),
+      DS2_FIELD("data.train_manifest", data.train_manifest, std::string, "a path",
+                "JSON-lines manifest of the training set"),
+      DS2_FIELD("data.dev_manifest", data.dev_manifest, std::string, "a path",
+                "JSON-lines manifest for WER/CER during training (optional)"),
+      DS2_FIELD("data.alphabet", data.alphabet, std::string, "a path",
+                "alphabet file, one symbol a line ('<space>' for space); empty = English"),
+      DS2_FIELD("data.digits", data.digits, std::string, "a string",
+                "spell | keep: digits in transcripts spelled out as words or kept"),
+      DS2_FIELD("data.min_duration_s", data.min_duration_s, double, "a number",
+                "shorter utterances are skipped"),
+      DS2_FIELD("data.max_duration_s", data.max_duration_s, double, "a number",
+                "longer utterances are skipped"),
+      DS2_FIELD("data.duration_tolerance_s", data.duration_tolerance_s, double, "a number",
+                "allowed difference between manifest and audio duration"),
+      DS2_FIELD("data.fatal_bad_utterances", data.fatal_bad_utterances, bool, "true or false",
+                "stop on the first bad utterance instead of skipping and counting it"),
+      DS2_FIELD("data.loader_threads", data.loader_threads, int, "an integer",
+                "worker threads reading and featurizing audio"),
+      DS2_FIELD("data.prefetch_batches", data.prefetch_batches, int, "an integer",
+                "batches prepared ahead of the trainer"),
+      DS2_FIELD("features.sample_rate", features.sample_rate, int, "an integer",
+                "audio is resampled to this rate"),
+      DS2_FIELD("features.window_ms", features.window_ms, double, "a number", "window length"),
+      DS2_FIELD("features.hop_ms", features.hop_ms, double, "a number", "frame shift"),
+      DS2_FIELD("features.window", features.window, std::string, "a string", "hamming | hann"),
+      DS2_FIELD("features.type", features.type, std::string, "a string",
+                "linear (log power spectrogram) | mel (log-mel)"),
+      DS2_FIELD("features.n_mels", features.n_mels, int, "an integer", "mel bands (type: mel)"),
+      DS2_FIELD("features.normalize", features.normalize, std::string, "a string",
+                "utterance | global | none"),
+      DS2_FIELD("augment.speed_min", augment.speed_min, double, "a number",
+                "speed perturbation: smallest factor (1 = off)"),
+      DS2_FIELD("augment.speed_max", augment.speed_max, double, "a number",
+                "speed perturbation: largest factor"),
+      DS2_FIELD("augment.gain_db", augment.gain_db, double, "a number", "random gain +- dB"),
+      DS2_FIELD("augment.noise_prob", augment.noise_prob, double, "a number",
+                "probability of adding white noise"),
+      DS2_FIELD("augment.noise_snr_min_db", augment.noise_snr_min_db, double, "a number",
+                "lowest signal-to-noise ratio"),
+      DS2_FIELD("augment.noise_snr_max_db", augment.noise_snr_max_db, double, "a number",
+                "highest signal-to-noise ratio"),
+      DS2_FIELD("augment.freq_masks", augment.freq_masks, int, "an integer",
+                "SpecAugment frequency masks"),
+      DS2_FIELD("augment.freq_mask_width", augment.freq_mask_width, int, "an integer",
+                "largest frequency mask, in bins"),
+      DS2_FIELD("augment.time_masks", augment.time_masks, int, "an integer",
+                "SpecAugment time masks"),
+      DS2_FIELD("augment.time_mask_width", augment.time_mask_width, int, "an integer",
+                "largest time mask, in frames"),
+      Field{"model.conv", "conv front-end: list of {channels, kernel: [t, f], stride: [t, f]}",
+            [](Config& c, const YAML::Node& n) { c.model.conv = conv_from_yaml(n); },
+            [](const Config& c) { return conv_to_yaml(c.model.conv); }},
+      DS2_FIELD("model.rnn_layers", model.rnn_layers, int, "an integer", "recurrent layers"),
+      DS2_FIELD("model.rnn_hidden", model.rnn_hidden, int, "an integer", "recurrent width"),
+      DS2_FIELD("model.rnn_type", model.rnn_type, std::string, "a string", "rnn (ReLU) | gru"),
+      DS2_FIELD("model.bidirectional", model.bidirectional, bool, "true or false",
+                "bidirectional recurrent layers (directions summed)"),
+      DS2_FIELD("model.rnn_batch_norm", model.rnn_batch_norm, bool, "true or false",
+                "sequence-wise batch norm on the recurrent input projection"),
+      DS2_FIELD("model.relu_clip", model.relu_clip, float, "a number", "clipped ReLU ceiling"),
+      DS2_FIELD("model.batch_norm_momentum", model.batch_norm_momentum, float, "a number",
+                "update rate of batch-norm running statistics"),
+      DS2_FIELD("optim.name", optim.name, std::string, "a string", "adam | sgd (Nesterov)"),
+      DS2_FIELD("optim.lr", optim.lr, double, "a number", "peak learning rate"),
+      DS2_FIELD("optim.momentum", optim.momentum, double, "a number", "sgd momentum"),
+      DS2_FIELD("optim.beta1", optim.beta1, double, "a number", "adam beta1"),
+      DS2_FIELD("optim.beta2", optim.beta2, double, "a number", "adam beta2"),
+      DS2_FIELD("optim.eps", optim.eps, double, "a number", "adam epsilon"),
+      DS2_FIELD("optim.weight_decay", optim.weight_decay, double, "a number",
+                "decoupled weight decay (AdamW-style for adam, L2 for sgd)"),
+      DS2_FIELD("optim.grad_clip", optim.grad_clip, double, "a number",
+                "global gradient L2-norm ceiling (0 = off)"),
+      DS2_FIELD("optim.warmup_steps", optim.warmup_steps, int, "an integer",
+                "linear learning-rate warm-up"),
+      DS2_FIELD("optim.schedule", optim.schedule, std::string, "a string",
+                "constant | cosine | exponential"),
+      DS2_FIELD("optim.final_lr_ratio", optim.final_lr_ratio, double, "a number",
+                "cosine: final lr as a fraction of the peak"),
+      DS2_FIELD("optim.decay_per_epoch", optim.decay_per_epoch, double, "a number",
+                "exponential: lr factor per epoch"),
+      DS2_FIELD("train.epochs", train.epochs, int, "an integer", "passes over the training set"),
+      DS2_FIELD("train.batch_size", train.batch_size, int, "an integer", "utterances per step"),
+      DS2_FIELD("train.max_steps", train.max_steps, int, "an integer",
+                "stop after this many steps (0 = no limit)"),
+      DS2_FIELD("train.sortagrad", train.sortagrad, bool, "true or false",
+                "first epoch in order of increasing duration"),
+      DS2_FIELD("train.log_every", train.log_every, int, "an integer", "steps between log lines"),
+      DS2_FIELD("train.eval_every", train.eval_every, int, "an integer",
+                "steps between dev evaluations (0 = each epoch)"),
+      DS2_FIELD("train.keep_checkpoints", train.keep_checkpoints, int, "an integer",
+                "step checkpoints kept besides best and last"),
+      DS2_FIELD("train.max_consecutive_skips", train.max_consecutive_skips, int, "an integer",
+                "non-finite steps in a row that stop the run"),
+  };
+  return fields;
+}
+
+#undef DS2_FIELD
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::vector<std::string> all_paths() {
+  std::vector<std::string> paths;
+  for (const Field& f : schema()) {
+    paths.push_back(f.key);
+    const std::string section = f.key.substr(0, f.key.find('.'));
+    if (std::find(paths.begin(), paths.end(), section) == paths.end()) paths.push_back(section);
+  }
+  return paths;
+}
+
+std::string nearest_key(const std::string& key) {
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const std::string& p : all_paths()) {
+    size_t d = edit_distance(key, p);
+    if (d < best_d) best_d = d, best = p;
+  }
+  return best;
+}
+
+const Field* find_field(const std::string& key) {
+  for (const Field& f : schema())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+bool is_section(const std::string& key) {
+  for (const Field& f : schema())
+    if (f.key.rfind(key + ".", 0) == 0) return true;
+  return false;
+}
+
+std::string location(const std::string& source, const YAML::Node& node) {
+  std::ostringstream out;
+  out << source;
+  if (node.Mark().line >= 0) out << ":" << node.Mark().line + 1;
+  return out.str();
+}
+
+void apply_value(Config& cfg, const std::string& key, const YAML::Node& value,
+                 const std::string& where) {
+  const Field* field = find_field(key);
+  if (!field) {
+    DS2_FAIL(where << ": unknown key '" << key << "' (did you mean '" << nearest_key(key)
+                   << "'?)");
+  }
+  try {
+    field->set(cfg, value);
+  } catch (const Error& e) {
+    DS2_FAIL(where << ": key '" << key << "': " << e.what());
+  }
+}
+
+void apply_map(Config& cfg, const YAML::Node& map, const std::string& prefix,
+               const std::string& source) {
+  for (const auto& kv : map) {
+    const std::string name = kv.first.as<std::string>();
+    const std::string key = prefix.empty() ? name : prefix + "." + name;
+    if (!find_field(key) && is_section(key)) {
+      DS2_CHECK(kv.second.IsMap() || kv.second.IsNull(),
+                location(source, kv.second) << ": key '" << key << "' must be a section (a map)");
+      if (kv.second.IsMap()) apply_map(cfg, kv.second, key, source);
+      continue;
+    }
+    apply_value(cfg, key, kv.second, location(source, kv.first));
+  }
+}
+
+template <typename T>
+void require_one_of(const std::string& key, const T& value, std::initializer_list<T> allowed) {
+  for (const T& a : allowed)
+    if (value == a) return;
+  std::ostringstream list;
+  for (const T& a : allowed) list << (list.tellp() ? ", " : "") << a;
+  DS2_FAIL("key '" << key << "': '" << value << "' is not one of: " << list.str());
+}
+
+void validate(const Config& c) {
+  auto positive = [](const char* key, double v) {
+    DS2_CHECK(v > 0, "key '" << key << "' must be positive, got " << v);
+  };
+  require_one_of<std::string>("run.device", c.run.device, {"auto", "cpu", "cuda"});
+  require_one_of<std::string>("data.digits", c.data.digits, {"spell", "keep"});
+  require_one_of<std::string>("features.window", c.features.window, {"hamming", "hann"});
+  require_one_of<std::string>("features.type", c.features.type, {"linear", "mel"});
+  require_one_of<std::string>("features.normalize", c.features.normalize,
+                              {"utterance", "global", "none"});
+  require_one_of<std::string>("model.rnn_type", c.model.rnn_type, {"rnn", "gru"});
+  require_one_of<std::string>("optim.name", c.optim.name, {"adam", "sgd"});
+  require_one_of<std::string>("optim.schedule", c.optim.schedule,
+                              {"constant", "cosine", "exponential"});
+  positive("features.sample_rate", c.features.sample_rate);
+  positive("features.window_ms", c.features.window_ms);
+  positive("features.hop_ms", c.features.hop_ms);
+  positive("features.n_mels", c.features.n_mels);
+  positive("model.rnn_hidden", c.model.rnn_hidden);
+  positive("model.relu_clip", c.model.relu_clip);
+  positive("optim.lr", c.optim.lr);
+  positive("train.batch_size", c.train.batch_size);
+  positive("train.log_every", c.train.log_every);
+  positive("data.loader_threads", c.data.loader_threads);
+  positive("data.prefetch_batches", c.data.prefetch_batches);
+  positive("data.max_duration_s", c.data.max_duration_s);
+  DS2_CHECK(c.model.rnn_layers >= 1, "key 'model.rnn_layers' must be at least 1");
+  DS2_CHECK(c.train.epochs >= 1, "key 'train.epochs' must be at least 1");
+  DS2_CHECK(c.augment.speed_min > 0 && c.augment.speed_min <= c.augment.speed_max,
+            "keys 'augment.speed_min'/'augment.speed_max' need 0 < min <= max");
+  DS2_CHECK(c.augment.noise_prob >= 0 && c.augment.noise_prob <= 1,
+            "key 'augment.noise_prob' must be in [0, 1]");
+  DS2_CHECK(c.optim.grad_clip >= 0, "key 'optim.grad_clip' must be >= 0");
+  DS2_CHECK(c.optim.warmup_steps >= 0 && c.train.max_steps >= 0,
+            "keys 'optim.warmup_steps' and 'train.max_steps' must be >= 0");
+}
+
+std::string emit_resolved(const Config& cfg) {
+  YAML::Node root;
+  for (const Field& f : schema()) {
+    const std::string section = f.key.substr(0, f.key.find('.'));
+    root[section][f.key.substr(section.size() + 1)] = f.get(cfg);
+  }
+  YAML::Emitter out;
+  out.SetDoublePrecision(15);
+  out.SetFloatPrecision(7);
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace
+
+static Config parse_config_in(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                       const std::string& source, const std::filesystem::path& base_dir) {
+  Config cfg;
+  cfg.source = source;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    DS2_FAIL(source << ":" << e.mark.line + 1 << ": invalid YAML: " << e.msg);
+  }
+  if (root.IsDefined() && !root.IsNull()) {
+    DS2_CHECK(root.IsMap(), source << ": the config must be a YAML map of sections");
+    apply_map(cfg, root, "", source);
+  }
+  // Data paths written in a config file are relative to that file, so a recipe works from any
+  // folder; paths given as overrides are relative to the current folder, like any argument.
+  if (!base_dir.empty()) {
+    for (std::string* p : {&cfg.data.train_manifest, &cfg.data.dev_manifest, &cfg.data.alphabet}) {
+      if (!p->empty() && std::filesystem::path(*p).is_relative())
+        *p = (base_dir / *p).lexically_normal().string();
+    }
+  }
+  for (const std::string& ov : overrides) {
+    const size_t eq = ov.find('=');
+    DS2_CHECK(eq != std::string::npos && eq > 0,
+              "override '" << ov << "': expected key.path=value");
+    const std::string key = ov.substr(0, eq);
+    YAML::Node value;
+    try {
+      value = YAML::Load(ov.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      DS2_FAIL("override '" << ov << "': invalid value: " << e.msg);
+    }
+    if (ov.size() == eq + 1) value = YAML::Node(std::string());
+    apply_value(cfg, key, value, "override '" + ov + "'");
+  }
+  try {
+    validate(cfg);
+  } catch (const Error& e) {
+    DS2_FAIL(source << ": " << e.what());
+  }
+  cfg.resolved_yaml = emit_resolved(cfg);
+  return cfg;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  DS2_CHECK(in, path << ": cannot open config file");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::path base = std::filesystem::path(path).parent_path();
+  if (base.empty()) base = ".";
+  return parse_config_in(text.str(), overrides, path, base);
+}
+
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                    const std::string& source) {
+  return parse_config_in(yaml_text, overrides, source, {});
+}
+
+std::string describe_config_keys() {
+  Config defaults;
+  std::ostringstream out;
+  for (const Field& f : schema()) {
+    YAML::Emitter e;
+    e.SetDoublePrecision(15);
+    e.SetFloatPrecision(7);
+    e << YAML::Flow << f.get(defaults);
+    out << f.key << " = " << e.c_str() << "    # " << f.doc << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace ds2

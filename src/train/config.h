@@ -1,0 +1,85 @@
+// The run configuration: one YAML schema with documented defaults (configs/README.md lists every
+// key). Unknown or misspelled keys are errors that name the nearest valid key; the resolved
+// config (defaults + file + overrides) is written to the run folder and into every checkpoint.
+//
+//   ds2::Config cfg = ds2::load_config("configs/fsdd.yaml", {"optim.lr=3e-4", "train.epochs=2"});
+//   std::cout << cfg.optim.lr;
+//   std::string yaml = cfg.resolved_yaml;        // what to save with the run
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "audio/feature_config.h"
+#include "nn/model_config.h"
+
+namespace ds2 {
+
+struct RunConfig {
+  std::string dir = "runs/default";  // run folder: resolved config, logs, checkpoints
+  int seed = 1;
+  std::string device = "auto";  // auto | cpu | cuda (auto picks cuda when built and present)
+  int threads = 0;              // BLAS threads for the CPU backend (0 = all cores)
+};
+
+struct DataConfig {
+  std::string train_manifest;
+  std::string dev_manifest;      // optional; evaluated for WER/CER and the best checkpoint
+  std::string alphabet;          // file with one symbol per line; empty = English (space ' a-z)
+  std::string digits = "spell";  // spell | keep: how digits in transcripts are normalized
+  double min_duration_s = 0.1;
+  double max_duration_s = 20.0;
+  double duration_tolerance_s = 0.1;  // allowed |manifest duration - audio duration|
+  bool fatal_bad_utterances = false;  // true: stop at the first bad utterance instead of skipping
+  int loader_threads = 2;
+  int prefetch_batches = 4;
+};
+
+struct OptimConfig {
+  std::string name = "adam";  // adam | sgd (Nesterov momentum)
+  double lr = 3e-4;
+  double momentum = 0.9;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double grad_clip = 400.0;          // global L2 norm; 0 = off
+  int warmup_steps = 0;              // linear warm-up from 0
+  std::string schedule = "cosine";  // constant | cosine | exponential
+  double final_lr_ratio = 0.05;      // cosine: lr at the end = lr * final_lr_ratio
+  double decay_per_epoch = 0.9;      // exponential: lr *= decay_per_epoch each epoch
+};
+
+struct TrainLoopConfig {
+  int epochs = 10;
+  int batch_size = 16;
+  int max_steps = 0;           // 0 = no limit besides epochs
+  bool sortagrad = true;       // first epoch in order of increasing duration
+  int log_every = 20;          // steps
+  int eval_every = 0;          // steps between dev evaluations; 0 = once per epoch
+  int keep_checkpoints = 3;
+  int max_consecutive_skips = 20;  // non-finite steps in a row that stop the run
+};
+
+struct Config {
+  RunConfig run;
+  DataConfig data;
+  FeatureConfig features;
+  AugmentConfig augment;
+  ModelConfig model;
+  OptimConfig optim;
+  TrainLoopConfig train;
+  std::string resolved_yaml;  // the complete configuration, every key present
+  std::string source;         // the file it came from (or "<string>")
+};
+
+// Loads `path`, applies `key.path=value` overrides and validates every key and value.
+// Relative manifest/alphabet paths are resolved against the config file's folder.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// Same from YAML text (no file-relative path resolution); `source` names it in errors.
+Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
+                    const std::string& source = "<string>");
+// Every valid dotted key with its default value and one-line description.
+std::string describe_config_keys();
+
+}  // namespace ds2
