@@ -1,0 +1,63 @@
+#include "data/sampler.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "core/error.h"
+
+namespace ds2 {
+
+BatchSampler::BatchSampler(std::vector<double> durations, int batch_size, bool sortagrad,
+                           uint64_t seed, int rank, int world_size, int bucket_batches)
+    : durations_(std::move(durations)),
+      batch_size_(batch_size),
+      sortagrad_(sortagrad),
+      seed_(seed),
+      rank_(rank),
+      world_size_(world_size),
+      bucket_batches_(bucket_batches) {
+  DS2_CHECK(batch_size_ > 0, "batch size must be positive");
+  DS2_CHECK(world_size_ > 0 && rank_ >= 0 && rank_ < world_size_,
+            "bad rank " << rank_ << "/" << world_size_);
+  DS2_CHECK(batch_size_ >= world_size_,
+            "global batch " << batch_size_ << " is smaller than the " << world_size_ << " ranks");
+}
+
+int BatchSampler::batches_per_epoch() const {
+  return static_cast<int>((durations_.size() + batch_size_ - 1) / batch_size_);
+}
+
+std::vector<std::vector<int>> BatchSampler::epoch(int epoch) const {
+  std::vector<int> order(durations_.size());
+  std::iota(order.begin(), order.end(), 0);
+  // Stable sort keeps ties in manifest order, so the result does not depend on the library.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return durations_[a] < durations_[b]; });
+  std::mt19937_64 rng(seed_ * 1000003ull + static_cast<uint64_t>(epoch));
+  const bool sorted_epoch = sortagrad_ && epoch == 0;
+  if (!sorted_epoch) {
+    const size_t bucket = static_cast<size_t>(batch_size_) * bucket_batches_;
+    for (size_t start = 0; start < order.size(); start += bucket) {
+      const size_t end = std::min(order.size(), start + bucket);
+      std::shuffle(order.begin() + start, order.begin() + end, rng);
+    }
+  }
+  std::vector<std::vector<int>> global;
+  for (size_t start = 0; start < order.size(); start += batch_size_) {
+    const size_t end = std::min(order.size(), start + static_cast<size_t>(batch_size_));
+    global.emplace_back(order.begin() + start, order.begin() + end);
+  }
+  if (!sorted_epoch) std::shuffle(global.begin(), global.end(), rng);
+  std::vector<std::vector<int>> mine;
+  mine.reserve(global.size());
+  for (const auto& batch : global) {
+    // Contiguous slices, so a rank's share of a batch has similar durations too.
+    const size_t n = batch.size(), per = (n + world_size_ - 1) / world_size_;
+    const size_t begin = std::min(n, per * rank_), end = std::min(n, begin + per);
+    mine.emplace_back(batch.begin() + begin, batch.begin() + end);
+  }
+  return mine;
+}
+
+}  // namespace ds2

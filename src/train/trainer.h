@@ -1,0 +1,44 @@
+// Trainer: the training loop of `ds2 train`. Validates the data (bad utterances are listed in
+// RUN/data_problems.txt and counted), then for each epoch draws batches from the sampler
+// (SortaGrad first), loads them on worker threads, runs forward, CTC loss, backward, gradient
+// clipping and the optimizer step, logs progress, evaluates on the dev set and writes
+// checkpoints (RUN/last.ckpt, RUN/best.ckpt by dev WER, RUN/step-N.ckpt, the newest kept).
+//
+//   ds2::Trainer trainer(ds2::load_config("configs/fsdd.yaml", overrides));
+//   ds2::TrainSummary s = trainer.run();
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "train/config.h"
+
+namespace ds2 {
+
+struct TrainSummary {
+  int64_t steps = 0;
+  int epochs = 0;
+  double first_loss = 0;       // mean loss of the first logging window
+  double last_loss = 0;        // mean loss of the last logging window
+  double best_dev_wer = -1;    // -1 without a dev set
+  double best_dev_cer = -1;
+  int64_t skipped_steps = 0;        // non-finite loss or gradient
+  int64_t skipped_utterances = 0;   // failed to load or CTC-infeasible after augmentation
+  int64_t invalid_utterances = 0;   // rejected by validation before training
+  double wall_seconds = 0;
+  double audio_seconds = 0;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(Config config);
+  TrainSummary run();
+
+ private:
+  void log(const std::string& line);
+  Config config_;
+  std::ofstream log_file_;
+};
+
+}  // namespace ds2
