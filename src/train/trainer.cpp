@@ -36,6 +36,12 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+std::string scientific(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3e", v);
+  return buf;
+}
+
 // Global feature statistics over (up to) the first 1000 training utterances.
 void compute_global_stats(AcousticModel& am, const Dataset& train) {
   FeatureStats stats;
@@ -223,8 +229,7 @@ TrainSummary Trainer::run() {
         if (summary.first_loss == 0) summary.first_loss = avg;
         summary.last_loss = avg;
         log("step " + std::to_string(step) + "/" + std::to_string(total_steps) + " epoch " +
-            std::to_string(epoch) + " loss " + fixed(avg, 3) + " lr " + fixed(lr * 1e4, 3) +
-            "e-4 grad_norm " + fixed(norm, 1) + " utt/s " + fixed(window_utts / dt, 1) +
+            std::to_string(epoch) + " loss " + fixed(avg, 3) + " lr " + scientific(lr) + " grad_norm " + fixed(norm, 1) + " utt/s " + fixed(window_utts / dt, 1) +
             " audio_s/s " + fixed(window_audio / dt, 1));
         metrics << nlohmann::json{{"event", "train"}, {"step", step}, {"epoch", epoch},
                                   {"loss", avg}, {"lr", lr}, {"grad_norm", norm},

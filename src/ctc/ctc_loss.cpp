@@ -1,0 +1,233 @@
+#include "ctc/ctc_loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace ds2 {
+namespace {
+
+constexpr double kLogZero = -std::numeric_limits<double>::infinity();
+constexpr int kBlank = 0;
+
+// log(exp(a) + exp(b)) without overflow; exact when either side is log(0).
+double log_add(double a, double b) {
+  if (a == kLogZero) return b;
+  if (b == kLogZero) return a;
+  const double hi = std::max(a, b);
+  return hi + std::log1p(std::exp(-std::fabs(a - b)));
+}
+
+template <typename T>
+void grow(std::vector<T>& buffer, size_t size) {
+  if (buffer.size() < size) buffer.resize(size);
+}
+
+// Fills `log_probs` [frames, K] with the log-softmax of one utterance's valid frames.
+template <typename Real>
+void log_softmax(const Real* logits, int frames, int batch, int utterance, int K,
+                 double* log_probs) {
+  for (int t = 0; t < frames; ++t) {
+    const Real* x = logits + (static_cast<int64_t>(t) * batch + utterance) * K;
+    double* out = log_probs + static_cast<int64_t>(t) * K;
+    double max_x = static_cast<double>(x[0]);
+    for (int k = 1; k < K; ++k) max_x = std::max(max_x, static_cast<double>(x[k]));
+    double sum = 0.0;
+    for (int k = 0; k < K; ++k) sum += std::exp(static_cast<double>(x[k]) - max_x);
+    const double log_norm = max_x + std::log(sum);
+    for (int k = 0; k < K; ++k) out[k] = static_cast<double>(x[k]) - log_norm;
+  }
+}
+
+// A path may jump from extended position s-2 to s only over a blank separating two different
+// labels; between equal labels the blank is mandatory.
+bool can_skip_to(const int* extended, int s) {
+  return s >= 2 && extended[s] != kBlank && extended[s] != extended[s - 2];
+}
+
+// alpha[t][s]: log probability of emitting frames 0..t and being at extended position s at t.
+void forward_pass(const double* log_probs, int frames, int K, const int* extended, int S,
+                  double* alpha) {
+  std::fill(alpha, alpha + static_cast<int64_t>(frames) * S, kLogZero);
+  alpha[0] = log_probs[extended[0]];
+  if (S > 1) alpha[1] = log_probs[extended[1]];
+  for (int t = 1; t < frames; ++t) {
+    const double* prev = alpha + static_cast<int64_t>(t - 1) * S;
+    double* cur = alpha + static_cast<int64_t>(t) * S;
+    const double* lp = log_probs + static_cast<int64_t>(t) * K;
+    for (int s = 0; s < S; ++s) {
+      double sum = prev[s];
+      if (s >= 1) sum = log_add(sum, prev[s - 1]);
+      if (can_skip_to(extended, s)) sum = log_add(sum, prev[s - 2]);
+      if (sum != kLogZero) cur[s] = sum + lp[extended[s]];
+    }
+  }
+}
+
+// beta[t][s]: log probability of emitting frames t+1..frames-1 given position s at t. Leaving
+// frame t's own emission out of beta means alpha + beta is the path mass through (t, s) directly.
+void backward_pass(const double* log_probs, int frames, int K, const int* extended, int S,
+                   double* beta) {
+  std::fill(beta, beta + static_cast<int64_t>(frames) * S, kLogZero);
+  double* last = beta + static_cast<int64_t>(frames - 1) * S;
+  last[S - 1] = 0.0;
+  if (S > 1) last[S - 2] = 0.0;
+  for (int t = frames - 2; t >= 0; --t) {
+    const double* next = beta + static_cast<int64_t>(t + 1) * S;
+    double* cur = beta + static_cast<int64_t>(t) * S;
+    const double* lp = log_probs + static_cast<int64_t>(t + 1) * K;
+    for (int s = 0; s < S; ++s) {
+      double sum = next[s] + lp[extended[s]];
+      if (s + 1 < S) sum = log_add(sum, next[s + 1] + lp[extended[s + 1]]);
+      if (s + 2 < S && can_skip_to(extended, s + 2)) {
+        sum = log_add(sum, next[s + 2] + lp[extended[s + 2]]);
+      }
+      cur[s] = sum;
+    }
+  }
+}
+
+template <typename Real>
+void zero_utterance_gradient(Real* gradient, int first_frame, int max_frames, int batch,
+                             int utterance, int K) {
+  for (int t = first_frame; t < max_frames; ++t) {
+    Real* g = gradient + (static_cast<int64_t>(t) * batch + utterance) * K;
+    std::fill(g, g + K, Real(0));
+  }
+}
+
+// Loss of one utterance; writes its gradient rows for all max_frames frames when asked.
+template <typename Real>
+double utterance_loss(const Real* logits, int max_frames, int batch, int utterance, int K,
+                      int frames, const std::vector<int>& label, Real* gradient, CtcWorkspace& ws) {
+  const double infeasible = std::numeric_limits<double>::infinity();
+  if (frames == 0 || frames < ctc_min_frames(label)) {
+    if (gradient) zero_utterance_gradient(gradient, 0, max_frames, batch, utterance, K);
+    // Zero frames emit exactly the empty label.
+    return (frames == 0 && label.empty()) ? 0.0 : infeasible;
+  }
+
+  const int S = 2 * static_cast<int>(label.size()) + 1;
+  const size_t lattice = static_cast<size_t>(frames) * S;
+  grow(ws.log_probs, static_cast<size_t>(frames) * K);
+  grow(ws.alpha, lattice);
+  grow(ws.beta, lattice);
+  grow(ws.occupancy, static_cast<size_t>(K));
+  grow(ws.extended, static_cast<size_t>(S));
+
+  int* extended = ws.extended.data();
+  for (int s = 0; s < S; ++s) extended[s] = (s % 2 == 0) ? kBlank : label[s / 2];
+
+  double* log_probs = ws.log_probs.data();
+  double* alpha = ws.alpha.data();
+  log_softmax(logits, frames, batch, utterance, K, log_probs);
+  forward_pass(log_probs, frames, K, extended, S, alpha);
+
+  const double* alpha_last = alpha + static_cast<int64_t>(frames - 1) * S;
+  const double log_likelihood =
+      (S > 1) ? log_add(alpha_last[S - 1], alpha_last[S - 2]) : alpha_last[S - 1];
+  // Feasible by length but every path has probability 0 (logits of -inf): same treatment as an
+  // infeasible label, since no finite gradient can raise the likelihood.
+  if (log_likelihood == kLogZero) {
+    if (gradient) zero_utterance_gradient(gradient, 0, max_frames, batch, utterance, K);
+    return infeasible;
+  }
+  if (!gradient) return -log_likelihood;
+
+  double* beta = ws.beta.data();
+  double* occupancy = ws.occupancy.data();
+  backward_pass(log_probs, frames, K, extended, S, beta);
+  for (int t = 0; t < frames; ++t) {
+    const double* a = alpha + static_cast<int64_t>(t) * S;
+    const double* b = beta + static_cast<int64_t>(t) * S;
+    std::fill(occupancy, occupancy + K, 0.0);
+    for (int s = 0; s < S; ++s) {
+      const double log_mass = a[s] + b[s];
+      if (log_mass != kLogZero) occupancy[extended[s]] += std::exp(log_mass - log_likelihood);
+    }
+    const double* lp = log_probs + static_cast<int64_t>(t) * K;
+    Real* g = gradient + (static_cast<int64_t>(t) * batch + utterance) * K;
+    for (int k = 0; k < K; ++k) g[k] = static_cast<Real>(std::exp(lp[k]) - occupancy[k]);
+  }
+  zero_utterance_gradient(gradient, frames, max_frames, batch, utterance, K);
+  return -log_likelihood;
+}
+
+template <typename Real>
+void ctc_loss_impl(const Real* logits, int max_frames, int batch, int alphabet_size,
+                   const int* input_lengths, const std::vector<std::vector<int>>& labels,
+                   double* losses, Real* gradient, CtcWorkspace* workspace) {
+  DS2_CHECK(max_frames >= 0 && batch >= 0,
+            "ctc_loss: bad shape [" << max_frames << ", " << batch << ", " << alphabet_size << "]");
+  DS2_CHECK(alphabet_size >= 1,
+            "ctc_loss: alphabet_size must be >= 1 (blank), got " << alphabet_size);
+  DS2_CHECK(static_cast<int>(labels.size()) == batch,
+            "ctc_loss: " << labels.size() << " label sequences for a batch of " << batch);
+  DS2_CHECK(workspace != nullptr, "ctc_loss: workspace is null");
+  if (batch == 0) return;
+  DS2_CHECK(logits && input_lengths && losses, "ctc_loss: null input or output pointer");
+  for (int b = 0; b < batch; ++b) {
+    DS2_CHECK(input_lengths[b] >= 0 && input_lengths[b] <= max_frames,
+              "ctc_loss: utterance " << b << " has input length " << input_lengths[b]
+                                     << " outside [0, " << max_frames << "]");
+    for (size_t i = 0; i < labels[b].size(); ++i) {
+      const int c = labels[b][i];
+      DS2_CHECK(c >= 1 && c < alphabet_size,
+                "ctc_loss: utterance " << b << " label " << i << " is " << c << ", expected 1.."
+                                       << alphabet_size - 1 << " (0 is the blank)");
+    }
+  }
+  // Serial over the batch: the trainer already runs the model with every core, and a parallel
+  // version would need one workspace per thread.
+  for (int b = 0; b < batch; ++b) {
+    losses[b] = utterance_loss(logits, max_frames, batch, b, alphabet_size, input_lengths[b],
+                               labels[b], gradient, *workspace);
+  }
+}
+
+}  // namespace
+
+int ctc_min_frames(const std::vector<int>& label) {
+  int frames = static_cast<int>(label.size());
+  for (size_t i = 1; i < label.size(); ++i) frames += (label[i] == label[i - 1]) ? 1 : 0;
+  return frames;
+}
+
+void ctc_loss(const float* logits, int max_frames, int batch, int alphabet_size,
+              const int* input_lengths, const std::vector<std::vector<int>>& labels, double* losses,
+              float* gradient, CtcWorkspace* workspace) {
+  ctc_loss_impl(logits, max_frames, batch, alphabet_size, input_lengths, labels, losses, gradient,
+                workspace);
+}
+
+void ctc_loss(const double* logits, int max_frames, int batch, int alphabet_size,
+              const int* input_lengths, const std::vector<std::vector<int>>& labels, double* losses,
+              double* gradient, CtcWorkspace* workspace) {
+  ctc_loss_impl(logits, max_frames, batch, alphabet_size, input_lengths, labels, losses, gradient,
+                workspace);
+}
+
+void ctc_loss(const Sequences& logits, const std::vector<std::vector<int>>& labels,
+              std::vector<double>* losses, Sequences* gradient, CtcWorkspace* workspace) {
+  DS2_CHECK(logits.data.rank() == 3,
+            "ctc_loss: logits must be {T, B, K}, got " << shape_str(logits.data.shape()));
+  DS2_CHECK(losses != nullptr, "ctc_loss: losses is null");
+  const int T = static_cast<int>(logits.data.dim(0));
+  const int B = static_cast<int>(logits.data.dim(1));
+  const int K = static_cast<int>(logits.data.dim(2));
+  DS2_CHECK(static_cast<int>(logits.lengths.size()) == B,
+            "ctc_loss: " << logits.lengths.size() << " lengths for a batch of " << B);
+  losses->resize(B);
+  float* grad = nullptr;
+  if (gradient) {
+    gradient->data.resize(logits.data.shape());
+    gradient->lengths = logits.lengths;
+    grad = gradient->data.data();
+  }
+  ctc_loss(logits.data.data(), T, B, K, logits.lengths.data(), labels, losses->data(), grad,
+           workspace);
+}
+
+}  // namespace ds2

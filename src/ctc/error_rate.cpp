@@ -1,0 +1,138 @@
+#include "ctc/error_rate.h"
+
+#include <limits>
+
+namespace ds2 {
+namespace {
+
+// sclite's default alignment weights.
+constexpr int kSubstitutionCost = 4;
+constexpr int kInsertionCost = 3;
+constexpr int kDeletionCost = 3;
+
+enum Move : uint8_t { kDiagonal, kDeletion, kInsertion };
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// UTF-8 continuation bytes look like 10xxxxxx; everything else starts a code point.
+bool starts_code_point(char c) {
+  return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+}
+
+}  // namespace
+
+void ErrorCounts::add(const ErrorCounts& other) {
+  substitutions += other.substitutions;
+  deletions += other.deletions;
+  insertions += other.insertions;
+  correct += other.correct;
+  reference_length += other.reference_length;
+}
+
+double ErrorCounts::rate() const {
+  if (reference_length == 0) {
+    return insertions == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  }
+  return static_cast<double>(errors()) / static_cast<double>(reference_length);
+}
+
+ErrorCounts align_tokens(const std::vector<std::string>& ref, const std::vector<std::string>& hyp) {
+  const size_t n = ref.size(), m = hyp.size();
+  const size_t width = m + 1;
+  std::vector<int64_t> cost((n + 1) * width);
+  std::vector<uint8_t> move((n + 1) * width);
+  for (size_t j = 1; j <= m; ++j) {
+    cost[j] = cost[j - 1] + kInsertionCost;
+    move[j] = kInsertion;
+  }
+  for (size_t i = 1; i <= n; ++i) {
+    cost[i * width] = cost[(i - 1) * width] + kDeletionCost;
+    move[i * width] = kDeletion;
+    for (size_t j = 1; j <= m; ++j) {
+      const int64_t diagonal =
+          cost[(i - 1) * width + j - 1] + (ref[i - 1] == hyp[j - 1] ? 0 : kSubstitutionCost);
+      const int64_t deletion = cost[(i - 1) * width + j] + kDeletionCost;
+      const int64_t insertion = cost[i * width + j - 1] + kInsertionCost;
+      size_t cell = i * width + j;
+      if (diagonal <= deletion && diagonal <= insertion) {
+        cost[cell] = diagonal;
+        move[cell] = kDiagonal;
+      } else if (deletion < insertion) {
+        cost[cell] = deletion;
+        move[cell] = kDeletion;
+      } else {
+        cost[cell] = insertion;
+        move[cell] = kInsertion;
+      }
+    }
+  }
+
+  ErrorCounts counts;
+  counts.reference_length = static_cast<int64_t>(n);
+  size_t i = n, j = m;
+  while (i > 0 || j > 0) {
+    switch (move[i * width + j]) {
+      case kDiagonal:
+        if (ref[i - 1] == hyp[j - 1]) {
+          ++counts.correct;
+        } else {
+          ++counts.substitutions;
+        }
+        --i;
+        --j;
+        break;
+      case kDeletion:
+        ++counts.deletions;
+        --i;
+        break;
+      case kInsertion:
+        ++counts.insertions;
+        --j;
+        break;
+    }
+  }
+  return counts;
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && is_space(text[i])) ++i;
+    const size_t begin = i;
+    while (i < text.size() && !is_space(text[i])) ++i;
+    if (i > begin) words.emplace_back(text, begin, i - begin);
+  }
+  return words;
+}
+
+std::vector<std::string> split_characters(const std::string& text) {
+  std::vector<std::string> chars;
+  bool pending_space = false;
+  for (size_t i = 0; i < text.size();) {
+    if (is_space(text[i])) {
+      pending_space = !chars.empty();  // leading whitespace is trimmed
+      ++i;
+      continue;
+    }
+    if (pending_space) chars.emplace_back(" ");
+    pending_space = false;
+    size_t end = i + 1;
+    while (end < text.size() && !starts_code_point(text[end])) ++end;
+    chars.emplace_back(text, i, end - i);
+    i = end;
+  }
+  return chars;
+}
+
+ErrorCounts word_errors(const std::string& ref, const std::string& hyp) {
+  return align_tokens(split_words(ref), split_words(hyp));
+}
+
+ErrorCounts char_errors(const std::string& ref, const std::string& hyp) {
+  return align_tokens(split_characters(ref), split_characters(hyp));
+}
+
+}  // namespace ds2
