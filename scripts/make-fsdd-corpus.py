@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Builds a connected-digits speech corpus from the packed FSDD recordings in data/fsdd/.
+
+    scripts/make-fsdd-corpus.py --out data/fsdd/corpus            # 3000 / 200 / 300 utterances
+    scripts/make-fsdd-corpus.py --out /tmp/c --seed 2 --train 500 --test-speaker lucas
+
+Each utterance is 1-7 random digits spoken by ONE speaker (a random take of each digit), joined
+by 50-300 ms pauses with 0-100 ms of lead and trail, transcribed as words ("three one four").
+Pauses hold faint noise rather than digital zeros, because real recordings never fall to exact
+silence and a model should not learn to key on it.
+
+Splits keep every recording in one split only:
+  test  = the held-out speaker (--test-speaker), all takes;
+  train = the other speakers, takes below --dev-first-take (0-24);
+  dev   = the other speakers, takes from --dev-first-take on (25-29).
+
+Writes DIR/audio/{split}/{split}_NNNNN.flac and NeMo-style JSON-lines manifests DIR/{split}.jsonl
+({"audio_filepath": path relative to DIR, "duration": seconds, "text": words}), and copies the
+attribution (the corpus is CC BY-SA 4.0, like FSDD). The same seed and sizes give the same bytes.
+Uses only the Python standard library and the `flac` command-line tool.
+"""
+
+import argparse
+import array
+import concurrent.futures
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import wave
+
+SAMPLE_RATE = 8000
+SAMPLE_WIDTH = 2
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+SPLITS = ("train", "dev", "test")
+MAX_DIGITS = 7
+PAUSE_MS = (50, 300)
+EDGE_MS = (0, 100)
+FILES_PER_FLAC_CALL = 250
+
+
+def ms_to_samples(ms):
+    return ms * SAMPLE_RATE // 1000
+
+
+def load_index(data_dir):
+    """Reads data/fsdd/index.tsv into a list of dicts with int fields where numeric."""
+    path = os.path.join(data_dir, "index.tsv")
+    rows = []
+    with open(path, encoding="utf-8") as index:
+        header = index.readline().rstrip("\n").split("\t")
+        for line_no, line in enumerate(index, start=2):
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) != len(header):
+                sys.exit(f"make-fsdd-corpus: {path}:{line_no}: expected {len(header)} columns")
+            row = dict(zip(header, fields))
+            for key in ("digit", "take", "start_sample", "num_samples"):
+                row[key] = int(row[key])
+            rows.append(row)
+    return rows
+
+
+def split_pools(rows, test_speaker, dev_first_take):
+    """Returns {split: {speaker: {digit: [takes]}}}; each recording lands in exactly one split."""
+    speakers = {row["speaker"] for row in rows}
+    if test_speaker not in speakers:
+        sys.exit(f"make-fsdd-corpus: unknown --test-speaker '{test_speaker}' "
+                 f"(have: {', '.join(sorted(speakers))})")
+    pools = {split: {} for split in SPLITS}
+    for row in rows:
+        if row["speaker"] == test_speaker:
+            split = "test"
+        elif row["take"] < dev_first_take:
+            split = "train"
+        else:
+            split = "dev"
+        by_digit = pools[split].setdefault(row["speaker"], {})
+        by_digit.setdefault(row["digit"], []).append(row["take"])
+    for split, pool in pools.items():
+        for speaker, by_digit in pool.items():
+            if len(by_digit) != len(DIGIT_WORDS):
+                sys.exit(f"make-fsdd-corpus: {split} split lacks some digits of {speaker}")
+            for takes in by_digit.values():
+                takes.sort()
+    return pools
+
+
+def plan_utterances(pool, count, rng):
+    """Draws `count` utterance plans: speaker, (digit, take) list, and silence lengths in samples.
+
+    A plan's silences are [lead, pause_1, ..., pause_{n-1}, trail].
+    """
+    speakers = sorted(pool)
+    plans = []
+    for _ in range(count):
+        speaker = rng.choice(speakers)
+        num_digits = rng.randint(1, MAX_DIGITS)
+        words = []
+        for _ in range(num_digits):
+            digit = rng.randrange(len(DIGIT_WORDS))
+            words.append((digit, rng.choice(pool[speaker][digit])))
+        silences = [rng.randint(*map(ms_to_samples, EDGE_MS))]
+        silences += [rng.randint(*map(ms_to_samples, PAUSE_MS)) for _ in range(num_digits - 1)]
+        silences.append(rng.randint(*map(ms_to_samples, EDGE_MS)))
+        plans.append({"speaker": speaker, "words": words, "silences": silences})
+    return plans
+
+
+def transcript(plan):
+    return " ".join(DIGIT_WORDS[digit] for digit, _ in plan["words"])
+
+
+def make_noise(seed, std, num_samples):
+    """A fixed buffer of Gaussian noise (16-bit little-endian) that pauses take slices of."""
+    rng = random.Random(f"fsdd-corpus:{seed}:noise")
+    samples = array.array("h", (max(-32768, min(32767, round(rng.gauss(0.0, std))))
+                                for _ in range(num_samples)))
+    if sys.byteorder != "little":
+        samples.byteswap()
+    return samples.tobytes()
+
+
+def render(plan, clips, noise, rng):
+    """Returns the utterance's 16-bit PCM bytes: silences interleaved with the digit clips."""
+    parts = []
+    for i, silence in enumerate(plan["silences"]):
+        start = rng.randrange(len(noise) // SAMPLE_WIDTH - silence + 1) * SAMPLE_WIDTH
+        parts.append(noise[start:start + silence * SAMPLE_WIDTH])
+        if i < len(plan["words"]):
+            digit, take = plan["words"][i]
+            parts.append(clips[(plan["speaker"], digit, take)])
+    return b"".join(parts)
+
+
+def decode_clips(data_dir, rows, tmp_dir):
+    """Decodes each speaker's FLAC once and cuts it into {(speaker, digit, take): pcm bytes}."""
+    pcm_by_file = {}
+    for flac_name in sorted({row["flac"] for row in rows}):
+        wav_path = os.path.join(tmp_dir, flac_name + ".wav")
+        subprocess.run(["flac", "--silent", "--force", "--decode", "-o", wav_path,
+                        os.path.join(data_dir, flac_name)], check=True)
+        with wave.open(wav_path, "rb") as wav:
+            if (wav.getnchannels(), wav.getsampwidth(), wav.getframerate()) != (1, 2, SAMPLE_RATE):
+                sys.exit(f"make-fsdd-corpus: {flac_name}: expected 8 kHz mono 16-bit")
+            pcm_by_file[flac_name] = wav.readframes(wav.getnframes())
+        os.remove(wav_path)
+    clips = {}
+    for row in rows:
+        pcm = pcm_by_file[row["flac"]]
+        begin = row["start_sample"] * SAMPLE_WIDTH
+        end = begin + row["num_samples"] * SAMPLE_WIDTH
+        if end > len(pcm):
+            sys.exit(f"make-fsdd-corpus: index.tsv points past the end of {row['flac']}")
+        clips[(row["speaker"], row["digit"], row["take"])] = pcm[begin:end]
+    return clips
+
+
+def encode_flacs(wav_paths, out_dir, workers):
+    """Encodes WAVs to out_dir/NAME.flac, many files per flac call, a few calls in parallel."""
+    batches = [wav_paths[i:i + FILES_PER_FLAC_CALL]
+               for i in range(0, len(wav_paths), FILES_PER_FLAC_CALL)]
+    command = ["flac", "--silent", "--force", f"--output-prefix={out_dir}{os.sep}"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        for result in pool.map(lambda batch: subprocess.run(command + batch), batches):
+            if result.returncode != 0:
+                sys.exit(f"make-fsdd-corpus: flac failed with exit code {result.returncode}")
+
+
+def remove_stale_audio(split_dir, split):
+    """Deletes audio a previous, larger run left behind, so the manifest and folder agree."""
+    pattern = re.compile(rf"^{split}_\d+\.flac$")
+    for name in os.listdir(split_dir):
+        if pattern.match(name):
+            os.remove(os.path.join(split_dir, name))
+
+
+def build_split(split, pool, count, args, clips, noise, tmp_dir):
+    rng = random.Random(f"fsdd-corpus:{args.seed}:{split}")
+    plans = plan_utterances(pool, count, rng)
+    split_dir = os.path.join(args.out, "audio", split)
+    os.makedirs(split_dir, exist_ok=True)
+    remove_stale_audio(split_dir, split)
+    wav_dir = os.path.join(tmp_dir, split)
+    os.makedirs(wav_dir)
+
+    entries, wav_paths, total_samples = [], [], 0
+    for number, plan in enumerate(plans):
+        name = f"{split}_{number:05d}"
+        pcm = render(plan, clips, noise, rng)
+        wav_path = os.path.join(wav_dir, name + ".wav")
+        with wave.open(wav_path, "wb") as wav:
+            wav.setnchannels(1)
+            wav.setsampwidth(SAMPLE_WIDTH)
+            wav.setframerate(SAMPLE_RATE)
+            wav.writeframes(pcm)
+        wav_paths.append(wav_path)
+        num_samples = len(pcm) // SAMPLE_WIDTH
+        total_samples += num_samples
+        entries.append({"audio_filepath": f"audio/{split}/{name}.flac",
+                        "duration": round(num_samples / SAMPLE_RATE, 3),
+                        "text": transcript(plan)})
+    encode_flacs(wav_paths, split_dir, args.jobs)
+    shutil.rmtree(wav_dir)
+
+    manifest_path = os.path.join(args.out, f"{split}.jsonl")
+    with open(manifest_path + ".tmp", "w", encoding="utf-8", newline="\n") as manifest:
+        for entry in entries:
+            manifest.write(json.dumps(entry) + "\n")
+    os.replace(manifest_path + ".tmp", manifest_path)
+    print(f"{split}: {len(entries)} utterances, {total_samples / SAMPLE_RATE / 3600:.3f} hours, "
+          f"speakers {', '.join(sorted(pool))} -> {manifest_path}")
+
+
+def main():
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="corpus folder to write")
+    parser.add_argument("--data", default=os.path.join(repo_root, "data", "fsdd"),
+                        help="packed FSDD folder (index.tsv + SPEAKER.flac)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--train", type=int, default=3000, help="train utterances")
+    parser.add_argument("--dev", type=int, default=200, help="dev utterances")
+    parser.add_argument("--test", type=int, default=300, help="test utterances")
+    parser.add_argument("--test-speaker", default="jackson", help="speaker held out as test")
+    parser.add_argument("--dev-first-take", type=int, default=25,
+                        help="takes from here on are dev; below are train")
+    parser.add_argument("--noise-std", type=float, default=4.0,
+                        help="std of the Gaussian noise in pauses, in 16-bit units (0: silence)")
+    parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
+                        help="parallel flac encoders")
+    args = parser.parse_args()
+    if shutil.which("flac") is None:
+        sys.exit("make-fsdd-corpus: the `flac` command is missing (apt-get install flac)")
+    for split in SPLITS:
+        if getattr(args, split) < 0:
+            sys.exit(f"make-fsdd-corpus: --{split} must be >= 0")
+
+    rows = load_index(args.data)
+    pools = split_pools(rows, args.test_speaker, args.dev_first_take)
+    noise = make_noise(args.seed, args.noise_std, 2 * SAMPLE_RATE)
+    os.makedirs(args.out, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fsdd-corpus-") as tmp_dir:
+        clips = decode_clips(args.data, rows, tmp_dir)
+        for split in SPLITS:
+            build_split(split, pools[split], getattr(args, split), args, clips, noise, tmp_dir)
+    attribution = os.path.join(args.data, "ATTRIBUTION.md")
+    if os.path.exists(attribution):
+        shutil.copyfile(attribution, os.path.join(args.out, "ATTRIBUTION.md"))
+
+
+if __name__ == "__main__":
+    main()

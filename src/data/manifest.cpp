@@ -1,0 +1,180 @@
+#include "data/manifest.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace ds2 {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_blank(const std::string& line) {
+  return line.find_first_not_of(" \t\r\n\v\f") == std::string::npos;
+}
+
+// Strips what editors and Windows tools add but JSON does not allow: a UTF-8 byte-order mark on
+// the first line and the '\r' of CRLF line ends.
+void strip_line_noise(std::string* line, int line_number) {
+  if (line_number == 1 && line->compare(0, 3, "\xEF\xBB\xBF") == 0) line->erase(0, 3);
+  if (!line->empty() && line->back() == '\r') line->pop_back();
+}
+
+std::string resolve_audio_path(const fs::path& manifest_dir, const std::string& audio) {
+  fs::path audio_path(audio);
+  if (audio_path.is_absolute() || manifest_dir.empty()) return audio_path.lexically_normal();
+  return (manifest_dir / audio_path).lexically_normal();
+}
+
+// Returns the string value of `key`, or sets *reason when it is missing or not a string.
+const std::string* string_field(const nlohmann::json& entry, const char* key, std::string* reason) {
+  auto it = entry.find(key);
+  if (it == entry.end()) {
+    *reason = std::string("missing key '") + key + "'";
+    return nullptr;
+  }
+  if (!it->is_string()) {
+    *reason = std::string("key '") + key + "' must be a string, got " + it->type_name();
+    return nullptr;
+  }
+  return it->get_ptr<const std::string*>();
+}
+
+// Parses one non-blank line into *utt; returns an empty string on success, else the reason.
+std::string parse_entry(const std::string& line, const fs::path& manifest_dir, Utterance* utt) {
+  nlohmann::json entry;
+  try {
+    entry = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    return "invalid JSON at column " + std::to_string(e.byte);
+  }
+  if (!entry.is_object()) return std::string("expected a JSON object, got ") + entry.type_name();
+
+  std::string reason;
+  const std::string* audio = string_field(entry, "audio_filepath", &reason);
+  if (audio == nullptr) return reason;
+  if (audio->empty()) return "empty 'audio_filepath'";
+  const std::string* text = string_field(entry, "text", &reason);
+  if (text == nullptr) return reason;
+
+  auto duration = entry.find("duration");
+  if (duration == entry.end()) return "missing key 'duration'";
+  if (!duration->is_number()) {
+    return std::string("key 'duration' must be a number, got ") + duration->type_name();
+  }
+  const double seconds = duration->get<double>();
+  if (!std::isfinite(seconds)) return "duration is not finite";
+  if (seconds < 0) {
+    std::ostringstream message;
+    message << "negative duration " << seconds;
+    return message.str();
+  }
+
+  for (const char* id_key : {"id", "utterance_id"}) {
+    if (!entry.contains(id_key)) continue;
+    const std::string* id = string_field(entry, id_key, &reason);
+    if (id == nullptr) return reason;
+    if (id->empty()) return std::string("empty '") + id_key + "'";
+    utt->id = *id;
+    break;
+  }
+  if (utt->id.empty()) utt->id = fs::path(*audio).stem().string() + "@" + std::to_string(utt->line);
+  utt->audio_path = resolve_audio_path(manifest_dir, *audio);
+  utt->duration_s = seconds;
+  utt->text = *text;
+  return "";
+}
+
+// The audio path to write into a manifest in `manifest_dir` so that reading it back resolves to
+// `audio_path` again.
+std::string path_for_manifest(const std::string& audio_path, const fs::path& manifest_dir) {
+  fs::path audio(audio_path);
+  if (audio.is_absolute()) return audio.lexically_normal();
+  const fs::path absolute_audio = fs::absolute(audio).lexically_normal();
+  const fs::path absolute_dir = fs::absolute(manifest_dir).lexically_normal();
+  const fs::path relative = absolute_audio.lexically_relative(absolute_dir);
+  return relative.empty() ? absolute_audio.string() : relative.string();
+}
+
+}  // namespace
+
+std::vector<Utterance> read_manifest(const std::string& path, std::vector<std::string>* problems) {
+  std::ifstream in(path, std::ios::binary);
+  DS2_CHECK(in, "cannot open manifest '" << path << "'");
+  const fs::path manifest_dir = fs::path(path).parent_path();
+
+  std::vector<Utterance> utterances;
+  std::unordered_map<std::string, int> line_of_id;
+  std::string line;
+  for (int line_number = 1; std::getline(in, line); ++line_number) {
+    strip_line_noise(&line, line_number);
+    if (is_blank(line)) continue;
+    Utterance utt;
+    utt.manifest = path;
+    utt.line = line_number;
+    std::string reason = parse_entry(line, manifest_dir, &utt);
+    if (reason.empty()) {
+      auto [it, inserted] = line_of_id.emplace(utt.id, line_number);
+      if (!inserted) {
+        reason = "repeated id '" + utt.id + "' (first at line " + std::to_string(it->second) + ")";
+      }
+    }
+    if (!reason.empty()) {
+      std::string problem = path + ":" + std::to_string(line_number) + ": " + reason;
+      if (problems == nullptr) throw Error(problem);
+      problems->push_back(std::move(problem));
+      continue;
+    }
+    utterances.push_back(std::move(utt));
+  }
+  DS2_CHECK(!in.bad(), "error reading manifest '" << path << "'");
+  return utterances;
+}
+
+void write_manifest(const std::string& path, const std::vector<Utterance>& utterances) {
+  const fs::path manifest_dir = fs::path(path).parent_path();
+  std::string contents;
+  for (const Utterance& utt : utterances) {
+    DS2_CHECK(utt.duration_s >= 0, "cannot write utterance '"
+                                       << utt.id << "' to " << path
+                                       << ": its duration is unknown; measure it first");
+    nlohmann::ordered_json entry;
+    entry["id"] = utt.id;
+    entry["audio_filepath"] = path_for_manifest(utt.audio_path, manifest_dir);
+    entry["duration"] = utt.duration_s;
+    entry["text"] = utt.text;
+    try {
+      contents += entry.dump();
+    } catch (const nlohmann::json::type_error&) {
+      DS2_FAIL("cannot write utterance '" << utt.id << "' to " << path
+                                          << ": its id, path or text is not valid UTF-8");
+    }
+    contents += '\n';
+  }
+
+  // The pid keeps concurrent writers (one per rank) from sharing a temporary file.
+  const std::string temp_path = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
+    DS2_CHECK(out, "cannot create '" << temp_path << "'");
+    out << contents;
+    out.close();
+    DS2_CHECK(out, "error writing '" << temp_path << "'");
+  }
+  std::error_code error;
+  fs::rename(temp_path, path, error);
+  if (error) {
+    const std::string why = error.message();
+    fs::remove(temp_path, error);
+    DS2_FAIL("cannot rename '" << temp_path << "' to '" << path << "': " << why);
+  }
+}
+
+}  // namespace ds2

@@ -1,0 +1,98 @@
+"""Tests scripts/make-fsdd-corpus.py against the committed data/fsdd/ pack.
+
+    python3 -m unittest discover -s tests/scripts
+"""
+
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+import wave
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(REPO, "scripts", "make-fsdd-corpus.py")
+DATA = os.path.join(REPO, "data", "fsdd")
+
+spec = importlib.util.spec_from_file_location("make_fsdd_corpus", SCRIPT)
+corpus = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(corpus)
+
+
+def build(out_dir, *extra):
+    subprocess.run([sys.executable, SCRIPT, "--out", out_dir, "--train", "6", "--dev", "3",
+                    "--test", "4", *extra], check=True, stdout=subprocess.DEVNULL)
+
+
+def read_manifest(path):
+    with open(path, encoding="utf-8") as manifest:
+        return [json.loads(line) for line in manifest]
+
+
+def decode(flac_path, tmp_dir):
+    wav_path = os.path.join(tmp_dir, "decoded.wav")
+    subprocess.run(["flac", "--silent", "--force", "-d", "-o", wav_path, flac_path], check=True)
+    with wave.open(wav_path, "rb") as wav:
+        return wav.readframes(wav.getnframes())
+
+
+class SplitPoolsTest(unittest.TestCase):
+    def test_every_recording_in_exactly_one_split(self):
+        rows = corpus.load_index(DATA)
+        self.assertEqual(len(rows), 1500)
+        pools = corpus.split_pools(rows, "jackson", 25)
+        self.assertEqual(sorted(pools["test"]), ["jackson"])
+        self.assertEqual(pools["test"]["jackson"][7], list(range(30)))
+        self.assertEqual(sorted(pools["train"]), ["george", "lucas", "nicolas", "yweweler"])
+        self.assertEqual(pools["train"]["lucas"][3], list(range(25)))
+        self.assertEqual(pools["dev"]["lucas"][3], list(range(25, 30)))
+
+
+class BuildTest(unittest.TestCase):
+    def test_same_seed_same_bytes_and_audio_matches_plan(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            first, second = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+            build(first)
+            build(second, "--jobs", "1")
+            for split in corpus.SPLITS:
+                with open(os.path.join(first, f"{split}.jsonl"), "rb") as a, \
+                        open(os.path.join(second, f"{split}.jsonl"), "rb") as b:
+                    self.assertEqual(a.read(), b.read())
+            audio = os.path.join("audio", "dev", "dev_00002.flac")
+            with open(os.path.join(first, audio), "rb") as a, \
+                    open(os.path.join(second, audio), "rb") as b:
+                self.assertEqual(a.read(), b.read())
+
+            # Re-draw the dev plans the way the script does and check the audio holds each
+            # planned clip, unchanged, exactly after its planned silence.
+            rows = corpus.load_index(DATA)
+            pools = corpus.split_pools(rows, "jackson", 25)
+            plans = corpus.plan_utterances(pools["dev"], 3, random.Random("fsdd-corpus:1:dev"))
+            with tempfile.TemporaryDirectory() as decode_dir:
+                clips = corpus.decode_clips(DATA, rows, decode_dir)
+                entries = read_manifest(os.path.join(first, "dev.jsonl"))
+                self.assertEqual(len(entries), 3)
+                for number, (entry, plan) in enumerate(zip(entries, plans)):
+                    self.assertEqual(entry["audio_filepath"], f"audio/dev/dev_{number:05d}.flac")
+                    self.assertEqual(entry["text"], corpus.transcript(plan))
+                    pcm = decode(os.path.join(first, entry["audio_filepath"]), decode_dir)
+                    self.assertAlmostEqual(entry["duration"], len(pcm) / 2 / 8000, places=3)
+                    offset = 0
+                    for silence, (digit, take) in zip(plan["silences"], plan["words"]):
+                        self.assertIn(take, range(25, 30))
+                        clip = clips[(plan["speaker"], digit, take)]
+                        offset += silence * 2
+                        self.assertEqual(pcm[offset:offset + len(clip)], clip)
+                        offset += len(clip)
+                    self.assertEqual(len(pcm), offset + plan["silences"][-1] * 2)
+
+    def test_transcript_spells_digits(self):
+        plan = {"speaker": "x", "words": [(3, 0), (1, 4), (0, 2)], "silences": [0, 0, 0, 0]}
+        self.assertEqual(corpus.transcript(plan), "three one zero")
+
+
+if __name__ == "__main__":
+    unittest.main()
