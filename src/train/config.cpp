@@ -226,7 +226,11 @@ std::vector<std::string> all_paths() {
 }
 
 std::string nearest_key(const std::string& key) {
+  // A truncated key ("optim.warmup") most likely means the valid key it begins.
   std::string best;
+  for (const std::string& p : all_paths())
+    if (p.rfind(key, 0) == 0 && (best.empty() || p.size() < best.size())) best = p;
+  if (!best.empty()) return best;
   size_t best_d = std::string::npos;
   for (const std::string& p : all_paths()) {
     size_t d = edit_distance(key, p);

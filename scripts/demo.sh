@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole job on the bundled data, on the CPU: build ds2, make the connected-digits corpus from
+# the packed FSDD recordings in data/fsdd, validate it, train a small model (a shorter schedule
+# than configs/fsdd.yaml's), evaluate it on a speaker never heard in training, and transcribe a
+# few of that speaker's recordings.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+DS2="$ROOT/build/ds2"
+CORPUS="$ROOT/data/fsdd/corpus"
+RUN="${DS2_DEMO_RUN:-runs/fsdd-demo}"
+EPOCHS="${DS2_DEMO_EPOCHS:-6}"
+
+echo "== build"
+scripts/build.sh -DDS2_BUILD_TESTS=OFF >/dev/null
+echo "== corpus (connected digits from data/fsdd; test speaker held out)"
+if [ ! -f "$CORPUS/test.jsonl" ]; then
+  python3 scripts/make-fsdd-corpus.py --out "$CORPUS"
+else
+  echo "using $CORPUS"
+fi
+echo "== validate-data"
+"$DS2" validate-data configs/fsdd.yaml | tail -3
+echo "== train ($EPOCHS epochs)"
+rm -rf "$RUN"
+"$DS2" train configs/fsdd.yaml run.dir="$RUN" train.epochs="$EPOCHS" | grep -v "^conv\|^rnn\|^fc\|^total\|^$"
+echo "== eval on the held-out speaker"
+"$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl"
+echo "== transcribe"
+mapfile -t files < <(python3 - "$CORPUS/test.jsonl" <<'PY'
+import json, os, sys
+manifest = sys.argv[1]
+for line in list(open(manifest))[:5]:
+    print(os.path.join(os.path.dirname(manifest), json.loads(line)["audio_filepath"]))
+PY
+)
+"$DS2" transcribe "$RUN/best.ckpt" "${files[@]}"
+echo "(references:)"
+head -5 "$CORPUS/test.jsonl" | python3 -c 'import json,sys; [print(json.loads(l)["text"]) for l in sys.stdin]'

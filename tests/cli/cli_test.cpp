@@ -1,0 +1,114 @@
+// Runs the ds2 binary as a user would and checks exit codes and the one-line error messages.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "support/fsdd_fixture.h"
+
+namespace ds2 {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string output;
+};
+
+CliRun run(const std::string& args) {
+  const std::string cmd = std::string(DS2_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::make_temp_dir("cli"); }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(CliTest, HelpForEverySubcommand) {
+  for (const char* sub : {"train", "eval", "transcribe", "validate-data"}) {
+    CliRun r = run(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
+  }
+  EXPECT_NE(run("").code, 0);
+  EXPECT_NE(run("fly").code, 0);
+}
+
+TEST_F(CliTest, ConfigErrorsAreOneLineNamingFileLineAndKey) {
+  const std::string cfg = write("bad.yaml", "optim:\n  lr: 0.1\n  warmup: 3\n");
+  CliRun r = run("train " + cfg);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.output, "ds2: error: " + cfg +
+                          ":3: unknown key 'optim.warmup' (did you mean 'optim.warmup_steps'?)\n");
+  r = run("train " + write("ok.yaml", "optim: {lr: 0.1}\n") + " train.epochz=3");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("did you mean 'train.epochs'"), std::string::npos) << r.output;
+  r = run("train " + (dir_ / "missing.yaml").string());
+  EXPECT_NE(r.output.find("missing.yaml: cannot open config file"), std::string::npos);
+}
+
+TEST_F(CliTest, ValidateDataNamesEveryBadUtterance) {
+  testing::write_digit_manifest(dir_, "lucas", {3}, 2, "good.jsonl");
+  std::ifstream good(dir_ / "good.jsonl");
+  std::string line1, line2;
+  std::getline(good, line1);
+  std::getline(good, line2);
+  // A truncated copy of a real recording.
+  std::filesystem::copy_file(dir_ / "lucas_3_0.wav", dir_ / "cut.wav");
+  std::filesystem::resize_file(dir_ / "cut.wav", std::filesystem::file_size(dir_ / "cut.wav") - 500);
+  write("train.jsonl", line1 + "\n" +
+                           "{\"audio_filepath\": \"cut.wav\", \"duration\": 0.3, \"text\": \"three\"}\n" +
+                           "{\"audio_filepath\": \"lucas_3_1.wav\", \"duration\": 0.3, \"text\": \"thr3e!\"}\n" +
+                           "{\"audio_filepath\": \"nothere.wav\", \"duration\": 1, \"text\": \"x\"}\n" +
+                           "{\"audio_filepath\": \"lucas_3_1.wav\", \"text\": \"three\"}\n" +
+                           "{\"audio_filepath\": \"lucas_3_1.wav\", \"duration\": 9.5, \"text\": \"three\"}\n");
+  const std::string cfg = write("v.yaml",
+                                "data: {train_manifest: train.jsonl, digits: keep}\n"
+                                "features: {sample_rate: 8000}\n");
+  CliRun r = run("validate-data " + cfg);
+  EXPECT_EQ(r.code, 1) << r.output;
+  const std::string m = (dir_ / "train.jsonl").string();
+  EXPECT_NE(r.output.find(m + ":2: cut@2: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("truncated"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(m + ":3: lucas_3_1@3: characters outside the alphabet: \"3\""),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(m + ":4: nothere@4: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(m + ":5: "), std::string::npos) << r.output;  // missing duration
+  EXPECT_NE(r.output.find(m + ":6: lucas_3_1@6: duration"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("6 utterances, 1 usable"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("summary: 6 utterances checked, 5 problems"), std::string::npos)
+      << r.output;
+  // With fatal_bad_utterances, training stops at the first bad utterance, naming it.
+  r = run("train " + cfg + " data.fatal_bad_utterances=true run.dir=" + (dir_ / "run").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("ds2: error: " + m + ":"), std::string::npos) << r.output;
+}
+
+TEST_F(CliTest, TranscribeAndEvalReportMissingFiles) {
+  CliRun r = run("transcribe " + (dir_ / "none.ckpt").string() + " a.wav");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("none.ckpt: cannot open"), std::string::npos) << r.output;
+  r = run("eval " + write("junk.ckpt", "not a checkpoint at all") + " x.jsonl");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("junk.ckpt: "), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace ds2
