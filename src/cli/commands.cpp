@@ -5,7 +5,9 @@
 #include <fstream>
 #include <iostream>
 
+#include "audio/audio_io.h"
 #include "core/atomic_file.h"
+#include "data/kaldi_import.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "train/acoustic_model.h"
@@ -110,6 +112,26 @@ int validate_data(const ValidateArgs& args) {
   }
   std::cout << "summary: " << total << " utterances checked, " << bad << " problems\n";
   return bad == 0 ? 0 : 1;
+}
+
+int import_kaldi(const ImportKaldiArgs& args) {
+  std::vector<std::string> problems;
+  std::vector<Utterance> utts = import_kaldi_dir(args.dir, &problems);
+  std::vector<Utterance> usable;
+  for (auto& u : utts) {
+    try {
+      u.duration_s = probe_audio(u.audio_path).duration_s;
+      usable.push_back(std::move(u));
+    } catch (const Error& e) {
+      problems.push_back(u.manifest + ":" + std::to_string(u.line) + ": " + e.what());
+    }
+  }
+  for (const auto& p : problems) std::cerr << "skip: " << p << "\n";
+  DS2_CHECK(!usable.empty(), args.dir << ": no usable utterance");
+  write_manifest(args.manifest, usable);
+  std::cout << args.manifest << ": " << usable.size() << " utterances written, "
+            << problems.size() << " skipped\n";
+  return problems.empty() ? 0 : 1;
 }
 
 }  // namespace ds2::cli

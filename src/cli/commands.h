@@ -37,4 +37,10 @@ struct ValidateArgs {
 };
 int validate_data(const ValidateArgs& args);
 
+struct ImportKaldiArgs {
+  std::string dir;
+  std::string manifest;
+};
+int import_kaldi(const ImportKaldiArgs& args);
+
 }  // namespace ds2::cli

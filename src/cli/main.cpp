@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
   val_cmd->add_option("config", val.config, "YAML config file")->required();
   val_cmd->add_option("overrides", val.overrides, "key.path=value overrides");
 
+  ds2::cli::ImportKaldiArgs kaldi;
+  auto* kaldi_cmd =
+      app.add_subcommand("import-kaldi", "Convert a Kaldi data dir (wav.scp + text) to a manifest");
+  kaldi_cmd->add_option("dir", kaldi.dir, "Kaldi data directory")->required();
+  kaldi_cmd->add_option("manifest", kaldi.manifest, "Output JSON-lines manifest")->required();
+
   auto* keys_cmd = app.add_subcommand("config-keys", "List every config key with its default");
 
   try {
@@ -56,6 +62,7 @@ int main(int argc, char** argv) {
     if (*eval_cmd) return ds2::cli::eval(eval);
     if (*tr_cmd) return ds2::cli::transcribe(tr);
     if (*val_cmd) return ds2::cli::validate_data(val);
+    if (*kaldi_cmd) return ds2::cli::import_kaldi(kaldi);
     if (*keys_cmd) {
       std::cout << ds2::describe_config_keys();
       return 0;

@@ -13,6 +13,7 @@
 #include "audio/normalize.h"
 #include "core/atomic_file.h"
 #include "core/blas.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "ctc/ctc_loss.h"
 #include "data/loader.h"
@@ -81,8 +82,16 @@ TrainSummary Trainer::run() {
   log_file_.open(fs::path(cfg.run.dir) / "train.log", std::ios::app);
   std::ofstream metrics(fs::path(cfg.run.dir) / "metrics.jsonl", std::ios::app);
   set_blas_threads(cfg.run.threads);
-  if (cfg.run.device == "cuda")
-    log("note: run.device is cuda but this build trains on the CPU backend");
+  // The CUDA training backend is a later step (see README); until it lands, `cuda` is refused
+  // rather than silently run on the CPU, and `auto` says what it chose.
+  const DeviceReport devices = query_devices();
+  DS2_CHECK(cfg.run.device != "cuda",
+            cfg.source << ": key 'run.device': cuda training is not implemented yet; use cpu or auto");
+  log(std::string("device: cpu (") + std::to_string(cfg.run.threads > 0 ? cfg.run.threads : 0) +
+      " BLAS threads requested, 0 = all cores); CUDA: " +
+      (devices.cuda_devices > 0 ? std::to_string(devices.cuda_devices) +
+                                      " device(s) visible, not used by the CPU backend"
+                                : devices.note));
 
   AcousticModel am = AcousticModel::create(cfg);
   Model& model = *am.model;
