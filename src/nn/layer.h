@@ -2,7 +2,9 @@
 // A layer registers its parameters in the model's ParameterStore at construction, keeps what its
 // backward needs from the last forward in its own members (reused across steps, never
 // reallocated once the largest batch has been seen), and accumulates (+=) parameter gradients
-// into the store's flat gradient buffer.
+// into the store's flat gradient buffer. The padding of `in` and `grad_out` never changes a valid
+// result (it must only be finite; normally it is zero), and layers write exact zeros to the
+// padding of their outputs and input gradients.
 //
 //   auto layer = std::make_unique<Linear>("out", store, in_features, out_features);
 //   store.finalize(); store.initialize(rng);
@@ -32,6 +34,16 @@ class Layer {
   // like `in`) and adds parameter gradients into the store. Called only after forward(training).
   virtual void backward(const Sequences& in, const Sequences& out, const Sequences& grad_out,
                         Sequences& grad_in) = 0;
+  // One line of configuration for model summaries, e.g. "Conv2d 1->32 k11x41 s2x2".
+  virtual std::string describe() const { return name(); }
+
+  // The model's first layer has nobody to hand dL/d(input) to; skipping it saves a large GEMM.
+  // When false, backward() still accumulates parameter gradients but leaves `grad_in` untouched.
+  void set_needs_input_grad(bool needs) { needs_input_grad_ = needs; }
+  bool needs_input_grad() const { return needs_input_grad_; }
+
+ protected:
+  bool needs_input_grad_ = true;
 };
 
 }  // namespace ds2

@@ -26,9 +26,15 @@ ParamEntry make_entry(const std::string& name, const Shape& shape, Init init, bo
 void apply_init(const ParamEntry& e, float* p, Rng& rng) {
   for (int64_t i = 0; i < e.numel; ++i) {
     switch (e.init.kind) {
-      case Init::Kind::kConstant: p[i] = e.init.a; break;
-      case Init::Kind::kUniform: p[i] = rng.uniform(-e.init.a, e.init.a); break;
-      case Init::Kind::kNormal: p[i] = rng.normal(0.0f, e.init.a); break;
+      case Init::Kind::kConstant:
+        p[i] = e.init.a;
+        break;
+      case Init::Kind::kUniform:
+        p[i] = rng.uniform(-e.init.a, e.init.a);
+        break;
+      case Init::Kind::kNormal:
+        p[i] = rng.normal(0.0f, e.init.a);
+        break;
     }
   }
 }
@@ -66,7 +72,9 @@ void ParameterStore::initialize(Rng& rng) {
   for (const auto& e : buffer_entries_) apply_init(e, buffers_.data() + e.offset, rng);
 }
 
-void ParameterStore::zero_grads() { grads_.fill(0.0f); }
+void ParameterStore::zero_grads() {
+  grads_.fill(0.0f);
+}
 
 const ParamEntry& ParameterStore::entry(ParamRef ref) const {
   return ref.trainable ? params_.at(ref.index) : buffer_entries_.at(ref.index);

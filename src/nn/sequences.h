@@ -9,6 +9,7 @@
 // influence valid frames, so a result never depends on what else is in the batch.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -22,10 +23,17 @@ struct Sequences {
   int64_t time() const { return data.dim(0); }
   int64_t batch() const { return data.dim(1); }
   // Features per frame (C*F for 4-D data).
-  int64_t frame_size() const { return data.numel() / (data.dim(0) * data.dim(1)); }
+  int64_t frame_size() const {
+    const int64_t frames = data.dim(0) * data.dim(1);
+    return frames > 0 ? data.numel() / frames : 0;
+  }
 };
 
 // Sets every padding frame (t >= lengths[b]) of `seq` to zero.
 void zero_padding(Sequences& seq);
+
+// Throws ds2::Error naming `where` unless `seq` has rank >= 3, one length per batch entry, and
+// every length within [0, T].
+void check_sequences(const Sequences& seq, const std::string& where);
 
 }  // namespace ds2

@@ -195,6 +195,8 @@ const std::vector<Field>& schema() {
                 "steps between dev evaluations (0 = each epoch)"),
       DS2_FIELD("train.keep_checkpoints", train.keep_checkpoints, int, "an integer",
                 "step checkpoints kept besides best and last"),
+      DS2_FIELD("train.ema_decay", train.ema_decay, double, "a number",
+                "weight moving average used for evaluation and checkpoints (0 = off)"),
       DS2_FIELD("train.max_consecutive_skips", train.max_consecutive_skips, int, "an integer",
                 "non-finite steps in a row that stop the run"),
   };
@@ -328,6 +330,8 @@ void validate(const Config& c) {
             "keys 'augment.speed_min'/'augment.speed_max' need 0 < min <= max");
   DS2_CHECK(c.augment.noise_prob >= 0 && c.augment.noise_prob <= 1,
             "key 'augment.noise_prob' must be in [0, 1]");
+  DS2_CHECK(c.train.ema_decay >= 0 && c.train.ema_decay < 1,
+            "key 'train.ema_decay' must be in [0, 1)");
   DS2_CHECK(c.optim.grad_clip >= 0, "key 'optim.grad_clip' must be >= 0");
   DS2_CHECK(c.optim.warmup_steps >= 0 && c.train.max_steps >= 0,
             "keys 'optim.warmup_steps' and 'train.max_steps' must be >= 0");

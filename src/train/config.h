@@ -59,6 +59,7 @@ struct TrainLoopConfig {
   int eval_every = 0;          // steps between dev evaluations; 0 = once per epoch
   int keep_checkpoints = 3;
   int max_consecutive_skips = 20;  // non-finite steps in a row that stop the run
+  double ema_decay = 0.0;      // > 0: evaluate and save an exponential moving average of weights
 };
 
 struct Config {

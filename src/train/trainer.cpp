@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -141,6 +142,32 @@ TrainSummary Trainer::run() {
   auto window_start = std::chrono::steady_clock::now();
   std::vector<std::string> step_checkpoints;
 
+  // Weight averaging: the averaged weights are swapped in for evaluation and checkpoints, since
+  // they generalize better than the last step's; the early-step ramp keeps the average from
+  // being dominated by the random initialization.
+  const bool use_ema = cfg.train.ema_decay > 0;
+  Tensor ema, live;
+  if (use_ema) {
+    ema = model.parameters().values();
+    live = model.parameters().values();
+  }
+  auto update_ema = [&] {
+    const double d = std::min(cfg.train.ema_decay, (1.0 + step) / (10.0 + step));
+    const float a = static_cast<float>(d), b = static_cast<float>(1.0 - d);
+    const float* p = model.parameters().values().data();
+    float* e = ema.data();
+    for (int64_t i = 0; i < ema.numel(); ++i) e[i] = a * e[i] + b * p[i];
+  };
+  auto swap_in_ema = [&](bool in) {
+    Tensor& values = model.parameters().values();
+    if (in) {
+      std::copy(values.data(), values.data() + values.numel(), live.data());
+      std::copy(ema.data(), ema.data() + ema.numel(), values.data());
+    } else {
+      std::copy(live.data(), live.data() + live.numel(), values.data());
+    }
+  };
+
   auto save = [&](const std::string& name, int epoch) {
     Checkpoint ck = am.to_checkpoint();
     ck.metadata["step"] = std::to_string(step);
@@ -150,6 +177,13 @@ TrainSummary Trainer::run() {
     return path;
   };
   auto run_eval = [&](int epoch) {
+    if (use_ema) swap_in_ema(true);
+    struct Restore {
+      std::function<void()> fn;
+      ~Restore() { fn(); }
+    } restore{[&] {
+      if (use_ema) swap_in_ema(false);
+    }};
     if (!have_dev) {
       save("last.ckpt", epoch);
       return;
@@ -227,6 +261,7 @@ TrainSummary Trainer::run() {
       consecutive_skips = 0;
       optimizer->step(model.parameters().values(), model.parameters().grads(), lr);
       ++step;
+      if (use_ema) update_ema();
       const double mean_loss = loss_sum / finite;
       window_loss += mean_loss, ++window_steps;
       window_utts += static_cast<int64_t>(batch->examples.size());
@@ -252,7 +287,9 @@ TrainSummary Trainer::run() {
       }
       if (cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) {
         run_eval(epoch);
+        if (use_ema) swap_in_ema(true);
         const std::string path = save("step-" + std::to_string(step) + ".ckpt", epoch);
+        if (use_ema) swap_in_ema(false);
         step_checkpoints.push_back(path);
         while (static_cast<int>(step_checkpoints.size()) > cfg.train.keep_checkpoints) {
           fs::remove(step_checkpoints.front());
