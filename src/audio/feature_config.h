@@ -10,26 +10,26 @@
 namespace ds2 {
 
 struct FeatureConfig {
-  int sample_rate = 16000;          // audio is resampled to this rate before featurizing
-  double window_ms = 20.0;          // analysis window length
-  double hop_ms = 10.0;             // frame shift
-  std::string window = "hamming";   // hamming | hann
-  std::string type = "linear";      // linear: log power spectrogram (DS2); mel: log-mel
-  int n_mels = 40;                  // mel bands when type == mel
+  int sample_rate = 16000;              // audio is resampled to this rate before featurizing
+  double window_ms = 20.0;              // analysis window length
+  double hop_ms = 10.0;                 // frame shift
+  std::string window = "hamming";       // hamming | hann
+  std::string type = "linear";          // linear: log power spectrogram (DS2); mel: log-mel
+  int n_mels = 40;                      // mel bands when type == mel
   std::string normalize = "utterance";  // utterance | global | none
 };
 
 struct AugmentConfig {
-  double speed_min = 1.0;     // speed perturbation factor range (resampling; 1 = off)
+  double speed_min = 1.0;  // speed perturbation factor range (resampling; 1 = off)
   double speed_max = 1.0;
-  double gain_db = 0.0;       // random gain in [-gain_db, +gain_db]
-  double noise_prob = 0.0;    // probability of adding white noise
+  double gain_db = 0.0;     // random gain in [-gain_db, +gain_db]
+  double noise_prob = 0.0;  // probability of adding white noise
   double noise_snr_min_db = 10.0;
   double noise_snr_max_db = 40.0;
-  int freq_masks = 0;         // SpecAugment: number of frequency masks
-  int freq_mask_width = 0;    // maximum width in feature bins
-  int time_masks = 0;         // SpecAugment: number of time masks
-  int time_mask_width = 0;    // maximum width in frames
+  int freq_masks = 0;       // SpecAugment: number of frequency masks
+  int freq_mask_width = 0;  // maximum width in feature bins
+  int time_masks = 0;       // SpecAugment: number of time masks
+  int time_mask_width = 0;  // maximum width in frames
 };
 
 }  // namespace ds2

@@ -7,9 +7,9 @@
 
 #include "audio/audio_io.h"
 #include "core/atomic_file.h"
-#include "data/kaldi_import.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/kaldi_import.h"
 #include "train/acoustic_model.h"
 #include "train/evaluate.h"
 #include "train/trainer.h"
@@ -31,7 +31,8 @@ std::string counts(const ErrorCounts& c) {
 // sclite trn lines: "text (speaker-utterance)"; ids are sanitized to sclite's taste.
 std::string trn_line(const std::string& text, const std::string& id) {
   std::string clean = id;
-  std::replace_if(clean.begin(), clean.end(), [](char c) { return c == ' ' || c == '(' || c == ')'; }, '_');
+  std::replace_if(
+      clean.begin(), clean.end(), [](char c) { return c == ' ' || c == '(' || c == ')'; }, '_');
   return text + " (" + clean + ")\n";
 }
 }  // namespace
@@ -51,17 +52,17 @@ int eval(const EvalArgs& args) {
   for (const auto& p : ds.problems) std::cerr << "skip: " << p << "\n";
   EvalResult r = evaluate(am, ds, args.batch_size, args.threads);
   for (const auto& f : r.failures) std::cerr << "skip: " << f << "\n";
-  std::cout << "utterances " << r.utterances.size() << " (skipped " << ds.problems.size() + r.failures.size()
-            << "), audio " << r.audio_seconds << " s, decoded in " << r.wall_seconds << " s\n";
+  std::cout << "utterances " << r.utterances.size() << " (skipped "
+            << ds.problems.size() + r.failures.size() << "), audio " << r.audio_seconds
+            << " s, decoded in " << r.wall_seconds << " s\n";
   std::cout << "WER " << percent(r.words.rate()) << " " << counts(r.words) << "\n";
   std::cout << "CER " << percent(r.chars.rate()) << " " << counts(r.chars) << "\n";
   if (args.show_worst > 0) {
     std::vector<const UtteranceResult*> worst;
     for (const auto& u : r.utterances)
       if (u.words.errors() > 0) worst.push_back(&u);
-    std::stable_sort(worst.begin(), worst.end(), [](auto* a, auto* b) {
-      return a->words.errors() > b->words.errors();
-    });
+    std::stable_sort(worst.begin(), worst.end(),
+                     [](auto* a, auto* b) { return a->words.errors() > b->words.errors(); });
     if (worst.size() > static_cast<size_t>(args.show_worst)) worst.resize(args.show_worst);
     for (const auto* u : worst)
       std::cout << "worst: " << u->id << " errors " << u->words.errors() << " ref \""
@@ -82,7 +83,8 @@ int eval(const EvalArgs& args) {
 int transcribe(const TranscribeArgs& args) {
   AcousticModel am = AcousticModel::load(args.checkpoint);
   std::vector<std::string> texts = transcribe_files(am, args.audio, args.batch_size, args.threads);
-  for (size_t i = 0; i < args.audio.size(); ++i) std::cout << args.audio[i] << "\t" << texts[i] << "\n";
+  for (size_t i = 0; i < args.audio.size(); ++i)
+    std::cout << args.audio[i] << "\t" << texts[i] << "\n";
   return 0;
 }
 
@@ -129,8 +131,8 @@ int import_kaldi(const ImportKaldiArgs& args) {
   for (const auto& p : problems) std::cerr << "skip: " << p << "\n";
   DS2_CHECK(!usable.empty(), args.dir << ": no usable utterance");
   write_manifest(args.manifest, usable);
-  std::cout << args.manifest << ": " << usable.size() << " utterances written, "
-            << problems.size() << " skipped\n";
+  std::cout << args.manifest << ": " << usable.size() << " utterances written, " << problems.size()
+            << " skipped\n";
   return problems.empty() ? 0 : 1;
 }
 

@@ -4,7 +4,6 @@
 //   ds2 transcribe runs/fsdd/best.ckpt a.wav b.flac
 //   ds2 validate-data configs/fsdd.yaml
 #include <CLI/CLI.hpp>
-
 #include <exception>
 #include <iostream>
 

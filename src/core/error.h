@@ -18,18 +18,18 @@ class Error : public std::runtime_error {
 }  // namespace ds2
 
 // Throws ds2::Error with a streamed message when `cond` is false.
-#define DS2_CHECK(cond, msg)                         \
-  do {                                               \
-    if (!(cond)) {                                   \
-      std::ostringstream ds2_check_stream_;          \
-      ds2_check_stream_ << msg;                      \
-      throw ::ds2::Error(ds2_check_stream_.str());   \
-    }                                                \
+#define DS2_CHECK(cond, msg)                       \
+  do {                                             \
+    if (!(cond)) {                                 \
+      std::ostringstream ds2_check_stream_;        \
+      ds2_check_stream_ << msg;                    \
+      throw ::ds2::Error(ds2_check_stream_.str()); \
+    }                                              \
   } while (0)
 
-#define DS2_FAIL(msg)                                \
-  do {                                               \
-    std::ostringstream ds2_check_stream_;            \
-    ds2_check_stream_ << msg;                        \
-    throw ::ds2::Error(ds2_check_stream_.str());     \
+#define DS2_FAIL(msg)                            \
+  do {                                           \
+    std::ostringstream ds2_check_stream_;        \
+    ds2_check_stream_ << msg;                    \
+    throw ::ds2::Error(ds2_check_stream_.str()); \
   } while (0)

@@ -15,7 +15,9 @@ namespace ds2 {
 class Rng {
  public:
   explicit Rng(uint64_t seed = 0) : engine_(seed) {}
-  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(engine_); }
+  float uniform(float lo, float hi) {
+    return std::uniform_real_distribution<float>(lo, hi)(engine_);
+  }
   float normal(float mean, float stddev) {
     return std::normal_distribution<float>(mean, stddev)(engine_);
   }

@@ -40,6 +40,8 @@ void Tensor::reserve(int64_t numel) {
   if (numel > capacity()) storage_.resize(static_cast<size_t>(numel));
 }
 
-void Tensor::fill(float value) { std::fill(storage_.begin(), storage_.begin() + numel_, value); }
+void Tensor::fill(float value) {
+  std::fill(storage_.begin(), storage_.begin() + numel_, value);
+}
 
 }  // namespace ds2

@@ -1,9 +1,8 @@
 #include "train/checkpoint.h"
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -45,10 +44,11 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   uint64_t offset = 0;
   for (const auto& t : checkpoint.tensors) {
     DS2_CHECK(static_cast<int64_t>(t.data.size()) == shape_numel(t.shape),
-              path << ": tensor '" << t.name << "' has " << t.data.size()
-                   << " values for shape " << shape_str(t.shape));
+              path << ": tensor '" << t.name << "' has " << t.data.size() << " values for shape "
+                   << shape_str(t.shape));
     const uint64_t bytes = t.data.size() * sizeof(float);
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     crcs[t.name] = crc32(t.data.data(), bytes);
     offset += bytes;
   }
@@ -72,7 +72,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   const std::string bytes = read_file(path);
   DS2_CHECK(bytes.size() >= 8, path << ": not a checkpoint (file too short)");
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   DS2_CHECK(n <= bytes.size() - 8, path << ": truncated checkpoint (header of " << n
                                         << " bytes, file of " << bytes.size() << ")");
   nlohmann::json header;
@@ -86,7 +87,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   nlohmann::json crcs = nlohmann::json::object();
   try {
     if (header.contains("__metadata__")) {
-      for (const auto& [k, v] : header["__metadata__"].items()) ck.metadata[k] = v.get<std::string>();
+      for (const auto& [k, v] : header["__metadata__"].items())
+        ck.metadata[k] = v.get<std::string>();
       auto it = ck.metadata.find("ds2.crc32");
       if (it != ck.metadata.end()) crcs = nlohmann::json::parse(it->second);
       ck.metadata.erase("ds2.crc32");

@@ -38,16 +38,18 @@ YAML::Node to_node(double v) {
   std::snprintf(text, sizeof text, "%.15g", v);
   return YAML::Node(std::string(text));
 }
-YAML::Node to_node(float v) { return to_node(static_cast<double>(v)); }
+YAML::Node to_node(float v) {
+  return to_node(static_cast<double>(v));
+}
 template <typename T>
 YAML::Node to_node(const T& v) {
   return YAML::Node(v);
 }
 
-#define DS2_FIELD(KEY, MEMBER, TYPE, WHAT, DOC)                                              \
-  Field {                                                                                    \
+#define DS2_FIELD(KEY, MEMBER, TYPE, WHAT, DOC)                                            \
+  Field {                                                                                  \
     KEY, DOC, [](Config& c, const YAML::Node& n) { c.MEMBER = scalar_as<TYPE>(n, WHAT); }, \
-        [](const Config& c) { return to_node(c.MEMBER); }                                   \
+        [](const Config& c) { return to_node(c.MEMBER); }                                  \
   }
 
 YAML::Node conv_to_yaml(const std::vector<ConvLayerConfig>& convs) {
@@ -264,8 +266,7 @@ void apply_value(Config& cfg, const std::string& key, const YAML::Node& value,
                  const std::string& where) {
   const Field* field = find_field(key);
   if (!field) {
-    DS2_FAIL(where << ": unknown key '" << key << "' (did you mean '" << nearest_key(key)
-                   << "'?)");
+    DS2_FAIL(where << ": unknown key '" << key << "' (did you mean '" << nearest_key(key) << "'?)");
   }
   try {
     field->set(cfg, value);
@@ -352,8 +353,9 @@ std::string emit_resolved(const Config& cfg) {
 
 }  // namespace
 
-static Config parse_config_in(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                       const std::string& source, const std::filesystem::path& base_dir) {
+static Config parse_config_in(const std::string& yaml_text,
+                              const std::vector<std::string>& overrides, const std::string& source,
+                              const std::filesystem::path& base_dir) {
   Config cfg;
   cfg.source = source;
   YAML::Node root;

@@ -43,23 +43,23 @@ struct OptimConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
-  double grad_clip = 400.0;          // global L2 norm; 0 = off
-  int warmup_steps = 0;              // linear warm-up from 0
+  double grad_clip = 400.0;         // global L2 norm; 0 = off
+  int warmup_steps = 0;             // linear warm-up from 0
   std::string schedule = "cosine";  // constant | cosine | exponential
-  double final_lr_ratio = 0.05;      // cosine: lr at the end = lr * final_lr_ratio
-  double decay_per_epoch = 0.9;      // exponential: lr *= decay_per_epoch each epoch
+  double final_lr_ratio = 0.05;     // cosine: lr at the end = lr * final_lr_ratio
+  double decay_per_epoch = 0.9;     // exponential: lr *= decay_per_epoch each epoch
 };
 
 struct TrainLoopConfig {
   int epochs = 10;
   int batch_size = 16;
-  int max_steps = 0;           // 0 = no limit besides epochs
-  bool sortagrad = true;       // first epoch in order of increasing duration
-  int log_every = 20;          // steps
-  int eval_every = 0;          // steps between dev evaluations; 0 = once per epoch
+  int max_steps = 0;      // 0 = no limit besides epochs
+  bool sortagrad = true;  // first epoch in order of increasing duration
+  int log_every = 20;     // steps
+  int eval_every = 0;     // steps between dev evaluations; 0 = once per epoch
   int keep_checkpoints = 3;
   int max_consecutive_skips = 20;  // non-finite steps in a row that stop the run
-  double ema_decay = 0.0;      // > 0: evaluate and save an exponential moving average of weights
+  double ema_decay = 0.0;  // > 0: evaluate and save an exponential moving average of weights
 };
 
 struct Config {

@@ -20,8 +20,9 @@ std::vector<std::string> decode_dataset(AcousticModel& am, const Dataset& datase
   });
   std::vector<std::vector<int>> batches;
   for (size_t i = 0; i < order.size(); i += batch_size)
-    batches.emplace_back(order.begin() + i,
-                         order.begin() + std::min(order.size(), i + static_cast<size_t>(batch_size)));
+    batches.emplace_back(
+        order.begin() + i,
+        order.begin() + std::min(order.size(), i + static_cast<size_t>(batch_size)));
   std::vector<std::string> texts(dataset.examples.size());
   Loader loader(dataset, *am.featurizer, threads, 4);
   loader.start_epoch(std::move(batches), 0, 0, /*augment=*/false);
@@ -39,7 +40,8 @@ std::vector<std::string> decode_dataset(AcousticModel& am, const Dataset& datase
 EvalResult evaluate(AcousticModel& am, const Dataset& dataset, int batch_size, int threads) {
   const auto start = std::chrono::steady_clock::now();
   EvalResult result;
-  std::vector<std::string> texts = decode_dataset(am, dataset, batch_size, threads, &result.failures);
+  std::vector<std::string> texts =
+      decode_dataset(am, dataset, batch_size, threads, &result.failures);
   TextNormalization norm;
   norm.digits = parse_digits_policy(am.config.data.digits);
   for (size_t i = 0; i < dataset.examples.size(); ++i) {

@@ -1,7 +1,5 @@
 #include "train/trainer.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "audio/normalize.h"
@@ -77,7 +76,8 @@ void Trainer::log(const std::string& line) {
 TrainSummary Trainer::run() {
   const auto start = std::chrono::steady_clock::now();
   const Config& cfg = config_;
-  DS2_CHECK(!cfg.data.train_manifest.empty(), cfg.source << ": key 'data.train_manifest' is required");
+  DS2_CHECK(!cfg.data.train_manifest.empty(),
+            cfg.source << ": key 'data.train_manifest' is required");
   fs::create_directories(cfg.run.dir);
   write_file_atomic((fs::path(cfg.run.dir) / "config.yaml").string(), cfg.resolved_yaml);
   log_file_.open(fs::path(cfg.run.dir) / "train.log", std::ios::app);
@@ -86,8 +86,9 @@ TrainSummary Trainer::run() {
   // The CUDA training backend is a later step (see README); until it lands, `cuda` is refused
   // rather than silently run on the CPU, and `auto` says what it chose.
   const DeviceReport devices = query_devices();
-  DS2_CHECK(cfg.run.device != "cuda",
-            cfg.source << ": key 'run.device': cuda training is not implemented yet; use cpu or auto");
+  DS2_CHECK(
+      cfg.run.device != "cuda",
+      cfg.source << ": key 'run.device': cuda training is not implemented yet; use cpu or auto");
   log(std::string("device: cpu (") + std::to_string(cfg.run.threads > 0 ? cfg.run.threads : 0) +
       " BLAS threads requested, 0 = all cores); CUDA: " +
       (devices.cuda_devices > 0 ? std::to_string(devices.cuda_devices) +
@@ -193,8 +194,11 @@ TrainSummary Trainer::run() {
     log("eval step " + std::to_string(step) + " epoch " + std::to_string(epoch) + ": dev WER " +
         fixed(100 * wer, 2) + "% CER " + fixed(100 * cer, 2) + "% (" +
         std::to_string(r.words.reference_length) + " words, " + fixed(r.wall_seconds, 1) + " s)");
-    metrics << nlohmann::json{{"event", "eval"}, {"step", step}, {"epoch", epoch},
-                              {"wer", wer}, {"cer", cer}}
+    metrics << nlohmann::json{{"event", "eval"},
+                              {"step", step},
+                              {"epoch", epoch},
+                              {"wer", wer},
+                              {"cer", cer}}
                    .dump()
             << std::endl;
     save("last.ckpt", epoch);
@@ -249,8 +253,8 @@ TrainSummary Trainer::run() {
         ++consecutive_skips;
         std::string ids;
         for (int ex : batch->examples) ids += " " + train.examples[ex].utterance.id;
-        log("skip step " + std::to_string(step) + ": non-finite loss or gradient; utterances:" +
-            ids);
+        log("skip step " + std::to_string(step) +
+            ": non-finite loss or gradient; utterances:" + ids);
         DS2_CHECK(consecutive_skips < cfg.train.max_consecutive_skips,
                   "stopping: " << consecutive_skips
                                << " consecutive steps had a non-finite loss or gradient "
@@ -273,10 +277,15 @@ TrainSummary Trainer::run() {
         if (summary.first_loss == 0) summary.first_loss = avg;
         summary.last_loss = avg;
         log("step " + std::to_string(step) + "/" + std::to_string(total_steps) + " epoch " +
-            std::to_string(epoch) + " loss " + fixed(avg, 3) + " lr " + scientific(lr) + " grad_norm " + fixed(norm, 1) + " utt/s " + fixed(window_utts / dt, 1) +
+            std::to_string(epoch) + " loss " + fixed(avg, 3) + " lr " + scientific(lr) +
+            " grad_norm " + fixed(norm, 1) + " utt/s " + fixed(window_utts / dt, 1) +
             " audio_s/s " + fixed(window_audio / dt, 1));
-        metrics << nlohmann::json{{"event", "train"}, {"step", step}, {"epoch", epoch},
-                                  {"loss", avg}, {"lr", lr}, {"grad_norm", norm},
+        metrics << nlohmann::json{{"event", "train"},
+                                  {"step", step},
+                                  {"epoch", epoch},
+                                  {"loss", avg},
+                                  {"lr", lr},
+                                  {"grad_norm", norm},
                                   {"utt_per_s", window_utts / dt},
                                   {"audio_s_per_s", window_audio / dt}}
                        .dump()
@@ -307,8 +316,8 @@ TrainSummary Trainer::run() {
   }
   summary.steps = step;
   summary.wall_seconds = seconds_since(start);
-  log("done: " + std::to_string(step) + " steps, " + std::to_string(summary.epochs) +
-      " epochs, " + fixed(summary.wall_seconds, 1) + " s, skipped steps " +
+  log("done: " + std::to_string(step) + " steps, " + std::to_string(summary.epochs) + " epochs, " +
+      fixed(summary.wall_seconds, 1) + " s, skipped steps " +
       std::to_string(summary.skipped_steps) + ", skipped utterances " +
       std::to_string(summary.skipped_utterances + summary.invalid_utterances) +
       (have_dev ? ", best dev WER " + fixed(100 * summary.best_dev_wer, 2) + "%" : ""));

@@ -19,13 +19,13 @@ namespace ds2 {
 struct TrainSummary {
   int64_t steps = 0;
   int epochs = 0;
-  double first_loss = 0;       // mean loss of the first logging window
-  double last_loss = 0;        // mean loss of the last logging window
-  double best_dev_wer = -1;    // -1 without a dev set
+  double first_loss = 0;     // mean loss of the first logging window
+  double last_loss = 0;      // mean loss of the last logging window
+  double best_dev_wer = -1;  // -1 without a dev set
   double best_dev_cer = -1;
-  int64_t skipped_steps = 0;        // non-finite loss or gradient
-  int64_t skipped_utterances = 0;   // failed to load or CTC-infeasible after augmentation
-  int64_t invalid_utterances = 0;   // rejected by validation before training
+  int64_t skipped_steps = 0;       // non-finite loss or gradient
+  int64_t skipped_utterances = 0;  // failed to load or CTC-infeasible after augmentation
+  int64_t invalid_utterances = 0;  // rejected by validation before training
   double wall_seconds = 0;
   double audio_seconds = 0;
 };

@@ -72,13 +72,15 @@ TEST_F(CliTest, ValidateDataNamesEveryBadUtterance) {
   std::getline(good, line2);
   // A truncated copy of a real recording.
   std::filesystem::copy_file(dir_ / "lucas_3_0.wav", dir_ / "cut.wav");
-  std::filesystem::resize_file(dir_ / "cut.wav", std::filesystem::file_size(dir_ / "cut.wav") - 500);
-  write("train.jsonl", line1 + "\n" +
-                           "{\"audio_filepath\": \"cut.wav\", \"duration\": 0.3, \"text\": \"three\"}\n" +
-                           "{\"audio_filepath\": \"lucas_3_1.wav\", \"duration\": 0.3, \"text\": \"thr3e!\"}\n" +
-                           "{\"audio_filepath\": \"nothere.wav\", \"duration\": 1, \"text\": \"x\"}\n" +
-                           "{\"audio_filepath\": \"lucas_3_1.wav\", \"text\": \"three\"}\n" +
-                           "{\"audio_filepath\": \"lucas_3_1.wav\", \"duration\": 9.5, \"text\": \"three\"}\n");
+  std::filesystem::resize_file(dir_ / "cut.wav",
+                               std::filesystem::file_size(dir_ / "cut.wav") - 500);
+  write("train.jsonl",
+        line1 + "\n" +
+            "{\"audio_filepath\": \"cut.wav\", \"duration\": 0.3, \"text\": \"three\"}\n" +
+            "{\"audio_filepath\": \"lucas_3_1.wav\", \"duration\": 0.3, \"text\": \"thr3e!\"}\n" +
+            "{\"audio_filepath\": \"nothere.wav\", \"duration\": 1, \"text\": \"x\"}\n" +
+            "{\"audio_filepath\": \"lucas_3_1.wav\", \"text\": \"three\"}\n" +
+            "{\"audio_filepath\": \"lucas_3_1.wav\", \"duration\": 9.5, \"text\": \"three\"}\n");
   const std::string cfg = write("v.yaml",
                                 "data: {train_manifest: train.jsonl, digits: keep}\n"
                                 "features: {sample_rate: 8000}\n");
@@ -88,7 +90,8 @@ TEST_F(CliTest, ValidateDataNamesEveryBadUtterance) {
   EXPECT_NE(r.output.find(m + ":2: cut@2: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("truncated"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(m + ":3: lucas_3_1@3: characters outside the alphabet: \"3\""),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find(m + ":4: nothere@4: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(m + ":5: "), std::string::npos) << r.output;  // missing duration
   EXPECT_NE(r.output.find(m + ":6: lucas_3_1@6: duration"), std::string::npos) << r.output;

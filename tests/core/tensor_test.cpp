@@ -17,6 +17,8 @@ TEST(Tensor, ResizeReusesStorageWhenShrinking) {
   EXPECT_EQ(t.dim(-1), 5);
 }
 
-TEST(Tensor, NegativeDimensionIsAnError) { EXPECT_THROW(Tensor({2, -1}), Error); }
+TEST(Tensor, NegativeDimensionIsAnError) {
+  EXPECT_THROW(Tensor({2, -1}), Error);
+}
 
 }  // namespace ds2

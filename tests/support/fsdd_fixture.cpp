@@ -12,8 +12,8 @@
 namespace ds2::testing {
 
 std::filesystem::path make_temp_dir(const std::string& tag) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("ds2_" + tag + "_" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("ds2_" + tag + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -22,7 +22,7 @@ std::filesystem::path make_temp_dir(const std::string& tag) {
 std::string write_digit_manifest(const std::filesystem::path& dir, const std::string& speaker,
                                  const std::vector<int>& digits, int takes,
                                  const std::string& name) {
-  static const char* kWords[] = {"zero", "one", "two", "three", "four",
+  static const char* kWords[] = {"zero", "one", "two",   "three", "four",
                                  "five", "six", "seven", "eight", "nine"};
   const std::string data = std::string(DS2_SOURCE_DIR) + "/data/fsdd/";
   std::ifstream index(data + "index.tsv");
@@ -42,11 +42,13 @@ std::string write_digit_manifest(const std::filesystem::path& dir, const std::st
     bool wanted = false;
     for (int d : digits) wanted |= d == digit;
     if (!wanted) continue;
-    const std::string wav = speaker + "_" + std::to_string(digit) + "_" + std::to_string(take) + ".wav";
+    const std::string wav =
+        speaker + "_" + std::to_string(digit) + "_" + std::to_string(take) + ".wav";
     write_audio((dir / wav).string(),
                 std::vector<float>(audio.begin() + start, audio.begin() + start + count), rate);
-    manifest << "{\"audio_filepath\": \"" << wav << "\", \"duration\": "
-             << static_cast<double>(count) / rate << ", \"text\": \"" << kWords[digit] << "\"}\n";
+    manifest << "{\"audio_filepath\": \"" << wav
+             << "\", \"duration\": " << static_cast<double>(count) / rate << ", \"text\": \""
+             << kWords[digit] << "\"}\n";
   }
   return (dir / name).string();
 }

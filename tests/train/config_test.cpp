@@ -29,7 +29,7 @@ TEST(Config, DefaultsAndValues) {
 
 TEST(Config, DottedOverridesWin) {
   Config c = parse_config("optim:\n  lr: 0.01\n", {"optim.lr=3e-4", "train.sortagrad=false",
-                                                  "model.conv=[{channels: 8, kernel: [3, 5]}]"});
+                                                   "model.conv=[{channels: 8, kernel: [3, 5]}]"});
   EXPECT_DOUBLE_EQ(c.optim.lr, 3e-4);
   EXPECT_FALSE(c.train.sortagrad);
   ASSERT_EQ(c.model.conv.size(), 1u);
@@ -59,8 +59,9 @@ TEST(Config, BadTypesAndValuesNameTheKey) {
 }
 
 TEST(Config, ResolvedYamlRoundTrips) {
-  Config a = parse_config("optim:\n  lr: 0.02\nmodel:\n  conv: [{channels: 4, kernel: [3, 3], "
-                          "stride: [1, 2]}]\n");
+  Config a = parse_config(
+      "optim:\n  lr: 0.02\nmodel:\n  conv: [{channels: 4, kernel: [3, 3], "
+      "stride: [1, 2]}]\n");
   Config b = parse_config(a.resolved_yaml);
   EXPECT_EQ(a.resolved_yaml, b.resolved_yaml);
   EXPECT_DOUBLE_EQ(b.optim.lr, 0.02);
