@@ -7,6 +7,7 @@
 #include "nn/activations.h"
 #include "nn/batch_norm.h"
 #include "nn/conv2d.h"
+#include "nn/dropout.h"
 #include "nn/linear.h"
 #include "nn/rnn_layer.h"
 
@@ -49,11 +50,21 @@ Model::Model(const ModelConfig& config, int input_features, int num_classes)
         frame);
     features = config.rnn_hidden;
     frame = {features};
+    if (config.dropout > 0.0f)
+      add_layer(std::make_unique<Dropout>("rnn" + std::to_string(i) + ".dropout", config.dropout),
+                frame);
   }
   add_layer(std::make_unique<Linear>("fc", store_, features, num_classes), frame);
   layers_.front()->set_needs_input_grad(false);
   store_.finalize();
   activations_.resize(layers_.size());
+}
+
+void Model::initialize(Rng& rng) {
+  store_.initialize(rng);
+  for (auto& layer : layers_)
+    if (auto* drop = dynamic_cast<Dropout*>(layer.get()))
+      drop->reseed(static_cast<uint64_t>(rng.uniform_int(0, INT64_MAX)));
 }
 
 void Model::add_layer(std::unique_ptr<Layer> layer, const Shape& in_frame_shape) {

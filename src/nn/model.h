@@ -39,7 +39,8 @@ class Model {
   ParameterStore& parameters() { return store_; }
   const ParameterStore& parameters() const { return store_; }
   // Draws every parameter from its layer's initializer and resets batch-norm statistics.
-  void initialize(Rng& rng) { store_.initialize(rng); }
+  // Also reseeds dropout masks from `rng`.
+  void initialize(Rng& rng);
 
   // features {T, B, input_features} with per-utterance lengths (padding may hold anything
   // finite). `training` selects batch statistics in batch norm and updates the running ones.

@@ -29,6 +29,7 @@ struct ModelConfig {
   bool rnn_batch_norm = true;        // sequence-wise batch norm on the input projection
   float relu_clip = 20.0f;           // clipped ReLU ceiling (DS2 uses 20)
   float batch_norm_momentum = 0.1f;  // running statistics update rate
+  float dropout = 0.0f;              // dropout after each recurrent layer (0 = none)
 };
 
 }  // namespace ds2

@@ -25,7 +25,7 @@ AcousticModel build(const Config& config, Alphabet alphabet) {
 AcousticModel AcousticModel::create(const Config& config) {
   AcousticModel am = build(config, alphabet_for(config.data));
   Rng rng(static_cast<uint64_t>(config.run.seed));
-  am.model->parameters().initialize(rng);
+  am.model->initialize(rng);
   return am;
 }
 

@@ -168,6 +168,8 @@ const std::vector<Field>& schema() {
       DS2_FIELD("model.relu_clip", model.relu_clip, float, "a number", "clipped ReLU ceiling"),
       DS2_FIELD("model.batch_norm_momentum", model.batch_norm_momentum, float, "a number",
                 "update rate of batch-norm running statistics"),
+      DS2_FIELD("model.dropout", model.dropout, float, "a number",
+                "dropout after each recurrent layer (0 = none)"),
       DS2_FIELD("optim.name", optim.name, std::string, "a string", "adam | sgd (Nesterov)"),
       DS2_FIELD("optim.lr", optim.lr, double, "a number", "peak learning rate"),
       DS2_FIELD("optim.momentum", optim.momentum, double, "a number", "sgd momentum"),
@@ -331,6 +333,7 @@ void validate(const Config& c) {
             "keys 'augment.speed_min'/'augment.speed_max' need 0 < min <= max");
   DS2_CHECK(c.augment.noise_prob >= 0 && c.augment.noise_prob <= 1,
             "key 'augment.noise_prob' must be in [0, 1]");
+  DS2_CHECK(c.model.dropout >= 0 && c.model.dropout < 1, "key 'model.dropout' must be in [0, 1)");
   DS2_CHECK(c.train.ema_decay >= 0 && c.train.ema_decay < 1,
             "key 'train.ema_decay' must be in [0, 1)");
   DS2_CHECK(c.optim.grad_clip >= 0, "key 'optim.grad_clip' must be >= 0");
