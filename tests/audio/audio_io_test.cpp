@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace ds2 {
 namespace {

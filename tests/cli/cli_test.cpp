@@ -8,6 +8,7 @@
 #include <string>
 
 #include "support/fsdd_fixture.h"
+#include "support/temp_dir.h"
 
 namespace ds2 {
 namespace {
@@ -30,15 +31,12 @@ CliRun run(const std::string& args) {
 
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = testing::make_temp_dir("cli"); }
-  void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
   std::string write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
     return (dir_ / name).string();
   }
-  std::filesystem::path dir_;
+  TempDir temp_;
+  const std::filesystem::path& dir_ = temp_.path();
 };
 
 TEST_F(CliTest, HelpForEverySubcommand) {

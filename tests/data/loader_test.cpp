@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "support/fsdd_fixture.h"
+#include "support/temp_dir.h"
 
 namespace ds2 {
 namespace {
@@ -13,7 +14,6 @@ namespace {
 class LoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::make_temp_dir("loader");
     manifest_ = testing::write_digit_manifest(dir_, "nicolas", {4, 5, 6}, 4);
     cfg_.features.sample_rate = 8000;
     cfg_.augment.speed_min = 0.9;
@@ -25,7 +25,6 @@ class LoaderTest : public ::testing::Test {
     DatasetChecks checks{cfg_.data, alphabet_, *featurizer_, [](int f) { return f; }};
     dataset_ = load_dataset(manifest_, checks, 2);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Every batch's features, copied, in delivery order.
   std::vector<Batch> run_epoch(int threads, bool augment) {
@@ -36,7 +35,8 @@ class LoaderTest : public ::testing::Test {
     return out;
   }
 
-  std::filesystem::path dir_;
+  TempDir temp_;
+  const std::filesystem::path& dir_ = temp_.path();
   std::string manifest_;
   Config cfg_;
   Alphabet alphabet_ = Alphabet::english();

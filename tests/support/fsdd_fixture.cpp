@@ -11,14 +11,6 @@
 
 namespace ds2::testing {
 
-std::filesystem::path make_temp_dir(const std::string& tag) {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("ds2_" + tag + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 std::string write_digit_manifest(const std::filesystem::path& dir, const std::string& speaker,
                                  const std::vector<int>& digits, int takes,
                                  const std::string& name) {

@@ -2,8 +2,8 @@
 // (CC BY-SA 4.0, see data/fsdd/ATTRIBUTION.md), written as WAV files plus a JSON-lines manifest
 // in a temporary folder.
 //
-//   auto dir = ds2::testing::make_temp_dir("trainer");
-//   std::string manifest = ds2::testing::write_digit_manifest(dir, "george", {0, 1}, /*takes=*/3);
+//   ds2::TempDir dir;
+//   std::string manifest = ds2::testing::write_digit_manifest(dir.path(), "george", {0, 1}, 3);
 #pragma once
 
 #include <filesystem>
@@ -11,8 +11,6 @@
 #include <vector>
 
 namespace ds2::testing {
-
-std::filesystem::path make_temp_dir(const std::string& tag);
 
 // Writes one utterance per (digit, take) of `speaker` (single digits, text "zero", "one", ...),
 // and returns the manifest path.

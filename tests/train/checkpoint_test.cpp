@@ -7,6 +7,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "support/temp_dir.h"
 
 namespace ds2 {
 namespace {
@@ -14,13 +15,10 @@ namespace {
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("ds2_ckpt_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
     ck_.metadata["config"] = "optim:\n  lr: 0.1\n";
     ck_.tensors.push_back({"a.weight", {2, 3}, {1, -2, 3.5f, 4, 5, 6}});
     ck_.tensors.push_back({"b.bias", {3}, {0.25f, -0.5f, 7}});
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string file(const std::string& name) { return (dir_ / name).string(); }
   std::string error_loading(const std::string& path) {
     try {
@@ -30,7 +28,8 @@ class CheckpointTest : public ::testing::Test {
     }
     return "";
   }
-  std::filesystem::path dir_;
+  TempDir temp_;
+  const std::filesystem::path& dir_ = temp_.path();
   Checkpoint ck_;
 };
 

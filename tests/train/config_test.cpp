@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "support/temp_dir.h"
 
 namespace ds2 {
 namespace {
@@ -70,14 +71,14 @@ TEST(Config, ResolvedYamlRoundTrips) {
 }
 
 TEST(Config, FilePathsAreRelativeToTheConfigFile) {
-  auto dir = std::filesystem::temp_directory_path() / "ds2_config_test";
+  TempDir temp;
+  const std::filesystem::path& dir = temp.path();
   std::filesystem::create_directories(dir / "cfg");
   std::ofstream(dir / "cfg" / "x.yaml") << "data:\n  train_manifest: ../d/train.jsonl\n";
   Config c = load_config((dir / "cfg" / "x.yaml").string(), {"data.dev_manifest=dev.jsonl"});
   EXPECT_EQ(c.data.train_manifest, (dir / "d" / "train.jsonl").string());
   EXPECT_EQ(c.data.dev_manifest, "dev.jsonl");
   EXPECT_THROW(load_config((dir / "missing.yaml").string()), Error);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

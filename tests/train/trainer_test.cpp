@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "support/fsdd_fixture.h"
+#include "support/temp_dir.h"
 #include "train/acoustic_model.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
@@ -15,7 +16,8 @@ namespace {
 // A small model on real recordings of three digits: the loss must fall well below its start
 // and the checkpoint must round-trip into the same transcriptions.
 TEST(Trainer, LossFallsOnRealSpeechAndCheckpointRoundTrips) {
-  auto dir = testing::make_temp_dir("trainer");
+  TempDir temp;
+  const std::filesystem::path& dir = temp.path();
   const std::string manifest = testing::write_digit_manifest(dir, "george", {1, 2, 7}, 8);
   Config cfg = parse_config(
       "run: {seed: 3, threads: 2}\n"
@@ -47,7 +49,6 @@ TEST(Trainer, LossFallsOnRealSpeechAndCheckpointRoundTrips) {
   EXPECT_DOUBLE_EQ(r.words.rate(), s.best_dev_wer);
   // Batch size never changes a result.
   EXPECT_DOUBLE_EQ(evaluate(am, ds, 1, 1).words.rate(), r.words.rate());
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
