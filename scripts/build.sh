@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds ds2 into build/ (Release). Extra arguments go to cmake's configure step.
+# Configures and builds ds2 into build/ (Release). Extra arguments go to cmake's configure step;
+# DS2_TARGET=ds2 builds only the binary.
 # Used by demo.sh and test.sh; installs the Debian dependencies first when any is missing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,4 +13,4 @@ cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "$@" >"$BUILD_DIR.co
   exit 1
 }
 grep -A12 "ds2 configuration summary" "$BUILD_DIR.configure.log" | sed 's/^-- //'
-cmake --build "$BUILD_DIR" -j"$JOBS"
+cmake --build "$BUILD_DIR" -j"$JOBS" ${DS2_TARGET:+--target "$DS2_TARGET"}

@@ -12,7 +12,13 @@ RUN="${DS2_DEMO_RUN:-runs/fsdd-demo}"
 EPOCHS="${DS2_DEMO_EPOCHS:-6}"
 
 echo "== build"
-scripts/build.sh -DDS2_BUILD_TESTS=OFF >/dev/null
+BUILD_LOG="$(mktemp)"
+if ! DS2_TARGET=ds2 scripts/build.sh >"$BUILD_LOG" 2>&1; then
+  tail -40 "$BUILD_LOG"
+  echo "demo.sh: the build failed (full log: $BUILD_LOG)" >&2
+  exit 1
+fi
+grep -A10 "ds2 configuration summary" "$BUILD_LOG"
 echo "== corpus (connected digits from data/fsdd; test speaker held out)"
 if [ ! -f "$CORPUS/test.jsonl" ]; then
   python3 scripts/make-fsdd-corpus.py --out "$CORPUS"

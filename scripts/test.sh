@@ -3,6 +3,6 @@
 # no GPU.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$ROOT/scripts/build.sh"
+"$ROOT/scripts/build.sh" -DDS2_BUILD_TESTS=ON
 cd "${DS2_BUILD_DIR:-$ROOT/build}"
 ctest --output-on-failure -j"$(nproc)" "$@"
