@@ -53,3 +53,36 @@ TEST(Trainer, LossFallsOnRealSpeechAndCheckpointRoundTrips) {
 
 }  // namespace
 }  // namespace ds2
+
+namespace ds2 {
+namespace {
+
+// Global feature statistics are computed from the training set, stored in the checkpoint and
+// used again when the checkpoint is loaded.
+TEST(Trainer, GlobalNormalizationStatisticsTravelWithTheCheckpoint) {
+  TempDir temp;
+  const std::string manifest = testing::write_digit_manifest(temp.path(), "yweweler", {0, 8}, 5);
+  Config cfg = parse_config(
+      "features: {sample_rate: 8000, normalize: global}\n"
+      "model: {conv: [], rnn_layers: 1, rnn_hidden: 16, bidirectional: false}\n"
+      "train: {epochs: 2, batch_size: 4}\n");
+  cfg.run.dir = (temp.path() / "run").string();
+  cfg.data.train_manifest = manifest;
+  cfg.data.dev_manifest = manifest;
+  TrainSummary s = Trainer(cfg).run();
+  EXPECT_EQ(s.steps, 2 * 3);
+  Checkpoint ck = load_checkpoint((temp.path() / "run" / "best.ckpt").string());
+  ASSERT_TRUE(ck.metadata.count("feature_mean"));
+  AcousticModel am = AcousticModel::load((temp.path() / "run" / "best.ckpt").string());
+  ASSERT_EQ(static_cast<int>(am.featurizer->global_mean().size()), am.featurizer->num_features());
+  // Log power of real speech has a mean far from zero and a spread of several nats per bin.
+  EXPECT_LT(am.featurizer->global_mean()[10], -1.0f);
+  EXPECT_GT(am.featurizer->global_stddev()[10], 0.5f);
+  DatasetChecks checks{am.config.data, am.alphabet, *am.featurizer,
+                       [&](int f) { return am.model->output_length(f); }};
+  Dataset ds = load_dataset(manifest, checks, 1);
+  EXPECT_DOUBLE_EQ(evaluate(am, ds, 3, 1).words.rate(), s.best_dev_wer);
+}
+
+}  // namespace
+}  // namespace ds2
