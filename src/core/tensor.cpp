@@ -7,6 +7,31 @@
 
 namespace ds2 {
 
+Shape::Shape(std::initializer_list<int64_t> dims) {
+  for (int64_t d : dims) push_back(d);
+}
+
+Shape::Shape(const std::vector<int64_t>& dims) {
+  for (int64_t d : dims) push_back(d);
+}
+
+int64_t Shape::at(size_t i) const {
+  DS2_CHECK(i < size(), "dimension " << i << " of a rank-" << rank_ << " shape");
+  return dims_[i];
+}
+
+void Shape::push_back(int64_t d) {
+  DS2_CHECK(rank_ < kMaxRank, "shapes have at most " << kMaxRank << " dimensions");
+  dims_[rank_++] = d;
+}
+
+bool Shape::operator==(const Shape& o) const {
+  if (rank_ != o.rank_) return false;
+  for (int i = 0; i < rank_; ++i)
+    if (dims_[i] != o.dims_[i]) return false;
+  return true;
+}
+
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {

@@ -15,7 +15,38 @@
 
 namespace ds2 {
 
-using Shape = std::vector<int64_t>;
+// A tensor shape with inline storage (rank <= kMaxRank), so building one, as every layer does
+// each step, never allocates.
+class Shape {
+ public:
+  static constexpr int kMaxRank = 8;
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims);
+  explicit Shape(const std::vector<int64_t>& dims);
+  template <typename It>
+  Shape(It first, It last) {
+    for (; first != last; ++first) push_back(*first);
+  }
+
+  size_t size() const { return static_cast<size_t>(rank_); }
+  bool empty() const { return rank_ == 0; }
+  int64_t& operator[](size_t i) { return dims_[i]; }
+  int64_t operator[](size_t i) const { return dims_[i]; }
+  int64_t at(size_t i) const;
+  const int64_t* begin() const { return dims_; }
+  const int64_t* end() const { return dims_ + rank_; }
+  int64_t* begin() { return dims_; }
+  int64_t* end() { return dims_ + rank_; }
+  int64_t back() const { return dims_[rank_ - 1]; }
+  void push_back(int64_t d);
+  std::vector<int64_t> to_vector() const { return {begin(), end()}; }
+  bool operator==(const Shape& o) const;
+  bool operator!=(const Shape& o) const { return !(*this == o); }
+
+ private:
+  int64_t dims_[kMaxRank] = {};
+  int rank_ = 0;
+};
 
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);

@@ -48,7 +48,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
                    << shape_str(t.shape));
     const uint64_t bytes = t.data.size() * sizeof(float);
     header[t.name] = {
-        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+        {"dtype", "F32"}, {"shape", t.shape.to_vector()}, {"data_offsets", {offset, offset + bytes}}};
     crcs[t.name] = crc32(t.data.data(), bytes);
     offset += bytes;
   }
@@ -100,7 +100,7 @@ Checkpoint load_checkpoint(const std::string& path) {
                                                 << info.at("dtype") << "; only F32 is supported");
       NamedTensor t;
       t.name = name;
-      t.shape = info.at("shape").get<Shape>();
+      t.shape = Shape(info.at("shape").get<std::vector<int64_t>>());
       const uint64_t begin = info.at("data_offsets")[0], end = info.at("data_offsets")[1];
       DS2_CHECK(end >= begin && data_start + end <= bytes.size(),
                 path << ": tensor '" << name << "' lies beyond the end of the file (truncated)");
