@@ -72,6 +72,35 @@ void augment_waveform(std::vector<float>& samples, int sample_rate, const Augmen
   add_noise(samples, config, rng);
 }
 
+void warp_frequency(Tensor& features, const AugmentConfig& config, Rng& rng) {
+  if (config.freq_warp == 0.0) return;
+  DS2_CHECK(config.freq_warp > 0.0 && config.freq_warp < 0.5,
+            "augment.freq_warp must be in [0, 0.5), got " << config.freq_warp);
+  DS2_CHECK(features.rank() == 2,
+            "warp_frequency: expected {frames, features}, got " << shape_str(features.shape()));
+  const double alpha = rng.uniform(static_cast<float>(1.0 - config.freq_warp),
+                                   static_cast<float>(1.0 + config.freq_warp));
+  const int64_t frames = features.dim(0), bins = features.dim(1);
+  float* x = features.data();
+  // Bins are rewritten in place from the top down when stretching (alpha > 1, sources lie below)
+  // and from the bottom up when compressing, so every source is read before it is overwritten.
+  for (int64_t t = 0; t < frames; ++t) {
+    float* row = x + t * bins;
+    auto source = [&](int64_t k) {
+      const double pos = std::min(static_cast<double>(bins - 1), k / alpha);
+      const int64_t lo = static_cast<int64_t>(pos);
+      const int64_t hi = std::min(lo + 1, bins - 1);
+      const float frac = static_cast<float>(pos - lo);
+      return row[lo] + frac * (row[hi] - row[lo]);
+    };
+    if (alpha >= 1.0) {
+      for (int64_t k = bins - 1; k >= 0; --k) row[k] = source(k);
+    } else {
+      for (int64_t k = 0; k < bins; ++k) row[k] = source(k);
+    }
+  }
+}
+
 void spec_augment(Tensor& features, const AugmentConfig& config, Rng& rng) {
   DS2_CHECK(features.rank() == 2,
             "spec_augment: expected {frames, features}, got " << shape_str(features.shape()));

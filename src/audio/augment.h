@@ -28,6 +28,13 @@ namespace ds2 {
 void augment_waveform(std::vector<float>& samples, int sample_rate, const AugmentConfig& config,
                       Rng& rng);
 
+// Vocal-tract-length-style warping of the frequency axis (after Jaitly & Hinton, 2013), on
+// {frames, features} log features before normalization: with alpha ~ U[1 - freq_warp,
+// 1 + freq_warp], bin k of every frame takes the linearly interpolated value at k / alpha (bins
+// beyond the top take the last bin). Unlike speed perturbation it leaves timing alone. Draws
+// nothing when freq_warp is 0.
+void warp_frequency(Tensor& features, const AugmentConfig& config, Rng& rng);
+
 // `features` is {frames, features}.
 void spec_augment(Tensor& features, const AugmentConfig& config, Rng& rng);
 

@@ -26,6 +26,7 @@ struct AugmentConfig {
   double noise_prob = 0.0;  // probability of adding white noise
   double noise_snr_min_db = 10.0;
   double noise_snr_max_db = 40.0;
+  double freq_warp = 0.0;   // frequency-axis warp: factor in [1 - w, 1 + w] (0 = off)
   int freq_masks = 0;       // SpecAugment: number of frequency masks
   int freq_mask_width = 0;  // maximum width in feature bins
   int time_masks = 0;       // SpecAugment: number of time masks

@@ -41,6 +41,7 @@ void Featurizer::featurize_samples(std::vector<float>& samples, Rng* augment_rng
                                    Tensor& out) const {
   if (augment_rng) augment_waveform(samples, features_.sample_rate, augment_, *augment_rng);
   extractor_.compute(samples.data(), static_cast<int64_t>(samples.size()), out);
+  if (augment_rng) warp_frequency(out, augment_, *augment_rng);
   if (features_.normalize == "utterance") {
     normalize_per_utterance(out);
   } else if (features_.normalize == "global") {

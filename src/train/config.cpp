@@ -147,6 +147,8 @@ const std::vector<Field>& schema() {
                 "lowest signal-to-noise ratio"),
       DS2_FIELD("augment.noise_snr_max_db", augment.noise_snr_max_db, double, "a number",
                 "highest signal-to-noise ratio"),
+      DS2_FIELD("augment.freq_warp", augment.freq_warp, double, "a number",
+                "frequency-axis warp (VTLP-like): factor in [1 - w, 1 + w] (0 = off)"),
       DS2_FIELD("augment.freq_masks", augment.freq_masks, int, "an integer",
                 "SpecAugment frequency masks"),
       DS2_FIELD("augment.freq_mask_width", augment.freq_mask_width, int, "an integer",

@@ -181,3 +181,41 @@ TEST(Augment, InvalidRangesAreErrors) {
 
 }  // namespace
 }  // namespace ds2
+
+namespace ds2 {
+namespace {
+
+TEST(FrequencyWarp, MovesSpectralPeaksByTheDrawnFactor) {
+  AugmentConfig cfg;
+  cfg.freq_warp = 0.2;
+  for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+    Tensor f({3, 81});
+    for (int64_t t = 0; t < 3; ++t)
+      for (int64_t k = 0; k < 81; ++k)
+        f[t * 81 + k] = std::exp(-0.5f * (k - 30.0f) * (k - 30.0f) / 4.0f);
+    Rng rng(seed), copy(seed);
+    const double alpha = copy.uniform(0.8f, 1.2f);
+    warp_frequency(f, cfg, rng);
+    int64_t peak = 0;
+    for (int64_t k = 0; k < 81; ++k)
+      if (f[81 + k] > f[81 + peak]) peak = k;
+    EXPECT_NEAR(peak, 30.0 * alpha, 1.0) << "alpha " << alpha;
+    EXPECT_EQ(rng.engine()(), copy.engine()());  // exactly one draw
+  }
+}
+
+TEST(FrequencyWarp, OffLeavesFeaturesAndRngUntouched) {
+  AugmentConfig cfg;
+  Tensor f({2, 5}, 1.5f);
+  f[3] = -2.0f;
+  Rng rng(7), copy(7);
+  warp_frequency(f, cfg, rng);
+  EXPECT_EQ(f[3], -2.0f);
+  EXPECT_EQ(f[4], 1.5f);
+  EXPECT_EQ(rng.engine()(), copy.engine()());
+  cfg.freq_warp = 0.7;
+  EXPECT_THROW(warp_frequency(f, cfg, rng), Error);
+}
+
+}  // namespace
+}  // namespace ds2
