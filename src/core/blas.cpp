@@ -15,4 +15,8 @@ void set_blas_threads(int threads) {
   if (threads > 0) openblas_set_num_threads(threads);
 }
 
+int blas_threads() {
+  return openblas_get_num_threads();
+}
+
 }  // namespace ds2

@@ -12,5 +12,6 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 
 // Sets the number of BLAS threads (0 = library default).
 void set_blas_threads(int threads);
+int blas_threads();
 
 }  // namespace ds2

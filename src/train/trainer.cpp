@@ -89,8 +89,7 @@ TrainSummary Trainer::run() {
   DS2_CHECK(
       cfg.run.device != "cuda",
       cfg.source << ": key 'run.device': cuda training is not implemented yet; use cpu or auto");
-  log(std::string("device: cpu (") + std::to_string(cfg.run.threads > 0 ? cfg.run.threads : 0) +
-      " BLAS threads requested, 0 = all cores); CUDA: " +
+  log("device: cpu, " + std::to_string(blas_threads()) + " BLAS threads; CUDA: " +
       (devices.cuda_devices > 0 ? std::to_string(devices.cuda_devices) +
                                       " device(s) visible, not used by the CPU backend"
                                 : devices.note));
