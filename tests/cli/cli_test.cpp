@@ -113,3 +113,38 @@ TEST_F(CliTest, TranscribeAndEvalReportMissingFiles) {
 
 }  // namespace
 }  // namespace ds2
+
+namespace ds2 {
+namespace {
+
+// The whole user path through the binary: train from a YAML file, then transcribe and evaluate
+// with the checkpoint it wrote.
+TEST(CliEndToEnd, TrainThenTranscribeAndEvaluate) {
+  TempDir temp;
+  testing::write_digit_manifest(temp.path(), "george", {1, 2, 7}, 8);
+  std::ofstream(temp.path() / "tiny.yaml")
+      << "run: {dir: run, seed: 3, threads: 2}\n"
+         "data: {train_manifest: train.jsonl, dev_manifest: train.jsonl}\n"
+         "features: {sample_rate: 8000, type: mel, n_mels: 32}\n"
+         "model: {conv: [{channels: 8, kernel: [5, 5], stride: [2, 2]}], rnn_layers: 1, "
+         "rnn_hidden: 48}\n"
+         "optim: {lr: 0.003, schedule: constant}\n"
+         "train: {epochs: 40, batch_size: 8, log_every: 30}\n";
+  const std::string run_dir = (temp.path() / "run").string();
+  CliRun r = run("train " + (temp.path() / "tiny.yaml").string() + " run.dir=" + run_dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 120/120"), std::string::npos) << r.output;
+  const std::string wav = (temp.path() / "george_7_3.wav").string();
+  r = run("transcribe " + run_dir + "/best.ckpt " + wav);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.output, wav + "\tseven\n");
+  r = run("eval " + run_dir + "/best.ckpt " + (temp.path() / "train.jsonl").string() + " --trn " +
+          run_dir + "/score");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("utterances 24 (skipped 0)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" N=24)"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(run_dir + "/score.hyp.trn"));
+}
+
+}  // namespace
+}  // namespace ds2
