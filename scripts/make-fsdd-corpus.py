@@ -6,8 +6,9 @@
 
 Each utterance is 1-7 random digits spoken by ONE speaker (a random take of each digit), joined
 by 50-300 ms pauses with 0-100 ms of lead and trail, transcribed as words ("three one four").
-Pauses hold faint noise rather than digital zeros, because real recordings never fall to exact
-silence and a model should not learn to key on it.
+Pauses hold noise at the speaker's own noise floor and DC offset rather than digital zeros,
+because real recordings never fall to exact silence and a model should not learn to key on
+steps in the background at word boundaries.
 
 Splits keep every recording in one split only:
   test  = the held-out speaker (--test-speaker), all takes;
@@ -24,6 +25,7 @@ import argparse
 import array
 import concurrent.futures
 import json
+import math
 import os
 import random
 import re
@@ -114,19 +116,51 @@ def transcript(plan):
     return " ".join(DIGIT_WORDS[digit] for digit, _ in plan["words"])
 
 
-def make_noise(seed, std, num_samples):
+def make_noise(seed, std, num_samples, dc=0.0):
     """A fixed buffer of Gaussian noise (16-bit little-endian) that pauses take slices of."""
     rng = random.Random(f"fsdd-corpus:{seed}:noise")
-    samples = array.array("h", (max(-32768, min(32767, round(rng.gauss(0.0, std))))
+    samples = array.array("h", (max(-32768, min(32767, round(dc + rng.gauss(0.0, std))))
                                 for _ in range(num_samples)))
     if sys.byteorder != "little":
         samples.byteswap()
     return samples.tobytes()
 
 
-def render(plan, clips, noise, rng):
+def speaker_backgrounds(clips, seed, fixed_std):
+    """Pause noise per speaker, matching that speaker's own recordings: their DC offset and the
+    level of their quietest frames (the 10th percentile of 20 ms frame RMS, median over clips).
+    Splicing clips into pauses of another level would leave steps in the noise floor at every
+    word boundary, a cue that differs from speaker to speaker and does not exist in real speech.
+    With fixed_std (not None), every speaker gets zero-mean noise of that std instead."""
+    by_speaker = {}
+    for (speaker, _, _), pcm in clips.items():
+        by_speaker.setdefault(speaker, []).append(pcm)
+    backgrounds = {}
+    for speaker in sorted(by_speaker):
+        if fixed_std is not None:
+            dc, std = 0.0, fixed_std
+        else:
+            floors, total, count = [], 0, 0
+            for pcm in by_speaker[speaker]:
+                samples = array.array("h", pcm)
+                total += sum(samples)
+                count += len(samples)
+                frames = [samples[i:i + 160] for i in range(0, len(samples) - 159, 160)]
+                if not frames:
+                    continue
+                mean = sum(samples) / len(samples)
+                rms = sorted(math.sqrt(sum((x - mean) ** 2 for x in f) / len(f)) for f in frames)
+                floors.append(rms[len(rms) // 10])
+            floors.sort()
+            dc, std = total / count, floors[len(floors) // 2]
+        backgrounds[speaker] = make_noise(f"{seed}:{speaker}", std, 2 * SAMPLE_RATE, dc)
+    return backgrounds
+
+
+def render(plan, clips, backgrounds, rng):
     """Returns the utterance's 16-bit PCM bytes: silences interleaved with the digit clips."""
     parts = []
+    noise = backgrounds[plan["speaker"]]
     for i, silence in enumerate(plan["silences"]):
         start = rng.randrange(len(noise) // SAMPLE_WIDTH - silence + 1) * SAMPLE_WIDTH
         parts.append(noise[start:start + silence * SAMPLE_WIDTH])
@@ -228,8 +262,9 @@ def main():
     parser.add_argument("--test-speaker", default="jackson", help="speaker held out as test")
     parser.add_argument("--dev-first-take", type=int, default=25,
                         help="takes from here on are dev; below are train")
-    parser.add_argument("--noise-std", type=float, default=4.0,
-                        help="std of the Gaussian noise in pauses, in 16-bit units (0: silence)")
+    parser.add_argument("--noise-std", type=float, default=None,
+                        help="std of the Gaussian noise in pauses, in 16-bit units (0: silence); "
+                             "default: each speaker's own noise floor and DC offset")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                         help="parallel flac encoders")
     args = parser.parse_args()
@@ -241,10 +276,10 @@ def main():
 
     rows = load_index(args.data)
     pools = split_pools(rows, args.test_speaker, args.dev_first_take)
-    noise = make_noise(args.seed, args.noise_std, 2 * SAMPLE_RATE)
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fsdd-corpus-") as tmp_dir:
         clips = decode_clips(args.data, rows, tmp_dir)
+        noise = speaker_backgrounds(clips, args.seed, args.noise_std)
         for split in SPLITS:
             build_split(split, pools[split], getattr(args, split), args, clips, noise, tmp_dir)
     attribution = os.path.join(args.data, "ATTRIBUTION.md")

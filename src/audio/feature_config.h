@@ -16,6 +16,8 @@ struct FeatureConfig {
   std::string window = "hamming";       // hamming | hann
   std::string type = "linear";          // linear: log power spectrogram (DS2); mel: log-mel
   int n_mels = 40;                      // mel bands when type == mel
+  bool remove_dc = false;               // subtract each frame's mean before windowing
+  double preemphasis = 0.0;             // x[i] -= p * x[i-1] per frame (0 = off; 0.97 is common)
   std::string normalize = "utterance";  // utterance | global | none
 };
 

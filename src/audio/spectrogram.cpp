@@ -46,6 +46,8 @@ FeatureExtractor::FeatureExtractor(const FeatureConfig& config) : config_(config
                 << config.window_ms << " and " << config.hop_ms);
   window_ = samples_for_ms(config.window_ms, config.sample_rate);
   hop_ = samples_for_ms(config.hop_ms, config.sample_rate);
+  DS2_CHECK(config.preemphasis >= 0.0 && config.preemphasis < 1.0,
+            "features.preemphasis must be in [0, 1), got " << config.preemphasis);
   DS2_CHECK(window_ >= 2, "features.window_ms=" << config.window_ms << " gives " << window_
                                                 << " samples at " << config.sample_rate
                                                 << " Hz; need at least 2");
@@ -94,6 +96,20 @@ int64_t FeatureExtractor::num_frames(int64_t num_samples) const {
   return 1 + (num_samples - window_) / hop_;
 }
 
+void FeatureExtractor::condition_frame(float* frame) const {
+  if (config_.remove_dc) {
+    double sum = 0.0;
+    for (int i = 0; i < window_; ++i) sum += frame[i];
+    const float mean = static_cast<float>(sum / window_);
+    for (int i = 0; i < window_; ++i) frame[i] -= mean;
+  }
+  const float p = static_cast<float>(config_.preemphasis);
+  if (p != 0.0f) {
+    for (int i = window_ - 1; i > 0; --i) frame[i] -= p * frame[i - 1];
+    frame[0] -= p * frame[0];
+  }
+}
+
 void FeatureExtractor::compute(const float* samples, int64_t n, Tensor& out) const {
   const int64_t frames = num_frames(n);
   const int features = num_features();
@@ -105,7 +121,9 @@ void FeatureExtractor::compute(const float* samples, int64_t n, Tensor& out) con
   std::vector<float> power(mel_ ? num_bins_ : 0);
   for (int64_t t = 0; t < frames; ++t) {
     const float* src = samples + t * hop_;
-    for (int i = 0; i < window_; ++i) frame[i] = src[i] * window_fn_[i];
+    std::copy(src, src + window_, frame.get());
+    condition_frame(frame.get());
+    for (int i = 0; i < window_; ++i) frame[i] *= window_fn_[i];
     fftwf_execute_dft_r2c(plan_, frame.get(), spectrum.get());
     float* row = out.data() + t * features;
     float* dest = mel_ ? power.data() : row;

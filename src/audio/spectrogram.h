@@ -55,6 +55,10 @@ class FeatureExtractor {
   void compute(const float* samples, int64_t n, Tensor& out) const;
 
  private:
+  // Per-frame conditioning before the window, in Kaldi's order: DC removal, then pre-emphasis
+  // x[i] -= p * x[i-1] (x[0] -= p * x[0]).
+  void condition_frame(float* frame) const;
+
   FeatureConfig config_;
   int window_;
   int hop_;

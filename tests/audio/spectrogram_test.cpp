@@ -189,3 +189,40 @@ TEST(Spectrogram, InvalidConfigIsAnError) {
 
 }  // namespace
 }  // namespace ds2
+
+namespace ds2 {
+namespace {
+
+// DC removal makes a constant offset invisible; pre-emphasis is the first-order difference
+// filter whose power gain at frequency f is |1 - p e^{-i w}|^2.
+TEST(SpectrogramConditioning, DcRemovalAndPreemphasis) {
+  FeatureConfig fc;
+  fc.sample_rate = 8000;
+  fc.window = "hann";
+  const int n = 1600;
+  std::vector<float> tone(n), offset(n);
+  const double f0 = 1000.0;  // an exact bin of the 160-point FFT (bin 20)
+  for (int i = 0; i < n; ++i) {
+    tone[i] = 0.3f * static_cast<float>(std::sin(2 * M_PI * f0 * i / 8000.0));
+    offset[i] = tone[i] + 0.25f;
+  }
+  Tensor plain, with_dc, removed, emphasized;
+  FeatureExtractor(fc).compute(tone.data(), n, plain);
+  FeatureExtractor(fc).compute(offset.data(), n, with_dc);
+  fc.remove_dc = true;
+  FeatureExtractor(fc).compute(offset.data(), n, removed);
+  EXPECT_GT(with_dc[0] - plain[0], 5.0f);              // the offset dominates bin 0 ...
+  EXPECT_NEAR(removed[0 * 81 + 20], plain[20], 1e-3);  // ... and is gone after removal
+  EXPECT_LT(removed[0], plain[0] + 1.0f);
+  fc.remove_dc = false;
+  fc.preemphasis = 0.97;
+  FeatureExtractor(fc).compute(tone.data(), n, emphasized);
+  const double w = 2 * M_PI * f0 / 8000.0;
+  const double gain = std::log(1 - 2 * 0.97 * std::cos(w) + 0.97 * 0.97);
+  for (int t = 1; t < 5; ++t) EXPECT_NEAR(emphasized[t * 81 + 20] - plain[t * 81 + 20], gain, 0.02);
+  fc.preemphasis = 1.5;
+  EXPECT_THROW(FeatureExtractor{fc}, Error);
+}
+
+}  // namespace
+}  // namespace ds2
