@@ -1,6 +1,5 @@
 #include "data/manifest.h"
 
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -9,6 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace ds2 {
@@ -159,22 +159,7 @@ void write_manifest(const std::string& path, const std::vector<Utterance>& utter
     contents += '\n';
   }
 
-  // The pid keeps concurrent writers (one per rank) from sharing a temporary file.
-  const std::string temp_path = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
-    DS2_CHECK(out, "cannot create '" << temp_path << "'");
-    out << contents;
-    out.close();
-    DS2_CHECK(out, "error writing '" << temp_path << "'");
-  }
-  std::error_code error;
-  fs::rename(temp_path, path, error);
-  if (error) {
-    const std::string why = error.message();
-    fs::remove(temp_path, error);
-    DS2_FAIL("cannot rename '" << temp_path << "' to '" << path << "': " << why);
-  }
+  write_file_atomic(path, contents);
 }
 
 }  // namespace ds2
