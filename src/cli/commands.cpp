@@ -46,8 +46,7 @@ int train(const TrainArgs& args) {
 
 int eval(const EvalArgs& args) {
   AcousticModel am = AcousticModel::load(args.checkpoint);
-  DatasetChecks checks{am.config.data, am.alphabet, *am.featurizer,
-                       [&](int frames) { return am.model->output_length(frames); }};
+  DatasetChecks checks = am.dataset_checks();
   Dataset ds = load_dataset(args.manifest, checks, args.threads);
   for (const auto& p : ds.problems) std::cerr << "skip: " << p << "\n";
   EvalResult r = evaluate(am, ds, args.batch_size, args.threads);
@@ -93,8 +92,7 @@ int validate_data(const ValidateArgs& args) {
   // Validation reports every problem; it never stops at the first.
   cfg.data.fatal_bad_utterances = false;
   AcousticModel am = AcousticModel::create(cfg);
-  DatasetChecks checks{cfg.data, am.alphabet, *am.featurizer,
-                       [&](int frames) { return am.model->output_length(frames); }};
+  DatasetChecks checks = am.dataset_checks();
   int64_t total = 0, bad = 0;
   for (const std::string& manifest : {cfg.data.train_manifest, cfg.data.dev_manifest}) {
     if (manifest.empty()) continue;

@@ -9,9 +9,9 @@
 //   manifest's, every character of the normalized text in the alphabet, and CTC feasibility:
 //   the model's output frames must be >= label length + adjacent repeats.
 //
-//   ds2::DatasetChecks checks{cfg.data, alphabet, featurizer, [&](int f) { return
-//   model.output_length(f); }}; ds2::Dataset train = ds2::load_dataset(cfg.data.train_manifest,
-//   checks, /*threads=*/2); for (const auto& p : train.problems) std::cerr << p << "\n";
+//   ds2::DatasetChecks checks = acoustic_model.dataset_checks();   // or built by hand
+//   ds2::Dataset train = ds2::load_dataset(cfg.data.train_manifest, checks, /*threads=*/2);
+//   for (const auto& p : train.problems) std::cerr << p << "\n";
 #pragma once
 
 #include <functional>

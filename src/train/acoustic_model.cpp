@@ -68,6 +68,11 @@ Checkpoint AcousticModel::to_checkpoint() const {
   return ck;
 }
 
+DatasetChecks AcousticModel::dataset_checks() const {
+  const Model* m = model.get();
+  return {config.data, alphabet, *featurizer, [m](int frames) { return m->output_length(frames); }};
+}
+
 void AcousticModel::load_weights(const Checkpoint& ck) {
   ParameterStore& store = model->parameters();
   auto load = [&](const ParamEntry& e, Tensor& flat) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/alphabet.h"
+#include "data/dataset.h"
 #include "data/featurizer.h"
 #include "nn/model.h"
 #include "train/checkpoint.h"
@@ -33,6 +34,8 @@ struct AcousticModel {
   Checkpoint to_checkpoint() const;
   // Loads weights and buffers by name; every tensor must be present with the right shape.
   void load_weights(const Checkpoint& checkpoint);
+  // The data checks this model implies (its alphabet, front-end and conv striding).
+  DatasetChecks dataset_checks() const;
 };
 
 Alphabet alphabet_for(const DataConfig& data);

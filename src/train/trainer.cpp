@@ -98,8 +98,7 @@ TrainSummary Trainer::run() {
   Model& model = *am.model;
   log("model: " + model.summary());
 
-  DatasetChecks checks{cfg.data, am.alphabet, *am.featurizer,
-                       [&](int frames) { return model.output_length(frames); }};
+  DatasetChecks checks = am.dataset_checks();
   const int threads = std::max(1, cfg.data.loader_threads);
   Dataset train = load_dataset(cfg.data.train_manifest, checks, threads);
   Dataset dev;

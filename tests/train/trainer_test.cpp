@@ -42,8 +42,7 @@ TEST(Trainer, LossFallsOnRealSpeechAndCheckpointRoundTrips) {
 
   // The checkpoint rebuilds the same model: evaluating it reproduces the recorded best WER.
   AcousticModel am = AcousticModel::load((dir / "run" / "best.ckpt").string());
-  DatasetChecks checks{am.config.data, am.alphabet, *am.featurizer,
-                       [&](int f) { return am.model->output_length(f); }};
+  DatasetChecks checks = am.dataset_checks();
   Dataset ds = load_dataset(manifest, checks, 2);
   EvalResult r = evaluate(am, ds, 5, 2);
   EXPECT_DOUBLE_EQ(r.words.rate(), s.best_dev_wer);
@@ -78,8 +77,7 @@ TEST(Trainer, GlobalNormalizationStatisticsTravelWithTheCheckpoint) {
   // Log power of real speech has a mean far from zero and a spread of several nats per bin.
   EXPECT_LT(am.featurizer->global_mean()[10], -1.0f);
   EXPECT_GT(am.featurizer->global_stddev()[10], 0.5f);
-  DatasetChecks checks{am.config.data, am.alphabet, *am.featurizer,
-                       [&](int f) { return am.model->output_length(f); }};
+  DatasetChecks checks = am.dataset_checks();
   Dataset ds = load_dataset(manifest, checks, 1);
   EXPECT_DOUBLE_EQ(evaluate(am, ds, 3, 1).words.rate(), s.best_dev_wer);
 }
