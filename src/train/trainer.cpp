@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -141,15 +140,13 @@ TrainSummary Trainer::run() {
   auto window_start = std::chrono::steady_clock::now();
   std::vector<std::string> step_checkpoints;
 
-  // Weight averaging: the averaged weights are swapped in for evaluation and checkpoints, since
-  // they generalize better than the last step's; the early-step ramp keeps the average from
-  // being dominated by the random initialization.
+  // Weight averaging: evaluation and checkpoints use the averaged weights, which generalize
+  // better than the last step's; the early-step ramp keeps the average from being dominated by
+  // the random initialization. Swapping the two buffers' contents in and out again costs no copy
+  // buffer and restores training's weights exactly.
   const bool use_ema = cfg.train.ema_decay > 0;
-  Tensor ema, live;
-  if (use_ema) {
-    ema = model.parameters().values();
-    live = model.parameters().values();
-  }
+  Tensor ema;
+  if (use_ema) ema = model.parameters().values();
   auto update_ema = [&] {
     const double d = std::min(cfg.train.ema_decay, (1.0 + step) / (10.0 + step));
     const float a = static_cast<float>(d), b = static_cast<float>(1.0 - d);
@@ -157,14 +154,9 @@ TrainSummary Trainer::run() {
     float* e = ema.data();
     for (int64_t i = 0; i < ema.numel(); ++i) e[i] = a * e[i] + b * p[i];
   };
-  auto swap_in_ema = [&](bool in) {
-    Tensor& values = model.parameters().values();
-    if (in) {
-      std::copy(values.data(), values.data() + values.numel(), live.data());
-      std::copy(ema.data(), ema.data() + ema.numel(), values.data());
-    } else {
-      std::copy(live.data(), live.data() + live.numel(), values.data());
-    }
+  auto swap_average = [&] {
+    if (use_ema)
+      std::swap_ranges(ema.data(), ema.data() + ema.numel(), model.parameters().values().data());
   };
 
   auto save = [&](const std::string& name, int epoch) {
@@ -175,37 +167,38 @@ TrainSummary Trainer::run() {
     save_checkpoint(path, ck);
     return path;
   };
-  auto run_eval = [&](int epoch) {
-    if (use_ema) swap_in_ema(true);
-    struct Restore {
-      std::function<void()> fn;
-      ~Restore() { fn(); }
-    } restore{[&] {
-      if (use_ema) swap_in_ema(false);
-    }};
-    if (!have_dev) {
-      save("last.ckpt", epoch);
-      return;
+  // Dev WER/CER (when there is a dev set), last.ckpt, best.ckpt and optionally step-N.ckpt.
+  auto evaluate_and_save = [&](int epoch, bool step_checkpoint) {
+    swap_average();
+    if (have_dev) {
+      EvalResult r = evaluate(am, dev, cfg.train.batch_size, threads);
+      const double wer = r.words.rate(), cer = r.chars.rate();
+      log("eval step " + std::to_string(step) + " epoch " + std::to_string(epoch) + ": dev WER " +
+          fixed(100 * wer, 2) + "% CER " + fixed(100 * cer, 2) + "% (" +
+          std::to_string(r.words.reference_length) + " words, " + fixed(r.wall_seconds, 1) + " s)");
+      metrics << nlohmann::json{{"event", "eval"},
+                                {"step", step},
+                                {"epoch", epoch},
+                                {"wer", wer},
+                                {"cer", cer}}
+                     .dump()
+              << std::endl;
+      if (wer < best_wer) {
+        best_wer = wer;
+        summary.best_dev_wer = wer;
+        summary.best_dev_cer = cer;
+        save("best.ckpt", epoch);
+      }
     }
-    EvalResult r = evaluate(am, dev, cfg.train.batch_size, threads);
-    const double wer = r.words.rate(), cer = r.chars.rate();
-    log("eval step " + std::to_string(step) + " epoch " + std::to_string(epoch) + ": dev WER " +
-        fixed(100 * wer, 2) + "% CER " + fixed(100 * cer, 2) + "% (" +
-        std::to_string(r.words.reference_length) + " words, " + fixed(r.wall_seconds, 1) + " s)");
-    metrics << nlohmann::json{{"event", "eval"},
-                              {"step", step},
-                              {"epoch", epoch},
-                              {"wer", wer},
-                              {"cer", cer}}
-                   .dump()
-            << std::endl;
     save("last.ckpt", epoch);
-    if (wer < best_wer) {
-      best_wer = wer;
-      summary.best_dev_wer = wer;
-      summary.best_dev_cer = cer;
-      save("best.ckpt", epoch);
+    if (step_checkpoint) {
+      step_checkpoints.push_back(save("step-" + std::to_string(step) + ".ckpt", epoch));
+      while (static_cast<int>(step_checkpoints.size()) > cfg.train.keep_checkpoints) {
+        fs::remove(step_checkpoints.front());
+        step_checkpoints.erase(step_checkpoints.begin());
+      }
     }
+    swap_average();
   };
 
   bool done = false;
@@ -292,17 +285,8 @@ TrainSummary Trainer::run() {
         window_steps = window_utts = 0;
         window_start = std::chrono::steady_clock::now();
       }
-      if (cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) {
-        run_eval(epoch);
-        if (use_ema) swap_in_ema(true);
-        const std::string path = save("step-" + std::to_string(step) + ".ckpt", epoch);
-        if (use_ema) swap_in_ema(false);
-        step_checkpoints.push_back(path);
-        while (static_cast<int>(step_checkpoints.size()) > cfg.train.keep_checkpoints) {
-          fs::remove(step_checkpoints.front());
-          step_checkpoints.erase(step_checkpoints.begin());
-        }
-      }
+      if (cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0)
+        evaluate_and_save(epoch, /*step_checkpoint=*/true);
       if (step >= total_steps) {
         done = true;
         break;
@@ -310,7 +294,8 @@ TrainSummary Trainer::run() {
     }
     summary.epochs = epoch + 1;
     const bool evaluated_now = cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0;
-    if (cfg.train.eval_every == 0 || (done && !evaluated_now)) run_eval(epoch);
+    if (cfg.train.eval_every == 0 || (done && !evaluated_now))
+      evaluate_and_save(epoch, /*step_checkpoint=*/false);
   }
   summary.steps = step;
   summary.wall_seconds = seconds_since(start);
