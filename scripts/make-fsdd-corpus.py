@@ -153,7 +153,10 @@ def speaker_backgrounds(clips, seed, fixed_std):
                 floors.append(rms[len(rms) // 10])
             floors.sort()
             dc, std = total / count, floors[len(floors) // 2]
-        backgrounds[speaker] = make_noise(f"{seed}:{speaker}", std, 2 * SAMPLE_RATE, dc)
+        # A fixed std keeps one buffer shared by every speaker, as corpora made before the
+        # matched floors were (so --noise-std 4 rebuilds them byte for byte).
+        noise_seed = seed if fixed_std is not None else f"{seed}:{speaker}"
+        backgrounds[speaker] = make_noise(noise_seed, std, 2 * SAMPLE_RATE, dc)
     return backgrounds
 
 
