@@ -16,15 +16,19 @@ void zero_padding(Sequences& seq) {
       }
 }
 
+void check_sequence_shape(const Shape& shape, const std::vector<int>& lengths,
+                          const std::string& where) {
+  DS2_CHECK(shape.size() >= 3, where << ": expected {T, B, ...} data, got shape " << shape_str(shape));
+  DS2_CHECK(static_cast<int64_t>(lengths.size()) == shape[1],
+            where << ": " << lengths.size() << " lengths for a batch of " << shape[1]);
+  for (size_t b = 0; b < lengths.size(); ++b)
+    DS2_CHECK(lengths[b] >= 0 && lengths[b] <= shape[0],
+              where << ": length " << lengths[b] << " of utterance " << b << " outside [0, "
+                    << shape[0] << "]");
+}
+
 void check_sequences(const Sequences& seq, const std::string& where) {
-  DS2_CHECK(seq.data.rank() >= 3,
-            where << ": expected {T, B, ...} data, got shape " << shape_str(seq.data.shape()));
-  DS2_CHECK(static_cast<int64_t>(seq.lengths.size()) == seq.batch(),
-            where << ": " << seq.lengths.size() << " lengths for a batch of " << seq.batch());
-  for (size_t b = 0; b < seq.lengths.size(); ++b)
-    DS2_CHECK(seq.lengths[b] >= 0 && seq.lengths[b] <= seq.time(),
-              where << ": length " << seq.lengths[b] << " of utterance " << b << " outside [0, "
-                    << seq.time() << "]");
+  check_sequence_shape(seq.data.shape(), seq.lengths, where);
 }
 
 }  // namespace ds2

@@ -35,5 +35,8 @@ void zero_padding(Sequences& seq);
 // Throws ds2::Error naming `where` unless `seq` has rank >= 3, one length per batch entry, and
 // every length within [0, T].
 void check_sequences(const Sequences& seq, const std::string& where);
+// The same check on a shape and its lengths (shared with the GPU's DeviceSequences).
+void check_sequence_shape(const Shape& shape, const std::vector<int>& lengths,
+                          const std::string& where);
 
 }  // namespace ds2

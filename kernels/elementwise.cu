@@ -1,0 +1,163 @@
+#include "core/cuda/check.h"
+#include "kernels/elementwise.h"
+
+namespace ds2::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
+}
+
+// Grid-stride loops: any n with a bounded grid.
+#define DS2_GRID_STRIDE(i, n)                                                  \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; \
+       i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void fill_kernel(float* x, int64_t n, float v) {
+  DS2_GRID_STRIDE(i, n) x[i] = v;
+}
+__global__ void scale_kernel(float* x, int64_t n, float a) {
+  DS2_GRID_STRIDE(i, n) x[i] *= a;
+}
+__global__ void axpy_kernel(float* y, const float* x, int64_t n, float a) {
+  DS2_GRID_STRIDE(i, n) y[i] += a * x[i];
+}
+__global__ void zero_padding_kernel(float* data, int T, int B, int64_t frame, const int* lengths) {
+  const int64_t n = static_cast<int64_t>(T) * B * frame;
+  DS2_GRID_STRIDE(i, n) {
+    const int64_t row = i / frame;
+    const int t = static_cast<int>(row / B), b = static_cast<int>(row % B);
+    if (t >= lengths[b]) data[i] = 0.0f;
+  }
+}
+__global__ void clipped_relu_kernel(const float* x, float* y, int64_t n, float clip) {
+  DS2_GRID_STRIDE(i, n) y[i] = fminf(fmaxf(x[i], 0.0f), clip);
+}
+__global__ void clipped_relu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n,
+                                             float clip) {
+  DS2_GRID_STRIDE(i, n) {
+    const float v = y[i];
+    dx[i] = (v > 0.0f && v < clip) ? dy[i] : 0.0f;
+  }
+}
+__global__ void add_row_bias_kernel(float* y, const float* bias, int64_t rows, int cols) {
+  DS2_GRID_STRIDE(i, rows * cols) y[i] += bias[i % cols];
+}
+// One block per column chunk of 32 columns; threads stride over rows, then a fixed-order tree.
+__global__ void column_sum_kernel(const float* x, int64_t rows, int cols, float* out,
+                                  bool accumulate) {
+  __shared__ float partial[8][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.0f;
+  if (c < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += 8) s += x[r * cols + c];
+  partial[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float total = 0.0f;
+    for (int k = 0; k < 8; ++k) total += partial[k][threadIdx.x];
+    out[c] = accumulate ? out[c] + total : total;
+  }
+}
+// One block of 1024 threads: fixed-order partial sums, then a shared-memory tree.
+__global__ void sum_squares_kernel(const float* x, int64_t n, double* out) {
+  __shared__ double partial[1024];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<double>(x[i]) * x[i];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = partial[0];
+}
+
+__device__ uint32_t hash_u32(uint64_t seed, uint64_t i) {
+  // splitmix64 of (seed, index): well mixed, cheap, and the same for any launch shape.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<uint32_t>(z >> 32);
+}
+__global__ void dropout_kernel(const float* x, float* y, float* mask, int64_t n, float p,
+                               uint64_t seed) {
+  const float keep_scale = 1.0f / (1.0f - p);
+  DS2_GRID_STRIDE(i, n) {
+    const float u = (hash_u32(seed, static_cast<uint64_t>(i)) >> 8) * (1.0f / 16777216.0f);
+    const float m = u >= p ? keep_scale : 0.0f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+__global__ void multiply_kernel(const float* a, const float* b, float* y, int64_t n) {
+  DS2_GRID_STRIDE(i, n) y[i] = a[i] * b[i];
+}
+
+}  // namespace
+
+void fill(float* x, int64_t n, float value, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, value);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void scale(float* x, int64_t n, float alpha, cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, alpha);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void axpy(float* y, const float* x, int64_t n, float alpha, cudaStream_t stream) {
+  if (n <= 0) return;
+  axpy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n, alpha);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void zero_padding(float* data, int T, int B, int64_t frame, const int* lengths,
+                  cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(T) * B * frame;
+  if (n <= 0) return;
+  zero_padding_kernel<<<blocks_for(n), kThreads, 0, stream>>>(data, T, B, frame, lengths);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void clipped_relu(const float* x, float* y, int64_t n, float clip, cudaStream_t stream) {
+  if (n <= 0) return;
+  clipped_relu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, clip);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void clipped_relu_backward(const float* y, const float* dy, float* dx, int64_t n, float clip,
+                           cudaStream_t stream) {
+  if (n <= 0) return;
+  clipped_relu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, dy, dx, n, clip);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void add_row_bias(float* y, const float* bias, int64_t rows, int cols, cudaStream_t stream) {
+  if (rows * cols <= 0) return;
+  add_row_bias_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, bias, rows, cols);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void column_sum(const float* x, int64_t rows, int cols, float* out, bool accumulate,
+                cudaStream_t stream) {
+  if (cols <= 0) return;
+  column_sum_kernel<<<(cols + 31) / 32, dim3(32, 8), 0, stream>>>(x, rows, cols, out, accumulate);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void sum_squares(const float* x, int64_t n, double* out, cudaStream_t stream) {
+  sum_squares_kernel<<<1, 1024, 0, stream>>>(x, n, out);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
+                     cudaStream_t stream) {
+  if (n <= 0) return;
+  dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, mask, n, p, seed);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  multiply_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, y, n);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds2::kernels

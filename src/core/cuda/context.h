@@ -1,0 +1,52 @@
+// CudaContext: what every GPU op of one training process shares: the device, the main stream
+// every op is ordered on, a side stream (the backward direction of a bidirectional RNN runs on
+// it), the cuBLAS handle bound to the main stream, and a small device scratch for reductions.
+//
+//   ds2::CudaContext ctx(/*device=*/0);
+//   my_kernel<<<grid, block, 0, ctx.stream()>>>(...);
+//   ds2::gemm(ctx, ...);                        // kernels/gemm.h, on ctx.stream()
+//   ctx.synchronize();                          // waits for everything queued so far
+//
+// One context per thread that drives the GPU; not thread-safe.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace ds2 {
+
+class CudaContext {
+ public:
+  explicit CudaContext(int device = 0);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cudaStream_t side_stream() const { return side_stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)"
+  const std::string& description() const { return description_; }
+  int sm_count() const { return sm_count_; }
+
+  // The side stream waits for work queued so far on the main stream, and the reverse.
+  void fork_to_side();
+  void join_from_side();
+  void synchronize();
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr, side_stream_ = nullptr;
+  cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::string description_;
+  int sm_count_ = 0;
+};
+
+// True when this build has CUDA and the machine shows at least one device; `why` says why not.
+bool cuda_available(std::string* why = nullptr);
+
+}  // namespace ds2

@@ -1,0 +1,18 @@
+// Row-major GEMM on the GPU through cuBLAS, with the same contract as core/blas.h's gemm (the CPU
+// reference), queued on the context's stream.
+//
+//   // C[M,N] = A[M,K] * B[N,K]^T
+//   ds2::gemm(ctx, false, true, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+#pragma once
+
+#include "core/cuda/context.h"
+
+namespace ds2 {
+
+void gemm(const CudaContext& ctx, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+          const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+// The same on an explicit cuBLAS handle (for work on the side stream).
+void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+          const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+
+}  // namespace ds2

@@ -1,0 +1,112 @@
+// CPU reference vs CUDA for the shared elementwise kernels and reductions.
+#include "kernels/elementwise.h"
+
+#include <gtest/gtest.h>
+
+#include "core/cuda/check.h"
+#include "core/cuda/gemm.h"
+#include "core/blas.h"
+#include "nn/activations.h"
+#include "support/cuda_compare.h"
+
+namespace ds2 {
+namespace {
+
+class ElementwiseTest : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(ElementwiseTest, ClippedReluMatchesCpu) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(GetParam());
+  const int64_t n = GetParam();
+  Tensor x({n});
+  fill_uniform(x, rng, -5, 25);
+  Tensor y_ref({n}), dy({n}), dx_ref({n});
+  fill_uniform(dy, rng);
+  clipped_relu(x.data(), y_ref.data(), n, 20.0f);
+  clipped_relu_backward(y_ref.data(), dy.data(), dx_ref.data(), n, 20.0f);
+
+  DeviceTensor dxd, dyd, y({n}), dxo({n});
+  upload(x, dxd, ctx.stream());
+  upload(dy, dyd, ctx.stream());
+  poison(y, ctx);
+  poison(dxo, ctx);
+  kernels::clipped_relu(dxd.data(), y.data(), n, 20.0f, ctx.stream());
+  kernels::clipped_relu_backward(y.data(), dyd.data(), dxo.data(), n, 20.0f, ctx.stream());
+  expect_close(y_ref, download_tensor(y, ctx), 0, 0, "clipped_relu");
+  expect_close(dx_ref, download_tensor(dxo, ctx), 0, 0, "clipped_relu_backward");
+}
+
+TEST_P(ElementwiseTest, ReductionsMatchCpu) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(GetParam() + 7);
+  const int cols = static_cast<int>(GetParam() % 97) + 1;
+  const int64_t rows = GetParam() / cols + 1;
+  Tensor x({rows, cols});
+  fill_uniform(x, rng);
+  Tensor sums({cols});
+  double squares = 0;
+  for (int c = 0; c < cols; ++c) sums[c] = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      sums[c] += x[r * cols + c];
+      squares += static_cast<double>(x[r * cols + c]) * x[r * cols + c];
+    }
+  DeviceTensor xd, out({cols});
+  upload(x, xd, ctx.stream());
+  poison(out, ctx);
+  kernels::column_sum(xd.data(), rows, cols, out.data(), false, ctx.stream());
+  expect_close(sums, download_tensor(out, ctx), 1e-4, 1e-5, "column_sum");
+  DeviceArray<double> total(1);
+  kernels::sum_squares(xd.data(), x.numel(), total.data(), ctx.stream());
+  double got = 0;
+  DS2_CUDA_CHECK(cudaMemcpy(&got, total.data(), sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_NEAR(got, squares, 1e-9 * squares + 1e-12);
+}
+
+TEST_P(ElementwiseTest, ZeroPaddingClearsOnlyPadding) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(GetParam() + 3);
+  const int T = static_cast<int>(GetParam() % 13) + 1, B = 3, F = 5;
+  Tensor x({T, B, F});
+  fill_uniform(x, rng, 1, 2);  // never zero
+  Sequences ref;
+  ref.data = x;
+  ref.lengths = {T, 0, T / 2};
+  zero_padding(ref);
+  DeviceSequences d;
+  upload(Sequences{x, ref.lengths}, d, ctx.stream());
+  zero_padding(d, ctx.stream());
+  expect_close(ref.data, download_tensor(d.data, ctx), 0, 0, "zero_padding");
+}
+
+TEST_P(ElementwiseTest, GemmMatchesCblas) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(GetParam() + 11);
+  const int m = static_cast<int>(GetParam() % 37) + 1, n = 29, k = 17;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      Tensor a({ta ? k : m, ta ? m : k}), b({tb ? n : k, tb ? k : n}), c({m, n});
+      fill_uniform(a, rng);
+      fill_uniform(b, rng);
+      fill_uniform(c, rng);
+      Tensor ref = c;
+      gemm(ta, tb, m, n, k, 0.7f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.5f, ref.data(), n);
+      DeviceTensor ad, bd, cd;
+      upload(a, ad, ctx.stream());
+      upload(b, bd, ctx.stream());
+      upload(c, cd, ctx.stream());
+      gemm(ctx, ta, tb, m, n, k, 0.7f, ad.data(), ta ? m : k, bd.data(), tb ? k : n, 0.5f,
+           cd.data(), n);
+      expect_close(ref, download_tensor(cd, ctx), 1e-5, 1e-5,
+                   "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ElementwiseTest, ::testing::Values(1, 31, 1000, 65537));
+
+}  // namespace
+}  // namespace ds2

@@ -1,0 +1,91 @@
+// Helpers for backend-consistency tests (CPU reference vs CUDA): fresh random inputs, poisoned
+// outputs so an element the kernel forgot to write shows up as NaN, and a tolerance check
+// |got - ref| <= atol + rtol * |ref| that names the first offending element.
+//
+//   DS2_REQUIRE_GPU();                               // skips, saying why, without a GPU
+//   ds2::CudaContext ctx;
+//   ds2::Rng rng(1);
+//   ds2::Sequences x = ds2::random_sequences({T, B, F}, {T, T - 3}, rng);
+//   ds2::DeviceSequences dx;  ds2::upload(x, dx, ctx.stream());
+//   ds2::poison(dy, ctx);  ... run ... 
+//   ds2::expect_close(ref.data, download_tensor(dy, ctx), 1e-5, 1e-4, "forward");
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/cuda/context.h"
+#include "core/cuda/device_tensor.h"
+#include "core/rng.h"
+#include "kernels/elementwise.h"
+#include "nn/cuda/device_sequences.h"
+#include "nn/sequences.h"
+
+#define DS2_REQUIRE_GPU()                                    \
+  do {                                                       \
+    std::string ds2_gpu_why_;                                \
+    if (!::ds2::cuda_available(&ds2_gpu_why_))               \
+      GTEST_SKIP() << "GPU test skipped: " << ds2_gpu_why_; \
+  } while (0)
+
+namespace ds2 {
+
+inline void fill_uniform(Tensor& t, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
+  for (int64_t i = 0; i < t.numel(); ++i) t[i] = rng.uniform(lo, hi);
+}
+
+// Random valid frames, zero padding (as the loader and every layer produce).
+inline Sequences random_sequences(const Shape& shape, const std::vector<int>& lengths, Rng& rng,
+                                  float lo = -1.0f, float hi = 1.0f) {
+  Sequences s;
+  s.data.resize(shape);
+  s.lengths = lengths;
+  fill_uniform(s.data, rng, lo, hi);
+  zero_padding(s);
+  return s;
+}
+
+// Fills with NaN, so unwritten output elements fail any comparison.
+inline void poison(DeviceTensor& t, const CudaContext& ctx) {
+  kernels::fill(t.data(), t.numel(), std::nanf(""), ctx.stream());
+}
+inline void poison(float* data, int64_t n, const CudaContext& ctx) {
+  kernels::fill(data, n, std::nanf(""), ctx.stream());
+}
+
+inline Tensor download_tensor(const DeviceTensor& t, const CudaContext& ctx) {
+  Tensor host;
+  download(t, host, ctx.stream());
+  return host;
+}
+
+inline void expect_close(const float* ref, const float* got, int64_t n, double atol, double rtol,
+                         const std::string& what) {
+  int64_t bad = 0, first = -1;
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    const double allowed = atol + rtol * std::fabs(static_cast<double>(ref[i]));
+    if (!(err <= allowed)) {  // NaN fails too
+      if (first < 0) first = i;
+      ++bad;
+    }
+    if (err > worst || std::isnan(err)) worst = std::isnan(err) ? INFINITY : err;
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << n << " elements off (atol " << atol
+                    << ", rtol " << rtol << "); first at " << first << ": ref "
+                    << (first >= 0 ? ref[first] : 0) << " got " << (first >= 0 ? got[first] : 0)
+                    << "; max abs error " << worst;
+}
+
+inline void expect_close(const Tensor& ref, const Tensor& got, double atol, double rtol,
+                         const std::string& what) {
+  ASSERT_EQ(ref.shape(), got.shape()) << what << ": shape " << shape_str(got.shape())
+                                      << ", reference " << shape_str(ref.shape());
+  expect_close(ref.data(), got.data(), ref.numel(), atol, rtol, what);
+}
+
+}  // namespace ds2
