@@ -12,9 +12,9 @@ int blocks_for(int64_t n) {
 }
 
 // Grid-stride loops: any n with a bounded grid.
-#define DS2_GRID_STRIDE(i, n)                                                  \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; \
-       i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+#define DS2_GRID_STRIDE(i, n)                                                            \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 __global__ void fill_kernel(float* x, int64_t n, float v) {
   DS2_GRID_STRIDE(i, n) x[i] = v;
@@ -62,18 +62,31 @@ __global__ void column_sum_kernel(const float* x, int64_t rows, int cols, float*
     out[c] = accumulate ? out[c] + total : total;
   }
 }
-// One block of 1024 threads: fixed-order partial sums, then a shared-memory tree.
-__global__ void sum_squares_kernel(const float* x, int64_t n, double* out) {
-  __shared__ double partial[1024];
+// Pass 1: block k sums the squares of its grid-stride share into partial[k]; pass 2: one block
+// adds the partials. Both in a fixed order, so the result never changes between runs.
+__global__ void sum_squares_partial_kernel(const float* x, int64_t n, double* partials) {
+  __shared__ double cache[256];
   double s = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<double>(x[i]) * x[i];
-  partial[threadIdx.x] = s;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    s += static_cast<double>(x[i]) * x[i];
+  cache[threadIdx.x] = s;
   __syncthreads();
   for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    if (threadIdx.x < stride) cache[threadIdx.x] += cache[threadIdx.x + stride];
     __syncthreads();
   }
-  if (threadIdx.x == 0) *out = partial[0];
+  if (threadIdx.x == 0) partials[blockIdx.x] = cache[0];
+}
+__global__ void sum_partials_kernel(const double* partials, int count, double* out) {
+  __shared__ double cache[kSumSquaresPartials];
+  cache[threadIdx.x] = threadIdx.x < count ? partials[threadIdx.x] : 0.0;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) cache[threadIdx.x] += cache[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = cache[0];
 }
 
 __device__ uint32_t hash_u32(uint64_t seed, uint64_t i) {
@@ -144,8 +157,10 @@ void column_sum(const float* x, int64_t rows, int cols, float* out, bool accumul
   column_sum_kernel<<<(cols + 31) / 32, dim3(32, 8), 0, stream>>>(x, rows, cols, out, accumulate);
   DS2_CUDA_CHECK_LAUNCH();
 }
-void sum_squares(const float* x, int64_t n, double* out, cudaStream_t stream) {
-  sum_squares_kernel<<<1, 1024, 0, stream>>>(x, n, out);
+void sum_squares(const float* x, int64_t n, double* scratch, double* out, cudaStream_t stream) {
+  sum_squares_partial_kernel<<<kSumSquaresPartials, 256, 0, stream>>>(x, n, scratch);
+  DS2_CUDA_CHECK_LAUNCH();
+  sum_partials_kernel<<<1, kSumSquaresPartials, 0, stream>>>(scratch, kSumSquaresPartials, out);
   DS2_CUDA_CHECK_LAUNCH();
 }
 void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,

@@ -37,8 +37,11 @@ void add_row_bias(float* y, const float* bias, int64_t rows, int cols, cudaStrea
 void column_sum(const float* x, int64_t rows, int cols, float* out, bool accumulate,
                 cudaStream_t stream);
 
-// *out = sum_i x[i]^2 in double, in a fixed order. `out` is one device double.
-void sum_squares(const float* x, int64_t n, double* out, cudaStream_t stream);
+// *out = sum_i x[i]^2 in double, in a fixed order (two passes over kSumSquaresPartials blocks, so
+// the result is the same run to run). `scratch` holds kSumSquaresPartials device doubles; `out`
+// is one device double.
+constexpr int kSumSquaresPartials = 512;
+void sum_squares(const float* x, int64_t n, double* scratch, double* out, cudaStream_t stream);
 
 // Inverted dropout with a counter-based hash (reproducible from seed and call index, and
 // independent of launch shape): keep[i] = hash(seed, i) >= p; y = x * keep / (1-p). `mask`

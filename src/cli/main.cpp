@@ -3,10 +3,12 @@
 //   ds2 eval runs/fsdd/best.ckpt data/test.jsonl
 //   ds2 transcribe runs/fsdd/best.ckpt a.wav b.flac
 //   ds2 validate-data configs/fsdd.yaml
+//   ds2 bench step configs/ds2-large.yaml --batch 4 --seconds 10
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 
+#include "cli/bench_command.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "train/config.h"
@@ -49,6 +51,23 @@ int main(int argc, char** argv) {
   kaldi_cmd->add_option("dir", kaldi.dir, "Kaldi data directory")->required();
   kaldi_cmd->add_option("manifest", kaldi.manifest, "Output JSON-lines manifest")->required();
 
+  ds2::cli::BenchStepArgs bench;
+  auto* bench_cmd = app.add_subcommand("bench", "Benchmarks (ours beside the reference)");
+  bench_cmd->require_subcommand(1);
+  auto* bench_step_cmd = bench_cmd->add_subcommand(
+      "step", "Training-step speed of a config's model on synthetic utterances");
+  bench_step_cmd->add_option("config", bench.config, "YAML config file")->required();
+  bench_step_cmd->add_option("overrides", bench.overrides, "key.path=value overrides");
+  bench_step_cmd
+      ->add_option("--batch", bench.options.batch, "Utterances per step (default: config)")
+      ->check(CLI::PositiveNumber);
+  bench_step_cmd->add_option("--seconds", bench.options.seconds, "Audio seconds per utterance")
+      ->check(CLI::PositiveNumber);
+  bench_step_cmd->add_option("--steps", bench.options.steps, "Timed steps")
+      ->check(CLI::PositiveNumber);
+  bench_step_cmd->add_option("--warmup", bench.options.warmup, "Untimed steps first")
+      ->check(CLI::NonNegativeNumber);
+
   auto* keys_cmd = app.add_subcommand("config-keys", "List every config key with its default");
 
   try {
@@ -62,6 +81,7 @@ int main(int argc, char** argv) {
     if (*tr_cmd) return ds2::cli::transcribe(tr);
     if (*val_cmd) return ds2::cli::validate_data(val);
     if (*kaldi_cmd) return ds2::cli::import_kaldi(kaldi);
+    if (*bench_step_cmd) return ds2::cli::bench_step(bench);
     if (*keys_cmd) {
       std::cout << ds2::describe_config_keys();
       return 0;

@@ -26,6 +26,11 @@ class Linear : public Layer {
   void backward(const Sequences& in, const Sequences& out, const Sequences& grad_out,
                 Sequences& grad_in) override;
 
+  int in_features() const { return in_features_; }
+  int out_features() const { return out_features_; }
+  ParamRef weight() const { return weight_; }
+  ParamRef bias() const { return bias_; }
+
  private:
   std::string name_;
   ParameterStore& store_;

@@ -1,5 +1,6 @@
 #include "nn/model.h"
 
+#include <chrono>
 #include <iomanip>
 #include <sstream>
 
@@ -88,7 +89,13 @@ void Model::forward(const Sequences& features, bool training) {
   input_.lengths = features.lengths;
   const Sequences* in = &input_;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto start =
+        timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     layers_[i]->forward(*in, activations_[i], training);
+    if (timing_)
+      layer_ms_[i] +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
     in = &activations_[i];
   }
 }
@@ -106,10 +113,37 @@ void Model::backward(const Sequences& grad_logits) {
   Sequences* grad_in = &grad_a_;
   for (size_t i = layers_.size(); i-- > 0;) {
     const Sequences& in = i == 0 ? input_ : activations_[i - 1];
+    const auto start =
+        timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     layers_[i]->backward(in, activations_[i], *grad_out, *grad_in);
+    if (timing_)
+      layer_ms_[i] +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
     grad_out = grad_in;
     grad_in = grad_in == &grad_a_ ? &grad_b_ : &grad_a_;
   }
+}
+
+void Model::set_timing(bool on) {
+  timing_ = on;
+  layer_ms_.assign(layers_.size(), 0.0);
+}
+
+std::map<std::string, double> Model::layer_times() const {
+  std::map<std::string, double> by_kind;
+  for (size_t i = 0; i < layer_ms_.size(); ++i) by_kind[layer_kind(*layers_[i])] += layer_ms_[i];
+  return by_kind;
+}
+
+std::string layer_kind(const Layer& layer) {
+  if (dynamic_cast<const Conv2d*>(&layer)) return "Conv2d";
+  if (dynamic_cast<const BatchNorm*>(&layer)) return "BatchNorm";
+  if (dynamic_cast<const ClippedReLU*>(&layer)) return "ClippedReLU";
+  if (dynamic_cast<const RnnLayer*>(&layer)) return "RNN";
+  if (dynamic_cast<const Dropout*>(&layer)) return "Dropout";
+  if (dynamic_cast<const Linear*>(&layer)) return "Linear";
+  return layer.name();
 }
 
 int Model::output_length(int input_frames) const {

@@ -18,6 +18,7 @@
 // and "fc" (".weight", ".bias"). Convolutions have no bias: the batch norm after them absorbs it.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,11 @@ class Model {
   int num_classes() const { return num_classes_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
 
+  // Wall-clock timing of each layer's forward and backward, for `ds2 bench`: milliseconds per
+  // layer kind (layer_kind()), summed since set_timing(true).
+  void set_timing(bool on);
+  std::map<std::string, double> layer_times() const;
+
  private:
   void add_layer(std::unique_ptr<Layer> layer, const Shape& in_frame_shape);
 
@@ -74,6 +80,12 @@ class Model {
   Sequences input_;                     // copy of the last forward's features
   std::vector<Sequences> activations_;  // activations_[i] = output of layer i
   Sequences grad_a_, grad_b_;           // ping-pong gradient buffers for backward
+  bool timing_ = false;
+  std::vector<double> layer_ms_;
 };
+
+// The kind of a layer for timing reports: "Conv2d", "BatchNorm", "ClippedReLU", "RNN", "Dropout",
+// "Linear".
+std::string layer_kind(const Layer& layer);
 
 }  // namespace ds2

@@ -47,8 +47,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
               path << ": tensor '" << t.name << "' has " << t.data.size() << " values for shape "
                    << shape_str(t.shape));
     const uint64_t bytes = t.data.size() * sizeof(float);
-    header[t.name] = {
-        {"dtype", "F32"}, {"shape", t.shape.to_vector()}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {{"dtype", "F32"},
+                      {"shape", t.shape.to_vector()},
+                      {"data_offsets", {offset, offset + bytes}}};
     crcs[t.name] = crc32(t.data.data(), bytes);
     offset += bytes;
   }

@@ -14,12 +14,12 @@
 #include "core/blas.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "ctc/ctc_loss.h"
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "train/acoustic_model.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
+#include "train/step_engine.h"
 
 namespace ds2 {
 namespace fs = std::filesystem;
@@ -82,20 +82,15 @@ TrainSummary Trainer::run() {
   log_file_.open(fs::path(cfg.run.dir) / "train.log", std::ios::app);
   std::ofstream metrics(fs::path(cfg.run.dir) / "metrics.jsonl", std::ios::app);
   set_blas_threads(cfg.run.threads);
-  // The CUDA training backend is a later step (see README); until it lands, `cuda` is refused
-  // rather than silently run on the CPU, and `auto` says what it chose.
-  const DeviceReport devices = query_devices();
-  DS2_CHECK(
-      cfg.run.device != "cuda",
-      cfg.source << ": key 'run.device': cuda training is not implemented yet; use cpu or auto");
-  log("device: cpu, " + std::to_string(blas_threads()) + " BLAS threads; CUDA: " +
-      (devices.cuda_devices > 0 ? std::to_string(devices.cuda_devices) +
-                                      " device(s) visible, not used by the CPU backend"
-                                : devices.note));
-
   AcousticModel am = AcousticModel::create(cfg);
   Model& model = *am.model;
   log("model: " + model.summary());
+  const bool use_ema = cfg.train.ema_decay > 0;
+  std::unique_ptr<StepEngine> engine = make_step_engine(cfg, am, use_ema);
+  const DeviceReport devices = query_devices();
+  log("device: " + engine->describe() + "; CUDA devices visible: " +
+      (devices.cuda_devices > 0 ? std::to_string(devices.cuda_devices)
+                                : "none (" + devices.note + ")"));
 
   DatasetChecks checks = am.dataset_checks();
   const int threads = std::max(1, cfg.data.loader_threads);
@@ -127,12 +122,24 @@ TrainSummary Trainer::run() {
   const int64_t steps_per_epoch = sampler.batches_per_epoch();
   int64_t total_steps = steps_per_epoch * cfg.train.epochs;
   if (cfg.train.max_steps > 0) total_steps = std::min<int64_t>(total_steps, cfg.train.max_steps);
-  auto optimizer = make_optimizer(cfg.optim, model.parameters().num_parameters());
   Loader loader(train, *am.featurizer, threads, cfg.data.prefetch_batches);
+  {
+    // Every buffer of the step at its final size before the loop: the longest utterance after
+    // the slowest speed perturbation, the longest label, a full batch.
+    double longest = 0;
+    size_t longest_label = 1;
+    for (const auto& ex : train.examples) {
+      longest = std::max(longest, ex.duration_s);
+      longest_label = std::max(longest_label, ex.labels.size());
+    }
+    const double stretch = 1.0 / std::min(1.0, cfg.augment.speed_min);
+    const int frames = static_cast<int>(am.featurizer->frames_for_duration(longest * stretch)) + 2;
+    engine->reserve(synthetic_batch(cfg.train.batch_size, frames, am.featurizer->num_features(),
+                                    static_cast<int>(longest_label), model.num_classes(),
+                                    static_cast<uint64_t>(cfg.run.seed)));
+  }
 
   std::vector<double> losses;
-  Sequences grad;
-  CtcWorkspace ctc_workspace;
   double best_wer = std::numeric_limits<double>::infinity();
   int64_t step = 0, consecutive_skips = 0;
   double window_loss = 0, window_audio = 0;
@@ -142,21 +149,10 @@ TrainSummary Trainer::run() {
 
   // Weight averaging: evaluation and checkpoints use the averaged weights, which generalize
   // better than the last step's; the early-step ramp keeps the average from being dominated by
-  // the random initialization. Swapping the two buffers' contents in and out again costs no copy
-  // buffer and restores training's weights exactly.
-  const bool use_ema = cfg.train.ema_decay > 0;
-  Tensor ema;
-  if (use_ema) ema = model.parameters().values();
+  // the random initialization.
   auto update_ema = [&] {
     const double d = std::min(cfg.train.ema_decay, (1.0 + step) / (10.0 + step));
-    const float a = static_cast<float>(d), b = static_cast<float>(1.0 - d);
-    const float* p = model.parameters().values().data();
-    float* e = ema.data();
-    for (int64_t i = 0; i < ema.numel(); ++i) e[i] = a * e[i] + b * p[i];
-  };
-  auto swap_average = [&] {
-    if (use_ema)
-      std::swap_ranges(ema.data(), ema.data() + ema.numel(), model.parameters().values().data());
+    engine->update_average(static_cast<float>(d), static_cast<float>(1.0 - d));
   };
 
   auto save = [&](const std::string& name, int epoch) {
@@ -169,7 +165,7 @@ TrainSummary Trainer::run() {
   };
   // Dev WER/CER (when there is a dev set), last.ckpt, best.ckpt and optionally step-N.ckpt.
   auto evaluate_and_save = [&](int epoch, bool step_checkpoint) {
-    swap_average();
+    engine->begin_host_view(/*averaged=*/use_ema);
     if (have_dev) {
       EvalResult r = evaluate(am, dev, cfg.train.batch_size, threads);
       const double wer = r.words.rate(), cer = r.chars.rate();
@@ -198,7 +194,7 @@ TrainSummary Trainer::run() {
         step_checkpoints.erase(step_checkpoints.begin());
       }
     }
-    swap_average();
+    engine->end_host_view();
   };
 
   bool done = false;
@@ -211,8 +207,7 @@ TrainSummary Trainer::run() {
       if (batch->examples.empty()) continue;
       const double lr = learning_rate(cfg.optim, step, total_steps, steps_per_epoch);
 
-      model.forward(batch->features, /*training=*/true);
-      ctc_loss(model.logits(), batch->labels, &losses, &grad, &ctc_workspace);
+      engine->forward_loss(*batch, &losses);
       // Utterances made infeasible by speed perturbation have +inf loss and zero gradient: they
       // are counted and left out of the mean. NaN means the step is numerically broken.
       double loss_sum = 0;
@@ -231,12 +226,7 @@ TrainSummary Trainer::run() {
       }
       double norm = 0;
       if (!broken && finite > 0) {
-        const float scale = 1.0f / static_cast<float>(finite);
-        float* g = grad.data.data();
-        for (int64_t i = 0; i < grad.data.numel(); ++i) g[i] *= scale;
-        model.parameters().zero_grads();
-        model.backward(grad);
-        norm = clip_grad_norm(model.parameters().grads(), cfg.optim.grad_clip);
+        norm = engine->backward(1.0f / static_cast<float>(finite), cfg.optim.grad_clip);
         broken = !std::isfinite(norm);
       }
       if (broken || finite == 0) {
@@ -254,7 +244,7 @@ TrainSummary Trainer::run() {
         continue;
       }
       consecutive_skips = 0;
-      optimizer->step(model.parameters().values(), model.parameters().grads(), lr);
+      engine->optimizer_step(lr);
       ++step;
       if (use_ema) update_ema();
       const double mean_loss = loss_sum / finite;
@@ -299,6 +289,10 @@ TrainSummary Trainer::run() {
   }
   summary.steps = step;
   summary.wall_seconds = seconds_since(start);
+  summary.loop_device_allocations = engine->allocations_since_reserve();
+  if (summary.loop_device_allocations >= 0)
+    log("device allocations inside the training loop: " +
+        std::to_string(summary.loop_device_allocations));
   log("done: " + std::to_string(step) + " steps, " + std::to_string(summary.epochs) + " epochs, " +
       fixed(summary.wall_seconds, 1) + " s, skipped steps " +
       std::to_string(summary.skipped_steps) + ", skipped utterances " +

@@ -58,8 +58,8 @@ TEST_P(ElementwiseTest, ReductionsMatchCpu) {
   poison(out, ctx);
   kernels::column_sum(xd.data(), rows, cols, out.data(), false, ctx.stream());
   expect_close(sums, download_tensor(out, ctx), 1e-4, 1e-5, "column_sum");
-  DeviceArray<double> total(1);
-  kernels::sum_squares(xd.data(), x.numel(), total.data(), ctx.stream());
+  DeviceArray<double> total(1), scratch(kernels::kSumSquaresPartials);
+  kernels::sum_squares(xd.data(), x.numel(), scratch.data(), total.data(), ctx.stream());
   double got = 0;
   DS2_CUDA_CHECK(cudaMemcpy(&got, total.data(), sizeof(double), cudaMemcpyDeviceToHost));
   EXPECT_NEAR(got, squares, 1e-9 * squares + 1e-12);

@@ -11,9 +11,15 @@ std::atomic<int64_t> g_bytes{0};
 std::atomic<int64_t> g_peak{0};
 }  // namespace
 
-int64_t device_allocations() { return g_allocations.load(); }
-int64_t device_bytes_in_use() { return g_bytes.load(); }
-int64_t device_bytes_peak() { return g_peak.load(); }
+int64_t device_allocations() {
+  return g_allocations.load();
+}
+int64_t device_bytes_in_use() {
+  return g_bytes.load();
+}
+int64_t device_bytes_peak() {
+  return g_peak.load();
+}
 
 namespace detail {
 

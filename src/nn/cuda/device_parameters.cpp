@@ -19,9 +19,13 @@ DeviceParameters::DeviceParameters(const CudaContext& ctx, const ParameterStore&
   zero_grads();
 }
 
-int64_t DeviceParameters::offset(ParamRef ref) const { return layout_.entry(ref).offset; }
+int64_t DeviceParameters::offset(ParamRef ref) const {
+  return layout_.entry(ref).offset;
+}
 
-void DeviceParameters::zero_grads() { kernels::fill(grads_.data(), num_values_, 0.0f, ctx_.stream()); }
+void DeviceParameters::zero_grads() {
+  kernels::fill(grads_.data(), num_values_, 0.0f, ctx_.stream());
+}
 
 void DeviceParameters::upload_from(const ParameterStore& host) {
   DS2_CHECK(host.values().numel() == num_values_ && host.buffers().numel() == num_buffers_,

@@ -18,8 +18,7 @@ void DeviceSequences::copy_lengths(const DeviceSequences& other, cudaStream_t st
   device_lengths.reserve(std::max<int64_t>(1, static_cast<int64_t>(lengths.size())));
   if (!lengths.empty())
     DS2_CUDA_CHECK(cudaMemcpyAsync(device_lengths.data(), other.device_lengths.data(),
-                                   lengths.size() * sizeof(int), cudaMemcpyDeviceToDevice,
-                                   stream));
+                                   lengths.size() * sizeof(int), cudaMemcpyDeviceToDevice, stream));
 }
 
 void upload(const Sequences& host, DeviceSequences& device, cudaStream_t stream) {
@@ -35,8 +34,8 @@ void download(const DeviceSequences& device, Sequences& host, cudaStream_t strea
 void zero_padding(DeviceSequences& seq, cudaStream_t stream) {
   if (seq.data.numel() == 0) return;
   kernels::zero_padding(seq.data.data(), static_cast<int>(seq.time()),
-                        static_cast<int>(seq.batch()), seq.frame_size(),
-                        seq.device_lengths.data(), stream);
+                        static_cast<int>(seq.batch()), seq.frame_size(), seq.device_lengths.data(),
+                        stream);
 }
 
 void check_sequences(const DeviceSequences& seq, const std::string& where) {

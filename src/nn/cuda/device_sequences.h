@@ -20,7 +20,7 @@ namespace ds2 {
 
 struct DeviceSequences {
   DeviceTensor data;
-  std::vector<int> lengths;        // host copy, lengths[b] valid frames of utterance b
+  std::vector<int> lengths;         // host copy, lengths[b] valid frames of utterance b
   DeviceArray<int> device_lengths;  // the same on the device (after set_lengths)
 
   int64_t time() const { return data.dim(0); }

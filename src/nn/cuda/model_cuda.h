@@ -1,0 +1,60 @@
+// CudaModel: the GPU twin of Model (nn/model.h), built layer by layer from a host Model, whose
+// parameter layout it shares through DeviceParameters. The host model is the source of truth for
+// structure and checkpoints; the live weights of a GPU run are in params().
+//
+//   ds2::CudaModel gpu(ctx, host_model);            // uploads the host weights
+//   gpu.forward(features, /*training=*/true);        // DeviceSequences {T, B, F}
+//   gpu.params().zero_grads();
+//   gpu.backward(grad_logits);
+//   gpu.params().download_to(host_model.parameters());
+//
+// With timing on, every layer's forward and backward is bracketed by CUDA events, and
+// layer_times() sums them per layer kind ("Conv2d", "BatchNorm", "RNN", ...) for `ds2 bench`.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/cuda/cuda_layer.h"
+#include "nn/model.h"
+
+namespace ds2 {
+
+class CudaModel {
+ public:
+  CudaModel(CudaContext& ctx, Model& host);
+  ~CudaModel();
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
+
+  DeviceParameters& params() { return params_; }
+  void forward(const DeviceSequences& features, bool training);
+  const DeviceSequences& logits() const { return activations_.back(); }
+  void backward(const DeviceSequences& grad_logits);
+  // Reseeds dropout layers (as Model::initialize does for the CPU's).
+  void reseed_dropout(uint64_t seed);
+
+  void set_timing(bool on);
+  // Milliseconds per layer kind, forward + backward, summed since set_timing(true); waits for
+  // the stream.
+  std::map<std::string, double> layer_times();
+
+ private:
+  struct Timing;
+  void time_begin(size_t layer);
+  void time_end(size_t layer);
+
+  CudaContext& ctx_;
+  Model& host_;
+  DeviceParameters params_;
+  std::vector<std::unique_ptr<CudaLayer>> layers_;
+  std::vector<std::string> kinds_;
+  std::vector<DeviceSequences> activations_;
+  DeviceSequences grad_a_, grad_b_;
+  const DeviceSequences* input_ = nullptr;
+  std::unique_ptr<Timing> timing_;
+};
+
+}  // namespace ds2

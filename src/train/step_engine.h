@@ -1,0 +1,73 @@
+// StepEngine: where a training step runs (the CPU backend, or a CUDA device), behind one
+// interface so the trainer loop, its logging, skipping and checkpointing are the same on both.
+// The host AcousticModel stays the reference copy of the network's structure; an engine may keep
+// the live weights elsewhere (on the GPU) and shows them to the host between begin_host_view()
+// and end_host_view(), for evaluation and checkpoints.
+//
+//   auto engine = ds2::make_step_engine(cfg, am);        // run.device: auto | cpu | cuda
+//   engine->reserve(largest_batch);                     // every buffer at its final size
+//   engine->forward_loss(batch, &losses);
+//   double norm = engine->backward(1.0f / finite, cfg.optim.grad_clip);
+//   engine->optimizer_step(lr);
+//   engine->update_average(a, b);
+//   engine->begin_host_view(/*averaged=*/true);  evaluate(am, ...);  engine->end_host_view();
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "train/acoustic_model.h"
+
+namespace ds2 {
+
+class StepEngine {
+ public:
+  virtual ~StepEngine() = default;
+  // "cpu, 2 BLAS threads" or "cuda: NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)".
+  virtual std::string describe() const = 0;
+  // Runs every buffer up to the size `largest` needs (a forward and backward whose effects on
+  // weights, gradients and statistics are undone), so the training loop never allocates.
+  virtual void reserve(const Batch& largest) = 0;
+  // Training-mode forward and CTC loss: losses[i] for utterance i (+inf when infeasible).
+  virtual void forward_loss(const Batch& batch, std::vector<double>* losses) = 0;
+  // Backward of the last forward_loss with dL/dlogits scaled by `loss_scale`, then global-norm
+  // clipping to `max_norm` (0 = none). Returns the norm before clipping (non-finite if any
+  // gradient is).
+  virtual double backward(float loss_scale, double max_norm) = 0;
+  virtual void optimizer_step(double lr) = 0;
+  // Weight average (EMA): average = a * average + b * weights. Starts equal to the weights.
+  virtual void update_average(float a, float b) = 0;
+  // Until end_host_view(), the host model holds the averaged (or live) weights and the live
+  // batch-norm statistics. The live weights are untouched by this round trip.
+  virtual void begin_host_view(bool averaged) = 0;
+  virtual void end_host_view() = 0;
+
+  // Waits until all queued work is done (benchmarks time whole steps with it).
+  virtual void synchronize() {}
+  // Per-part timing for benchmarks: when on, milliseconds spent per layer kind ("Conv2d",
+  // "RNN", ...) and step part ("CTC", "Optimizer", "Input copy"), summed since turned on. Empty
+  // where the engine cannot time its parts.
+  virtual void set_timing(bool /*on*/) {}
+  virtual std::map<std::string, double> part_times() { return {}; }
+  // Device allocations (cudaMalloc) since reserve() returned: 0 in a healthy run. -1 where there
+  // is no device.
+  virtual int64_t allocations_since_reserve() const { return -1; }
+  // Device memory at its peak so far (bytes), or -1 where there is no device.
+  virtual int64_t peak_device_bytes() const { return -1; }
+};
+
+// The engine for cfg.run.device: "cpu", "cuda" (an error when no GPU can be used) or "auto"
+// (CUDA when built with it and a device is visible, else CPU). `use_average` allocates the EMA.
+std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am,
+                                             bool use_average);
+
+// A batch of `batch` utterances of `frames` feature frames (random features, labels of
+// `label_length` cycling through the alphabet) for reserve() and benchmarks; audio_seconds is
+// left 0 for the caller, who knows the hop.
+Batch synthetic_batch(int batch, int frames, int features, int label_length, int num_classes,
+                      uint64_t seed);
+
+}  // namespace ds2

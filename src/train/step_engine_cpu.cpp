@@ -1,0 +1,113 @@
+#include "train/step_engine_cpu.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/blas.h"
+#include "core/device.h"
+#include "core/error.h"
+
+namespace ds2 {
+
+CpuStepEngine::CpuStepEngine(const Config& cfg, AcousticModel& am, bool use_average)
+    : am_(am), optimizer_(make_optimizer(cfg.optim, am.model->parameters().num_parameters())) {
+  if (use_average) average_ = am.model->parameters().values();
+}
+
+std::string CpuStepEngine::describe() const {
+  return "cpu, " + std::to_string(blas_threads()) + " BLAS threads";
+}
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
+void CpuStepEngine::forward_loss(const Batch& batch, std::vector<double>* losses) {
+  am_.model->forward(batch.features, /*training=*/true);
+  const auto start = std::chrono::steady_clock::now();
+  ctc_loss(am_.model->logits(), batch.labels, losses, &grad_, &ctc_workspace_);
+  if (timing_) ctc_ms_ += ms_since(start);
+}
+
+double CpuStepEngine::backward(float loss_scale, double max_norm) {
+  float* g = grad_.data.data();
+  for (int64_t i = 0; i < grad_.data.numel(); ++i) g[i] *= loss_scale;
+  ParameterStore& store = am_.model->parameters();
+  store.zero_grads();
+  am_.model->backward(grad_);
+  return clip_grad_norm(store.grads(), max_norm);
+}
+
+void CpuStepEngine::optimizer_step(double lr) {
+  const auto start = std::chrono::steady_clock::now();
+  ParameterStore& store = am_.model->parameters();
+  optimizer_->step(store.values(), store.grads(), lr);
+  if (timing_) optimizer_ms_ += ms_since(start);
+}
+
+void CpuStepEngine::set_timing(bool on) {
+  timing_ = on;
+  ctc_ms_ = optimizer_ms_ = 0;
+  am_.model->set_timing(on);
+}
+
+std::map<std::string, double> CpuStepEngine::part_times() {
+  std::map<std::string, double> parts = am_.model->layer_times();
+  parts["CTC"] = ctc_ms_;
+  parts["Optimizer"] = optimizer_ms_;
+  return parts;
+}
+
+void CpuStepEngine::update_average(float a, float b) {
+  DS2_CHECK(average_.numel() > 0, "update_average: the engine was made without an average");
+  const float* p = am_.model->parameters().values().data();
+  float* e = average_.data();
+  for (int64_t i = 0; i < average_.numel(); ++i) e[i] = a * e[i] + b * p[i];
+}
+
+// Swapping contents in and out costs no third buffer and restores the live weights exactly.
+void CpuStepEngine::swap_average() {
+  Tensor& values = am_.model->parameters().values();
+  std::swap_ranges(average_.data(), average_.data() + average_.numel(), values.data());
+}
+
+void CpuStepEngine::begin_host_view(bool averaged) {
+  swapped_ = averaged && average_.numel() > 0;
+  if (swapped_) swap_average();
+}
+
+void CpuStepEngine::end_host_view() {
+  if (swapped_) swap_average();
+  swapped_ = false;
+}
+
+Batch synthetic_batch(int batch, int frames, int features, int label_length, int num_classes,
+                      uint64_t seed) {
+  Batch b;
+  Rng rng(seed);
+  b.features.data.resize({frames, batch, features});
+  for (int64_t i = 0; i < b.features.data.numel(); ++i) b.features.data[i] = rng.normal(0, 1);
+  b.features.lengths.assign(batch, frames);
+  for (int i = 0; i < batch; ++i) {
+    std::vector<int> label(label_length);
+    // Cycling through the non-blank classes never repeats a label back to back.
+    for (int k = 0; k < label_length; ++k) label[k] = 1 + (i + k) % std::max(1, num_classes - 1);
+    b.labels.push_back(std::move(label));
+    b.examples.push_back(i);
+  }
+  return b;
+}
+
+#ifndef DS2_HAVE_CUDA
+std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am,
+                                             bool use_average) {
+  DS2_CHECK(cfg.run.device != "cuda", cfg.source << ": key 'run.device': cuda, but this ds2 was "
+                                                    "built without CUDA (DS2_WITH_CUDA=OFF or no "
+                                                    "nvcc); use cpu or auto");
+  return std::make_unique<CpuStepEngine>(cfg, am, use_average);
+}
+#endif
+
+}  // namespace ds2
