@@ -38,6 +38,13 @@ class BatchNorm : public Layer {
                 Sequences& grad_in) override;
 
   int channels() const { return channels_; }
+  float momentum() const { return momentum_; }
+  float epsilon() const { return epsilon_; }
+  // Handles into the store, for the GPU twin (nn/cuda/batch_norm_cuda.h).
+  ParamRef gamma() const { return gamma_; }
+  ParamRef beta() const { return beta_; }
+  ParamRef running_mean() const { return running_mean_; }
+  ParamRef running_var() const { return running_var_; }
 
  private:
   // Frames are {channels_, inner} blocks; inner is 1 for {T, B, F} data.

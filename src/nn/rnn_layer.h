@@ -56,6 +56,17 @@ class RnnLayer : public Layer {
   int hidden() const { return hidden_; }
   int directions() const { return directions_; }
   RnnType type() const { return type_; }
+  int input_size() const { return input_size_; }
+  bool batch_norm() const { return batch_norm_; }
+  float relu_clip() const { return relu_clip_; }
+  // Handles into the store for direction d (0 fwd, 1 bwd), for the GPU twin
+  // (nn/cuda/rnn_layer_cuda.h). input_bias exists only without batch norm, hidden_bias only for
+  // the GRU; bn() is null without batch norm.
+  ParamRef w(int d) const { return w_[d]; }
+  ParamRef u(int d) const { return u_[d]; }
+  ParamRef input_bias(int d) const { return input_bias_[d]; }
+  ParamRef hidden_bias(int d) const { return hidden_bias_[d]; }
+  const BatchNorm* bn() const { return bn_.get(); }
 
  private:
   int gates() const { return type_ == RnnType::kGru ? 3 : 1; }

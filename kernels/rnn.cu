@@ -1,0 +1,212 @@
+#include <algorithm>
+
+#include "core/cuda/check.h"
+#include "kernels/rnn.h"
+
+namespace ds2::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(std::clamp<int64_t>(b, 1, 65535 * 32));
+}
+
+#define DS2_RNN_GRID_STRIDE(i, n)                                                        \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__device__ __forceinline__ float sigmoidf(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+__global__ void add_input_bias_kernel(float* pre, int64_t rows, int cols, int directions,
+                                      const float* __restrict__ bias0,
+                                      const float* __restrict__ bias1) {
+  const int64_t width = int64_t{cols} * directions;
+  DS2_RNN_GRID_STRIDE(i, rows * width) {
+    const int c = static_cast<int>(i % width);
+    pre[i] += c < cols ? bias0[c] : bias1[c - cols];
+  }
+}
+
+__global__ void relu_step_forward_kernel(const float* __restrict__ pre, int ld_pre,
+                                         float* __restrict__ h, int B, int H, int t,
+                                         const int* __restrict__ lengths, float clip) {
+  DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
+    const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
+    h[i] = t < lengths[b] ? fminf(fmaxf(pre[int64_t{b} * ld_pre + k], 0.0f), clip) : 0.0f;
+  }
+}
+
+__global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
+                                        const float* __restrict__ hidden_gates,
+                                        const float* __restrict__ bias_h,
+                                        const float* __restrict__ h_prev, float* __restrict__ h,
+                                        float* __restrict__ candidate, int B, int H, int t,
+                                        const int* __restrict__ lengths) {
+  DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
+    const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
+    if (t >= lengths[b]) {
+      h[i] = 0.0f;
+      continue;
+    }
+    float* p = pre + int64_t{b} * ld_pre;
+    const float* g = hidden_gates + int64_t{b} * 3 * H;
+    // Sums in the CPU reference's order: (a + g) + b_h.
+    const float r = sigmoidf(p[k] + g[k] + bias_h[k]);
+    const float z = sigmoidf(p[H + k] + g[H + k] + bias_h[H + k]);
+    const float hn = g[2 * H + k] + bias_h[2 * H + k];
+    const float n = tanhf(p[2 * H + k] + r * hn);
+    p[k] = r;
+    p[H + k] = z;
+    p[2 * H + k] = n;
+    candidate[i] = hn;
+    h[i] = (1.0f - z) * n + z * h_prev[i];
+  }
+}
+
+__global__ void relu_step_backward_kernel(const float* __restrict__ h, const float* __restrict__ dy,
+                                          const float* __restrict__ carry, float* __restrict__ dpre,
+                                          int ld_pre, float* __restrict__ next, int B, int H, int t,
+                                          const int* __restrict__ lengths, float clip) {
+  DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
+    const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
+    float* dp = dpre + int64_t{b} * ld_pre + k;
+    if (t >= lengths[b]) {
+      *dp = 0.0f;
+      next[i] = 0.0f;
+      continue;
+    }
+    const float v = h[i];
+    *dp = (v > 0.0f && v < clip) ? dy[i] + carry[i] : 0.0f;
+  }
+}
+
+__global__ void gru_step_backward_kernel(const float* __restrict__ gates, int ld_pre,
+                                         const float* __restrict__ candidate,
+                                         const float* __restrict__ h_prev,
+                                         const float* __restrict__ dy,
+                                         const float* __restrict__ carry, float* __restrict__ dpre,
+                                         float* __restrict__ dgates, float* __restrict__ next,
+                                         int B, int H, int t, const int* __restrict__ lengths) {
+  DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
+    const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
+    float* dp = dpre + int64_t{b} * ld_pre;
+    float* dg = dgates + int64_t{b} * 3 * H;
+    if (t >= lengths[b]) {
+      dp[k] = dp[H + k] = dp[2 * H + k] = 0.0f;
+      dg[k] = dg[H + k] = dg[2 * H + k] = 0.0f;
+      next[i] = 0.0f;
+      continue;
+    }
+    const float* p = gates + int64_t{b} * ld_pre;
+    const float r = p[k], z = p[H + k], n = p[2 * H + k];
+    const float dh = dy[i] + carry[i];
+    const float dn = dh * (1.0f - z) * (1.0f - n * n);
+    const float dz = dh * (h_prev[i] - n) * z * (1.0f - z);
+    const float dr = dn * candidate[i] * r * (1.0f - r);
+    dp[k] = dr;
+    dp[H + k] = dz;
+    dp[2 * H + k] = dn;
+    dg[k] = dr;
+    dg[H + k] = dz;
+    dg[2 * H + k] = dn * r;
+    next[i] = dh * z;
+  }
+}
+
+// One block per 32 columns, 32 row lanes each summing a fixed stride of rows, then the lanes in
+// order.
+constexpr int kSumLanes = 32;
+
+__global__ void column_sum_kernel(const float* __restrict__ x, int64_t rows, int cols, int64_t ld,
+                                  float* out, bool accumulate) {
+  __shared__ float partial[kSumLanes][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.0f;
+  if (c < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += kSumLanes) s += x[r * ld + c];
+  partial[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float total = 0.0f;
+    for (int k = 0; k < kSumLanes; ++k) total += partial[k][threadIdx.x];
+    out[c] = accumulate ? out[c] + total : total;
+  }
+}
+
+__global__ void sum_directions_kernel(const float* __restrict__ h0, const float* __restrict__ h1,
+                                      float* __restrict__ y, int64_t n) {
+  DS2_RNN_GRID_STRIDE(i, n) y[i] = h1 ? h0[i] + h1[i] : h0[i];
+}
+
+}  // namespace
+
+void rnn_add_input_bias(float* pre, int64_t rows, int cols, const float* bias0, const float* bias1,
+                        cudaStream_t stream) {
+  const int directions = bias1 ? 2 : 1;
+  const int64_t n = rows * cols * directions;
+  if (n <= 0) return;
+  add_input_bias_kernel<<<blocks_for(n), kThreads, 0, stream>>>(pre, rows, cols, directions, bias0,
+                                                                bias1);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, int B, int H, int t,
+                           const int* lengths, float clip, cudaStream_t stream) {
+  const int64_t n = int64_t{B} * H;
+  if (n <= 0) return;
+  relu_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(pre, ld_pre, h, B, H, t, lengths,
+                                                                   clip);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, const float* bias_h,
+                          const float* h_prev, float* h, float* candidate, int B, int H, int t,
+                          const int* lengths, cudaStream_t stream) {
+  const int64_t n = int64_t{B} * H;
+  if (n <= 0) return;
+  gru_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      pre, ld_pre, hidden_gates, bias_h, h_prev, h, candidate, B, H, t, lengths);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+void rnn_relu_step_backward(const float* h, const float* dy, const float* carry, float* dpre,
+                            int ld_pre, float* next, int B, int H, int t, const int* lengths,
+                            float clip, cudaStream_t stream) {
+  const int64_t n = int64_t{B} * H;
+  if (n <= 0) return;
+  relu_step_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(h, dy, carry, dpre, ld_pre,
+                                                                    next, B, H, t, lengths, clip);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+void rnn_gru_step_backward(const float* gates, int ld_pre, const float* candidate,
+                           const float* h_prev, const float* dy, const float* carry, float* dpre,
+                           float* dgates, float* next, int B, int H, int t, const int* lengths,
+                           cudaStream_t stream) {
+  const int64_t n = int64_t{B} * H;
+  if (n <= 0) return;
+  gru_step_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      gates, ld_pre, candidate, h_prev, dy, carry, dpre, dgates, next, B, H, t, lengths);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+void rnn_column_sum(const float* x, int64_t rows, int cols, int64_t ld, float* out, bool accumulate,
+                    cudaStream_t stream) {
+  if (cols <= 0) return;
+  column_sum_kernel<<<(cols + 31) / 32, dim3(32, kSumLanes), 0, stream>>>(x, rows, cols, ld, out,
+                                                                          accumulate);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+void rnn_sum_directions(const float* h0, const float* h1, float* y, int64_t n,
+                        cudaStream_t stream) {
+  if (n <= 0) return;
+  sum_directions_kernel<<<blocks_for(n), kThreads, 0, stream>>>(h0, h1, y, n);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ds2::kernels

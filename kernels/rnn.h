@@ -1,0 +1,65 @@
+// Fused elementwise kernels of the GEMM RNN (nn/cuda/rnn_layer_cuda.h): one launch per timestep
+// and direction finishes what the recurrent GEMM started (activation, gates, padding mask), and
+// one per step of the backward computes the activation derivative. The CPU reference is
+// nn/rnn_layer.cpp (RnnLayer), against which tests/nn/cuda/rnn_layer_cuda_test.cpp checks the
+// whole layer.
+//
+// Step pointers address timestep t of one direction: `pre` is that step's {B, ld_pre} rows of the
+// projection (already offset to the direction's columns), `lengths` the device lengths; row b is
+// valid when t < lengths[b]. Invalid rows get h = 0 and zero gradients, so padding never reaches
+// a valid frame.
+//
+//   kernels::rnn_relu_step_forward(pre_t, P, h_t, B, H, t, lengths, clip, stream);
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds2::kernels {
+
+// pre[r, c] += (c < cols ? bias0[c] : bias1[c - cols]) for a {rows, D * cols} array (D = 1 when
+// bias1 is null): the input-side biases of both directions in one pass.
+void rnn_add_input_bias(float* pre, int64_t rows, int cols, const float* bias0, const float* bias1,
+                        cudaStream_t stream);
+
+// Clipped ReLU step: h[b, k] = min(max(pre[b * ld_pre + k], 0), clip) on valid rows, else 0.
+// `pre` already holds W x (+ b) + U h_prev.
+void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, int B, int H, int t,
+                           const int* lengths, float clip, cudaStream_t stream);
+
+// GRU step (gate order r, z, n): with a = pre row (input side, 3H) and g = hidden_gates row
+// (U h_prev, 3H, ld 3H) plus bias_h,
+//   r = sigmoid(a_r + g_r + b_hr), z = sigmoid(a_z + g_z + b_hz), hn = g_n + b_hn,
+//   n = tanh(a_n + r * hn), h = (1 - z) n + z h_prev.
+// On valid rows writes r, z, n over `pre` (what backward needs), hn to candidate {B, H} and h;
+// on invalid rows only h = 0 (hidden_gates of rows past the GEMM's are not read).
+void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, const float* bias_h,
+                          const float* h_prev, float* h, float* candidate, int B, int H, int t,
+                          const int* lengths, cudaStream_t stream);
+
+// Clipped ReLU backward step: dpre[b, k] = (0 < h < clip) ? dy + carry : 0 on valid rows, 0 on
+// invalid ones, where also next[b, :] = 0 (the recurrent GEMM next = dpre U fills valid rows).
+void rnn_relu_step_backward(const float* h, const float* dy, const float* carry, float* dpre,
+                            int ld_pre, float* next, int B, int H, int t, const int* lengths,
+                            float clip, cudaStream_t stream);
+
+// GRU backward step, with dh = dy + carry and r, z, n read from `gates` (the forward's `pre`):
+//   dn = dh (1 - z)(1 - n^2), dz = dh (h_prev - n) z (1 - z), dr = dn hn r (1 - r),
+//   dpre = (dr, dz, dn) [input side], dgates = (dr, dz, dn r) [hidden side, ld 3H],
+//   next = dh z (the GEMM then adds dgates U).
+// Invalid rows: dpre = dgates = next = 0.
+void rnn_gru_step_backward(const float* gates, int ld_pre, const float* candidate,
+                           const float* h_prev, const float* dy, const float* carry, float* dpre,
+                           float* dgates, float* next, int B, int H, int t, const int* lengths,
+                           cudaStream_t stream);
+
+// out[c] (+)= sum_r x[r * ld + c] for c < cols, in a fixed order (deterministic): the bias
+// gradient of one direction's columns of a wider array. Overwrites `out` unless `accumulate`.
+void rnn_column_sum(const float* x, int64_t rows, int cols, int64_t ld, float* out, bool accumulate,
+                    cudaStream_t stream);
+
+// y = h0 (+ h1): the directions summed; h1 may be null (unidirectional).
+void rnn_sum_directions(const float* h0, const float* h1, float* y, int64_t n, cudaStream_t stream);
+
+}  // namespace ds2::kernels

@@ -1,0 +1,236 @@
+#include "nn/cuda/rnn_layer_cuda.h"
+
+#include <utility>
+
+#include "core/cuda/check.h"
+#include "core/cuda/gemm.h"
+#include "core/error.h"
+#include "kernels/elementwise.h"
+#include "kernels/rnn.h"
+
+namespace ds2 {
+
+CudaRnnLayer::CudaRnnLayer(CudaContext& ctx, DeviceParameters& params, const RnnLayer& cpu)
+    : ctx_(ctx),
+      params_(params),
+      name_(cpu.name()),
+      input_size_(cpu.input_size()),
+      hidden_(cpu.hidden()),
+      type_(cpu.type()),
+      directions_(cpu.directions()),
+      batch_norm_(cpu.batch_norm()),
+      relu_clip_(cpu.relu_clip()) {
+  for (int d = 0; d < directions_; ++d) {
+    w_[d] = cpu.w(d);
+    u_[d] = cpu.u(d);
+    input_bias_[d] = cpu.input_bias(d);
+    hidden_bias_[d] = cpu.hidden_bias(d);
+  }
+  // Both directions' W adjacent: the projection of both is one GEMM (as on the CPU).
+  DS2_CHECK(directions_ == 1 || params_.value(w_[1]) ==
+                                    params_.value(w_[0]) + int64_t{gates()} * hidden_ * input_size_,
+            name_ << ": direction weights are not adjacent in the parameter store");
+  if (batch_norm_) {
+    DS2_CHECK(cpu.bn() != nullptr, name_ << ": batch norm enabled but the layer has none");
+    bn_ = std::make_unique<CudaBatchNorm>(ctx, params, *cpu.bn());
+  }
+  if (directions_ == 2) {
+    // The backward direction's recurrence runs on the side stream with its own handle, set up
+    // like the context's (no TF32, no atomics: bit-reproducible).
+    DS2_CUBLAS_CHECK(cublasCreate(&side_blas_));
+    DS2_CUBLAS_CHECK(cublasSetStream(side_blas_, ctx_.side_stream()));
+    DS2_CUBLAS_CHECK(cublasSetMathMode(side_blas_, CUBLAS_DEFAULT_MATH));
+    DS2_CUBLAS_CHECK(cublasSetAtomicsMode(side_blas_, CUBLAS_ATOMICS_NOT_ALLOWED));
+  }
+}
+
+CudaRnnLayer::~CudaRnnLayer() {
+  if (side_blas_) cublasDestroy(side_blas_);  // errors ignored: destructors must not throw
+}
+
+cudaStream_t CudaRnnLayer::stream(int d) const {
+  return d == 0 ? ctx_.stream() : ctx_.side_stream();
+}
+
+cublasHandle_t CudaRnnLayer::blas(int d) const {
+  return d == 0 ? ctx_.cublas() : side_blas_;
+}
+
+void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool training) {
+  check_sequences(in, name_);
+  const int T = static_cast<int>(in.time()), B = static_cast<int>(in.batch());
+  DS2_CHECK(T * B == 0 || in.frame_size() == input_size_,
+            name_ << ": input " << shape_str(in.data.shape()) << " is not " << input_size_
+                  << " features per frame");
+  const int H = hidden_, P = projection_size(), GH = gates() * H;
+  cudaStream_t main = ctx_.stream();
+
+  // Input projection of every timestep and both directions: one {T*B, in} x {in, D*G*H} GEMM.
+  projection_.data.resize({T, B, P});
+  projection_.copy_lengths(in, main);
+  gemm(ctx_, false, true, T * B, P, input_size_, 1.0f, in.data.data(), input_size_,
+       params_.value(w_[0]), input_size_, 0.0f, projection_.data.data(), P);
+  if (batch_norm_) {
+    bn_->forward(projection_, preactivation_, training);
+  } else {
+    kernels::rnn_add_input_bias(projection_.data.data(), int64_t{T} * B, GH,
+                                params_.value(input_bias_[0]),
+                                directions_ == 2 ? params_.value(input_bias_[1]) : nullptr, main);
+  }
+
+  active_rows_.assign(T, 0);
+  for (int t = 0; t < T; ++t)
+    for (int b = 0; b < B; ++b)
+      if (t < in.lengths[b]) active_rows_[t] = b + 1;
+  hidden_states_.resize({directions_, T, B, H});
+  zero_state_.resize({B, H});
+  kernels::fill(zero_state_.data(), zero_state_.numel(), 0.0f, main);
+  if (type_ == RnnType::kGru) {
+    hidden_candidate_.resize({directions_, T, B, H});
+    step_hidden_gates_.resize({directions_, B, GH});
+  }
+  // Everything so far is on the main stream; the backward direction's recurrence waits for it
+  // on the side stream and the main stream waits for that before summing.
+  if (directions_ == 2) ctx_.fork_to_side();
+  for (int d = 0; d < directions_; ++d) run_direction(d, T, B, in.device_lengths.data());
+  if (directions_ == 2) ctx_.join_from_side();
+
+  out.data.resize({T, B, H});
+  out.copy_lengths(in, main);
+  const int64_t n = int64_t{T} * B * H;
+  const float* h0 = hidden_states_.data();
+  kernels::rnn_sum_directions(h0, directions_ == 2 ? h0 + n : nullptr, out.data.data(), n, main);
+}
+
+void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
+  const int H = hidden_, P = projection_size(), GH = gates() * H;
+  const bool reverse = d == 1;
+  cudaStream_t s = stream(d);
+  cublasHandle_t handle = blas(d);
+  const float* u = params_.value(u_[d]);
+  float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
+  float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
+  const bool gru = type_ == RnnType::kGru;
+  const float* bias_h = gru ? params_.value(hidden_bias_[d]) : nullptr;
+  float* g = gru ? step_hidden_gates_.data() + int64_t{d} * B * GH : nullptr;
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? T - 1 - step : step;
+    const int m = active_rows_[t];
+    const int t_prev = reverse ? t + 1 : t - 1;
+    // The backward direction's h_prev at an utterance's last frame is the zero padding row at
+    // t + 1, so each utterance starts from zero at its own end.
+    const float* h_prev =
+        (t_prev < 0 || t_prev >= T) ? zero_state_.data() : hs + int64_t{t_prev} * B * H;
+    float* h = hs + int64_t{t} * B * H;
+    float* p = pre + int64_t{t} * B * P + d * GH;  // row b at p + b * P
+    if (!gru) {
+      // pre += h_prev U^T over the rows that are valid somewhere at t, then the clipped ReLU.
+      gemm(handle, false, true, m, H, H, 1.0f, h_prev, H, u, H, 1.0f, p, P);
+      kernels::rnn_relu_step_forward(p, P, h, B, H, t, lengths, relu_clip_, s);
+    } else {
+      gemm(handle, false, true, m, GH, H, 1.0f, h_prev, H, u, H, 0.0f, g, GH);
+      float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
+      kernels::rnn_gru_step_forward(p, P, g, bias_h, h_prev, h, cand, B, H, t, lengths, s);
+    }
+  }
+}
+
+void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& out,
+                            const DeviceSequences& grad_out, DeviceSequences& grad_in) {
+  DS2_CHECK(grad_out.data.shape() == out.data.shape(),
+            name_ << ": gradient shape " << shape_str(grad_out.data.shape())
+                  << " differs from the output's " << shape_str(out.data.shape()));
+  const int T = static_cast<int>(in.time()), B = static_cast<int>(in.batch());
+  const int P = projection_size(), GH = gates() * hidden_;
+  cudaStream_t main = ctx_.stream();
+  grad_preactivation_.data.resize({T, B, P});
+  grad_preactivation_.copy_lengths(in, main);
+  if (type_ == RnnType::kGru) grad_hidden_gates_.resize({directions_, T, B, GH});
+  carry_.resize({directions_, 2, B, hidden_});
+
+  if (directions_ == 2) ctx_.fork_to_side();
+  for (int d = 0; d < directions_; ++d)
+    backprop_direction(d, T, B, in.device_lengths.data(), grad_out.data.data());
+  if (directions_ == 2) ctx_.join_from_side();
+
+  const DeviceSequences* grad_projection = &grad_preactivation_;
+  if (batch_norm_) {
+    // CudaBatchNorm::backward reads only its input and its own statistics, not the (since
+    // overwritten) output in preactivation_.
+    bn_->backward(projection_, preactivation_, grad_preactivation_, grad_projection_);
+    grad_projection = &grad_projection_;
+  }
+  // dW {D*G*H, in} += dA^T {D*G*H, T*B} X {T*B, in}; padding rows of dA are zero.
+  const float* da = grad_projection->data.data();
+  gemm(ctx_, true, false, P, input_size_, T * B, 1.0f, da, P, in.data.data(), input_size_, 1.0f,
+       params_.grad(w_[0]), input_size_);
+  if (!needs_input_grad_) return;
+  grad_in.data.resize(in.data.shape());
+  grad_in.copy_lengths(in, main);
+  gemm(ctx_, false, false, T * B, input_size_, P, 1.0f, da, P, params_.value(w_[0]), input_size_,
+       0.0f, grad_in.data.data(), input_size_);
+}
+
+void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, const float* dy) {
+  const int H = hidden_, P = projection_size(), GH = gates() * H;
+  const bool reverse = d == 1;
+  const bool gru = type_ == RnnType::kGru;
+  cudaStream_t s = stream(d);
+  cublasHandle_t handle = blas(d);
+  const float* u = params_.value(u_[d]);
+  const float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
+  const float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
+  float* dpre = grad_preactivation_.data.data();
+  float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
+  float* carry = carry_.data() + int64_t{d} * 2 * B * H;  // dL/dh_t from the step before
+  float* next = carry + int64_t{B} * H;                   // dL/dh_prev leaving this step
+  kernels::fill(carry, int64_t{B} * H, 0.0f, s);
+
+  // Backpropagation visits timesteps in the opposite order of the forward recurrence.
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? step : T - 1 - step;
+    const int m = active_rows_[t];
+    const int t_prev = reverse ? t + 1 : t - 1;
+    const float* h_prev =
+        (t_prev < 0 || t_prev >= T) ? zero_state_.data() : hs + int64_t{t_prev} * B * H;
+    const float* h = hs + int64_t{t} * B * H;
+    const float* p = pre + int64_t{t} * B * P + d * GH;
+    float* dp = dpre + int64_t{t} * B * P + d * GH;
+    const float* dyt = dy + int64_t{t} * B * H;
+    if (!gru) {
+      kernels::rnn_relu_step_backward(h, dyt, carry, dp, P, next, B, H, t, lengths, relu_clip_, s);
+      // dL/dh_prev = dP U over the rows valid somewhere at t (the kernel zeroed the others).
+      gemm(handle, false, false, m, H, GH, 1.0f, dp, P, u, H, 0.0f, next, H);
+    } else {
+      float* dg = dgates + int64_t{t} * B * GH;
+      const float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
+      kernels::rnn_gru_step_backward(p, P, cand, h_prev, dyt, carry, dp, dg, next, B, H, t, lengths,
+                                     s);
+      // dL/dh_prev = dh z (from the kernel) + dG U.
+      gemm(handle, false, false, m, H, GH, 1.0f, dg, GH, u, H, 1.0f, next, H);
+    }
+    std::swap(carry, next);
+  }
+
+  // dU {G*H, H} += sum_t dG_t^T h_prev(t): one GEMM with the states shifted by one timestep (the
+  // first step's h_prev is zero and contributes nothing).
+  const float* dg_all = gru ? dgates : dpre + d * GH;
+  const int ldg = gru ? GH : P;
+  if (T > 1) {
+    const int rows = (T - 1) * B;
+    if (reverse) {
+      gemm(handle, true, false, GH, H, rows, 1.0f, dg_all, ldg, hs + int64_t{B} * H, H, 1.0f,
+           params_.grad(u_[d]), H);
+    } else {
+      gemm(handle, true, false, GH, H, rows, 1.0f, dg_all + int64_t{B} * ldg, ldg, hs, H, 1.0f,
+           params_.grad(u_[d]), H);
+    }
+  }
+  if (gru)
+    kernels::rnn_column_sum(dg_all, int64_t{T} * B, GH, GH, params_.grad(hidden_bias_[d]), true, s);
+  if (!batch_norm_)
+    kernels::rnn_column_sum(dpre + d * GH, int64_t{T} * B, GH, P, params_.grad(input_bias_[d]),
+                            true, s);
+}
+
+}  // namespace ds2

@@ -1,0 +1,85 @@
+// CudaRnnLayer: the GPU twin of RnnLayer (nn/rnn_layer.h), the "GEMM RNN" baseline of the GPU
+// backend (structure of Appleyard et al. 2016, the cuDNN 5 RNN paper): the input projection W x of
+// all timesteps and both directions is one cuBLAS GEMM (then the batch norm BN(W x), or the input
+// biases); each timestep is one GEMM U h_{t-1} over the batch plus one fused elementwise kernel
+// (kernels/rnn.h: activation or GRU gates, padding mask); the two directions of a bidirectional
+// layer run concurrently, forward on ctx.stream() and backward on ctx.side_stream() with a
+// cuBLAS handle of this layer's own. Backward mirrors it: per step a fused derivative kernel and
+// one GEMM through U; then dU, dW and dx as single GEMMs over all timesteps.
+// Same math, parameter layout and padding rules as the CPU layer (the backward direction starts
+// at each utterance's own last frame; directions summed; padding frames give h = 0 and never
+// influence anything).
+//
+//   RnnLayer cpu("rnn0", store, 672, 1152, RnnType::kRelu, true, true, 20.0f, 0.1f);
+//   store.finalize();  store.initialize(rng);
+//   DeviceParameters params(ctx, store);
+//   CudaRnnLayer rnn(ctx, params, cpu);
+//   rnn.forward(x, h, /*training=*/true);    // x {T, B, 672} (or {T, B, C, F}), h {T, B, 1152}
+//   rnn.backward(x, h, dh, dx);
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/cuda/batch_norm_cuda.h"
+#include "nn/cuda/cuda_layer.h"
+#include "nn/rnn_layer.h"
+
+namespace ds2 {
+
+class CudaRnnLayer : public CudaLayer {
+ public:
+  CudaRnnLayer(CudaContext& ctx, DeviceParameters& params, const RnnLayer& cpu);
+  ~CudaRnnLayer() override;
+  CudaRnnLayer(const CudaRnnLayer&) = delete;
+  CudaRnnLayer& operator=(const CudaRnnLayer&) = delete;
+
+  std::string name() const override { return name_; }
+  void forward(const DeviceSequences& in, DeviceSequences& out, bool training) override;
+  void backward(const DeviceSequences& in, const DeviceSequences& out,
+                const DeviceSequences& grad_out, DeviceSequences& grad_in) override;
+
+  int hidden() const { return hidden_; }
+  int directions() const { return directions_; }
+
+ private:
+  int gates() const { return type_ == RnnType::kGru ? 3 : 1; }
+  int projection_size() const { return directions_ * gates() * hidden_; }
+  // Direction d's stream and cuBLAS handle: the main ones for d = 0, the side ones for d = 1.
+  cudaStream_t stream(int d) const;
+  cublasHandle_t blas(int d) const;
+  void run_direction(int d, int T, int B, const int* lengths);
+  void backprop_direction(int d, int T, int B, const int* lengths, const float* dy);
+
+  CudaContext& ctx_;
+  DeviceParameters& params_;
+  std::string name_;
+  int input_size_, hidden_;
+  RnnType type_;
+  int directions_;
+  bool batch_norm_;
+  float relu_clip_;
+  ParamRef w_[2], u_[2], input_bias_[2], hidden_bias_[2];
+  std::unique_ptr<CudaBatchNorm> bn_;
+  cublasHandle_t side_blas_ = nullptr;  // bound to ctx.side_stream()
+
+  // Forward state kept for backward (as the CPU layer's).
+  DeviceSequences projection_;      // {T, B, D*G*H}: W x
+  DeviceSequences preactivation_;   // BN(W x); relu: + U h in place; gru: then gates r, z, n
+  DeviceTensor hidden_states_;      // {D, T, B, H}; padding rows are zero
+  DeviceTensor hidden_candidate_;   // gru: {D, T, B, H}, U_n h + b_hn
+  DeviceTensor step_hidden_gates_;  // gru: {D, B, 3H}, U h of one step per direction
+  DeviceTensor zero_state_;         // {B, H} zeros: h before the first step
+  std::vector<int> active_rows_;    // per t: 1 + last batch row valid at t (rows beyond skip GEMMs)
+
+  // Backward scratch.
+  DeviceSequences grad_preactivation_;  // {T, B, D*G*H}: dL/d(BN output)
+  DeviceSequences grad_projection_;     // {T, B, D*G*H}: dL/d(W x) through the batch norm
+  DeviceTensor grad_hidden_gates_;      // gru: {D, T, B, 3H}: dL/d(U h + b_h)
+  DeviceTensor carry_;                  // {D, 2, B, H}: dL/dh ping-pong per direction
+};
+
+}  // namespace ds2

@@ -1,0 +1,215 @@
+// CPU RnnLayer vs CudaRnnLayer (the GEMM RNN): clipped ReLU and GRU, uni- and bidirectional, with
+// and without batch norm; forward (training and inference), running statistics, backward (dx
+// and every parameter gradient, accumulated onto non-zero gradients). Shapes: hidden 37 (odd),
+// odd T, batch 1, unequal lengths with an empty and a full-length utterance, T = 1, 4-D input.
+// Padding of the inputs is set to finite non-zero values, so any leak of padding shows.
+// Tolerances (fp32 GEMM summation order only): forward atol 2e-5 rtol 1e-4; dx and parameter
+// gradients atol 1e-4 rtol 1e-3 (through up to 21 recurrent steps); running statistics
+// 1e-6 / 1e-5.
+#include "nn/cuda/rnn_layer_cuda.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/cuda/device_array.h"
+#include "support/cuda_compare.h"
+
+namespace ds2 {
+namespace {
+
+struct RnnSpec {
+  RnnType type;
+  bool bidirectional;
+  bool batch_norm;
+};
+
+std::string spec_name(const RnnSpec& s) {
+  return rnn_type_name(s.type) + (s.bidirectional ? "_bi" : "_uni") + (s.batch_norm ? "_bn" : "");
+}
+
+struct Batch {
+  Shape input_shape;  // {T, B, in} or {T, B, C, F}
+  std::vector<int> lengths;
+};
+
+constexpr int kHidden = 37;
+constexpr float kClip = 1.0f;  // low enough that the clipped ReLU visits its clip
+
+std::unique_ptr<RnnLayer> make_cpu(const RnnSpec& s, ParameterStore& store, int in) {
+  return std::make_unique<RnnLayer>("rnn", store, in, kHidden, s.type, s.bidirectional,
+                                    s.batch_norm, kClip, /*bn_momentum=*/0.1f);
+}
+
+void fill_padding(Sequences& s, float value) {
+  const int64_t T = s.time(), B = s.batch(), frame = s.frame_size();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < B; ++b)
+      if (t >= s.lengths[b])
+        for (int64_t i = 0; i < frame; ++i) s.data[(t * B + b) * frame + i] = value;
+}
+
+int64_t nonzero_padding(const Tensor& data, const std::vector<int>& lengths) {
+  const int64_t T = data.dim(0), B = data.dim(1);
+  const int64_t frame = T * B > 0 ? data.numel() / (T * B) : 0;
+  int64_t bad = 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < B; ++b)
+      if (t >= lengths[b])
+        for (int64_t i = 0; i < frame; ++i) bad += data[(t * B + b) * frame + i] != 0.0f;
+  return bad;
+}
+
+enum class Mode { kTraining, kInference, kTrainingNoInputGrad };
+
+const char* mode_name(Mode m) {
+  return m == Mode::kTraining ? "training" : m == Mode::kInference ? "inference" : "no-input-grad";
+}
+
+void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode mode,
+                uint64_t seed) {
+  SCOPED_TRACE(spec_name(spec) + " " + shape_str(batch.input_shape) + " " + mode_name(mode));
+  Rng rng(seed);
+  const Shape& shape = batch.input_shape;
+  const int T = static_cast<int>(shape[0]), B = static_cast<int>(shape[1]);
+  const int in = static_cast<int>(shape_numel(shape) / (int64_t{T} * B));
+  ParameterStore store;
+  auto cpu = make_cpu(spec, store, in);
+  store.finalize();
+  store.initialize(rng);
+  if (const BatchNorm* bn = cpu->bn()) {
+    for (int i = 0; i < bn->channels(); ++i) {
+      store.value(bn->gamma())[i] = rng.uniform(0.5f, 1.5f);
+      store.value(bn->beta())[i] = rng.uniform(-0.5f, 0.5f);
+      store.value(bn->running_mean())[i] = rng.uniform(-0.3f, 0.3f);
+      store.value(bn->running_var())[i] = rng.uniform(0.5f, 2.0f);
+    }
+  }
+  fill_uniform(store.grads(), rng);  // gradients accumulate (+=) onto what is there
+
+  DeviceParameters params(ctx, store);
+  upload(store.grads().data(), store.grads().numel(), params.grads(), ctx.stream());
+  CudaRnnLayer gpu(ctx, params, *cpu);
+  const bool training = mode != Mode::kInference;
+  const bool input_grad = mode != Mode::kTrainingNoInputGrad;
+  cpu->set_needs_input_grad(input_grad);
+  gpu.set_needs_input_grad(input_grad);
+
+  Sequences x = random_sequences(shape, batch.lengths, rng);
+  Sequences dy = random_sequences({T, B, kHidden}, batch.lengths, rng);
+  fill_padding(x, 3.0f);
+  fill_padding(dy, -4.0f);
+
+  Sequences y_ref, dx_ref;
+  cpu->forward(x, y_ref, training);
+  DeviceSequences xd, yd, dyd, dxd;
+  upload(x, xd, ctx.stream());
+  upload(dy, dyd, ctx.stream());
+  yd.data.resize({T, B, kHidden});
+  poison(yd.data, ctx);
+  gpu.forward(xd, yd, training);
+  const Tensor y = download_tensor(yd.data, ctx);
+  expect_close(y_ref.data, y, 2e-5, 1e-4, "forward");
+  EXPECT_EQ(nonzero_padding(y, batch.lengths), 0) << "output padding";
+  EXPECT_EQ(yd.lengths, batch.lengths);
+
+  if (spec.batch_norm) {
+    ParameterStore mirror;
+    auto mirror_layer = make_cpu(spec, mirror, in);
+    mirror.finalize();
+    params.download_to(mirror);
+    expect_close(store.buffers(), mirror.buffers(), 1e-6, 1e-5, "running statistics");
+  }
+
+  cpu->backward(x, y_ref, dy, dx_ref);
+  dxd.data.resize(shape);
+  poison(dxd.data, ctx);
+  gpu.backward(xd, yd, dyd, dxd);
+  if (input_grad) {
+    const Tensor dx = download_tensor(dxd.data, ctx);
+    expect_close(dx_ref.data, dx, 1e-4, 1e-3, "dx");
+    EXPECT_EQ(nonzero_padding(dx, batch.lengths), 0) << "dx padding";
+  }
+  Tensor grads;
+  params.download_grads(grads);
+  for (const ParamEntry& e : store.parameters())
+    expect_close(store.grads().data() + e.offset, grads.data() + e.offset, e.numel, 1e-4, 1e-3,
+                 "grad " + e.name);
+}
+
+const Batch kBatches[] = {
+    {{9, 4, 13}, {9, 0, 5, 3}},           // unsorted, empty and full-length utterances
+    {{21, 1, 13}, {21}},                  // batch 1, ~20 recurrent steps
+    {{17, 5, 3, 5}, {3, 17, 0, 11, 16}},  // 4-D input (15 features per frame)
+    {{1, 2, 13}, {1, 0}},                 // a single timestep
+};
+
+class CudaRnnLayerTest : public ::testing::TestWithParam<RnnSpec> {};
+
+TEST_P(CudaRnnLayerTest, MatchesCpu) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  uint64_t seed = 200;
+  for (const Batch& b : kBatches)
+    for (Mode m : {Mode::kTraining, Mode::kInference}) check_case(ctx, GetParam(), b, m, ++seed);
+  check_case(ctx, GetParam(), kBatches[0], Mode::kTrainingNoInputGrad, ++seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Specs, CudaRnnLayerTest,
+    ::testing::Values(RnnSpec{RnnType::kRelu, false, false}, RnnSpec{RnnType::kRelu, true, false},
+                      RnnSpec{RnnType::kRelu, false, true}, RnnSpec{RnnType::kRelu, true, true},
+                      RnnSpec{RnnType::kGru, false, false}, RnnSpec{RnnType::kGru, true, false},
+                      RnnSpec{RnnType::kGru, false, true}, RnnSpec{RnnType::kGru, true, true}),
+    [](const ::testing::TestParamInfo<RnnSpec>& info) { return spec_name(info.param); });
+
+// Two identical training steps give bitwise identical results (fixed-order reductions, no
+// atomics, both streams), and the second allocates nothing on the device.
+TEST(CudaRnnLayer, RepeatIsBitwiseIdenticalAndAllocationFree) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  for (RnnType type : {RnnType::kRelu, RnnType::kGru}) {
+    SCOPED_TRACE(rnn_type_name(type));
+    Rng rng(17);
+    const int T = 33, B = 6, in = 24, H = 64;
+    const std::vector<int> lengths{33, 20, 0, 32, 7, 33};
+    ParameterStore store;
+    RnnLayer cpu("rnn", store, in, H, type, /*bidirectional=*/true, /*batch_norm=*/true, 20.0f,
+                 0.1f);
+    store.finalize();
+    store.initialize(rng);
+    DeviceParameters params(ctx, store);
+    CudaRnnLayer gpu(ctx, params, cpu);
+    DeviceSequences xd, yd, dyd, dxd;
+    upload(random_sequences({T, B, in}, lengths, rng), xd, ctx.stream());
+    upload(random_sequences({T, B, H}, lengths, rng), dyd, ctx.stream());
+    Tensor y[2], dx[2], grads[2], buffers[2];
+    int64_t allocations = 0;
+    for (int run = 0; run < 2; ++run) {
+      params.upload_from(store);
+      params.zero_grads();
+      if (run == 1) allocations = device_allocations();
+      gpu.forward(xd, yd, true);
+      gpu.backward(xd, yd, dyd, dxd);
+      if (run == 1) {
+        EXPECT_EQ(device_allocations(), allocations) << "second step allocated";
+      }
+      y[run] = download_tensor(yd.data, ctx);
+      dx[run] = download_tensor(dxd.data, ctx);
+      params.download_grads(grads[run]);
+      ParameterStore mirror;
+      RnnLayer mirror_layer("rnn", mirror, in, H, type, true, true, 20.0f, 0.1f);
+      mirror.finalize();
+      params.download_to(mirror);
+      buffers[run] = mirror.buffers();
+    }
+    expect_close(y[0], y[1], 0, 0, "forward repeat");
+    expect_close(dx[0], dx[1], 0, 0, "dx repeat");
+    expect_close(grads[0], grads[1], 0, 0, "grads repeat");
+    expect_close(buffers[0], buffers[1], 0, 0, "running statistics repeat");
+  }
+}
+
+}  // namespace
+}  // namespace ds2
