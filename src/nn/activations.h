@@ -35,6 +35,7 @@ class ClippedReLU : public Layer {
   void forward(const Sequences& in, Sequences& out, bool training) override;
   void backward(const Sequences& in, const Sequences& out, const Sequences& grad_out,
                 Sequences& grad_in) override;
+  float clip() const { return clip_; }
 
  private:
   std::string name_;

@@ -54,6 +54,17 @@ class Conv2d : public Layer {
   // always used). Smaller saves memory, larger makes fewer, bigger GEMMs. Default 4M (16 MiB).
   void set_column_budget(int64_t floats) { column_budget_ = floats; }
 
+  // Configuration and parameter handles, read by the GPU twin (nn/cuda/conv2d_cuda.h).
+  int in_channels() const { return in_channels_; }
+  int out_channels() const { return out_channels_; }
+  int kernel_t() const { return kernel_t_; }
+  int kernel_f() const { return kernel_f_; }
+  int stride_t() const { return stride_t_; }
+  int stride_f() const { return stride_f_; }
+  bool with_bias() const { return with_bias_; }
+  ParamRef weight() const { return weight_; }
+  ParamRef bias() const { return bias_; }  // index -1 without a bias
+
  private:
   // Validates `in` and returns its frequency count.
   int input_freq(const Sequences& in) const;

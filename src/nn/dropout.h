@@ -29,6 +29,7 @@ class Dropout : public Layer {
   void backward(const Sequences& in, const Sequences& out, const Sequences& grad_out,
                 Sequences& grad_in) override;
   void reseed(uint64_t seed) { rng_ = Rng(seed); }
+  float probability() const { return probability_; }
 
  private:
   std::string name_;

@@ -1,0 +1,225 @@
+// CPU Conv2d vs CudaConv2d: forward (training and inference), input gradients and accumulated
+// weight/bias gradients, at scaled-down DS2 front-end shapes, odd sizes, batch 1, unequal
+// lengths (0 included), with and without bias, chunked im2col, and needs_input_grad false.
+#include "nn/cuda/conv2d_cuda.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/cuda/device_array.h"
+#include "core/error.h"
+#include "support/cuda_compare.h"
+
+namespace ds2 {
+namespace {
+
+struct ConvCase {
+  std::string what;
+  int cin, cout, kt, kf, st, sf;
+  bool bias;
+  Shape in_shape;            // {T, B, F} (cin 1) or {T, B, C, F}
+  std::vector<int> lengths;  // per utterance
+  bool needs_input_grad = true;
+};
+
+// Valid frames uniform in [-1, 1]; padding frames a finite nonzero value that both backends
+// must ignore (frames past an utterance's length read as zeros).
+Sequences sequences_with_padding(const Shape& shape, const std::vector<int>& lengths, Rng& rng,
+                                 float padding_value) {
+  Sequences s = random_sequences(shape, lengths, rng);
+  const int64_t T = shape[0], B = shape[1], F = s.frame_size();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < B; ++b)
+      if (t >= lengths[b])
+        for (int64_t i = 0; i < F; ++i) s.data[(t * B + b) * F + i] = padding_value;
+  return s;
+}
+
+int64_t count_nan(const Tensor& t) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) n += std::isnan(t[i]);
+  return n;
+}
+
+// `gpu_budget` is the GPU layer's im2col column budget (0 keeps the default).
+void run_case(const ConvCase& c, int64_t gpu_budget = 0) {
+  SCOPED_TRACE(c.what);
+  CudaContext ctx;
+  Rng rng(101 + c.cout * 7 + c.kt);
+  ParameterStore store;
+  Conv2d cpu("conv", store, c.cin, c.cout, c.kt, c.kf, c.st, c.sf, c.bias);
+  cpu.set_algorithm(ConvAlgorithm::kPatches);
+  store.finalize();
+  store.initialize(rng);
+  cpu.set_needs_input_grad(c.needs_input_grad);
+  DeviceParameters params(ctx, store);
+  CudaConv2d gpu(ctx, params, cpu);
+  gpu.set_needs_input_grad(c.needs_input_grad);
+  if (gpu_budget > 0) gpu.set_column_budget(gpu_budget);
+
+  const Sequences x = sequences_with_padding(c.in_shape, c.lengths, rng, 3.0f);
+  const int T = static_cast<int>(c.in_shape[0]), B = static_cast<int>(c.in_shape[1]);
+  const int F = static_cast<int>(c.in_shape.back());
+  const Shape out_shape{cpu.output_length(T), B, c.cout, cpu.output_freq(F)};
+  ASSERT_EQ(gpu.output_length(T), cpu.output_length(T));
+  ASSERT_EQ(gpu.output_freq(F), cpu.output_freq(F));
+
+  // Forward, training then inference (the same for a convolution).
+  Sequences y_ref;
+  cpu.forward(x, y_ref, true);
+  ASSERT_EQ(y_ref.data.shape(), out_shape);
+  DeviceSequences xd, yd;
+  upload(x, xd, ctx.stream());
+  for (bool training : {true, false}) {
+    yd.data.resize(out_shape);
+    poison(yd.data, ctx);
+    gpu.forward(xd, yd, training);
+    EXPECT_EQ(yd.lengths, y_ref.lengths);
+    expect_close(y_ref.data, download_tensor(yd.data, ctx), 1e-5, 1e-4,
+                 training ? "forward (training)" : "forward (inference)");
+  }
+
+  // Backward with random nonzero starting gradients on both sides (grads are accumulated) and
+  // a grad_out whose padding is finite garbage.
+  const Sequences dy = sequences_with_padding(out_shape, y_ref.lengths, rng, -2.0f);
+  fill_uniform(store.grads(), rng);
+  upload(store.grads().data(), store.grads().numel(), params.grads(), ctx.stream());
+  Sequences dx_ref;
+  cpu.backward(x, y_ref, dy, dx_ref);
+
+  DeviceSequences dyd, dxd;
+  upload(dy, dyd, ctx.stream());
+  dxd.data.resize(x.data.shape());
+  poison(dxd.data, ctx);
+  gpu.backward(xd, yd, dyd, dxd);
+  Tensor grads;
+  params.download_grads(grads);
+  expect_close(store.grads(), grads, 1e-4, 1e-4, "weight/bias gradients");
+  if (c.needs_input_grad) {
+    EXPECT_EQ(dxd.lengths, x.lengths);
+    expect_close(dx_ref.data, download_tensor(dxd.data, ctx), 1e-5, 1e-4, "input gradient");
+  } else {
+    const Tensor untouched = download_tensor(dxd.data, ctx);
+    EXPECT_EQ(count_nan(untouched), untouched.numel()) << "grad_in written without need";
+  }
+}
+
+TEST(CudaConv2d, Ds2FirstLayerShapes) {
+  DS2_REQUIRE_GPU();
+  // 1 -> 5 channels, kernel 11 x 9, stride 2 x 2 on {T, B, F} input (the first DS2 conv).
+  run_case({"1->5 k11x9 s2x2 F16", 1, 5, 11, 9, 2, 2, true, {23, 3, 16}, {23, 10, 0}});
+  run_case({"1->5 k11x9 s2x2 F17 batch 1", 1, 5, 11, 9, 2, 2, true, {14, 1, 17}, {14}});
+  run_case({"1->5 k11x9 s2x2 F17 length 1", 1, 5, 11, 9, 2, 2, false, {9, 2, 17}, {1, 9}});
+  // Tiny budget: every output frame its own chunk.
+  run_case({"1->5 k11x9 s2x2 per-frame chunks", 1, 5, 11, 9, 2, 2, true, {15, 3, 17}, {15, 6, 11}},
+           /*gpu_budget=*/1);
+}
+
+TEST(CudaConv2d, Ds2SecondLayerShapes) {
+  DS2_REQUIRE_GPU();
+  // 5 -> 3 channels, kernel 5 x 3, stride 1 x 2 on {T, B, C, F} (the second DS2 conv).
+  run_case({"5->3 k5x3 s1x2 F9", 5, 3, 5, 3, 1, 2, true, {12, 4, 5, 9}, {12, 0, 5, 11}});
+  run_case({"5->3 k5x3 s1x2 F8 no bias", 5, 3, 5, 3, 1, 2, false, {12, 4, 5, 8}, {3, 12, 1, 7}});
+  // Chunks of 3 frames: chunk boundaries fall inside a time step and split utterances.
+  const int64_t per_frame = 5 * 5 * 3 * 5;  // patch size * output frequencies (F 9 -> 5)
+  run_case({"5->3 k5x3 s1x2 3-frame chunks", 5, 3, 5, 3, 1, 2, true, {10, 3, 5, 9}, {10, 4, 7}},
+           3 * per_frame);
+}
+
+TEST(CudaConv2d, OddKernelsStridesAndEdges) {
+  DS2_REQUIRE_GPU();
+  // Even kernels, unit stride, no bias.
+  run_case({"2->3 k4x2 s1x1", 2, 3, 4, 2, 1, 1, false, {6, 2, 2, 5}, {3, 6}});
+  // Time stride 3, some utterances shorter than the kernel's reach.
+  run_case({"2->4 k3x3 s3x1", 2, 4, 3, 3, 3, 1, true, {10, 3, 2, 6}, {10, 1, 5}});
+  // Frequency kernel wider than the input.
+  run_case({"1->2 k3x7 s1x1 F3", 1, 2, 3, 7, 1, 1, true, {5, 2, 3}, {5, 2}});
+  // Every utterance empty: only zero padding comes out, and no gradient is added.
+  run_case({"all empty", 2, 3, 3, 3, 2, 2, true, {4, 2, 2, 5}, {0, 0}});
+  // Stride larger than the kernel (frames skipped entirely), chunked.
+  run_case({"1->3 k2x3 s3x4 chunks", 1, 3, 2, 3, 3, 4, true, {13, 3, 11}, {13, 8, 2}}, 40);
+}
+
+TEST(CudaConv2d, WithoutInputGradientOnlyParameterGradients) {
+  DS2_REQUIRE_GPU();
+  ConvCase c{"1->5 k11x9 s2x2 no input grad", 1, 5, 11, 9, 2, 2, true, {17, 3, 16}, {17, 4, 9}};
+  c.needs_input_grad = false;
+  run_case(c);
+  c.what += ", chunked";
+  run_case(c, /*gpu_budget=*/1);
+}
+
+TEST(CudaConv2d, DeterministicAndAllocationFreeOnceWarm) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(5);
+  ParameterStore store;
+  Conv2d cpu("conv", store, 5, 3, 5, 3, 1, 2, true);
+  store.finalize();
+  store.initialize(rng);
+  DeviceParameters params(ctx, store);
+  CudaConv2d gpu(ctx, params, cpu);
+  gpu.set_column_budget(5 * 5 * 3 * 5 * 4);  // several chunks
+  const Sequences x = sequences_with_padding({11, 3, 5, 9}, {11, 7, 4}, rng, 1.5f);
+  DeviceSequences xd, yd, dyd, dxd;
+  upload(x, xd, ctx.stream());
+  gpu.forward(xd, yd, true);
+  Sequences y;
+  download(yd, y, ctx.stream());
+  const Sequences dy = sequences_with_padding(y.data.shape(), y.lengths, rng, 0.5f);
+  upload(dy, dyd, ctx.stream());
+
+  Tensor grads[2], dx[2], out[2];
+  int64_t allocations = 0;
+  for (int run = 0; run < 2; ++run) {
+    if (run == 1) allocations = device_allocations();
+    params.zero_grads();
+    gpu.forward(xd, yd, true);
+    gpu.backward(xd, yd, dyd, dxd);
+    out[run] = download_tensor(yd.data, ctx);
+    dx[run] = download_tensor(dxd.data, ctx);
+    params.download_grads(grads[run]);
+  }
+  EXPECT_EQ(device_allocations(), allocations) << "a warm step allocated device memory";
+  expect_close(out[0], out[1], 0, 0, "forward run to run");
+  expect_close(dx[0], dx[1], 0, 0, "input gradient run to run");
+  expect_close(grads[0], grads[1], 0, 0, "parameter gradients run to run");
+
+  // A smaller batch after the largest one reuses the buffers too.
+  const Sequences small = sequences_with_padding({6, 2, 5, 9}, {6, 3}, rng, 1.5f);
+  DeviceSequences sd;
+  upload(small, sd, ctx.stream());
+  const int64_t before = device_allocations();
+  gpu.forward(sd, yd, true);
+  Sequences ys;
+  download(yd, ys, ctx.stream());
+  const Sequences dys = sequences_with_padding(ys.data.shape(), ys.lengths, rng, 0.5f);
+  upload(dys, dyd, ctx.stream());
+  gpu.backward(sd, yd, dyd, dxd);
+  ctx.synchronize();
+  EXPECT_EQ(device_allocations(), before);
+}
+
+TEST(CudaConv2d, RejectsWrongChannelCount) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(3);
+  ParameterStore store;
+  Conv2d cpu("conv", store, 2, 3, 3, 3, 1, 1);
+  store.finalize();
+  store.initialize(rng);
+  DeviceParameters params(ctx, store);
+  CudaConv2d gpu(ctx, params, cpu);
+  DeviceSequences xd, yd;
+  upload(random_sequences({4, 2, 6}, {4, 2}, rng), xd, ctx.stream());  // one channel, not two
+  EXPECT_THROW(gpu.forward(xd, yd, true), Error);
+  upload(random_sequences({4, 2, 3, 6}, {4, 2}, rng), xd, ctx.stream());
+  EXPECT_THROW(gpu.forward(xd, yd, true), Error);
+}
+
+}  // namespace
+}  // namespace ds2
