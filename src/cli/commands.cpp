@@ -1,9 +1,13 @@
 #include "cli/commands.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
+#include <tuple>
 
 #include "audio/audio_io.h"
 #include "core/atomic_file.h"
@@ -12,6 +16,7 @@
 #include "data/kaldi_import.h"
 #include "train/acoustic_model.h"
 #include "train/evaluate.h"
+#include "train/text_decoder.h"
 #include "train/trainer.h"
 
 namespace ds2::cli {
@@ -35,7 +40,28 @@ std::string trn_line(const std::string& text, const std::string& id) {
       clean.begin(), clean.end(), [](char c) { return c == ' ' || c == '(' || c == ')'; }, '_');
   return text + " (" + clean + ")\n";
 }
+
+// The decoder a checkpoint's decode: section and the command-line flags ask for.
+TextDecoder make_decoder(const AcousticModel& am, const DecodeArgs& args) {
+  if (args.greedy) return TextDecoder(am.alphabet);
+  DecodeConfig config = am.config.decode;
+  args.apply(&config);
+  return TextDecoder(am.alphabet, config);
+}
+
+std::string format_number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
 }  // namespace
+
+void DecodeArgs::apply(DecodeConfig* config) const {
+  if (set_lm) config->lm_path = lm_path;
+  if (set_lm_weight) config->lm_weight = lm_weight;
+  if (set_word_score) config->word_score = word_score;
+  if (set_beam) config->beam_width = beam_width;
+}
 
 int train(const TrainArgs& args) {
   Config cfg = load_config(args.config, args.overrides);
@@ -49,8 +75,10 @@ int eval(const EvalArgs& args) {
   DatasetChecks checks = am.dataset_checks();
   Dataset ds = load_dataset(args.manifest, checks, args.threads);
   for (const auto& p : ds.problems) std::cerr << "skip: " << p << "\n";
-  EvalResult r = evaluate(am, ds, args.batch_size, args.threads);
+  const TextDecoder decoder = make_decoder(am, args.decode);
+  EvalResult r = evaluate(am, ds, decoder, args.batch_size, args.threads);
   for (const auto& f : r.failures) std::cerr << "skip: " << f << "\n";
+  std::cout << "decoder: " << decoder.describe() << "\n";
   std::cout << "utterances " << r.utterances.size() << " (skipped "
             << ds.problems.size() + r.failures.size() << "), audio " << r.audio_seconds
             << " s, decoded in " << r.wall_seconds << " s\n";
@@ -81,9 +109,95 @@ int eval(const EvalArgs& args) {
 
 int transcribe(const TranscribeArgs& args) {
   AcousticModel am = AcousticModel::load(args.checkpoint);
-  std::vector<std::string> texts = transcribe_files(am, args.audio, args.batch_size, args.threads);
+  const TextDecoder decoder = make_decoder(am, args.decode);
+  std::vector<std::string> texts =
+      transcribe_files(am, args.audio, decoder, args.batch_size, args.threads);
   for (size_t i = 0; i < args.audio.size(); ++i)
     std::cout << args.audio[i] << "\t" << texts[i] << "\n";
+  return 0;
+}
+
+int tune_decoder(const TuneDecoderArgs& args) {
+  DS2_CHECK(!args.alphas.empty() && !args.betas.empty(),
+            "tune-decoder: --alphas and --betas need at least one value each");
+  std::vector<double> alphas = args.alphas, betas = args.betas;
+  std::sort(alphas.begin(), alphas.end());
+  std::sort(betas.begin(), betas.end());
+  AcousticModel am = AcousticModel::load(args.checkpoint);
+  DecodeConfig config = am.config.decode;
+  args.decode.apply(&config);
+  DS2_CHECK(!config.lm_path.empty(),
+            "tune-decoder: no language model (give --lm PATH; the checkpoint's decode.lm_path is "
+            "empty)");
+  const TextDecoder with_lm(am.alphabet, config);
+  DecodeConfig no_lm_config = config;
+  no_lm_config.lm_path.clear();
+  no_lm_config.beam_width = effective_beam_width(config);
+  const TextDecoder no_lm(am.alphabet, no_lm_config);
+
+  DatasetChecks checks = am.dataset_checks();
+  Dataset ds = load_dataset(args.manifest, checks, args.threads);
+  for (const auto& p : ds.problems) std::cerr << "skip: " << p << "\n";
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> failures;
+  const std::vector<UtteranceLogits> logits =
+      dataset_logits(am, ds, args.batch_size, args.threads, &failures);
+  for (const auto& f : failures) std::cerr << "skip: " << f << "\n";
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::cout << args.manifest << ": " << ds.examples.size() << " utterances (skipped "
+            << ds.problems.size() + failures.size() << "), network run once in " << seconds()
+            << " s\n";
+  auto score = [&](const TextDecoder& d) {
+    return score_texts(am, ds, decode_logits(logits, d, args.threads));
+  };
+  const EvalResult greedy = score(TextDecoder(am.alphabet));
+  std::cout << "greedy: WER " << percent(greedy.words.rate()) << " CER "
+            << percent(greedy.chars.rate()) << "\n";
+  const EvalResult plain = score(no_lm);
+  std::cout << no_lm.describe() << " without LM: WER " << percent(plain.words.rate()) << " CER "
+            << percent(plain.chars.rate()) << "\n";
+
+  std::cout << "beam " << effective_beam_width(config) << " + LM " << config.lm_path
+            << ": WER by alpha (lm_weight, rows) and beta (word_score, columns)\n";
+  char cell[32];
+  std::cout << "alpha\\beta";
+  for (double beta : betas) {
+    std::snprintf(cell, sizeof cell, "%9s", format_number(beta).c_str());
+    std::cout << cell;
+  }
+  std::cout << "\n";
+  struct Best {
+    double alpha = 0, beta = 0;
+    ErrorCounts words, chars;
+    bool set = false;
+  } best;
+  for (double alpha : alphas) {
+    std::snprintf(cell, sizeof cell, "%-10s", format_number(alpha).c_str());
+    std::cout << cell;
+    for (double beta : betas) {
+      const EvalResult r = score(with_lm.with_lm_weights(alpha, beta));
+      std::snprintf(cell, sizeof cell, "%9s", percent(r.words.rate()).c_str());
+      std::cout << cell << std::flush;
+      // Fewest word errors, then character errors, then the smallest alpha, then the beta
+      // closest to 0.
+      const auto rank = [](const ErrorCounts& w, const ErrorCounts& c, double a, double b) {
+        return std::make_tuple(w.errors(), c.errors(), a, std::abs(b), b);
+      };
+      const bool better = !best.set || rank(r.words, r.chars, alpha, beta) <
+                                           rank(best.words, best.chars, best.alpha, best.beta);
+      if (better) best = Best{alpha, beta, r.words, r.chars, true};
+    }
+    std::cout << "\n";
+  }
+  std::cout << "best: alpha " << format_number(best.alpha) << " beta " << format_number(best.beta)
+            << ": WER " << percent(best.words.rate()) << " " << counts(best.words) << ", CER "
+            << percent(best.chars.rate()) << " " << counts(best.chars) << "\n";
+  std::cout << "use: decode.lm_weight=" << format_number(best.alpha)
+            << " decode.word_score=" << format_number(best.beta) << "  (or --lm-weight "
+            << format_number(best.alpha) << " --word-score " << format_number(best.beta) << "); "
+            << seconds() << " s in all\n";
   return 0;
 }
 

@@ -5,7 +5,23 @@
 #include <string>
 #include <vector>
 
+namespace ds2 {
+struct DecodeConfig;
+}
+
 namespace ds2::cli {
+
+// Command-line overrides of a checkpoint's decode: section (--lm, --lm-weight, --word-score,
+// --beam, --greedy); only the flags given change anything.
+struct DecodeArgs {
+  bool greedy = false;  // ignore the configured decoder: best path, no LM
+  bool set_lm = false, set_lm_weight = false, set_word_score = false, set_beam = false;
+  std::string lm_path;  // relative to the current folder
+  double lm_weight = 0;
+  double word_score = 0;
+  int beam_width = 0;
+  void apply(DecodeConfig* config) const;
+};
 
 struct TrainArgs {
   std::string config;
@@ -20,6 +36,7 @@ struct EvalArgs {
   int threads = 2;
   int show_worst = 5;
   std::string trn_prefix;  // write PREFIX.ref.trn / PREFIX.hyp.trn for sclite
+  DecodeArgs decode;
 };
 int eval(const EvalArgs& args);
 
@@ -28,8 +45,23 @@ struct TranscribeArgs {
   std::vector<std::string> audio;
   int batch_size = 8;
   int threads = 2;
+  DecodeArgs decode;
 };
 int transcribe(const TranscribeArgs& args);
+
+// Runs the network over a manifest once, then decodes with every (alpha, beta) of a grid and
+// prints a WER table and the best pair (fewest word errors, then fewest character errors, then
+// the smallest alpha, then the beta closest to 0).
+struct TuneDecoderArgs {
+  std::string checkpoint;
+  std::string manifest;
+  DecodeArgs decode;  // --lm (or the checkpoint's decode.lm_path), --beam
+  std::vector<double> alphas = {0, 0.25, 0.5, 0.75, 1, 1.5, 2, 3};
+  std::vector<double> betas = {-1, 0, 1, 2, 3, 4};
+  int batch_size = 16;
+  int threads = 2;
+};
+int tune_decoder(const TuneDecoderArgs& args);
 
 struct ValidateArgs {
   std::string config;

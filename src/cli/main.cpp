@@ -4,6 +4,7 @@
 //   ds2 transcribe runs/fsdd/best.ckpt a.wav b.flac
 //   ds2 validate-data configs/fsdd.yaml
 //   ds2 bench step configs/ds2-large.yaml --batch 4 --seconds 10
+//   ds2 tune-decoder runs/fsdd/best.ckpt data/dev.jsonl --lm lm.arpa --alphas 0.5,1 --betas 0,2
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
@@ -12,6 +13,45 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "train/config.h"
+
+namespace {
+
+// --lm, --lm-weight, --word-score, --beam (and --greedy unless `tuning`).
+void add_decode_options(CLI::App* cmd, ds2::cli::DecodeArgs* d, bool tuning = false) {
+  cmd->add_option_function<std::string>(
+      "--lm",
+      [d](const std::string& v) {
+        d->lm_path = v;
+        d->set_lm = true;
+      },
+      "ARPA word LM fused into a beam search (overrides decode.lm_path; '' = none)");
+  cmd->add_option_function<double>(
+      "--lm-weight",
+      [d](double v) {
+        d->lm_weight = v;
+        d->set_lm_weight = true;
+      },
+      "LM weight alpha (decode.lm_weight)");
+  cmd->add_option_function<double>(
+      "--word-score",
+      [d](double v) {
+        d->word_score = v;
+        d->set_word_score = true;
+      },
+      "Per-word bonus beta (decode.word_score)");
+  cmd->add_option_function<int>(
+         "--beam",
+         [d](int v) {
+           d->beam_width = v;
+           d->set_beam = true;
+         },
+         "Beam width (decode.beam_width; 1 without an LM = greedy)")
+      ->check(CLI::PositiveNumber);
+  if (!tuning)
+    cmd->add_flag("--greedy", d->greedy, "Best-path decoding, ignoring the decode: section");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ds2: Deep Speech 2-style speech recognition trainer"};
@@ -29,16 +69,38 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("manifest", eval.manifest, "JSON-lines manifest")->required();
   eval_cmd->add_option("--batch-size", eval.batch_size, "Utterances per batch")
       ->check(CLI::PositiveNumber);
-  eval_cmd->add_option("--threads", eval.threads, "Loader threads")->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--threads", eval.threads, "Loader and decoder threads")
+      ->check(CLI::PositiveNumber);
   eval_cmd->add_option("--worst", eval.show_worst, "Print the N worst utterances");
   eval_cmd->add_option("--trn", eval.trn_prefix, "Write PREFIX.ref.trn and PREFIX.hyp.trn");
+  add_decode_options(eval_cmd, &eval.decode);
 
   ds2::cli::TranscribeArgs tr;
   auto* tr_cmd = app.add_subcommand("transcribe", "Print path<TAB>text for audio files");
   tr_cmd->add_option("checkpoint", tr.checkpoint, "Checkpoint file")->required();
   tr_cmd->add_option("audio", tr.audio, "Audio files (any format libsndfile reads)")->required();
   tr_cmd->add_option("--batch-size", tr.batch_size, "Files per batch")->check(CLI::PositiveNumber);
-  tr_cmd->add_option("--threads", tr.threads, "Loader threads")->check(CLI::PositiveNumber);
+  tr_cmd->add_option("--threads", tr.threads, "Loader and decoder threads")
+      ->check(CLI::PositiveNumber);
+  add_decode_options(tr_cmd, &tr.decode);
+
+  ds2::cli::TuneDecoderArgs tune;
+  auto* tune_cmd = app.add_subcommand(
+      "tune-decoder", "Grid-search the LM weight (alpha) and word score (beta) on a manifest");
+  tune_cmd->add_option("checkpoint", tune.checkpoint, "Checkpoint file")->required();
+  tune_cmd->add_option("manifest", tune.manifest, "JSON-lines manifest (a dev set, not test)")
+      ->required();
+  add_decode_options(tune_cmd, &tune.decode, /*tuning=*/true);
+  tune_cmd->add_option("--alphas", tune.alphas, "LM weights to try, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  tune_cmd->add_option("--betas", tune.betas, "Word scores to try, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  tune_cmd->add_option("--batch-size", tune.batch_size, "Utterances per batch")
+      ->check(CLI::PositiveNumber);
+  tune_cmd->add_option("--threads", tune.threads, "Loader and decoder threads")
+      ->check(CLI::PositiveNumber);
 
   ds2::cli::ValidateArgs val;
   auto* val_cmd = app.add_subcommand("validate-data", "Check every utterance a config would use");
@@ -79,6 +141,7 @@ int main(int argc, char** argv) {
     if (*train_cmd) return ds2::cli::train(train);
     if (*eval_cmd) return ds2::cli::eval(eval);
     if (*tr_cmd) return ds2::cli::transcribe(tr);
+    if (*tune_cmd) return ds2::cli::tune_decoder(tune);
     if (*val_cmd) return ds2::cli::validate_data(val);
     if (*kaldi_cmd) return ds2::cli::import_kaldi(kaldi);
     if (*bench_step_cmd) return ds2::cli::bench_step(bench);

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -209,6 +210,20 @@ const std::vector<Field>& schema() {
                 "weight moving average used for evaluation and checkpoints (0 = off)"),
       DS2_FIELD("train.max_consecutive_skips", train.max_consecutive_skips, int, "an integer",
                 "non-finite steps in a row that stop the run"),
+      DS2_FIELD("decode.beam_width", decode.beam_width, int, "an integer",
+                "beam search width for eval/transcribe (0 = greedy without an LM, 32 with one)"),
+      DS2_FIELD("decode.lm_path", decode.lm_path, std::string, "a path",
+                "ARPA word n-gram LM fused into the beam search (empty = none)"),
+      DS2_FIELD("decode.lm_weight", decode.lm_weight, double, "a number",
+                "alpha: weight of the LM's natural-log probability per word"),
+      DS2_FIELD("decode.word_score", decode.word_score, double, "a number",
+                "beta: bonus per decoded word (with an LM)"),
+      DS2_FIELD("decode.top_k", decode.top_k, int, "an integer",
+                "labels tried per frame, most probable first (0 = all)"),
+      DS2_FIELD("decode.prune", decode.prune, double, "a number",
+                "labels with natural-log probability below this are skipped in a frame"),
+      DS2_FIELD("decode.unk_log10_prob", decode.unk_log10_prob, double, "a number",
+                "log10 LM probability of words outside the LM's vocabulary (0 = its <unk>)"),
   };
   return fields;
 }
@@ -345,6 +360,12 @@ void validate(const Config& c) {
   DS2_CHECK(c.optim.grad_clip >= 0, "key 'optim.grad_clip' must be >= 0");
   DS2_CHECK(c.optim.warmup_steps >= 0 && c.train.max_steps >= 0,
             "keys 'optim.warmup_steps' and 'train.max_steps' must be >= 0");
+  DS2_CHECK(c.decode.beam_width >= 0, "key 'decode.beam_width' must be >= 0");
+  DS2_CHECK(c.decode.top_k >= 0, "key 'decode.top_k' must be >= 0");
+  DS2_CHECK(c.decode.unk_log10_prob <= 0, "key 'decode.unk_log10_prob' must be <= 0");
+  DS2_CHECK(std::isfinite(c.decode.lm_weight) && std::isfinite(c.decode.word_score),
+            "keys 'decode.lm_weight' and 'decode.word_score' must be finite numbers");
+  DS2_CHECK(!std::isnan(c.decode.prune), "key 'decode.prune' must be a number");
 }
 
 std::string emit_resolved(const Config& cfg) {
@@ -380,7 +401,8 @@ static Config parse_config_in(const std::string& yaml_text,
   // Data paths written in a config file are relative to that file, so a recipe works from any
   // folder; paths given as overrides are relative to the current folder, like any argument.
   if (!base_dir.empty()) {
-    for (std::string* p : {&cfg.data.train_manifest, &cfg.data.dev_manifest, &cfg.data.alphabet}) {
+    for (std::string* p : {&cfg.data.train_manifest, &cfg.data.dev_manifest, &cfg.data.alphabet,
+                           &cfg.decode.lm_path}) {
       if (!p->empty() && std::filesystem::path(*p).is_relative())
         *p = (base_dir / *p).lexically_normal().string();
     }

@@ -62,6 +62,19 @@ struct TrainLoopConfig {
   double ema_decay = 0.0;  // > 0: evaluate and save an exponential moving average of weights
 };
 
+// How `ds2 eval` and `ds2 transcribe` turn the model's output into text (training's dev
+// evaluation always decodes greedily). Without an LM and with beam_width <= 1: greedy decoding.
+struct DecodeConfig {
+  int beam_width = 0;         // prefixes kept by the beam search; 0 = 1 (greedy) without an LM,
+                              // 32 with one
+  std::string lm_path;        // ARPA word n-gram LM for shallow fusion; empty = none
+  double lm_weight = 0.5;     // alpha: weight of the LM's natural-log probability
+  double word_score = 1.0;    // beta: added per word
+  int top_k = 0;              // labels tried per frame, most probable first (0 = all)
+  double prune = -10.0;       // labels with ln p below this are skipped in a frame
+  double unk_log10_prob = 0;  // < 0: log10 P of words outside the LM; 0 = the LM's <unk>
+};
+
 struct Config {
   RunConfig run;
   DataConfig data;
@@ -70,12 +83,13 @@ struct Config {
   ModelConfig model;
   OptimConfig optim;
   TrainLoopConfig train;
+  DecodeConfig decode;
   std::string resolved_yaml;  // the complete configuration, every key present
   std::string source;         // the file it came from (or "<string>")
 };
 
 // Loads `path`, applies `key.path=value` overrides and validates every key and value.
-// Relative manifest/alphabet paths are resolved against the config file's folder.
+// Relative manifest/alphabet/LM paths are resolved against the config file's folder.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 // Same from YAML text (no file-relative path resolution); `source` names it in errors.
 Config parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},

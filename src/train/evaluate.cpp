@@ -2,17 +2,32 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "audio/audio_io.h"
 #include "core/error.h"
-#include "ctc/greedy_decoder.h"
 #include "data/loader.h"
 
 namespace ds2 {
+namespace {
 
-std::vector<std::string> decode_dataset(AcousticModel& am, const Dataset& dataset, int batch_size,
-                                        int threads, std::vector<std::string>* failures) {
+// Where utterance `utterance` of a batch's logits {T, B, K} lies.
+struct LogitsView {
+  const float* data;
+  int max_frames, batch, classes, utterance, length;
+};
+
+// Runs the model over `dataset` in batches of similar duration and calls `fn(example, view)`
+// for every utterance, in batch order; the view is valid during the call only.
+void for_each_logits(AcousticModel& am, const Dataset& dataset, int batch_size, int threads,
+                     std::vector<std::string>* failures,
+                     const std::function<void(int, const LogitsView&)>& fn) {
   std::vector<int> order(dataset.examples.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -23,25 +38,167 @@ std::vector<std::string> decode_dataset(AcousticModel& am, const Dataset& datase
     batches.emplace_back(
         order.begin() + i,
         order.begin() + std::min(order.size(), i + static_cast<size_t>(batch_size)));
-  std::vector<std::string> texts(dataset.examples.size());
   Loader loader(dataset, *am.featurizer, threads, 4);
   loader.start_epoch(std::move(batches), 0, 0, /*augment=*/false);
   while (const Batch* batch = loader.next()) {
     if (failures) failures->insert(failures->end(), batch->failures.begin(), batch->failures.end());
     if (batch->examples.empty()) continue;
     am.model->forward(batch->features, /*training=*/false);
-    const auto hyps = greedy_decode(am.model->logits());
+    const Sequences& logits = am.model->logits();
+    const int T = static_cast<int>(logits.data.dim(0));
+    const int B = static_cast<int>(logits.data.dim(1));
+    const int K = static_cast<int>(logits.data.dim(2));
     for (size_t i = 0; i < batch->examples.size(); ++i)
-      texts[batch->examples[i]] = am.alphabet.decode(hyps[i]);
+      fn(batch->examples[i],
+         LogitsView{logits.data.data(), T, B, K, static_cast<int>(i), logits.lengths[i]});
   }
+}
+
+// One utterance's logits copied out of its batch, frame-major.
+UtteranceLogits copy_logits(const LogitsView& v) {
+  UtteranceLogits u;
+  u.frames = v.length;
+  u.classes = v.classes;
+  u.data.resize(static_cast<size_t>(v.length) * v.classes);
+  for (int t = 0; t < v.length; ++t) {
+    const float* row = v.data + (static_cast<int64_t>(t) * v.batch + v.utterance) * v.classes;
+    std::copy(row, row + v.classes, u.data.begin() + static_cast<int64_t>(t) * v.classes);
+  }
+  return u;
+}
+
+// Decodes utterances on worker threads; each text goes to its own slot, so the output does not
+// depend on the number of threads or their timing. At most kMaxQueued utterances wait.
+class DecodeWorkers {
+ public:
+  DecodeWorkers(const TextDecoder& decoder, int threads, std::vector<std::string>* texts)
+      : decoder_(decoder), texts_(texts) {
+    for (int i = 0; i < std::max(1, threads); ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~DecodeWorkers() { close(); }
+  DecodeWorkers(const DecodeWorkers&) = delete;
+  DecodeWorkers& operator=(const DecodeWorkers&) = delete;
+
+  // Decodes `logits` (owned by the job) into texts[index].
+  void add(int index, UtteranceLogits logits) { push(Job{index, nullptr, std::move(logits)}); }
+  // Decodes `*logits`, which must outlive finish(), into texts[index].
+  void add(int index, const UtteranceLogits* logits) { push(Job{index, logits, {}}); }
+
+  // Waits for every utterance; rethrows the first decoding error.
+  void finish() {
+    close();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  struct Job {
+    int index;
+    const UtteranceLogits* borrowed;
+    UtteranceLogits owned;
+  };
+  static constexpr size_t kMaxQueued = 256;
+
+  void push(Job job) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      space_.wait(lock, [&] { return queue_.size() < kMaxQueued; });
+      queue_.push_back(std::move(job));
+    }
+    ready_.notify_one();
+  }
+
+  void work() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      space_.notify_one();
+      const UtteranceLogits& u = job.borrowed ? *job.borrowed : job.owned;
+      try {
+        (*texts_)[job.index] = decoder_.decode(u.data.data(), u.frames, 1, u.classes, 0, u.frames);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+  }
+
+  void close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+    }
+    ready_.notify_all();
+    for (auto& t : workers_)
+      if (t.joinable()) t.join();
+  }
+
+  const TextDecoder& decoder_;
+  std::vector<std::string>* texts_;
+  std::mutex mu_;
+  std::condition_variable ready_, space_;
+  std::deque<Job> queue_;
+  bool closing_ = false;
+  std::exception_ptr error_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+std::vector<std::string> decode_dataset(AcousticModel& am, const Dataset& dataset,
+                                        const TextDecoder& decoder, int batch_size, int threads,
+                                        std::vector<std::string>* failures) {
+  std::vector<std::string> texts(dataset.examples.size());
+  if (decoder.greedy()) {
+    // Best-path decoding costs little next to the network: no worker threads.
+    for_each_logits(
+        am, dataset, batch_size, threads, failures, [&](int example, const LogitsView& v) {
+          texts[example] =
+              decoder.decode(v.data, v.max_frames, v.batch, v.classes, v.utterance, v.length);
+        });
+    return texts;
+  }
+  DecodeWorkers workers(decoder, threads, &texts);
+  for_each_logits(am, dataset, batch_size, threads, failures,
+                  [&](int example, const LogitsView& v) { workers.add(example, copy_logits(v)); });
+  workers.finish();
   return texts;
 }
 
-EvalResult evaluate(AcousticModel& am, const Dataset& dataset, int batch_size, int threads) {
-  const auto start = std::chrono::steady_clock::now();
+std::vector<std::string> decode_dataset(AcousticModel& am, const Dataset& dataset, int batch_size,
+                                        int threads, std::vector<std::string>* failures) {
+  return decode_dataset(am, dataset, TextDecoder(am.alphabet), batch_size, threads, failures);
+}
+
+std::vector<UtteranceLogits> dataset_logits(AcousticModel& am, const Dataset& dataset,
+                                            int batch_size, int threads,
+                                            std::vector<std::string>* failures) {
+  std::vector<UtteranceLogits> out(dataset.examples.size());
+  for_each_logits(am, dataset, batch_size, threads, failures,
+                  [&](int example, const LogitsView& v) { out[example] = copy_logits(v); });
+  return out;
+}
+
+std::vector<std::string> decode_logits(const std::vector<UtteranceLogits>& logits,
+                                       const TextDecoder& decoder, int threads) {
+  std::vector<std::string> texts(logits.size());
+  DecodeWorkers workers(decoder, threads, &texts);
+  for (size_t i = 0; i < logits.size(); ++i) workers.add(static_cast<int>(i), &logits[i]);
+  workers.finish();
+  return texts;
+}
+
+EvalResult score_texts(const AcousticModel& am, const Dataset& dataset,
+                       const std::vector<std::string>& texts) {
+  DS2_CHECK(
+      texts.size() == dataset.examples.size(),
+      "score_texts: " << texts.size() << " texts for " << dataset.examples.size() << " utterances");
   EvalResult result;
-  std::vector<std::string> texts =
-      decode_dataset(am, dataset, batch_size, threads, &result.failures);
   TextNormalization norm;
   norm.digits = parse_digits_policy(am.config.data.digits);
   for (size_t i = 0; i < dataset.examples.size(); ++i) {
@@ -56,13 +213,28 @@ EvalResult evaluate(AcousticModel& am, const Dataset& dataset, int batch_size, i
     result.audio_seconds += ex.duration_s;
     result.utterances.push_back(std::move(u));
   }
+  return result;
+}
+
+EvalResult evaluate(AcousticModel& am, const Dataset& dataset, const TextDecoder& decoder,
+                    int batch_size, int threads) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> failures;
+  std::vector<std::string> texts =
+      decode_dataset(am, dataset, decoder, batch_size, threads, &failures);
+  EvalResult result = score_texts(am, dataset, texts);
+  result.failures = std::move(failures);
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
+EvalResult evaluate(AcousticModel& am, const Dataset& dataset, int batch_size, int threads) {
+  return evaluate(am, dataset, TextDecoder(am.alphabet), batch_size, threads);
+}
+
 std::vector<std::string> transcribe_files(AcousticModel& am, const std::vector<std::string>& paths,
-                                          int batch_size, int threads) {
+                                          const TextDecoder& decoder, int batch_size, int threads) {
   Dataset ds;
   ds.manifest = "<command line>";
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -75,9 +247,14 @@ std::vector<std::string> transcribe_files(AcousticModel& am, const std::vector<s
     ds.examples.push_back(std::move(ex));
   }
   std::vector<std::string> failures;
-  std::vector<std::string> texts = decode_dataset(am, ds, batch_size, threads, &failures);
+  std::vector<std::string> texts = decode_dataset(am, ds, decoder, batch_size, threads, &failures);
   if (!failures.empty()) throw Error(failures.front());
   return texts;
+}
+
+std::vector<std::string> transcribe_files(AcousticModel& am, const std::vector<std::string>& paths,
+                                          int batch_size, int threads) {
+  return transcribe_files(am, paths, TextDecoder(am.alphabet), batch_size, threads);
 }
 
 }  // namespace ds2

@@ -40,7 +40,7 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, HelpForEverySubcommand) {
-  for (const char* sub : {"train", "eval", "transcribe", "validate-data"}) {
+  for (const char* sub : {"train", "eval", "transcribe", "validate-data", "tune-decoder"}) {
     CliRun r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
@@ -144,6 +144,34 @@ TEST(CliEndToEnd, TrainThenTranscribeAndEvaluate) {
   EXPECT_NE(r.output.find("utterances 24 (skipped 0)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" N=24)"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(run_dir + "/score.hyp.trn"));
+
+  // Beam search with a word LM, from the command line.
+  const std::string lm = (temp.path() / "digits.arpa").string();
+  std::ofstream(lm) << "\\data\\\nngram 1=6\n\n\\1-grams:\n-0.6 </s>\n-99 <s>\n-3 <unk>\n"
+                       "-0.5 one\n-0.5 two\n-0.5 seven\n\\end\\\n";
+  r = run("transcribe " + run_dir + "/best.ckpt " + wav + " --lm " + lm + " --beam 8");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output, wav + "\tseven\n");
+  const std::string manifest = (temp.path() / "train.jsonl").string();
+  r = run("eval " + run_dir + "/best.ckpt " + manifest + " --lm " + lm + " --lm-weight 0.5");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("decoder: beam 32 + LM " + lm + " (alpha 0.5, beta 1)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" N=24)"), std::string::npos) << r.output;
+  r = run("tune-decoder " + run_dir + "/best.ckpt " + manifest + " --lm " + lm +
+          " --alphas 1,0 --betas 0 --beam 4");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("beam 4 + LM " + lm + ": WER by alpha"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\nbest: alpha "), std::string::npos) << r.output;
+  r = run("tune-decoder " + run_dir + "/best.ckpt " + manifest);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.output,
+            "ds2: error: tune-decoder: no language model (give --lm PATH; the checkpoint's "
+            "decode.lm_path is empty)\n");
+  r = run("eval " + run_dir + "/best.ckpt " + manifest + " --lm " + lm + ".missing");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.output, "ds2: error: " + lm + ".missing: cannot open language model file\n");
 }
 
 }  // namespace

@@ -81,5 +81,28 @@ TEST(Config, FilePathsAreRelativeToTheConfigFile) {
   EXPECT_THROW(load_config((dir / "missing.yaml").string()), Error);
 }
 
+TEST(Config, DecodeSection) {
+  TempDir temp;
+  const std::filesystem::path& dir = temp.path();
+  std::filesystem::create_directories(dir / "cfg");
+  std::ofstream(dir / "cfg" / "x.yaml")
+      << "decode:\n  lm_path: ../lm/words.arpa\n  beam_width: 16\n  lm_weight: 0.8\n";
+  Config c = load_config((dir / "cfg" / "x.yaml").string(), {"decode.word_score=2.5"});
+  EXPECT_EQ(c.decode.lm_path, (dir / "lm" / "words.arpa").string());
+  EXPECT_EQ(c.decode.beam_width, 16);
+  EXPECT_DOUBLE_EQ(c.decode.lm_weight, 0.8);
+  EXPECT_DOUBLE_EQ(c.decode.word_score, 2.5);
+  // Defaults: no LM, greedy.
+  const Config d = parse_config("");
+  EXPECT_TRUE(d.decode.lm_path.empty());
+  EXPECT_EQ(d.decode.beam_width, 0);
+  EXPECT_NE(error_of("", {"decode.beam_width=-2"}).find("'decode.beam_width' must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"decode.unk_log10_prob=1"}).find("decode.unk_log10_prob"),
+            std::string::npos);
+  EXPECT_NE(error_of("decode:\n  lm_wieght: 1\n").find("did you mean 'decode.lm_weight'"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ds2
