@@ -1,5 +1,6 @@
 #include "train/text_decoder.h"
 
+#include <filesystem>
 #include <sstream>
 
 #include "core/error.h"
@@ -40,6 +41,10 @@ TextDecoder::TextDecoder(const Alphabet& alphabet, const DecodeConfig& config)
     DS2_CHECK(space_class(alphabet_) > 0,
               "decode.lm_path: a word LM needs a space in the alphabet (words are separated by "
               "spaces)");
+    // A checkpoint keeps the path as resolved when it was trained (relative to that folder).
+    DS2_CHECK(std::filesystem::is_regular_file(config_.lm_path),
+              config_.lm_path << ": cannot open language model file (decode.lm_path; --lm PATH "
+                                 "replaces it, --greedy decodes without it)");
     lm_ = std::make_shared<const ArpaLm>(ArpaLm::load(config_.lm_path));
     DS2_CHECK(lm_->unk_id() != ArpaLm::kNoWord || config_.unk_log10_prob < 0,
               config_.lm_path << ": the LM has no <unk>; set decode.unk_log10_prob (< 0) to score "

@@ -171,7 +171,9 @@ TEST(CliEndToEnd, TrainThenTranscribeAndEvaluate) {
             "decode.lm_path is empty)\n");
   r = run("eval " + run_dir + "/best.ckpt " + manifest + " --lm " + lm + ".missing");
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.output, "ds2: error: " + lm + ".missing: cannot open language model file\n");
+  EXPECT_EQ(r.output, "ds2: error: " + lm +
+                          ".missing: cannot open language model file (decode.lm_path; --lm PATH "
+                          "replaces it, --greedy decodes without it)\n");
 }
 
 }  // namespace

@@ -88,7 +88,10 @@ TEST(TextDecoder, ErrorsNameTheFileOrTheOption) {
     TextDecoder(Alphabet::english(), c);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), c.lm_path + ": cannot open language model file");
+    EXPECT_EQ(std::string(e.what()),
+              c.lm_path +
+                  ": cannot open language model file (decode.lm_path; --lm PATH "
+                  "replaces it, --greedy decodes without it)");
   }
   std::ofstream(dir.file("nounk.arpa"))
       << "\\data\\\nngram 1=3\n\\1-grams:\n-1 </s>\n-99 <s>\n-0.1 ten\n\\end\\\n";
