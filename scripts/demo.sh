@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole job on the bundled data, on the CPU: build ds2, make the connected-digits corpus from
 # the packed FSDD recordings in data/fsdd, validate it, train configs/fsdd.yaml (about 6 minutes
-# on 2 cores; DS2_DEMO_EPOCHS=N shortens it), evaluate on a speaker never heard in training, and
-# transcribe a few of that speaker's recordings.
+# on 2 cores; DS2_DEMO_EPOCHS=N shortens it), evaluate on a speaker never heard in training
+# (greedy, then beam search with the digits LM data/fsdd/digits-3gram.arpa as the config's decode:
+# section says), and transcribe a few of that speaker's recordings.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -31,9 +32,11 @@ echo "== train configs/fsdd.yaml${EPOCHS:+ for $EPOCHS epochs}"
 rm -rf "$RUN"
 "$DS2" train configs/fsdd.yaml run.dir="$RUN" ${EPOCHS:+train.epochs=$EPOCHS} |
   grep -v "^conv\|^rnn\|^fc\|^total\|^$"
-echo "== eval on the held-out speaker"
-"$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl"
-echo "== transcribe"
+echo "== eval on the held-out speaker (greedy)"
+"$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --greedy
+echo "== eval on the held-out speaker (beam search + LM, configs/fsdd.yaml decode:)"
+"$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --worst 0
+echo "== transcribe (beam search + LM)"
 mapfile -t files < <(python3 - "$CORPUS/test.jsonl" <<'PY'
 import json, os, sys
 manifest = sys.argv[1]

@@ -204,5 +204,32 @@ TEST(ArpaLm, MalformedFilesNameFileLineAndReason) {
             "lm.arpa: no <s> among the 1-grams");
 }
 
+// The digits LM the repo ships (scripts/build-arpa.py output): readable, and every context's
+// distribution sums to 1 over the vocabulary and </s> under this reader's backoff scoring.
+TEST(ArpaLm, ShippedDigitsModelIsNormalized) {
+  const ArpaLm lm = ArpaLm::load(std::string(DS2_SOURCE_DIR) + "/data/fsdd/digits-3gram.arpa");
+  EXPECT_EQ(lm.order(), 3);
+  EXPECT_EQ(lm.vocab_size(), 13);  // ten digits, <s>, </s>, <unk>
+  EXPECT_NE(lm.unk_id(), ArpaLm::kNoWord);
+  auto total = [&](ArpaLm::State s) {
+    double sum = 0;
+    for (int w = 0; w < lm.vocab_size(); ++w)
+      if (w != lm.bos_id()) sum += std::pow(10.0, lm.score(s, w).log10_prob);
+    return sum;
+  };
+  ArpaLm::State s = lm.begin_state();
+  EXPECT_NEAR(total(s), 1.0, 1e-4);
+  EXPECT_NEAR(total(lm.null_state()), 1.0, 1e-4);
+  for (const char* w : {"three", "one", "four", "one", "five", "nine", "zebra"}) {
+    s = lm.score(s, lm.word_id(w)).next;
+    EXPECT_NEAR(total(s), 1.0, 1e-4) << "after " << w;
+  }
+  // Digits are drawn uniformly: no digit is much likelier than another after "<s> three".
+  const ArpaLm::State after_three = lm.score(lm.begin_state(), lm.word_id("three")).next;
+  for (const char* w : {"zero", "one", "two", "nine"})
+    EXPECT_NEAR(lm.score(after_three, lm.word_id(w)).log10_prob, -1.05, 0.25) << w;
+  EXPECT_LT(lm.score(after_three, lm.word_id("zebra")).log10_prob, -3.0);
+}
+
 }  // namespace
 }  // namespace ds2
