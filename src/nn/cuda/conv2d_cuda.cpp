@@ -11,7 +11,7 @@ namespace ds2 {
 namespace {
 // Default im2col workspace in floats (64 MiB): big enough that a chunk's GEMM keeps the GPU busy
 // (about 55 frames of the second DS2 conv, thousands of the first), small beside the model.
-constexpr int64_t kDefaultColumnBudget = int64_t{1} << 24;
+constexpr int64_t kDefaultColumnBudget = int64_t{1} << 26;
 }  // namespace
 
 CudaConv2d::CudaConv2d(CudaContext& ctx, DeviceParameters& params, const Conv2d& cpu)

@@ -13,7 +13,7 @@
 //
 // Formulation: im2col patches {C, kt, kf} of the *valid* output frames only (padding frames cost
 // nothing), one cuBLAS GEMM per chunk of consecutive valid frames. Chunks bound the im2col
-// workspace by a column budget (set_column_budget; default 16M floats = 64 MiB, at least one
+// workspace by a column budget (set_column_budget; default 64M floats = 256 MiB, at least one
 // frame's patches), because the full batch's patches can be gigabytes (the second DS2 conv has
 // 7392-long patches at each of 41 frequencies). The backward gathers dY per chunk, adds its
 // column sums to dbias, accumulates dW += dY^T * col by GEMM, and for dx computes d col = dY * W

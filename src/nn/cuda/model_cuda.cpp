@@ -1,0 +1,160 @@
+#include "nn/cuda/model_cuda.h"
+
+#include "core/cuda/check.h"
+#include "nn/activations.h"
+#include "nn/batch_norm.h"
+#include "nn/conv2d.h"
+#include "nn/cuda/activations_cuda.h"
+#include "nn/cuda/batch_norm_cuda.h"
+#include "nn/cuda/conv2d_cuda.h"
+#include "nn/cuda/dropout_cuda.h"
+#include "nn/cuda/linear_cuda.h"
+#include "nn/cuda/rnn_layer_cuda.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/rnn_layer.h"
+
+namespace ds2 {
+
+struct CudaModel::Timing {
+  // Per layer: a pair of events per forward and per backward, and the accumulated milliseconds.
+  std::vector<cudaEvent_t> begin, end;
+  std::vector<double> ms;
+  std::vector<bool> pending;
+};
+
+CudaModel::CudaModel(CudaContext& ctx, Model& host)
+    : ctx_(ctx), host_(host), params_(ctx, host.parameters()) {
+  for (const auto& layer : host.layers()) {
+    std::unique_ptr<CudaLayer> gpu;
+    std::string kind;
+    if (auto* conv = dynamic_cast<const Conv2d*>(layer.get())) {
+      gpu = std::make_unique<CudaConv2d>(ctx, params_, *conv);
+      kind = "Conv2d";
+    } else if (auto* bn = dynamic_cast<const BatchNorm*>(layer.get())) {
+      gpu = std::make_unique<CudaBatchNorm>(ctx, params_, *bn);
+      kind = "BatchNorm";
+    } else if (auto* relu = dynamic_cast<const ClippedReLU*>(layer.get())) {
+      gpu = std::make_unique<CudaClippedReLU>(ctx, *relu);
+      kind = "ClippedReLU";
+    } else if (auto* rnn = dynamic_cast<const RnnLayer*>(layer.get())) {
+      gpu = std::make_unique<CudaRnnLayer>(ctx, params_, *rnn);
+      kind = "RNN";
+    } else if (auto* drop = dynamic_cast<const Dropout*>(layer.get())) {
+      gpu = std::make_unique<CudaDropout>(ctx, *drop);
+      kind = "Dropout";
+    } else if (auto* fc = dynamic_cast<const Linear*>(layer.get())) {
+      gpu = std::make_unique<CudaLinear>(ctx, params_, *fc);
+      kind = "Linear";
+    } else {
+      DS2_FAIL("layer " << layer->name() << " (" << layer->describe()
+                        << ") has no CUDA implementation");
+    }
+    gpu->set_needs_input_grad(layer->needs_input_grad());
+    layers_.push_back(std::move(gpu));
+    kinds_.push_back(kind);
+  }
+  activations_.resize(layers_.size());
+}
+
+CudaModel::~CudaModel() {
+  set_timing(false);
+}
+
+void CudaModel::reseed_dropout(uint64_t seed) {
+  // A layer's masks use seeds base, base + 1, ... (one per training forward): bases drawn at
+  // random keep the layers' seed ranges from overlapping.
+  Rng rng(seed);
+  for (auto& layer : layers_)
+    if (auto* drop = dynamic_cast<CudaDropout*>(layer.get()))
+      drop->reseed(static_cast<uint64_t>(rng.uniform_int(0, INT64_MAX)));
+}
+
+void CudaModel::forward(const DeviceSequences& features, bool training) {
+  check_sequences(features, "model input");
+  DS2_CHECK(features.data.rank() == 3 && features.data.dim(2) == host_.input_features(),
+            "model input: expected {T, B, " << host_.input_features() << "} features, got "
+                                            << shape_str(features.data.shape()));
+  input_ = &features;
+  const DeviceSequences* in = &features;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    time_begin(i);
+    layers_[i]->forward(*in, activations_[i], training);
+    time_end(i);
+    in = &activations_[i];
+  }
+}
+
+void CudaModel::backward(const DeviceSequences& grad_logits) {
+  DS2_CHECK(input_ != nullptr, "model backward before forward");
+  DS2_CHECK(grad_logits.data.shape() == logits().data.shape(),
+            "model backward: gradient shape " << shape_str(grad_logits.data.shape())
+                                              << " differs from the logits' "
+                                              << shape_str(logits().data.shape()));
+  const DeviceSequences* grad_out = &grad_logits;
+  DeviceSequences* grad_in = &grad_a_;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const DeviceSequences& in = i == 0 ? *input_ : activations_[i - 1];
+    time_begin(i);
+    layers_[i]->backward(in, activations_[i], *grad_out, *grad_in);
+    time_end(i);
+    grad_out = grad_in;
+    grad_in = grad_in == &grad_a_ ? &grad_b_ : &grad_a_;
+  }
+}
+
+void CudaModel::set_timing(bool on) {
+  if (timing_) {
+    for (auto e : timing_->begin) cudaEventDestroy(e);
+    for (auto e : timing_->end) cudaEventDestroy(e);
+    timing_.reset();
+  }
+  if (!on) return;
+  timing_ = std::make_unique<Timing>();
+  const size_t n = layers_.size();
+  timing_->begin.resize(n);
+  timing_->end.resize(n);
+  timing_->ms.assign(n, 0.0);
+  timing_->pending.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    DS2_CUDA_CHECK(cudaEventCreate(&timing_->begin[i]));
+    DS2_CUDA_CHECK(cudaEventCreate(&timing_->end[i]));
+  }
+}
+
+// Each layer's events are reused: before recording again, collect the previous interval.
+void CudaModel::time_begin(size_t layer) {
+  if (!timing_) return;
+  if (timing_->pending[layer]) {
+    float ms = 0;
+    DS2_CUDA_CHECK(cudaEventSynchronize(timing_->end[layer]));
+    DS2_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_->begin[layer], timing_->end[layer]));
+    timing_->ms[layer] += ms;
+    timing_->pending[layer] = false;
+  }
+  DS2_CUDA_CHECK(cudaEventRecord(timing_->begin[layer], ctx_.stream()));
+}
+
+void CudaModel::time_end(size_t layer) {
+  if (!timing_) return;
+  DS2_CUDA_CHECK(cudaEventRecord(timing_->end[layer], ctx_.stream()));
+  timing_->pending[layer] = true;
+}
+
+std::map<std::string, double> CudaModel::layer_times() {
+  std::map<std::string, double> by_kind;
+  if (!timing_) return by_kind;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (timing_->pending[i]) {
+      float ms = 0;
+      DS2_CUDA_CHECK(cudaEventSynchronize(timing_->end[i]));
+      DS2_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_->begin[i], timing_->end[i]));
+      timing_->ms[i] += ms;
+      timing_->pending[i] = false;
+    }
+    by_kind[kinds_[i]] += timing_->ms[i];
+  }
+  return by_kind;
+}
+
+}  // namespace ds2

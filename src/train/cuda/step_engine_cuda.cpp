@@ -1,0 +1,196 @@
+#include "train/cuda/step_engine_cuda.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/cuda/check.h"
+#include "kernels/elementwise.h"
+#include "kernels/optimizer.h"
+#include "train/step_engine_cpu.h"
+
+namespace ds2 {
+
+CudaStepEngine::CudaStepEngine(const Config& cfg, AcousticModel& am, bool use_average, int device)
+    : optim_(cfg.optim), am_(am), ctx_(device), ctc_(ctx_), use_average_(use_average) {
+  DS2_CHECK(optim_.name == "adam" || optim_.name == "sgd",
+            "key 'optim.name': unknown optimizer '" << optim_.name << "'");
+  model_ = std::make_unique<CudaModel>(ctx_, *am.model);
+  model_->reseed_dropout(static_cast<uint64_t>(cfg.run.seed) * 7919u + 17u);
+  const int64_t n = model_->params().num_parameters();
+  moment1_.reserve(n);
+  kernels::fill(moment1_.data(), n, 0.0f, ctx_.stream());
+  if (optim_.name == "adam") {
+    moment2_.reserve(n);
+    kernels::fill(moment2_.data(), n, 0.0f, ctx_.stream());
+  }
+  if (use_average_) {
+    average_.reserve(n);
+    DS2_CUDA_CHECK(cudaMemcpyAsync(average_.data(), model_->params().values(), n * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, ctx_.stream()));
+  }
+  norm_scratch_.reserve(kernels::kSumSquaresPartials);
+  norm_.reserve(1);
+  DS2_CUDA_CHECK(cudaMallocHost(&norm_host_, sizeof(double)));
+  for (auto& e : copied_) DS2_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  ctx_.synchronize();
+}
+
+CudaStepEngine::~CudaStepEngine() {
+  cudaStreamSynchronize(ctx_.stream());
+  for (auto* p : pinned_)
+    if (p) cudaFreeHost(p);
+  if (norm_host_) cudaFreeHost(norm_host_);
+  for (auto e : copied_)
+    if (e) cudaEventDestroy(e);
+  if (part_begin_) cudaEventDestroy(part_begin_);
+  if (part_end_) cudaEventDestroy(part_end_);
+}
+
+std::string CudaStepEngine::describe() const {
+  return "cuda: " + ctx_.description();
+}
+
+void CudaStepEngine::upload_features(const Batch& batch) {
+  const Tensor& host = batch.features.data;
+  const int slot = pinned_turn_;
+  pinned_turn_ ^= 1;
+  // The copy queued from this buffer two batches ago must be done before it is refilled.
+  DS2_CUDA_CHECK(cudaEventSynchronize(copied_[slot]));
+  if (pinned_capacity_[slot] < host.numel()) {
+    if (pinned_[slot]) DS2_CUDA_CHECK(cudaFreeHost(pinned_[slot]));
+    DS2_CUDA_CHECK(cudaMallocHost(&pinned_[slot], sizeof(float) * host.numel()));
+    pinned_capacity_[slot] = host.numel();
+  }
+  std::memcpy(pinned_[slot], host.data(), sizeof(float) * host.numel());
+  features_.data.resize(host.shape());
+  DS2_CUDA_CHECK(cudaMemcpyAsync(features_.data.data(), pinned_[slot], sizeof(float) * host.numel(),
+                                 cudaMemcpyHostToDevice, ctx_.stream()));
+  DS2_CUDA_CHECK(cudaEventRecord(copied_[slot], ctx_.stream()));
+  features_.set_lengths(batch.features.lengths, ctx_.stream());
+}
+
+void CudaStepEngine::reserve(const Batch& largest) {
+  // Batch-norm running statistics are the only state a forward changes: keep and restore them.
+  DeviceParameters& p = model_->params();
+  DeviceArray<float> saved(std::max<int64_t>(1, p.num_buffers()));
+  DS2_CUDA_CHECK(cudaMemcpyAsync(saved.data(), p.buffers(), p.num_buffers() * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, ctx_.stream()));
+  std::vector<double> losses;
+  forward_loss(largest, &losses);
+  backward(1.0f, 0.0);
+  DS2_CUDA_CHECK(cudaMemcpyAsync(p.buffers(), saved.data(), p.num_buffers() * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, ctx_.stream()));
+  p.zero_grads();
+  // Both pinned staging buffers at full size too.
+  upload_features(largest);
+  ctx_.synchronize();
+  allocations_after_reserve_ = device_allocations();
+}
+
+int64_t CudaStepEngine::allocations_since_reserve() const {
+  return allocations_after_reserve_ < 0 ? -1 : device_allocations() - allocations_after_reserve_;
+}
+
+int64_t CudaStepEngine::peak_device_bytes() const { return device_bytes_peak(); }
+
+void CudaStepEngine::set_timing(bool on) {
+  timing_ = on;
+  ctc_ms_ = optimizer_ms_ = 0;
+  model_->set_timing(on);
+  if (on && !part_begin_) {
+    DS2_CUDA_CHECK(cudaEventCreate(&part_begin_));
+    DS2_CUDA_CHECK(cudaEventCreate(&part_end_));
+  }
+}
+
+void CudaStepEngine::time_part_begin() {
+  if (timing_) DS2_CUDA_CHECK(cudaEventRecord(part_begin_, ctx_.stream()));
+}
+
+void CudaStepEngine::time_part_end(double* total_ms) {
+  if (!timing_) return;
+  DS2_CUDA_CHECK(cudaEventRecord(part_end_, ctx_.stream()));
+  DS2_CUDA_CHECK(cudaEventSynchronize(part_end_));
+  float ms = 0;
+  DS2_CUDA_CHECK(cudaEventElapsedTime(&ms, part_begin_, part_end_));
+  *total_ms += ms;
+}
+
+std::map<std::string, double> CudaStepEngine::part_times() {
+  std::map<std::string, double> parts = model_->layer_times();
+  parts["CTC"] = ctc_ms_;
+  parts["Optimizer"] = optimizer_ms_;
+  return parts;
+}
+
+void CudaStepEngine::forward_loss(const Batch& batch, std::vector<double>* losses) {
+  upload_features(batch);
+  model_->forward(features_, /*training=*/true);
+  time_part_begin();
+  ctc_.compute(model_->logits(), batch.labels, losses, &grad_logits_);
+  time_part_end(&ctc_ms_);
+}
+
+double CudaStepEngine::backward(float loss_scale, double max_norm) {
+  DeviceParameters& p = model_->params();
+  kernels::scale(grad_logits_.data.data(), grad_logits_.data.numel(), loss_scale, ctx_.stream());
+  p.zero_grads();
+  model_->backward(grad_logits_);
+  const int64_t n = p.num_parameters();
+  kernels::sum_squares(p.grads(), n, norm_scratch_.data(), norm_.data(), ctx_.stream());
+  DS2_CUDA_CHECK(cudaMemcpyAsync(norm_host_, norm_.data(), sizeof(double), cudaMemcpyDeviceToHost,
+                                 ctx_.stream()));
+  ctx_.synchronize();
+  const double norm = std::sqrt(*norm_host_);
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
+    kernels::scale(p.grads(), n, static_cast<float>(max_norm / norm), ctx_.stream());
+  return norm;
+}
+
+void CudaStepEngine::optimizer_step(double lr) {
+  DeviceParameters& p = model_->params();
+  const int64_t n = p.num_parameters();
+  ++optimizer_steps_;
+  time_part_begin();
+  if (optim_.name == "adam") {
+    const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(optim_.beta1, optimizer_steps_)));
+    const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(optim_.beta2, optimizer_steps_)));
+    kernels::adam_step(p.values(), p.grads(), moment1_.data(), moment2_.data(), n,
+                       static_cast<float>(lr), static_cast<float>(optim_.beta1),
+                       static_cast<float>(optim_.beta2), static_cast<float>(optim_.eps),
+                       static_cast<float>(1.0 - lr * optim_.weight_decay), c1, c2, ctx_.stream());
+  } else {
+    kernels::nesterov_sgd_step(p.values(), p.grads(), moment1_.data(), n, static_cast<float>(lr),
+                               static_cast<float>(optim_.momentum),
+                               static_cast<float>(optim_.weight_decay), ctx_.stream());
+  }
+  time_part_end(&optimizer_ms_);
+}
+
+void CudaStepEngine::update_average(float a, float b) {
+  DS2_CHECK(use_average_, "update_average: the engine was made without an average");
+  kernels::average_update(average_.data(), model_->params().values(),
+                          model_->params().num_parameters(), a, b, ctx_.stream());
+}
+
+void CudaStepEngine::begin_host_view(bool averaged) {
+  ParameterStore& host = am_.model->parameters();
+  model_->params().download_to(host);
+  if (averaged && use_average_)
+    download(average_.data(), host.values().numel(), host.values().data(), ctx_.stream());
+}
+
+std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am,
+                                             bool use_average) {
+  std::string why;
+  const bool gpu = cuda_available(&why);
+  if (cfg.run.device == "cuda") {
+    DS2_CHECK(gpu, cfg.source << ": key 'run.device': cuda, but " << why << "; use cpu or auto");
+    return std::make_unique<CudaStepEngine>(cfg, am, use_average);
+  }
+  if (cfg.run.device == "auto" && gpu)
+    return std::make_unique<CudaStepEngine>(cfg, am, use_average);
+  return std::make_unique<CpuStepEngine>(cfg, am, use_average);
+}
+
+}  // namespace ds2

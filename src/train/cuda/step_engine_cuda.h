@@ -1,0 +1,72 @@
+// The CUDA StepEngine: the whole training step on one GPU: features are packed into pinned host
+// memory and copied asynchronously, then the conv front-end, RNNs, linear layer, CTC loss and
+// gradient, gradient clipping, the optimizer and the weight average run on the device, on one
+// stream, with fp32 master weights. The host sees two small results per step (the per-utterance
+// losses and the gradient norm), which the trainer needs to decide on skips and to log.
+//
+//   CudaStepEngine engine(cfg, am, /*use_average=*/true);
+//   engine.reserve(synthetic_batch(max_batch, max_frames, ...));   // no cudaMalloc after this
+#pragma once
+
+#include <memory>
+
+#include "core/cuda/context.h"
+#include "core/cuda/device_array.h"
+#include "ctc/cuda/ctc_loss_cuda.h"
+#include "nn/cuda/model_cuda.h"
+#include "train/step_engine.h"
+
+namespace ds2 {
+
+class CudaStepEngine : public StepEngine {
+ public:
+  CudaStepEngine(const Config& cfg, AcousticModel& am, bool use_average, int device = 0);
+  ~CudaStepEngine() override;
+
+  std::string describe() const override;
+  void reserve(const Batch& largest) override;
+  void forward_loss(const Batch& batch, std::vector<double>* losses) override;
+  double backward(float loss_scale, double max_norm) override;
+  void optimizer_step(double lr) override;
+  void update_average(float a, float b) override;
+  void begin_host_view(bool averaged) override;
+  void end_host_view() override {}
+  void synchronize() override { ctx_.synchronize(); }
+  void set_timing(bool on) override;
+  std::map<std::string, double> part_times() override;
+  int64_t allocations_since_reserve() const override;
+  int64_t peak_device_bytes() const override;
+
+  CudaContext& context() { return ctx_; }
+  CudaModel& model() { return *model_; }
+
+ private:
+  void upload_features(const Batch& batch);
+
+  OptimConfig optim_;
+  AcousticModel& am_;
+  CudaContext ctx_;
+  std::unique_ptr<CudaModel> model_;
+  CudaCtcLoss ctc_;
+  DeviceSequences features_, grad_logits_;
+  // Two pinned staging buffers used in turn, so packing the next batch never overwrites one
+  // whose copy may still be queued.
+  float* pinned_[2] = {nullptr, nullptr};
+  int64_t pinned_capacity_[2] = {0, 0};
+  int pinned_turn_ = 0;
+  cudaEvent_t copied_[2] = {nullptr, nullptr};
+  DeviceArray<float> moment1_, moment2_, average_;
+  DeviceArray<double> norm_scratch_, norm_;
+  double* norm_host_ = nullptr;  // pinned
+  int64_t optimizer_steps_ = 0;
+  int64_t allocations_after_reserve_ = -1;
+  // Timing of the step parts outside the model (CTC, clipping + optimizer), by CUDA events.
+  bool timing_ = false;
+  cudaEvent_t part_begin_ = nullptr, part_end_ = nullptr;
+  double ctc_ms_ = 0, optimizer_ms_ = 0;
+  void time_part_begin();
+  void time_part_end(double* total_ms);
+  bool use_average_;
+};
+
+}  // namespace ds2
