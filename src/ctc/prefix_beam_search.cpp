@@ -82,6 +82,7 @@ class Search {
       return ranks_before(rank_score(a), a, rank_score(b), b);
     });
     beam_.assign(touched_.begin(), touched_.begin() + keep);
+    if (nodes_.size() >= next_compaction_) compact();
   }
 
   std::vector<BeamHypothesis> finish() {
@@ -115,6 +116,35 @@ class Search {
   }
 
   double rank_score(int id) const { return nodes_[id].total() + nodes_[id].lm; }
+
+  // Drops the nodes that are neither in the beam nor an ancestor of one, so memory follows the
+  // beam rather than the utterance length. Ids are renumbered in their old order, so ranking
+  // ties still go to the earlier-created prefix.
+  void compact() {
+    std::vector<char> keep(nodes_.size(), 0);
+    keep[0] = 1;
+    for (const int id : beam_)
+      for (int n = id; !keep[n]; n = nodes_[n].parent) keep[n] = 1;
+    std::vector<int> new_id(nodes_.size(), -1);
+    std::vector<Node> kept;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (!keep[i]) continue;
+      new_id[i] = static_cast<int>(kept.size());
+      kept.push_back(nodes_[i]);
+    }
+    children_.clear();
+    for (size_t i = 1; i < kept.size(); ++i) {
+      kept[i].parent = new_id[kept[i].parent];  // parents precede their children
+      children_.emplace(child_key(kept[i].parent, kept[i].label), static_cast<int>(i));
+    }
+    for (int& id : beam_) id = new_id[id];
+    nodes_.swap(kept);
+    next_compaction_ = std::max(kMinCompaction, 4 * nodes_.size());
+  }
+
+  int64_t child_key(int parent, int label) const {
+    return static_cast<int64_t>(parent) * num_classes_ + label;
+  }
 
   void log_softmax(const float* x) {
     logp_.resize(num_classes_);
@@ -150,7 +180,7 @@ class Search {
   }
 
   int child_of(int parent, int label) {
-    const int64_t key = static_cast<int64_t>(parent) * num_classes_ + label;
+    const int64_t key = child_key(parent, label);
     auto it = children_.find(key);
     if (it != children_.end()) return it->second;
     Node n;
@@ -196,6 +226,8 @@ class Search {
   std::vector<int> beam_, touched_, labels_;
   std::vector<double> logp_;
   mutable std::vector<int> word_;
+  static constexpr size_t kMinCompaction = size_t{1} << 16;
+  size_t next_compaction_ = kMinCompaction;
 };
 
 }  // namespace

@@ -102,6 +102,25 @@ TEST(BeamSearch, MatchesGreedyOnPeakedDistributions) {
   }
 }
 
+TEST(BeamSearch, LongUtterancesKeepTheirPrefixes) {
+  // 6000 frames with every label tried at every frame: hundreds of thousands of prefixes are
+  // created, most pruned at once; the surviving prefixes must keep their full label history.
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> cls(0, 7);
+  std::normal_distribution<float> noise(0, 1);
+  const int T = 6000, K = 8;
+  std::vector<float> logits(T * K);
+  for (int t = 0; t < T; ++t) {
+    for (int k = 0; k < K; ++k) logits[t * K + k] = noise(rng);
+    logits[t * K + cls(rng)] += 12;
+  }
+  std::vector<int> expected;
+  greedy_decode_utterance(logits.data(), T, 1, K, 0, T, &expected);
+  ASSERT_GT(expected.size(), 3000u);
+  const auto nbest = PrefixBeamSearch(wide()).decode(logits.data(), T, 1, K, 0, T);
+  EXPECT_EQ(nbest[0].labels, expected);
+}
+
 // Classes: 0 blank, 1 space, 2 'a', 3 'b', 4 'c'.
 const std::vector<std::string> kSymbols = {"", " ", "a", "b", "c"};
 
