@@ -1,7 +1,8 @@
 // End-to-end parity of the CPU and CUDA engines: the same small model, data and seed trained for
 // 20 steps on each; the per-step training losses must agree. The model's arithmetic differs only
-// in summation order (cuBLAS vs OpenBLAS, reductions), so the curves drift apart slowly; the
-// stated tolerance is 2% of the loss (+0.05) at every step.
+// in summation order (cuBLAS vs OpenBLAS, reductions), so the curves may drift apart slowly; the
+// stated tolerance is 0.5% of the loss (+0.01) at every step. (On an H200 the two curves agreed to
+// every printed digit, 3 decimals, over all 20 steps.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -51,7 +52,7 @@ TEST(EngineParity, CpuAndCudaLossCurvesAgreeOver20Steps) {
   ASSERT_EQ(cpu.size(), 20u);
   ASSERT_EQ(gpu.size(), 20u);
   for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_NEAR(gpu[i], cpu[i], 0.02 * cpu[i] + 0.05) << "step " << i + 1;
+    EXPECT_NEAR(gpu[i], cpu[i], 0.005 * cpu[i] + 0.01) << "step " << i + 1;
   // It trained: the loss fell on both.
   EXPECT_LT(cpu.back(), cpu.front());
   EXPECT_LT(gpu.back(), gpu.front());
