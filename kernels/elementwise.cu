@@ -107,6 +107,13 @@ __global__ void dropout_kernel(const float* x, float* y, float* mask, int64_t n,
     y[i] = x[i] * m;
   }
 }
+__global__ void swap_kernel(float* a, float* b, int64_t n) {
+  DS2_GRID_STRIDE(i, n) {
+    const float t = a[i];
+    a[i] = b[i];
+    b[i] = t;
+  }
+}
 __global__ void multiply_kernel(const float* a, const float* b, float* y, int64_t n) {
   DS2_GRID_STRIDE(i, n) y[i] = a[i] * b[i];
 }
@@ -167,6 +174,11 @@ void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, 
                      cudaStream_t stream) {
   if (n <= 0) return;
   dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, mask, n, p, seed);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void swap(float* a, float* b, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  swap_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n);
   DS2_CUDA_CHECK_LAUNCH();
 }
 void multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {

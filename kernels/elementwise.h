@@ -48,6 +48,8 @@ void sum_squares(const float* x, int64_t n, double* scratch, double* out, cudaSt
 // receives keep / (1-p) (0 or 1/(1-p)) for the backward, which is dx = dy * mask.
 void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
                      cudaStream_t stream);
+// Exchanges a[i] and b[i].
+void swap(float* a, float* b, int64_t n, cudaStream_t stream);
 // y[i] = a[i] * b[i].
 void multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
 

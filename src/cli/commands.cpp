@@ -70,8 +70,19 @@ int train(const TrainArgs& args) {
   return 0;
 }
 
+namespace {
+// Installs the GPU inference engine in `am` when the device asks for one; keep the result alive
+// while `am` is used.
+std::unique_ptr<InferenceEngine> run_on_device(AcousticModel& am, const DecodeArgs& args) {
+  std::unique_ptr<InferenceEngine> engine = make_inference_engine(am, args.device);
+  am.inference = engine.get();
+  return engine;
+}
+}  // namespace
+
 int eval(const EvalArgs& args) {
   AcousticModel am = AcousticModel::load(args.checkpoint);
+  const auto device = run_on_device(am, args.decode);
   DatasetChecks checks = am.dataset_checks();
   Dataset ds = load_dataset(args.manifest, checks, args.threads);
   for (const auto& p : ds.problems) std::cerr << "skip: " << p << "\n";
@@ -109,6 +120,7 @@ int eval(const EvalArgs& args) {
 
 int transcribe(const TranscribeArgs& args) {
   AcousticModel am = AcousticModel::load(args.checkpoint);
+  const auto device = run_on_device(am, args.decode);
   const TextDecoder decoder = make_decoder(am, args.decode);
   std::vector<std::string> texts =
       transcribe_files(am, args.audio, decoder, args.batch_size, args.threads);
@@ -124,6 +136,7 @@ int tune_decoder(const TuneDecoderArgs& args) {
   std::sort(alphas.begin(), alphas.end());
   std::sort(betas.begin(), betas.end());
   AcousticModel am = AcousticModel::load(args.checkpoint);
+  const auto device = run_on_device(am, args.decode);
   DecodeConfig config = am.config.decode;
   args.decode.apply(&config);
   DS2_CHECK(!config.lm_path.empty(),

@@ -20,6 +20,7 @@ struct DecodeArgs {
   double lm_weight = 0;
   double word_score = 0;
   int beam_width = 0;
+  std::string device = "auto";  // where the network runs: auto (GPU when present) | cpu | cuda
   void apply(DecodeConfig* config) const;
 };
 

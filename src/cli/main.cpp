@@ -18,6 +18,9 @@ namespace {
 
 // --lm, --lm-weight, --word-score, --beam (and --greedy unless `tuning`).
 void add_decode_options(CLI::App* cmd, ds2::cli::DecodeArgs* d, bool tuning = false) {
+  cmd->add_option("--device", d->device,
+                  "Where the network runs: auto (GPU when present), cpu, cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option_function<std::string>(
       "--lm",
       [d](const std::string& v) {

@@ -87,4 +87,20 @@ void AcousticModel::load_weights(const Checkpoint& ck) {
   for (const auto& e : store.buffer_entries()) load(e, store.buffers());
 }
 
+const Sequences& AcousticModel::forward_inference(const Sequences& features) {
+  if (inference) return inference->logits(features);
+  model->forward(features, /*training=*/false);
+  return model->logits();
+}
+
+#ifndef DS2_HAVE_CUDA
+std::unique_ptr<InferenceEngine> make_inference_engine(AcousticModel& /*am*/,
+                                                       const std::string& device) {
+  DS2_CHECK(device != "cuda",
+            "device cuda: this ds2 was built without CUDA (DS2_WITH_CUDA=OFF "
+            "or no nvcc); use cpu or auto");
+  return nullptr;
+}
+#endif
+
 }  // namespace ds2

@@ -16,6 +16,7 @@
 #include "nn/model.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/inference.h"
 
 namespace ds2 {
 
@@ -24,6 +25,11 @@ struct AcousticModel {
   Alphabet alphabet = Alphabet::english();
   std::unique_ptr<Featurizer> featurizer;
   std::unique_ptr<Model> model;
+  // Where forward_inference runs (not owned); null: the host model.
+  InferenceEngine* inference = nullptr;
+
+  // Inference-mode logits for a batch of features, on the installed engine or the host model.
+  const Sequences& forward_inference(const Sequences& features);
 
   // A fresh model for `config` with parameters initialized from run.seed.
   static AcousticModel create(const Config& config);

@@ -43,8 +43,7 @@ void for_each_logits(AcousticModel& am, const Dataset& dataset, int batch_size, 
   while (const Batch* batch = loader.next()) {
     if (failures) failures->insert(failures->end(), batch->failures.begin(), batch->failures.end());
     if (batch->examples.empty()) continue;
-    am.model->forward(batch->features, /*training=*/false);
-    const Sequences& logits = am.model->logits();
+    const Sequences& logits = am.forward_inference(batch->features);
     const int T = static_cast<int>(logits.data.dim(0));
     const int B = static_cast<int>(logits.data.dim(1));
     const int K = static_cast<int>(logits.data.dim(2));

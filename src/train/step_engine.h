@@ -52,8 +52,8 @@ class StepEngine {
   // where the engine cannot time its parts.
   virtual void set_timing(bool /*on*/) {}
   virtual std::map<std::string, double> part_times() { return {}; }
-  // Device allocations (cudaMalloc) since reserve() returned: 0 in a healthy run. -1 where there
-  // is no device.
+  // Device allocations (cudaMalloc) inside training steps since reserve() returned: 0 in a
+  // healthy run. -1 where there is no device.
   virtual int64_t allocations_since_reserve() const { return -1; }
   // Device memory at its peak so far (bytes), or -1 where there is no device.
   virtual int64_t peak_device_bytes() const { return -1; }

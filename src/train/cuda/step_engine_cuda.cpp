@@ -6,6 +6,7 @@
 #include "core/cuda/check.h"
 #include "kernels/elementwise.h"
 #include "kernels/optimizer.h"
+#include "train/cuda/inference_cuda.h"
 #include "train/step_engine_cpu.h"
 
 namespace ds2 {
@@ -84,14 +85,14 @@ void CudaStepEngine::reserve(const Batch& largest) {
   // Both pinned staging buffers at full size too.
   upload_features(largest);
   ctx_.synchronize();
-  allocations_after_reserve_ = device_allocations();
+  step_allocations_ = 0;
 }
 
-int64_t CudaStepEngine::allocations_since_reserve() const {
-  return allocations_after_reserve_ < 0 ? -1 : device_allocations() - allocations_after_reserve_;
-}
+int64_t CudaStepEngine::allocations_since_reserve() const { return step_allocations_; }
 
-int64_t CudaStepEngine::peak_device_bytes() const { return device_bytes_peak(); }
+int64_t CudaStepEngine::peak_device_bytes() const {
+  return device_bytes_peak();
+}
 
 void CudaStepEngine::set_timing(bool on) {
   timing_ = on;
@@ -124,6 +125,7 @@ std::map<std::string, double> CudaStepEngine::part_times() {
 }
 
 void CudaStepEngine::forward_loss(const Batch& batch, std::vector<double>* losses) {
+  allocations_at_step_start_ = device_allocations();
   upload_features(batch);
   model_->forward(features_, /*training=*/true);
   time_part_begin();
@@ -165,6 +167,9 @@ void CudaStepEngine::optimizer_step(double lr) {
                                static_cast<float>(optim_.weight_decay), ctx_.stream());
   }
   time_part_end(&optimizer_ms_);
+  // Evaluation between steps may size buffers for longer dev utterances; only what the training
+  // steps themselves allocate counts.
+  if (step_allocations_ >= 0) step_allocations_ += device_allocations() - allocations_at_step_start_;
 }
 
 void CudaStepEngine::update_average(float a, float b) {
@@ -174,10 +179,26 @@ void CudaStepEngine::update_average(float a, float b) {
 }
 
 void CudaStepEngine::begin_host_view(bool averaged) {
-  ParameterStore& host = am_.model->parameters();
-  model_->params().download_to(host);
-  if (averaged && use_average_)
-    download(average_.data(), host.values().numel(), host.values().data(), ctx_.stream());
+  DeviceParameters& p = model_->params();
+  // The averaged weights take the live ones' place on the device (a swap, undone in
+  // end_host_view), so evaluation runs on the GPU and checkpoints get the average.
+  average_swapped_ = averaged && use_average_;
+  if (average_swapped_)
+    kernels::swap(p.values(), average_.data(), p.num_parameters(), ctx_.stream());
+  p.download_to(am_.model->parameters());
+  am_.inference = this;
+}
+
+void CudaStepEngine::end_host_view() {
+  am_.inference = nullptr;
+  if (average_swapped_)
+    kernels::swap(model_->params().values(), average_.data(), model_->params().num_parameters(),
+                  ctx_.stream());
+  average_swapped_ = false;
+}
+
+const Sequences& CudaStepEngine::logits(const Sequences& features) {
+  return cuda_inference_logits(ctx_, *model_, features, &inference_features_, &inference_logits_);
 }
 
 std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am,

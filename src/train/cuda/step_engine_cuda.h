@@ -14,11 +14,12 @@
 #include "core/cuda/device_array.h"
 #include "ctc/cuda/ctc_loss_cuda.h"
 #include "nn/cuda/model_cuda.h"
+#include "train/inference.h"
 #include "train/step_engine.h"
 
 namespace ds2 {
 
-class CudaStepEngine : public StepEngine {
+class CudaStepEngine : public StepEngine, public InferenceEngine {
  public:
   CudaStepEngine(const Config& cfg, AcousticModel& am, bool use_average, int device = 0);
   ~CudaStepEngine() override;
@@ -30,7 +31,9 @@ class CudaStepEngine : public StepEngine {
   void optimizer_step(double lr) override;
   void update_average(float a, float b) override;
   void begin_host_view(bool averaged) override;
-  void end_host_view() override {}
+  void end_host_view() override;
+  // While a host view is open, evaluation runs on the GPU with the viewed weights.
+  const Sequences& logits(const Sequences& features) override;
   void synchronize() override { ctx_.synchronize(); }
   void set_timing(bool on) override;
   std::map<std::string, double> part_times() override;
@@ -59,7 +62,10 @@ class CudaStepEngine : public StepEngine {
   DeviceArray<double> norm_scratch_, norm_;
   double* norm_host_ = nullptr;  // pinned
   int64_t optimizer_steps_ = 0;
-  int64_t allocations_after_reserve_ = -1;
+  // Device allocations made inside training steps (forward_loss, backward, optimizer_step)
+  // since reserve(); -1 before it.
+  int64_t step_allocations_ = -1;
+  int64_t allocations_at_step_start_ = 0;
   // Timing of the step parts outside the model (CTC, clipping + optimizer), by CUDA events.
   bool timing_ = false;
   cudaEvent_t part_begin_ = nullptr, part_end_ = nullptr;
@@ -67,6 +73,9 @@ class CudaStepEngine : public StepEngine {
   void time_part_begin();
   void time_part_end(double* total_ms);
   bool use_average_;
+  bool average_swapped_ = false;
+  DeviceSequences inference_features_;
+  Sequences inference_logits_;
 };
 
 }  // namespace ds2
