@@ -4,12 +4,14 @@
 //   ds2 transcribe runs/fsdd/best.ckpt a.wav b.flac
 //   ds2 validate-data configs/fsdd.yaml
 //   ds2 bench step configs/ds2-large.yaml --batch 4 --seconds 10
+//   ds2 bench rnn --hidden 1152 --batch 4 --steps 256
 //   ds2 tune-decoder runs/fsdd/best.ckpt data/dev.jsonl --lm lm.arpa --alphas 0.5,1 --betas 0,2
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 
 #include "cli/bench_command.h"
+#include "cli/bench_rnn_command.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "train/config.h"
@@ -132,6 +134,27 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_step_cmd->add_option("--warmup", bench.options.warmup, "Untimed steps first")
       ->check(CLI::NonNegativeNumber);
+  ds2::cli::BenchRnnArgs bench_rnn;
+  auto* bench_rnn_cmd = bench_cmd->add_subcommand(
+      "rnn", "RNN recurrence µs/step: persistent kernel vs GEMM RNN vs cuDNN (CUDA builds)");
+  bench_rnn_cmd->add_option("--hidden", bench_rnn.hidden, "Hidden size H")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_rnn_cmd->add_option("--batch", bench_rnn.batch, "Batch size B")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_rnn_cmd->add_option("--steps", bench_rnn.steps, "Timesteps T")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_rnn_cmd->add_option("--precision", bench_rnn.precision, "Precision (fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  bench_rnn_cmd->add_option("--repeats", bench_rnn.repeats, "Timed runs (median)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_rnn_cmd->add_option("--warmup", bench_rnn.warmup, "Untimed runs first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 
   auto* keys_cmd = app.add_subcommand("config-keys", "List every config key with its default");
 
@@ -148,6 +171,7 @@ int main(int argc, char** argv) {
     if (*val_cmd) return ds2::cli::validate_data(val);
     if (*kaldi_cmd) return ds2::cli::import_kaldi(kaldi);
     if (*bench_step_cmd) return ds2::cli::bench_step(bench);
+    if (*bench_rnn_cmd) return ds2::cli::bench_rnn(bench_rnn);
     if (*keys_cmd) {
       std::cout << ds2::describe_config_keys();
       return 0;

@@ -1,5 +1,7 @@
 #include "nn/cuda/rnn_layer_cuda.h"
 
+#include <algorithm>
+#include <iostream>
 #include <utility>
 
 #include "core/cuda/check.h"
@@ -89,11 +91,17 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
     hidden_candidate_.resize({directions_, T, B, H});
     step_hidden_gates_.resize({directions_, B, GH});
   }
-  // Everything so far is on the main stream; the backward direction's recurrence waits for it
-  // on the side stream and the main stream waits for that before summing.
-  if (directions_ == 2) ctx_.fork_to_side();
-  for (int d = 0; d < directions_; ++d) run_direction(d, T, B, in.device_lengths.data());
-  if (directions_ == 2) ctx_.join_from_side();
+  const PersistentRnnPlan* plan = persistent_plan(B);
+  ran_persistent_ = plan != nullptr;
+  if (plan) {
+    run_persistent(*plan, /*backward=*/false, T, B, in.device_lengths.data(), nullptr);
+  } else {
+    // Everything so far is on the main stream; the backward direction's recurrence waits for it
+    // on the side stream and the main stream waits for that before summing.
+    if (directions_ == 2) ctx_.fork_to_side();
+    for (int d = 0; d < directions_; ++d) run_direction(d, T, B, in.device_lengths.data());
+    if (directions_ == 2) ctx_.join_from_side();
+  }
 
   out.data.resize({T, B, H});
   out.copy_lengths(in, main);
@@ -148,9 +156,13 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   if (type_ == RnnType::kGru) grad_hidden_gates_.resize({directions_, T, B, GH});
   carry_.resize({directions_, 2, B, hidden_});
 
+  const PersistentRnnPlan* plan = persistent_plan(B);
+  ran_persistent_ = plan != nullptr;
+  if (plan)
+    run_persistent(*plan, /*backward=*/true, T, B, in.device_lengths.data(), grad_out.data.data());
   if (directions_ == 2) ctx_.fork_to_side();
   for (int d = 0; d < directions_; ++d)
-    backprop_direction(d, T, B, in.device_lengths.data(), grad_out.data.data());
+    backprop_direction(d, T, B, in.device_lengths.data(), grad_out.data.data(), plan != nullptr);
   if (directions_ == 2) ctx_.join_from_side();
 
   const DeviceSequences* grad_projection = &grad_preactivation_;
@@ -171,7 +183,8 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
        0.0f, grad_in.data.data(), input_size_);
 }
 
-void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, const float* dy) {
+void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, const float* dy,
+                                      bool recurrence_done) {
   const int H = hidden_, P = projection_size(), GH = gates() * H;
   const bool reverse = d == 1;
   const bool gru = type_ == RnnType::kGru;
@@ -184,10 +197,10 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
   float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
   float* carry = carry_.data() + int64_t{d} * 2 * B * H;  // dL/dh_t from the step before
   float* next = carry + int64_t{B} * H;                   // dL/dh_prev leaving this step
-  kernels::fill(carry, int64_t{B} * H, 0.0f, s);
+  if (!recurrence_done) kernels::fill(carry, int64_t{B} * H, 0.0f, s);
 
   // Backpropagation visits timesteps in the opposite order of the forward recurrence.
-  for (int step = 0; step < T; ++step) {
+  for (int step = 0; !recurrence_done && step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
     const int m = active_rows_[t];
     const int t_prev = reverse ? t + 1 : t - 1;
@@ -231,6 +244,75 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
   if (!batch_norm_)
     kernels::rnn_column_sum(dpre + d * GH, int64_t{T} * B, GH, P, params_.grad(input_bias_[d]),
                             true, s);
+}
+
+const PersistentRnnPlan* CudaRnnLayer::persistent_plan(int B) {
+  if (type_ != RnnType::kRelu || !use_persistent_) return nullptr;  // GRU: not yet persistent
+  const int batch = std::max(B, 1);
+  // A plan covers batches up to its maximum; it is rebuilt for a larger batch, or for a smaller
+  // one when it did not fit (a batch too large for the chip must not pin the layer to GEMMs).
+  if (!prnn_plan_ || batch > prnn_plan_->max_batch() ||
+      (!prnn_plan_->fits() && batch < prnn_plan_->max_batch())) {
+    auto plan = std::make_unique<PersistentRnnPlan>(hidden_, batch, directions_, ctx_.device());
+    if (!plan->fits() && directions_ == 2)
+      plan = std::make_unique<PersistentRnnPlan>(hidden_, batch, 1, ctx_.device());
+    prnn_plan_ = std::move(plan);
+    std::string choice;
+    if (!prnn_plan_->fits())
+      choice = "GEMM recurrence (" + prnn_plan_->why_not() + ")";
+    else if (prnn_plan_->directions() == directions_)
+      choice = "persistent recurrence (" + prnn_plan_->describe() + ")";
+    else
+      choice =
+          "persistent recurrence, one direction after the other (" + prnn_plan_->describe() + ")";
+    // Logged once per layer, and again only when the kind of choice changes.
+    const std::string kind = choice.substr(0, choice.find(" ("));
+    if (kind != prnn_logged_) {
+      std::cerr << "ds2: " << name_ << ": " << choice << std::endl;
+      prnn_logged_ = kind;
+    }
+  }
+  if (!prnn_plan_->fits()) return nullptr;
+  prnn_workspace_.reserve(
+      static_cast<int64_t>((prnn_plan_->workspace_bytes() + sizeof(float) - 1) / sizeof(float)));
+  return prnn_plan_.get();
+}
+
+void CudaRnnLayer::run_persistent(const PersistentRnnPlan& plan, bool backward, int T, int B,
+                                  const int* lengths, const float* dy) {
+  const int H = hidden_, P = projection_size();
+  const float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
+  PersistentRnnDirection dirs[2];
+  for (int d = 0; d < directions_; ++d) {
+    PersistentRnnDirection& p = dirs[d];
+    float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
+    p.u = params_.value(u_[d]);
+    p.reverse = d == 1;
+    if (!backward) {
+      p.x = pre + int64_t{d} * H;  // read only: backward needs h, not U h (BN reads its input)
+      p.ld_x = P;
+      p.y = hs;
+      p.ld_y = H;
+    } else {
+      p.x = dy;
+      p.ld_x = H;
+      p.h = hs;
+      p.y = grad_preactivation_.data.data() + int64_t{d} * H;
+      p.ld_y = P;
+    }
+  }
+  const size_t bytes = static_cast<size_t>(prnn_workspace_.capacity()) * sizeof(float);
+  // Two cooperative kernels on two streams are not guaranteed co-resident, so without a
+  // two-direction plan the directions run one after the other on the main stream.
+  const int launches = plan.directions() == directions_ ? 1 : directions_;
+  for (int i = 0; i < launches; ++i) {
+    if (backward)
+      persistent_rnn_backward_data(plan, dirs + i, lengths, T, B, relu_clip_,
+                                   prnn_workspace_.data(), bytes, ctx_.stream());
+    else
+      persistent_rnn_forward(plan, dirs + i, lengths, T, B, relu_clip_, prnn_workspace_.data(),
+                             bytes, ctx_.stream());
+  }
 }
 
 }  // namespace ds2

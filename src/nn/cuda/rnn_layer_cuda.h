@@ -9,6 +9,11 @@
 // Same math, parameter layout and padding rules as the CPU layer (the backward direction starts
 // at each utterance's own last frame; directions summed; padding frames give h = 0 and never
 // influence anything).
+// Clipped-ReLU layers run the recurrence (forward and backward-data) in the persistent kernel
+// instead (nn/cuda/persistent_rnn.h) when its plan fits the GPU and batch: both directions in one
+// cooperative launch on ctx.stream() when that fits, else one direction after the other; the
+// projection and weight-gradient GEMMs are unchanged. The choice is logged to stderr once (and
+// again only if it changes); set_use_persistent(false) forces the GEMM recurrence.
 //
 //   RnnLayer cpu("rnn0", store, 672, 1152, RnnType::kRelu, true, true, 20.0f, 0.1f);
 //   store.finalize();  store.initialize(rng);
@@ -24,8 +29,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda/device_array.h"
 #include "nn/cuda/batch_norm_cuda.h"
 #include "nn/cuda/cuda_layer.h"
+#include "nn/cuda/persistent_rnn.h"
 #include "nn/rnn_layer.h"
 
 namespace ds2 {
@@ -44,6 +51,11 @@ class CudaRnnLayer : public CudaLayer {
 
   int hidden() const { return hidden_; }
   int directions() const { return directions_; }
+  // true (default): the persistent recurrence where it fits; false: always the GEMM recurrence.
+  void set_use_persistent(bool on) { use_persistent_ = on; }
+  bool use_persistent() const { return use_persistent_; }
+  // Whether the last forward or backward ran the persistent kernel.
+  bool ran_persistent() const { return ran_persistent_; }
 
  private:
   int gates() const { return type_ == RnnType::kGru ? 3 : 1; }
@@ -52,7 +64,17 @@ class CudaRnnLayer : public CudaLayer {
   cudaStream_t stream(int d) const;
   cublasHandle_t blas(int d) const;
   void run_direction(int d, int T, int B, const int* lengths);
-  void backprop_direction(int d, int T, int B, const int* lengths, const float* dy);
+  // The per-step recurrence (unless `recurrence_done`: the persistent kernel filled dpre), then
+  // dU and the bias gradients of direction d.
+  void backprop_direction(int d, int T, int B, const int* lengths, const float* dy,
+                          bool recurrence_done);
+  // The persistent plan for batch B, with its workspace reserved; null when the GEMM recurrence
+  // runs (GRU, disabled, or the plan does not fit).
+  const PersistentRnnPlan* persistent_plan(int B);
+  // Forward (h into hidden_states_) or backward-data (dpre into grad_preactivation_) of every
+  // direction through the persistent kernel, on ctx.stream().
+  void run_persistent(const PersistentRnnPlan& plan, bool backward, int T, int B,
+                      const int* lengths, const float* dy);
 
   CudaContext& ctx_;
   DeviceParameters& params_;
@@ -80,6 +102,13 @@ class CudaRnnLayer : public CudaLayer {
   DeviceSequences grad_projection_;     // {T, B, D*G*H}: dL/d(W x) through the batch norm
   DeviceTensor grad_hidden_gates_;      // gru: {D, T, B, 3H}: dL/d(U h + b_h)
   DeviceTensor carry_;                  // {D, 2, B, H}: dL/dh ping-pong per direction
+
+  // Persistent recurrence.
+  bool use_persistent_ = true;
+  bool ran_persistent_ = false;
+  std::unique_ptr<PersistentRnnPlan> prnn_plan_;  // directions_ (one launch) or 1 directions
+  DeviceArray<float> prnn_workspace_;
+  std::string prnn_logged_;  // the choice last logged
 };
 
 }  // namespace ds2

@@ -1,0 +1,437 @@
+#include <cooperative_groups.h>
+
+#include <cstdint>
+
+#include "core/cuda/check.h"
+#include "core/error.h"
+#include "kernels/persistent_rnn.h"
+
+namespace ds2::kernels {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kRg = kPrnnRowGroup;
+
+struct DirArgs {
+  const float* u;
+  const float* x;
+  const float* h;
+  float* y;
+  float* xbuf;  // exchange: [2 parities][max_batch][hpad]
+  long long ld_x, ld_h, ld_y;
+  int descending;  // steps visit t = T-1 .. 0
+};
+
+struct Args {
+  DirArgs dir[2];
+  const int* lengths;
+  int T, B, H, hpad, rows, ctas_per_dir, groups, tiles_max, max_batch;
+  float clip;
+  int backward;
+  // Dynamic shared memory carve-up, in bytes (weights at 0).
+  int red_off, ep_off, len_off;
+};
+
+struct SmemLayout {
+  size_t red_off, ep_off, len_off, total;
+};
+
+SmemLayout smem_layout(const PrnnTiling& t) {
+  const int groups = t.rows_per_cta / kRg;
+  const int v = kRg * t.batch_tile;
+  const int warps = t.threads / 32;
+  const int tiles_max = (t.max_batch + t.batch_tile - 1) / t.batch_tile;
+  SmemLayout l{};
+  size_t off = size_t(groups - t.register_groups) * kRg * t.threads * sizeof(float4);
+  l.red_off = off;
+  off += size_t(2) * groups * warps * v * sizeof(float);  // reduction, double-buffered per tile
+  l.ep_off = off;
+  off += size_t(4) * tiles_max * groups * v * sizeof(float);  // epilogue inputs [parity][x|h]
+  l.len_off = off;
+  off += size_t(t.max_batch) * sizeof(int);
+  l.total = (off + 15) / 16 * 16;
+  return l;
+}
+
+__device__ __forceinline__ float dot4(const float4 w, const float4 h) {
+  return fmaf(w.w, h.w, fmaf(w.z, h.z, fmaf(w.y, h.y, w.x * h.x)));
+}
+
+// One butterfly level of a warp reduce-scatter: lanes l and l ^ O hold the same N partial values
+// (the same segment of the original V); the lane with bit O clear keeps the lower half, the other
+// the upper half, each adding its partner's copy. Summation order is fixed by the lane pattern,
+// the same for every value (deterministic, independent of V).
+template <int V, int N, int O>
+__device__ __forceinline__ void rs_level(float (&v)[V], int lane, int& base, int& len) {
+  constexpr int half = (N + 1) / 2;
+  const bool hi = (lane & O) != 0;
+#pragma unroll
+  for (int i = 0; i < half; ++i) {
+    const float lo_v = v[i];
+    const float hi_v = i + half < N ? v[i + half < V ? i + half : V - 1] : 0.0f;
+    const float theirs = __shfl_xor_sync(0xffffffffu, hi ? lo_v : hi_v, O);
+    v[i] = (hi ? hi_v : lo_v) + theirs;
+  }
+  if (hi) {
+    base += half;
+    len = len > half ? len - half : 0;
+  } else {
+    len = len < half ? len : half;
+  }
+}
+
+// Sums v[0..V) over the 32 lanes of the warp and stores the V totals to dst[0..V), each written by
+// exactly one lane (about V shuffles instead of 5 V for a plain butterfly per value).
+template <int V>
+__device__ __forceinline__ void reduce_scatter_store(float (&v)[V], float* dst, int lane) {
+  constexpr int n1 = (V + 1) / 2, n2 = (n1 + 1) / 2, n3 = (n2 + 1) / 2, n4 = (n3 + 1) / 2;
+  constexpr int n5 = (n4 + 1) / 2;
+  int base = 0, len = V;
+  rs_level<V, V, 16>(v, lane, base, len);
+  rs_level<V, n1, 8>(v, lane, base, len);
+  rs_level<V, n2, 4>(v, lane, base, len);
+  rs_level<V, n3, 2>(v, lane, base, len);
+  rs_level<V, n4, 1>(v, lane, base, len);
+#pragma unroll
+  for (int i = 0; i < n5; ++i)
+    if (i < len) dst[base + i] = v[i];
+}
+
+__device__ __forceinline__ void cp_async4(float* smem_dst, const float* gmem_src) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+// Columns c0 .. c0 + 3 of output row k: U[k, j] (forward) or U[j, k] (backward-data); zero
+// outside the H x H matrix (padding rows of the last CTA, padding columns past H).
+__device__ __forceinline__ float4 weight_chunk(const float* __restrict__ u, int H, int k, int c0,
+                                               bool transpose) {
+  float e[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = c0 + i;
+    e[i] = 0.0f;
+    if (k < H && j < H) e[i] = transpose ? u[size_t(j) * H + k] : u[size_t(k) * H + j];
+  }
+  return make_float4(e[0], e[1], e[2], e[3]);
+}
+
+// BT: batch rows per pass; NRG: row groups (of kRg rows) held in registers, the rest of the CTA's
+// rows_per_cta rows in shared memory. Thread `tid` owns input columns [4 tid, 4 tid + 4).
+template <int BT, int NRG>
+__global__ void prnn_kernel(const Args a) {
+  constexpr int V = kRg * BT;     // partial sums per row group and batch tile
+  constexpr int NRW = NRG * kRg;  // rows in registers
+  extern __shared__ __align__(16) unsigned char smem[];
+  float4* wsm = reinterpret_cast<float4*>(smem);            // [(groups - NRG) * kRg][threads]
+  float* red = reinterpret_cast<float*>(smem + a.red_off);  // [2][groups][warps][V]
+  float* ep = reinterpret_cast<float*>(smem + a.ep_off);    // [2][x | h][tiles_max][groups * V]
+  int* len_s = reinterpret_cast<int*>(smem + a.len_off);    // [B]
+
+  cg::grid_group grid = cg::this_grid();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int nt = blockDim.x, nw = nt >> 5;
+  const int di = static_cast<int>(blockIdx.x) >= a.ctas_per_dir ? 1 : 0;
+  const int cta = blockIdx.x - di * a.ctas_per_dir;
+  const DirArgs d = di ? a.dir[1] : a.dir[0];
+  const int H = a.H, B = a.B, T = a.T, groups = a.groups, hpad = a.hpad;
+  const int r0 = cta * a.rows;  // first output neuron of this CTA
+  const int tiles = (B + BT - 1) / BT;
+  const int vals = groups * V;  // outputs of one batch tile
+  const bool bwd = a.backward != 0;
+  const float clip = a.clip;
+  const int ep_parity = 2 * a.tiles_max * vals;  // floats per parity of `ep`
+  const int ep_h = a.tiles_max * vals;           // offset of the h inputs within a parity
+  const int64_t xbuf_parity = int64_t{a.max_batch} * hpad;
+
+  for (int i = tid; i < B; i += nt) len_s[i] = a.lengths[i];
+  if (cta == 0) {
+    // Columns H .. hpad of the exchange array are never written by a step: zero them once (read
+    // from step 1 on, after a grid barrier), so padded columns multiply zero weights by zero.
+    const int padw = hpad - H;
+    for (int i = tid; i < 2 * a.max_batch * padw; i += nt) {
+      const int row = i / padw;
+      d.xbuf[int64_t{row} * hpad + H + i % padw] = 0.0f;
+    }
+  }
+
+  const int c0 = 4 * tid;
+  float4 w[NRW > 0 ? NRW : 1];
+#pragma unroll
+  for (int i = 0; i < NRW; ++i) w[i] = weight_chunk(d.u, H, r0 + i, c0, bwd);
+  for (int i = NRW; i < groups * kRg; ++i)
+    wsm[(i - NRW) * nt + tid] = weight_chunk(d.u, H, r0 + i, c0, bwd);
+  __syncthreads();
+
+  // Output o of a batch tile: row group g = o / V, value v = o % V = rr * BT + bb.
+  // Epilogue inputs (x, and h for backward-data) of step s are copied into ep[s & 1] by the
+  // thread that uses them, asynchronously, one step ahead (they do not depend on the recurrence).
+  auto prefetch = [&](int s) {
+    const int t = d.descending ? T - 1 - s : s;
+    float* dst = ep + (s & 1) * ep_parity;
+    for (int o = tid; o < vals; o += nt) {
+      const int v = o % V;
+      const int k = r0 + (o / V) * kRg + v / BT;
+      if (k >= H) continue;
+      for (int tile = 0; tile < tiles; ++tile) {
+        const int b = tile * BT + v % BT;
+        if (b >= B || t >= len_s[b]) continue;
+        const int64_t row = int64_t{t} * B + b;
+        cp_async4(dst + tile * vals + o, d.x + row * d.ld_x + k);
+        if (bwd) cp_async4(dst + ep_h + tile * vals + o, d.h + row * d.ld_h + k);
+      }
+    }
+    cp_async_commit();
+  };
+  if (T > 0) prefetch(0);
+
+  for (int s = 0; s < T; ++s) {
+    const int t = d.descending ? T - 1 - s : s;
+    const float* xin = d.xbuf + ((s + 1) & 1) * xbuf_parity;  // the state step s - 1 wrote
+    float* xout = d.xbuf + (s & 1) * xbuf_parity;
+    const float* epx = ep + (s & 1) * ep_parity;
+    cp_async_wait_all();
+
+    // State of batch rows tile * BT .. + BT, this thread's 4 columns; zero before the first step.
+    // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the grid barrier).
+    auto load_state = [&](float4(&hv)[BT], int tile) {
+#pragma unroll
+      for (int i = 0; i < BT; ++i) {
+        const int b = tile * BT + i;
+        hv[i] = (s > 0 && b < B)
+                    ? __ldcg(reinterpret_cast<const float4*>(xin + int64_t{b} * hpad) + tid)
+                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    };
+    float4 hcur[BT], hnext[BT];
+    load_state(hcur, 0);
+    for (int tile = 0; tile < tiles; ++tile) {
+      if (tile + 1 < tiles) load_state(hnext, tile + 1);
+      float* redt = red + (tile & 1) * groups * nw * V;
+#pragma unroll
+      for (int g = 0; g < NRG; ++g) {
+        float acc[V];
+#pragma unroll
+        for (int rr = 0; rr < kRg; ++rr)
+#pragma unroll
+          for (int b = 0; b < BT; ++b) acc[rr * BT + b] = dot4(w[g * kRg + rr], hcur[b]);
+        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane);
+      }
+      for (int g = NRG; g < groups; ++g) {
+        float4 ws[kRg];
+#pragma unroll
+        for (int rr = 0; rr < kRg; ++rr) ws[rr] = wsm[((g - NRG) * kRg + rr) * nt + tid];
+        float acc[V];
+#pragma unroll
+        for (int rr = 0; rr < kRg; ++rr)
+#pragma unroll
+          for (int b = 0; b < BT; ++b) acc[rr * BT + b] = dot4(ws[rr], hcur[b]);
+        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane);
+      }
+      __syncthreads();
+
+      // Warps summed in a fixed order, then the cell: clipped ReLU (forward) or its derivative
+      // (backward-data), and the padding mask.
+      for (int o = tid; o < vals; o += nt) {
+        const int g = o / V, v = o % V;
+        const int k = r0 + g * kRg + v / BT, b = tile * BT + v % BT;
+        if (k >= H || b >= B) continue;
+        float out = 0.0f;
+        if (t < len_s[b]) {
+          const float* r = redt + g * nw * V + v;
+          float acc = 0.0f;
+          for (int i = 0; i < nw; ++i) acc += r[i * V];
+          const float x = epx[tile * vals + o];
+          if (!bwd) {
+            out = fminf(fmaxf(x + acc, 0.0f), clip);
+          } else {
+            const float hv = epx[ep_h + tile * vals + o];
+            out = (hv > 0.0f && hv < clip) ? x + acc : 0.0f;
+          }
+        }
+        d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
+        xout[int64_t{b} * hpad + k] = out;
+      }
+#pragma unroll
+      for (int i = 0; i < BT; ++i) hcur[i] = hnext[i];
+    }
+    if (s + 1 < T) {
+      prefetch(s + 1);
+      // Orders this step's exchange writes before every CTA's reads of them in step s + 1 (the
+      // barrier fences at GPU scope), and the reads of step s before the overwrites in s + 1.
+      grid.sync();
+    }
+  }
+}
+
+using KernelFn = void (*)(const Args);
+
+template <int BT>
+KernelFn kernel_for_groups(int nrg) {
+  switch (nrg) {
+    case 0:
+      return prnn_kernel<BT, 0>;
+    case 1:
+      return prnn_kernel<BT, 1>;
+    case 2:
+      return prnn_kernel<BT, 2>;
+    case 3:
+      return prnn_kernel<BT, 3>;
+    case 4:
+      return prnn_kernel<BT, 4>;
+    case 5:
+      return prnn_kernel<BT, 5>;
+    case 6:
+      return prnn_kernel<BT, 6>;
+    case 7:
+      return prnn_kernel<BT, 7>;
+    case 8:
+      return prnn_kernel<BT, 8>;
+    default:
+      return nullptr;
+  }
+}
+static_assert(kPrnnMaxRegisterGroups == 8, "kernel_for_groups instantiates 0..8");
+
+KernelFn kernel_for(const PrnnTiling& t) {
+  switch (t.batch_tile) {
+    case 1:
+      return kernel_for_groups<1>(t.register_groups);
+    case 2:
+      return kernel_for_groups<2>(t.register_groups);
+    case 4:
+      return kernel_for_groups<4>(t.register_groups);
+    default:
+      return nullptr;
+  }
+}
+
+void check_tiling(const PrnnTiling& t) {
+  DS2_CHECK(t.hidden > 0 && t.max_batch > 0 && (t.directions == 1 || t.directions == 2) &&
+                t.rows_per_cta > 0 && t.rows_per_cta % kRg == 0 && t.ctas_per_direction > 0 &&
+                int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden && t.threads % 32 == 0 &&
+                int64_t{t.threads} * 4 >= t.hidden &&
+                t.threads >= (t.rows_per_cta / kRg) * kRg * t.batch_tile &&
+                t.register_groups >= 0 && t.register_groups <= t.rows_per_cta / kRg &&
+                kernel_for(t) != nullptr,
+            "persistent RNN: invalid tiling (hidden "
+                << t.hidden << ", batch " << t.max_batch << ", rows/CTA " << t.rows_per_cta
+                << ", threads " << t.threads << ", register groups " << t.register_groups << ")");
+}
+
+}  // namespace
+
+int prnn_padded_hidden(const PrnnTiling& t) {
+  return 4 * t.threads;
+}
+
+size_t prnn_shared_bytes(const PrnnTiling& t) {
+  return smem_layout(t).total;
+}
+
+size_t prnn_workspace_bytes(const PrnnTiling& t) {
+  return size_t(t.directions) * 2 * t.max_batch * prnn_padded_hidden(t) * sizeof(float);
+}
+
+PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t) {
+  check_tiling(t);
+  const KernelFn fn = kernel_for(t);
+  int device = 0, optin = 0;
+  DS2_CUDA_CHECK(cudaGetDevice(&device));
+  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const size_t smem = prnn_shared_bytes(t);
+  PrnnKernelInfo info;
+  cudaFuncAttributes attr{};
+  DS2_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fn)));
+  info.registers = attr.numRegs;
+  info.local_bytes = attr.localSizeBytes;
+  info.max_threads = attr.maxThreadsPerBlock;
+  if (smem > static_cast<size_t>(optin) || t.threads > attr.maxThreadsPerBlock) return info;
+  DS2_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  int blocks = 0;
+  const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks, reinterpret_cast<const void*>(fn), t.threads, smem);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // an unlaunchable configuration: report "does not fit"
+    blocks = 0;
+  }
+  info.blocks_per_sm = blocks;
+  return info;
+}
+
+void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, const int* lengths,
+                 int T, int B, float clip, void* workspace, cudaStream_t stream) {
+  DS2_CHECK(T >= 0 && B >= 0, "persistent RNN: negative sizes T " << T << ", B " << B);
+  if (T == 0 || B == 0) return;
+  check_tiling(t);
+  DS2_CHECK(B <= t.max_batch,
+            "persistent RNN: batch " << B << " exceeds the plan's maximum " << t.max_batch);
+  DS2_CHECK(workspace != nullptr && lengths != nullptr, "persistent RNN: null workspace/lengths");
+  const SmemLayout layout = smem_layout(t);
+  Args a{};
+  a.lengths = lengths;
+  a.T = T;
+  a.B = B;
+  a.H = t.hidden;
+  a.hpad = prnn_padded_hidden(t);
+  a.rows = t.rows_per_cta;
+  a.ctas_per_dir = t.ctas_per_direction;
+  a.groups = t.rows_per_cta / kRg;
+  a.tiles_max = (t.max_batch + t.batch_tile - 1) / t.batch_tile;
+  a.max_batch = t.max_batch;
+  a.clip = clip;
+  a.backward = backward ? 1 : 0;
+  a.red_off = static_cast<int>(layout.red_off);
+  a.ep_off = static_cast<int>(layout.ep_off);
+  a.len_off = static_cast<int>(layout.len_off);
+  float* ws = static_cast<float*>(workspace);
+  for (int i = 0; i < t.directions; ++i) {
+    const PrnnDirection& p = dirs[i];
+    DS2_CHECK(p.u && p.x && p.y && (!backward || p.h),
+              "persistent RNN: null operand of direction " << i);
+    DirArgs& d = a.dir[i];
+    d.u = p.u;
+    d.x = p.x;
+    d.h = p.h;
+    d.y = p.y;
+    d.xbuf = ws + int64_t{i} * 2 * t.max_batch * a.hpad;
+    d.ld_x = p.ld_x;
+    d.ld_h = p.ld_h;
+    d.ld_y = p.ld_y;
+    // The forward visits the reverse direction from T - 1 down; backward-data the opposite.
+    d.descending = p.reverse != backward ? 1 : 0;
+  }
+  if (t.directions == 1) a.dir[1] = a.dir[0];
+
+  const KernelFn fn = kernel_for(t);
+  int device = 0, optin = 0;
+  DS2_CUDA_CHECK(cudaGetDevice(&device));
+  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  DS2_CHECK(layout.total <= static_cast<size_t>(optin),
+            "persistent RNN: needs " << layout.total << " bytes of shared memory per CTA, the GPU "
+                                     << "allows " << optin);
+  DS2_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  const dim3 grid(t.directions * t.ctas_per_direction), block(t.threads);
+  void* params[] = {&a};
+  const cudaError_t err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn), grid,
+                                                      block, params, layout.total, stream);
+  if (err == cudaErrorCooperativeLaunchTooLarge) {
+    (void)cudaGetLastError();
+    DS2_FAIL("persistent RNN: " << grid.x << " CTAs of " << t.threads << " threads and "
+                                << layout.total << " bytes of shared memory cannot all be "
+                                << "resident on this GPU at once (cooperative launch too large); "
+                                << "the plan did not fit this device, use the GEMM RNN");
+  }
+  DS2_CUDA_CHECK(err);
+}
+
+}  // namespace ds2::kernels

@@ -1,0 +1,86 @@
+// Persistent clipped-ReLU RNN recurrence (version 1, fp32): ONE cooperative kernel runs all T
+// timesteps of one or both directions of a layer. Each CTA owns `rows_per_cta` consecutive output
+// neurons and keeps their rows of U (forward) or of U^T (backward-data) on chip for the whole
+// launch: register_groups * 4 rows in registers, the rest in shared memory. Thread i owns the 4
+// input columns [4i, 4i + 4) of every row. Per step every CTA reads the previous step's state
+// {B, H} from a double-buffered exchange array in the workspace (L2, ld.global.cg), multiplies,
+// reduces across its threads (warp reduce-scatter, then the warps in a fixed order: deterministic),
+// applies the clipped ReLU (or its derivative) and the padding mask, writes its slice of the
+// output and of the exchange array, and the grid synchronizes (cooperative_groups grid.sync()).
+//
+// This is the kernel layer: nn/cuda/persistent_rnn.h chooses the tiling for the device (the plan)
+// and is the API layers use. It computes exactly what CudaRnnLayer's GEMM recurrence computes:
+//   forward:        y_t[b,k] = min(max(x_t[b,k] + sum_j y_prev[b,j] U[k,j], 0), clip)
+//                   with x = pre (read only), y = h, y_prev = 0 before the first step;
+//   backward-data:  y_t[b,k] = 0 < h_t[b,k] < clip ? x_t[b,k] + sum_j y_prev[b,j] U[j,k] : 0
+//                   with x = dL/dh from above, y = dpre, visiting the steps in the opposite
+//                   order of the forward;
+//   and y_t[b,:] = 0 wherever t >= len[b] (padding).
+// Row (t, b) of x, h and y is at (t * B + b) * ld.
+//
+//   kernels::PrnnTiling t = plan.tiling();
+//   kernels::PrnnDirection d{u, pre, P, nullptr, 0, h, H, /*reverse=*/false};
+//   kernels::prnn_launch(t, /*backward=*/false, &d, 1, lengths, T, B, clip, workspace, stream);
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ds2::kernels {
+
+// Output rows reduced together (one reduce-scatter of 4 * batch_tile values per warp).
+constexpr int kPrnnRowGroup = 4;
+// Most row groups one CTA keeps in registers (kernels are instantiated for 0..8).
+constexpr int kPrnnMaxRegisterGroups = 8;
+
+struct PrnnTiling {
+  int hidden = 0;
+  int max_batch = 0;
+  int directions = 1;          // directions sharing one launch (the CTAs split between them)
+  int batch_tile = 4;          // batch rows per pass: 1, 2 or 4
+  int rows_per_cta = 0;        // multiple of kPrnnRowGroup
+  int ctas_per_direction = 0;  // ceil(hidden / rows_per_cta)
+  int threads = 0;             // multiple of 32, at least ceil(hidden / 4)
+  int register_groups = 0;     // row groups held in registers (<= rows_per_cta / 4)
+};
+
+// Columns of one row of the exchange array (4 per thread, a multiple of 128).
+int prnn_padded_hidden(const PrnnTiling& t);
+// Dynamic shared memory one CTA needs.
+size_t prnn_shared_bytes(const PrnnTiling& t);
+// Workspace of one launch (all its directions): the double-buffered state exchange.
+size_t prnn_workspace_bytes(const PrnnTiling& t);
+
+struct PrnnKernelInfo {
+  int registers = 0;       // per thread
+  size_t local_bytes = 0;  // stack frame / spills per thread (0 wanted)
+  int max_threads = 0;     // the most threads per CTA the kernel can launch with
+  int blocks_per_sm = 0;   // CTAs of `t.threads` threads that fit on one SM (0: none)
+};
+// Resources of the kernel instantiation `t` selects on the current device. Raises that kernel's
+// dynamic shared memory limit to prnn_shared_bytes(t) first (when the device allows it).
+PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t);
+
+// One direction's operands (see the contract above). `h` is used by backward-data only.
+struct PrnnDirection {
+  const float* u = nullptr;  // U {H, H}, row-major (the layer's U)
+  const float* x = nullptr;  // forward: pre; backward-data: dL/dh from above
+  int64_t ld_x = 0;
+  const float* h = nullptr;  // backward-data: the forward's hidden states
+  int64_t ld_h = 0;
+  float* y = nullptr;  // forward: h; backward-data: dpre
+  int64_t ld_y = 0;
+  bool reverse = false;  // the layer's backward-in-time direction
+};
+
+// Runs the recurrence of `t.directions` directions (dirs[0..t.directions)) on `stream` with a
+// cooperative launch of t.directions * t.ctas_per_direction CTAs. `lengths` are device lengths of
+// B <= t.max_batch utterances; `workspace` holds prnn_workspace_bytes(t) (any contents). Throws
+// ds2::Error when the grid cannot be co-resident (instead of ever hanging). T == 0 or B == 0 does
+// nothing.
+void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, const int* lengths,
+                 int T, int B, float clip, void* workspace, cudaStream_t stream);
+
+}  // namespace ds2::kernels

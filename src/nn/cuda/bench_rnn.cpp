@@ -1,0 +1,422 @@
+#include "nn/cuda/bench_rnn.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <iomanip>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "core/cuda/check.h"
+#include "core/cuda/context.h"
+#include "core/cuda/device_array.h"
+#include "core/cuda/device_tensor.h"
+#include "core/cuda/gemm.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "kernels/elementwise.h"
+#include "kernels/rnn.h"
+#include "nn/cuda/persistent_rnn.h"
+
+#ifdef DS2_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+namespace ds2 {
+namespace {
+
+constexpr float kClip = 20.0f;  // DS2's clip; the bench's states stay far below it
+
+struct Row {
+  explicit Row(std::string n) : name(std::move(n)) {}
+  std::string name;
+  double fwd_us = -1.0, bwd_us = -1.0;  // per timestep; < 0: not run
+  std::string note;
+  bool strict_cudnn = false;  // a cuDNN row in strict fp32 (the reference for the ratio)
+};
+
+class Events {
+ public:
+  Events() {
+    DS2_CUDA_CHECK(cudaEventCreate(&start_));
+    DS2_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~Events() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Median milliseconds of `repeats` timed calls of `run` on `stream`, each after an untimed
+// `setup`, following `warmup` untimed rounds.
+double median_ms(cudaStream_t stream, int warmup, int repeats, const std::function<void()>& setup,
+                 const std::function<void()>& run) {
+  Events ev;
+  for (int i = 0; i < warmup; ++i) {
+    setup();
+    run();
+  }
+  DS2_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> ms;
+  for (int i = 0; i < repeats; ++i) {
+    setup();
+    DS2_CUDA_CHECK(cudaEventRecord(ev.start_, stream));
+    run();
+    DS2_CUDA_CHECK(cudaEventRecord(ev.stop_, stream));
+    DS2_CUDA_CHECK(cudaEventSynchronize(ev.stop_));
+    float t = 0.0f;
+    DS2_CUDA_CHECK(cudaEventElapsedTime(&t, ev.start_, ev.stop_));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::vector<float> download_vector(const float* dev, int64_t n, cudaStream_t stream) {
+  std::vector<float> host(n);
+  download(dev, n, host.data(), stream);
+  return host;
+}
+
+// max |a - b| / max(1, max |a|): one number per comparison.
+double scaled_max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0, scale = 1.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
+    if (std::isnan(a[i]) != std::isnan(b[i])) diff = INFINITY;
+  }
+  return diff / scale;
+}
+
+std::string fmt(double v, int precision) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << v;
+  return s.str();
+}
+
+#ifdef DS2_HAVE_CUDNN
+
+#define DS2_CUDNN_CHECK(expr)                                            \
+  do {                                                                   \
+    const cudnnStatus_t ds2_cudnn_status_ = (expr);                      \
+    if (ds2_cudnn_status_ != CUDNN_STATUS_SUCCESS)                       \
+      DS2_FAIL(#expr << ": " << cudnnGetErrorString(ds2_cudnn_status_)); \
+  } while (0)
+
+// The cuDNN objects one benchmark row uses, released in any case.
+struct CudnnRnn {
+  cudnnRNNDescriptor_t rnn = nullptr;
+  cudnnTensorDescriptor_t m = nullptr, b = nullptr;
+  ~CudnnRnn() {
+    if (rnn) cudnnDestroyRNNDescriptor(rnn);
+    if (m) cudnnDestroyTensorDescriptor(m);
+    if (b) cudnnDestroyTensorDescriptor(b);
+  }
+};
+
+struct CudnnShared {
+  cudnnHandle_t handle = nullptr;
+  cudnnDropoutDescriptor_t dropout = nullptr;
+  cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
+  cudnnTensorDescriptor_t h = nullptr;
+  DeviceArray<float> dropout_states;
+  DeviceArray<int> seq_lengths;
+  ~CudnnShared() {
+    if (x) cudnnDestroyRNNDataDescriptor(x);
+    if (y) cudnnDestroyRNNDataDescriptor(y);
+    if (h) cudnnDestroyTensorDescriptor(h);
+    if (dropout) cudnnDestroyDropoutDescriptor(dropout);
+    if (handle) cudnnDestroy(handle);
+  }
+};
+
+void setup_cudnn(CudnnShared& c, cudaStream_t stream, int H, int B, int T) {
+  DS2_CUDNN_CHECK(cudnnCreate(&c.handle));
+  DS2_CUDNN_CHECK(cudnnSetStream(c.handle, stream));
+  size_t state_bytes = 0;
+  DS2_CUDNN_CHECK(cudnnCreateDropoutDescriptor(&c.dropout));
+  DS2_CUDNN_CHECK(cudnnDropoutGetStatesSize(c.handle, &state_bytes));
+  c.dropout_states.reserve(static_cast<int64_t>(state_bytes / sizeof(float) + 1));
+  DS2_CUDNN_CHECK(cudnnSetDropoutDescriptor(c.dropout, c.handle, 0.0f, c.dropout_states.data(),
+                                            state_bytes, 0));
+  const std::vector<int> lengths(B, T);
+  c.seq_lengths.reserve(B);
+  DS2_CUDA_CHECK(cudaMemcpyAsync(c.seq_lengths.data(), lengths.data(), B * sizeof(int),
+                                 cudaMemcpyHostToDevice, stream));
+  // Sequence-major, all lengths T: the same {T, B, H} layout as ours.
+  for (cudnnRNNDataDescriptor_t* d : {&c.x, &c.y}) {
+    DS2_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(d));
+    DS2_CUDNN_CHECK(cudnnSetRNNDataDescriptor(*d, CUDNN_DATA_FLOAT,
+                                              CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B, H,
+                                              lengths.data(), nullptr));
+  }
+  const int dims[3] = {1, B, H}, strides[3] = {B * H, H, 1};
+  DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&c.h));
+  DS2_CUDNN_CHECK(cudnnSetTensorNdDescriptor(c.h, CUDNN_DATA_FLOAT, 3, dims, strides));
+}
+
+struct CudnnOutputs {
+  std::vector<float> y, dx;
+  bool linear_input = false;
+};
+
+// One algorithm and math mode: h_t = relu(x_t + R h_{t-1}) with R = U (CUDNN_SKIP_INPUT: x is the
+// pre-activation, as ours), or with CUDNN_LINEAR_INPUT and W = I where skip-input is refused
+// (then cuDNN's time includes an extra input GEMM, said in the note).
+void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
+               cudnnMathType_t math, const float* u, const float* x, const float* dy, int H, int B,
+               int T, int warmup, int repeats, cudaStream_t stream) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool linear = attempt == 1;
+    try {
+      CudnnRnn r;
+      DS2_CUDNN_CHECK(cudnnCreateRNNDescriptor(&r.rnn));
+      DS2_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
+          r.rnn, algo, CUDNN_RNN_RELU, CUDNN_RNN_NO_BIAS, CUDNN_UNIDIRECTIONAL,
+          linear ? CUDNN_LINEAR_INPUT : CUDNN_SKIP_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, math,
+          H, H, H, 1, c.dropout, CUDNN_RNN_PADDED_IO_DISABLED));
+      if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
+        DS2_CUDNN_CHECK(cudnnBuildRNNDynamic(c.handle, r.rnn, B));
+      size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
+      DS2_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(c.handle, r.rnn, &weight_bytes));
+      DS2_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(c.handle, r.rnn, CUDNN_FWD_MODE_TRAINING, c.x,
+                                                &work_bytes, &reserve_bytes));
+      DeviceArray<float> weights(static_cast<int64_t>(weight_bytes / sizeof(float) + 1));
+      DeviceArray<float> work(static_cast<int64_t>(work_bytes / sizeof(float) + 1));
+      DeviceArray<float> reserve(static_cast<int64_t>(reserve_bytes / sizeof(float) + 1));
+      DeviceArray<float> y(int64_t{T} * B * H), dx(int64_t{T} * B * H);
+      kernels::fill(weights.data(), weights.capacity(), 0.0f, stream);
+      // R = U (linLayerID 1, row-major {H, H} like PyTorch's weight_hh); W = I if present.
+      DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&r.m));
+      DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&r.b));
+      for (int id = 0; id < 2; ++id) {
+        void* m_addr = nullptr;
+        void* b_addr = nullptr;
+        const cudnnStatus_t st = cudnnGetRNNWeightParams(
+            c.handle, r.rnn, 0, weight_bytes, weights.data(), id, r.m, &m_addr, r.b, &b_addr);
+        if (id == 0 && (st != CUDNN_STATUS_SUCCESS || !m_addr)) continue;  // no W (skip-input)
+        DS2_CUDNN_CHECK(st);
+        DS2_CHECK(m_addr != nullptr, "cuDNN gave no recurrent matrix");
+        float* m = static_cast<float*>(m_addr);
+        if (id == 1) {
+          DS2_CUDA_CHECK(
+              cudaMemcpyAsync(m, u, sizeof(float) * H * H, cudaMemcpyDeviceToDevice, stream));
+        } else {
+          std::vector<float> eye(int64_t{H} * H, 0.0f);
+          for (int i = 0; i < H; ++i) eye[int64_t{i} * H + i] = 1.0f;
+          upload(eye.data(), int64_t{H} * H, m, stream);
+          DS2_CUDA_CHECK(cudaStreamSynchronize(stream));  // `eye` leaves scope
+        }
+      }
+      auto forward = [&] {
+        DS2_CUDNN_CHECK(cudnnRNNForward(
+            c.handle, r.rnn, CUDNN_FWD_MODE_TRAINING, c.seq_lengths.data(), c.x, x, c.y, y.data(),
+            c.h, nullptr, nullptr, c.h, nullptr, nullptr, weight_bytes, weights.data(), work_bytes,
+            work.data(), reserve_bytes, reserve.data()));
+      };
+      auto backward = [&] {
+        DS2_CUDNN_CHECK(cudnnRNNBackwardData_v8(
+            c.handle, r.rnn, c.seq_lengths.data(), c.y, y.data(), dy, c.x, dx.data(), c.h, nullptr,
+            nullptr, nullptr, c.h, nullptr, nullptr, nullptr, weight_bytes, weights.data(),
+            work_bytes, work.data(), reserve_bytes, reserve.data()));
+      };
+      const auto nothing = [] {};
+      row.fwd_us = 1e3 * median_ms(stream, warmup, repeats, nothing, forward) / T;
+      forward();  // the reserve space backward-data reads
+      row.bwd_us = 1e3 * median_ms(stream, warmup, repeats, nothing, backward) / T;
+      out.y = download_vector(y.data(), int64_t{T} * B * H, stream);
+      out.dx = download_vector(dx.data(), int64_t{T} * B * H, stream);
+      out.linear_input = linear;
+      if (linear) row.note = "skip-input refused: time includes an input GEMM with W = I";
+      return;
+    } catch (const Error& e) {
+      (void)cudaGetLastError();
+      if (attempt == 1) {
+        row.fwd_us = row.bwd_us = -1.0;
+        row.note = std::string("n/a: ") + e.what();
+      }
+    }
+  }
+}
+
+#endif  // DS2_HAVE_CUDNN
+
+}  // namespace
+
+std::string run_rnn_bench(const RnnBenchOptions& o) {
+  DS2_CHECK(o.hidden > 0 && o.batch > 0 && o.steps > 0 && o.repeats > 0 && o.warmup >= 0,
+            "bench rnn: --hidden, --batch, --steps and --repeats must be positive");
+  DS2_CHECK(o.precision == "fp32", "bench rnn: precision '" << o.precision
+                                                            << "' is not implemented yet (the "
+                                                            << "persistent kernel is fp32 in "
+                                                            << "version 1); use --precision fp32");
+  const int H = o.hidden, B = o.batch, T = o.steps;
+  CudaContext ctx(o.device);
+  cudaStream_t s = ctx.stream();
+  std::ostringstream rep;
+  rep << "ds2 bench rnn: hidden " << H << ", batch " << B << ", " << T << " steps, " << o.precision
+      << ", one direction, clipped ReLU; " << ctx.description() << "\n";
+
+  // Inputs: U ~ U(-1/sqrt(H), 1/sqrt(H)) (the layer's init), pre-activations and dL/dh ~ U(-1, 1)
+  // (never zeros), every utterance T frames long.
+  Rng rng(1234);
+  const int64_t n = int64_t{T} * B * H;
+  const float a = 1.0f / std::sqrt(static_cast<float>(H));
+  std::vector<float> hu(int64_t{H} * H), hx(n), hdy(n);
+  for (auto& v : hu) v = rng.uniform(-a, a);
+  for (auto& v : hx) v = rng.uniform(-1.0f, 1.0f);
+  for (auto& v : hdy) v = rng.uniform(-1.0f, 1.0f);
+  DeviceArray<float> u(int64_t{H} * H), x(n), dy(n), h(n), dpre(n), pre_work(n), hg(n), dpre_g(n);
+  DeviceArray<float> zero(int64_t{B} * H), carry(int64_t{B} * H), next(int64_t{B} * H);
+  DeviceArray<int> lengths(B);
+  upload(hu.data(), hu.size(), u.data(), s);
+  upload(hx.data(), n, x.data(), s);
+  upload(hdy.data(), n, dy.data(), s);
+  kernels::fill(zero.data(), int64_t{B} * H, 0.0f, s);
+  const std::vector<int> host_lengths(B, T);
+  DS2_CUDA_CHECK(cudaMemcpyAsync(lengths.data(), host_lengths.data(), B * sizeof(int),
+                                 cudaMemcpyHostToDevice, s));
+  const auto nothing = [] {};
+  std::vector<Row> rows;
+
+  // Ours, persistent.
+  Row persistent("ours: persistent kernel");
+  PersistentRnnPlan plan(H, B, 1, o.device);
+  rep << "plan: " << plan.describe() << "\n";
+  rep << "largest hidden size that fits at this batch: " << PersistentRnnPlan::max_hidden(B, 1)
+      << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(B, 2) << ")\n";
+  std::vector<float> h_ours, dpre_ours;
+  if (plan.fits()) {
+    DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+    const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+    auto forward = [&] {
+      persistent_rnn_forward(plan, u.data(), x.data(), H, h.data(), lengths.data(), T, B, false,
+                             kClip, ws.data(), ws_bytes, s);
+    };
+    auto backward = [&] {
+      persistent_rnn_backward_data(plan, u.data(), h.data(), dy.data(), H, dpre.data(), H,
+                                   lengths.data(), T, B, false, kClip, ws.data(), ws_bytes, s);
+    };
+    persistent.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
+    persistent.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    h_ours = download_vector(h.data(), n, s);
+    dpre_ours = download_vector(dpre.data(), n, s);
+  } else {
+    persistent.note = "does not fit";
+  }
+  rows.push_back(persistent);
+
+  // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (cuBLAS GEMM + fused step kernel).
+  Row gemm_row("ours: GEMM RNN (cuBLAS per step)");
+  {
+    auto restore = [&] {
+      DS2_CUDA_CHECK(cudaMemcpyAsync(pre_work.data(), x.data(), n * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, s));
+    };
+    auto forward = [&] {
+      for (int t = 0; t < T; ++t) {
+        const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
+        float* p = pre_work.data() + int64_t{t} * B * H;
+        gemm(ctx, false, true, B, H, H, 1.0f, hp, H, u.data(), H, 1.0f, p, H);
+        kernels::rnn_relu_step_forward(p, H, hg.data() + int64_t{t} * B * H, B, H, t,
+                                       lengths.data(), kClip, s);
+      }
+    };
+    // Backward-data reads the persistent kernel's h when there is one (the same masks).
+    const float* hb = plan.fits() ? h.data() : hg.data();
+    auto backward = [&] {
+      float* c = carry.data();
+      float* nx = next.data();
+      kernels::fill(c, int64_t{B} * H, 0.0f, s);
+      for (int t = T - 1; t >= 0; --t) {
+        float* dp = dpre_g.data() + int64_t{t} * B * H;
+        kernels::rnn_relu_step_backward(hb + int64_t{t} * B * H, dy.data() + int64_t{t} * B * H, c,
+                                        dp, H, nx, B, H, t, lengths.data(), kClip, s);
+        gemm(ctx, false, false, B, H, H, 1.0f, dp, H, u.data(), H, 0.0f, nx, H);
+        std::swap(c, nx);
+      }
+    };
+    gemm_row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore, forward) / T;
+    gemm_row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    if (plan.fits()) {
+      std::ostringstream note;
+      note << "check vs persistent: h " << std::scientific << std::setprecision(1)
+           << scaled_max_diff(download_vector(hg.data(), n, s), h_ours) << ", dpre "
+           << scaled_max_diff(download_vector(dpre_g.data(), n, s), dpre_ours);
+      gemm_row.note = note.str();
+    }
+  }
+  rows.push_back(gemm_row);
+
+#ifdef DS2_HAVE_CUDNN
+  {
+    int version = static_cast<int>(cudnnGetVersion());
+    rep << "cuDNN " << version / 10000 << "." << (version / 100) % 100 << "." << version % 100
+        << ": CUDNN_RNN_RELU, unidirectional, no bias, fp32 data; 'fp32' rows use "
+        << "CUDNN_FMA_MATH (no TF32, as ours), 'default math' rows may use TF32\n";
+    CudnnShared c;
+    setup_cudnn(c, s, H, B, T);
+    const std::pair<cudnnRNNAlgo_t, const char*> algos[] = {
+        {CUDNN_RNN_ALGO_STANDARD, "STANDARD"},
+        {CUDNN_RNN_ALGO_PERSIST_STATIC, "PERSIST_STATIC"},
+        {CUDNN_RNN_ALGO_PERSIST_DYNAMIC, "PERSIST_DYNAMIC"}};
+    for (const cudnnMathType_t math : {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH}) {
+      for (const auto& [algo, name] : algos) {
+        Row row(std::string("cuDNN ") + name +
+                (math == CUDNN_FMA_MATH ? " (fp32)" : " (default math)"));
+        row.strict_cudnn = math == CUDNN_FMA_MATH;
+        CudnnOutputs out;
+        run_cudnn(c, row, out, algo, math, u.data(), x.data(), dy.data(), H, B, T, o.warmup,
+                  o.repeats, s);
+        if (row.fwd_us >= 0 && plan.fits()) {
+          std::ostringstream note;
+          if (!row.note.empty()) note << row.note << "; ";
+          note << "check vs persistent: h " << std::scientific << std::setprecision(1)
+               << scaled_max_diff(out.y, h_ours) << ", dx " << scaled_max_diff(out.dx, dpre_ours);
+          row.note = note.str();
+        }
+        rows.push_back(row);
+      }
+    }
+  }
+#else
+  rep << "cuDNN: not in this build (CMake did not find it), no cuDNN rows\n";
+#endif
+
+  double best_fwd = -1.0, best_bwd = -1.0;
+  for (const Row& r : rows) {
+    if (!r.strict_cudnn) continue;
+    if (r.fwd_us > 0 && (best_fwd < 0 || r.fwd_us < best_fwd)) best_fwd = r.fwd_us;
+    if (r.bwd_us > 0 && (best_bwd < 0 || r.bwd_us < best_bwd)) best_bwd = r.bwd_us;
+  }
+  const double flop = 2.0 * B * double(H) * H;  // per step
+  rep << "median of " << o.repeats << " runs after " << o.warmup << " warm-up runs; TFLOP/s = "
+      << "2 B H^2 / time per step; 'x cuDNN' = best fp32 cuDNN time / this time (> 1: faster)\n\n";
+  rep << std::left << std::setw(38) << "implementation" << std::right << std::setw(12)
+      << "fwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN" << std::setw(12)
+      << "bwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN"
+      << "  notes\n";
+  auto cell = [&](double us, double best) {
+    std::ostringstream s;
+    if (us < 0) {
+      s << std::setw(12) << "-" << std::setw(9) << "-" << std::setw(9) << "-";
+    } else {
+      s << std::setw(12) << fmt(us, 2) << std::setw(9) << fmt(flop / (us * 1e6), 2) << std::setw(9)
+        << (best > 0 ? fmt(best / us, 2) + "x" : std::string("-"));
+    }
+    return s.str();
+  };
+  for (const Row& r : rows)
+    rep << std::left << std::setw(38) << r.name << std::right << cell(r.fwd_us, best_fwd)
+        << cell(r.bwd_us, best_bwd) << "  " << r.note << "\n";
+  return rep.str();
+}
+
+}  // namespace ds2

@@ -1,0 +1,277 @@
+#include "nn/cuda/persistent_rnn.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "core/cuda/check.h"
+#include "core/error.h"
+
+namespace ds2 {
+namespace {
+
+constexpr int kRowGroup = kernels::kPrnnRowGroup;
+
+int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+// Makes `device` current for the occupancy queries, restoring the caller's device after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    DS2_CUDA_CHECK(cudaGetDevice(&saved_));
+    if (device != saved_) DS2_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(saved_); }  // errors ignored: destructors must not throw
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+// The device's name, for messages (cudaGetDeviceProperties is slow: fetched once per device).
+std::string device_name(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = names.find(device);
+  if (it != names.end()) return it->second;
+  cudaDeviceProp prop{};
+  DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return names[device] = prop.name;
+}
+
+int attribute(cudaDeviceAttr attr, int device) {
+  int v = 0;
+  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, device));
+  return v;
+}
+
+std::string kb(size_t bytes) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1) << bytes / 1024.0 << " KB";
+  return s.str();
+}
+
+}  // namespace
+
+PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, int device) {
+  DS2_CHECK(hidden > 0 && max_batch > 0 && (directions == 1 || directions == 2),
+            "persistent RNN plan: hidden " << hidden << ", max batch " << max_batch
+                                           << " and directions " << directions
+                                           << " must be positive (directions 1 or 2)");
+  if (device < 0) DS2_CUDA_CHECK(cudaGetDevice(&device));
+  device_ = device;
+  DeviceGuard guard(device);
+  sm_count_ = attribute(cudaDevAttrMultiProcessorCount, device);
+  const bool cooperative = attribute(cudaDevAttrCooperativeLaunch, device) != 0;
+  const int max_threads = attribute(cudaDevAttrMaxThreadsPerBlock, device);
+  const size_t smem_optin = attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  const size_t smem_sm = attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+  const int regs_sm = attribute(cudaDevAttrMaxRegistersPerMultiprocessor, device);
+
+  kernels::PrnnTiling& t = tiling_;
+  t.hidden = hidden;
+  t.max_batch = max_batch;
+  t.directions = directions;
+  // Batch rows per pass: the whole batch when it is 1 or 2, else passes of 4.
+  t.batch_tile = max_batch >= 3 ? 4 : max_batch;
+
+  auto refuse = [&](const std::string& why) {
+    std::ostringstream s;
+    s << "persistent RNN (hidden " << hidden << ", batch " << max_batch << ", " << directions
+      << (directions == 1 ? " direction" : " directions in one launch") << ") does not fit on "
+      << device_name(device) << " (" << sm_count_ << " SMs): " << why;
+    fits_ = false;
+    why_not_ = s.str();
+  };
+  if (!cooperative) {
+    refuse("the device has no cooperative launches");
+    return;
+  }
+  const int ctas_max = sm_count_ / directions;  // one CTA per SM: co-resident by construction
+  if (ctas_max < 1) {
+    refuse("fewer SMs than directions");
+    return;
+  }
+
+  // Spread the rows over as many SMs as there are, in whole row groups (a partial group costs
+  // as much as a full one, so fewer CTAs with full groups are free and lighten the exchange).
+  t.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), kRowGroup) * kRowGroup;
+  t.ctas_per_direction = ceil_div(hidden, t.rows_per_cta);
+  const int groups = t.rows_per_cta / kRowGroup;
+  const int outputs = groups * kRowGroup * t.batch_tile;  // one per thread in the epilogue
+  t.threads = ceil_div(std::max(ceil_div(hidden, 4), outputs), 32) * 32;
+  if (t.threads > max_threads) {
+    std::ostringstream s;
+    s << "one thread per 4 columns needs " << t.threads << " threads per CTA, more than the "
+      << max_threads << " a CTA can have";
+    refuse(s.str());
+    return;
+  }
+
+  // Most rows in registers that still fit, the rest in shared memory; kernels that spill only
+  // when nothing else fits.
+  std::string smem_reason, sm_reason;
+  const int max_groups = std::min(groups, kernels::kPrnnMaxRegisterGroups);
+  for (int pass = 0; pass < 2 && !fits_; ++pass) {
+    for (int nrg = max_groups; nrg >= 0 && !fits_; --nrg) {
+      t.register_groups = nrg;
+      const size_t smem = kernels::prnn_shared_bytes(t);
+      std::ostringstream s;
+      if (smem > smem_optin) {
+        s << "with " << nrg * kRowGroup << " of " << t.rows_per_cta
+          << " rows per CTA in registers the rest need " << kb(smem)
+          << " of shared memory per CTA, more than the " << kb(smem_optin) << " allowed";
+        smem_reason = s.str();
+        continue;
+      }
+      const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(t);
+      if (pass == 0 && info.local_bytes > 0) continue;
+      if (info.blocks_per_sm < 1) {
+        s << "a CTA of " << t.threads << " threads x " << info.registers << " registers ("
+          << nrg * kRowGroup << " rows in registers) and " << kb(smem)
+          << " of shared memory does not fit on one SM (" << regs_sm << " registers, "
+          << kb(smem_sm) << ")";
+        if (sm_reason.empty()) sm_reason = s.str();
+        continue;
+      }
+      if (int64_t{info.blocks_per_sm} * sm_count_ < int64_t{directions} * t.ctas_per_direction) {
+        s << directions * t.ctas_per_direction << " CTAs cannot be co-resident";
+        sm_reason = s.str();
+        continue;
+      }
+      registers_ = info.registers;
+      fits_ = true;
+    }
+  }
+  if (!fits_) {
+    std::string why = sm_reason;
+    if (!smem_reason.empty()) why += (why.empty() ? "" : "; ") + smem_reason;
+    refuse(why.empty() ? "no kernel variant fits" : why);
+  }
+}
+
+size_t PersistentRnnPlan::workspace_bytes() const {
+  return fits_ ? kernels::prnn_workspace_bytes(tiling_) : 0;
+}
+
+size_t PersistentRnnPlan::shared_bytes() const {
+  return fits_ ? kernels::prnn_shared_bytes(tiling_) : 0;
+}
+
+std::string PersistentRnnPlan::describe() const {
+  if (!fits_) return why_not_;
+  const kernels::PrnnTiling& t = tiling_;
+  const int reg_rows = t.register_groups * kRowGroup;
+  std::ostringstream s;
+  s << "persistent RNN hidden " << t.hidden << ", batch <= " << t.max_batch << ", "
+    << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
+    << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
+    << " threads, " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
+    << t.rows_per_cta - reg_rows << " in shared memory), batch tile " << t.batch_tile << ", "
+    << registers_ << " registers/thread, " << kb(shared_bytes()) << " shared memory/CTA, workspace "
+    << kb(workspace_bytes());
+  return s.str();
+}
+
+int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device) {
+  int best = 0;
+  // One thread per 4 columns caps a CTA at 4 * 1024 columns; rounding of rows per CTA makes
+  // "fits" not quite monotone in H, so every multiple of 32 is tried.
+  for (int h = 32; h <= 4096; h += 32) {
+    PersistentRnnPlan plan(h, max_batch, directions, device);
+    if (plan.fits()) best = h;
+  }
+  return best;
+}
+
+namespace {
+
+void check_call(const PersistentRnnPlan& plan, int B, size_t workspace_bytes, const char* what) {
+  DS2_CHECK(plan.fits(), "persistent RNN " << what << ": " << plan.why_not());
+  DS2_CHECK(B <= plan.max_batch(), "persistent RNN " << what << ": batch " << B
+                                                     << " exceeds the plan's maximum batch "
+                                                     << plan.max_batch());
+  DS2_CHECK(workspace_bytes >= plan.workspace_bytes(),
+            "persistent RNN " << what << ": workspace of " << workspace_bytes
+                              << " bytes, the plan needs " << plan.workspace_bytes());
+  int device = 0;
+  DS2_CUDA_CHECK(cudaGetDevice(&device));
+  DS2_CHECK(device == plan.device(), "persistent RNN " << what << ": plan made for device "
+                                                       << plan.device() << ", called on device "
+                                                       << device);
+}
+
+void launch(const PersistentRnnPlan& plan, bool backward, const PersistentRnnDirection* dirs,
+            const int* lengths, int T, int B, float clip, void* workspace, size_t workspace_bytes,
+            cudaStream_t stream) {
+  check_call(plan, B, workspace_bytes, backward ? "backward-data" : "forward");
+  DS2_CHECK(clip > 0.0f, "persistent RNN: relu clip must be positive, got " << clip);
+  kernels::PrnnDirection k[2];
+  for (int i = 0; i < plan.directions(); ++i) {
+    k[i].u = dirs[i].u;
+    k[i].x = dirs[i].x;
+    k[i].ld_x = dirs[i].ld_x;
+    k[i].h = dirs[i].h;
+    k[i].ld_h = plan.hidden();
+    k[i].y = dirs[i].y;
+    k[i].ld_y = dirs[i].ld_y;
+    k[i].reverse = dirs[i].reverse;
+  }
+  kernels::prnn_launch(plan.tiling(), backward, k, lengths, T, B, clip, workspace, stream);
+}
+
+}  // namespace
+
+void persistent_rnn_forward(const PersistentRnnPlan& plan, const PersistentRnnDirection* dirs,
+                            const int* lengths, int T, int B, float relu_clip, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream) {
+  launch(plan, false, dirs, lengths, T, B, relu_clip, workspace, workspace_bytes, stream);
+}
+
+void persistent_rnn_backward_data(const PersistentRnnPlan& plan, const PersistentRnnDirection* dirs,
+                                  const int* lengths, int T, int B, float relu_clip,
+                                  void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  launch(plan, true, dirs, lengths, T, B, relu_clip, workspace, workspace_bytes, stream);
+}
+
+void persistent_rnn_forward(const PersistentRnnPlan& plan, const float* u, const float* pre,
+                            int64_t ld_pre, float* h_out, const int* lengths, int T, int B,
+                            bool reverse, float relu_clip, void* workspace, size_t workspace_bytes,
+                            cudaStream_t stream) {
+  DS2_CHECK(plan.directions() == 1,
+            "persistent RNN forward: one direction given to a plan for " << plan.directions());
+  PersistentRnnDirection d;
+  d.u = u;
+  d.x = pre;
+  d.ld_x = ld_pre;
+  d.y = h_out;
+  d.ld_y = plan.hidden();
+  d.reverse = reverse;
+  launch(plan, false, &d, lengths, T, B, relu_clip, workspace, workspace_bytes, stream);
+}
+
+void persistent_rnn_backward_data(const PersistentRnnPlan& plan, const float* u, const float* h,
+                                  const float* dh_from_above, int64_t ld_dh, float* dpre_out,
+                                  int64_t ld_dpre, const int* lengths, int T, int B, bool reverse,
+                                  float relu_clip, void* workspace, size_t workspace_bytes,
+                                  cudaStream_t stream) {
+  DS2_CHECK(plan.directions() == 1, "persistent RNN backward-data: one direction given to a "
+                                        << "plan for " << plan.directions());
+  PersistentRnnDirection d;
+  d.u = u;
+  d.x = dh_from_above;
+  d.ld_x = ld_dh;
+  d.h = h;
+  d.y = dpre_out;
+  d.ld_y = ld_dpre;
+  d.reverse = reverse;
+  launch(plan, true, &d, lengths, T, B, relu_clip, workspace, workspace_bytes, stream);
+}
+
+}  // namespace ds2

@@ -1,0 +1,102 @@
+// Persistent RNN: a small library API, modeled on cuDNN's RNN calls, for the recurrence of a
+// clipped-ReLU RNN layer (fp32, version 1). The whole recurrence of T timesteps runs in ONE
+// cooperative kernel that keeps U (forward) or U^T (backward-data) on chip for all timesteps
+// (kernels/persistent_rnn.h has the kernel and its design). The input projection W x and the
+// weight gradients dU, dW stay cuBLAS GEMMs done by the caller, as in CudaRnnLayer.
+//
+//   PersistentRnnPlan plan(/*hidden=*/1152, /*max_batch=*/4);     // once per (H, batch, device)
+//   if (!plan.fits()) std::cerr << plan.why_not() << "\n";         // then use the GEMM RNN
+//   DeviceArray<float> ws(plan.workspace_bytes() / sizeof(float));
+//   persistent_rnn_forward(plan, u, pre, P, h, lengths, T, B, /*reverse=*/false, 20.0f,
+//                          ws.data(), plan.workspace_bytes(), stream);
+//   persistent_rnn_backward_data(plan, u, h, dy, H, dpre, P, lengths, T, B, false, 20.0f,
+//                                ws.data(), plan.workspace_bytes(), stream);
+//   std::cout << PersistentRnnPlan::max_hidden(4) << "\n";         // largest H this GPU runs
+//
+// Contract (exactly CudaRnnLayer's GEMM recurrence for one direction): row (t, b) of pre, dy,
+// dpre is at (t * B + b) * ld (pre and dpre already offset to the direction's columns), h is
+// {T, B, H}; lengths are the B device lengths; frames t >= lengths[b] get h = 0 and dpre = 0;
+// the reverse direction starts at each utterance's own last frame.
+//   forward:        h_t = min(max(pre_t + h_prev U^T, 0), clip)   (pre is only read)
+//   backward-data:  dpre_t = (0 < h_t < clip) ? dy_t + dpre_next U : 0, for every t, where
+//                   dpre_next is the previous step of the backward recurrence (zero at first).
+// Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
+// reduction order) and identical for every plan of the same hidden size.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/persistent_rnn.h"
+
+namespace ds2 {
+
+class PersistentRnnPlan {
+ public:
+  // `directions` = 2 plans one launch running both directions of a bidirectional layer at once
+  // (the SMs split between them). device -1: the current device.
+  PersistentRnnPlan(int hidden, int max_batch, int directions = 1, int device = -1);
+
+  // Whether this layer runs on this GPU; if not, why_not() says why (the caller falls back).
+  bool fits() const { return fits_; }
+  const std::string& why_not() const { return why_not_; }
+
+  int hidden() const { return tiling_.hidden; }
+  int max_batch() const { return tiling_.max_batch; }
+  int directions() const { return tiling_.directions; }
+  int device() const { return device_; }
+  // Bytes of device workspace every call needs (any contents; not kept between calls).
+  size_t workspace_bytes() const;
+  size_t shared_bytes() const;
+  int registers_per_thread() const { return registers_; }
+  const kernels::PrnnTiling& tiling() const { return tiling_; }
+  // "H=1152 B<=4 x1: 96 CTAs x 288 threads, 12 rows/CTA (12 in registers), 138 regs, ..."
+  std::string describe() const;
+
+  // The largest hidden size (a multiple of 32) whose plan fits in fp32 on `device` for this
+  // batch and number of directions.
+  static int max_hidden(int max_batch, int directions = 1, int device = -1);
+
+ private:
+  kernels::PrnnTiling tiling_;
+  int device_ = 0;
+  int sm_count_ = 0;
+  int registers_ = 0;
+  bool fits_ = false;
+  std::string why_not_;
+};
+
+// One direction's operands for the calls that run several directions in one launch.
+struct PersistentRnnDirection {
+  const float* u = nullptr;  // U {H, H} row-major
+  const float* x = nullptr;  // forward: pre; backward-data: dy (dL/dh from the layer above)
+  int64_t ld_x = 0;
+  const float* h = nullptr;  // backward-data: the forward's h {T, B, H}; unused by forward
+  float* y = nullptr;        // forward: h {T, B, H}; backward-data: dpre
+  int64_t ld_y = 0;
+  bool reverse = false;
+};
+
+// One direction (plan.directions() must be 1).
+void persistent_rnn_forward(const PersistentRnnPlan& plan, const float* u, const float* pre,
+                            int64_t ld_pre, float* h_out, const int* lengths, int T, int B,
+                            bool reverse, float relu_clip, void* workspace, size_t workspace_bytes,
+                            cudaStream_t stream);
+void persistent_rnn_backward_data(const PersistentRnnPlan& plan, const float* u, const float* h,
+                                  const float* dh_from_above, int64_t ld_dh, float* dpre_out,
+                                  int64_t ld_dpre, const int* lengths, int T, int B, bool reverse,
+                                  float relu_clip, void* workspace, size_t workspace_bytes,
+                                  cudaStream_t stream);
+
+// plan.directions() directions in one launch (dirs[0 .. plan.directions())).
+void persistent_rnn_forward(const PersistentRnnPlan& plan, const PersistentRnnDirection* dirs,
+                            const int* lengths, int T, int B, float relu_clip, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream);
+void persistent_rnn_backward_data(const PersistentRnnPlan& plan, const PersistentRnnDirection* dirs,
+                                  const int* lengths, int T, int B, float relu_clip,
+                                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace ds2

@@ -1,0 +1,488 @@
+// The persistent clipped-ReLU recurrence (nn/cuda/persistent_rnn.h) against
+//  - the GEMM recurrence of CudaRnnLayer (per step cuBLAS GEMM + kernels/rnn.h, rebuilt here step
+//    for step as run_direction / backprop_direction do it), on every case;
+//  - a float64 CPU loop of the same recurrence, on the cases small enough for the host;
+//  - the CPU RnnLayer, through CudaRnnLayer (persistent by default) on whole layers.
+// Cases cover T in {1, 7, 64, 300}, batch {1, 3, 4, 8, 32}, hidden {37, 128, 1000, 1152} (not
+// multiples of the tiles), unequal lengths including 0, both directions, one-direction plans and
+// the two-directions-in-one-launch plan. Outputs and the workspace are poisoned with NaN first.
+// Backward-data of both implementations reads the same h, so the clip/zero masks agree exactly.
+// Tolerances: forward and backward-data 1e-5 relative + 1e-5 absolute (fp32 summation order;
+// U ~ U(-1/sqrt(H), 1/sqrt(H)) keeps the recurrence contractive, so errors do not grow with T).
+#include "nn/cuda/persistent_rnn.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "core/cuda/check.h"
+#include "core/cuda/device_array.h"
+#include "core/cuda/gemm.h"
+#include "kernels/rnn.h"
+#include "nn/cuda/rnn_layer_cuda.h"
+#include "support/cuda_compare.h"
+
+namespace ds2 {
+namespace {
+
+constexpr double kAtol = 1e-5, kRtol = 1e-5;
+
+struct Case {
+  int T, B, H;
+};
+
+std::string case_name(const Case& c) {
+  return "T" + std::to_string(c.T) + "_B" + std::to_string(c.B) + "_H" + std::to_string(c.H);
+}
+
+// Unequal lengths: a 0 (when B > 1), a full one, the rest random in [0, T], unsorted.
+std::vector<int> make_lengths(int T, int B, Rng& rng) {
+  std::vector<int> len(B);
+  for (int b = 0; b < B; ++b) len[b] = static_cast<int>(rng.uniform_int(0, T));
+  if (B > 0) len[B / 2] = T;
+  if (B > 1) len[B - 1] = 0;
+  return len;
+}
+
+std::vector<float> random_vector(int64_t n, Rng& rng, float lo, float hi) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.uniform(lo, hi);
+  return v;
+}
+
+void to_device(const std::vector<float>& host, DeviceArray<float>& dev, cudaStream_t stream) {
+  dev.reserve(std::max<int64_t>(1, static_cast<int64_t>(host.size())));
+  if (!host.empty()) upload(host.data(), static_cast<int64_t>(host.size()), dev.data(), stream);
+}
+
+std::vector<float> to_host(const float* dev, int64_t n, cudaStream_t stream) {
+  std::vector<float> host(n);
+  if (n > 0) download(dev, n, host.data(), stream);
+  return host;
+}
+
+void upload_lengths(const std::vector<int>& len, DeviceArray<int>& dev, cudaStream_t stream) {
+  dev.reserve(std::max<int64_t>(1, static_cast<int64_t>(len.size())));
+  if (!len.empty())
+    DS2_CUDA_CHECK(cudaMemcpyAsync(dev.data(), len.data(), len.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, stream));
+}
+
+// Per t: 1 + the last batch row valid at t (CudaRnnLayer's active_rows_).
+std::vector<int> active_rows(const std::vector<int>& len, int T) {
+  std::vector<int> m(T, 0);
+  for (int t = 0; t < T; ++t)
+    for (int b = 0; b < static_cast<int>(len.size()); ++b)
+      if (t < len[b]) m[t] = b + 1;
+  return m;
+}
+
+// CudaRnnLayer::run_direction (relu): per step pre += h_prev U^T over the active rows, then the
+// clipped ReLU with the padding mask. `pre` is updated in place (pass a copy).
+void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h, const float* zero,
+                  const int* dlen, const std::vector<int>& len, int T, int B, int H, bool reverse,
+                  float clip) {
+  const std::vector<int> m = active_rows(len, T);
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? T - 1 - step : step;
+    const int tp = reverse ? t + 1 : t - 1;
+    const float* hp = (tp < 0 || tp >= T) ? zero : h + int64_t{tp} * B * H;
+    float* p = pre + int64_t{t} * B * P;
+    gemm(ctx, false, true, m[t], H, H, 1.0f, hp, H, u, H, 1.0f, p, P);
+    kernels::rnn_relu_step_forward(p, P, h + int64_t{t} * B * H, B, H, t, dlen, clip, ctx.stream());
+  }
+}
+
+// CudaRnnLayer::backprop_direction's loop (relu): dpre for every t; carry/next {B, H} each.
+void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const float* dy,
+                        float* dpre, int P, float* carry, float* next, const int* dlen,
+                        const std::vector<int>& len, int T, int B, int H, bool reverse,
+                        float clip) {
+  const std::vector<int> m = active_rows(len, T);
+  kernels::fill(carry, int64_t{B} * H, 0.0f, ctx.stream());
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? step : T - 1 - step;
+    float* dp = dpre + int64_t{t} * B * P;
+    kernels::rnn_relu_step_backward(h + int64_t{t} * B * H, dy + int64_t{t} * B * H, carry, dp, P,
+                                    next, B, H, t, dlen, clip, ctx.stream());
+    gemm(ctx, false, false, m[t], H, H, 1.0f, dp, P, u, H, 0.0f, next, H);
+    std::swap(carry, next);
+  }
+}
+
+// float64 references of the same recurrences (direction column offset already applied).
+std::vector<float> cpu_forward(const std::vector<float>& u, const float* pre, int P,
+                               const std::vector<int>& len, int T, int B, int H, bool reverse,
+                               float clip) {
+  std::vector<float> h(int64_t{T} * B * H, 0.0f);
+  std::vector<double> prev(int64_t{B} * H, 0.0), cur(int64_t{B} * H);
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? T - 1 - step : step;
+    for (int b = 0; b < B; ++b)
+      for (int k = 0; k < H; ++k) {
+        double v = 0.0;
+        if (t < len[b]) {
+          double s = pre[(int64_t{t} * B + b) * P + k];
+          for (int j = 0; j < H; ++j) s += prev[int64_t{b} * H + j] * u[int64_t{k} * H + j];
+          v = std::min(std::max(s, 0.0), static_cast<double>(clip));
+        }
+        cur[int64_t{b} * H + k] = v;
+        h[(int64_t{t} * B + b) * H + k] = static_cast<float>(v);
+      }
+    prev.swap(cur);
+  }
+  return h;
+}
+
+std::vector<float> cpu_backward_data(const std::vector<float>& u, const std::vector<float>& h,
+                                     const std::vector<float>& dy, const std::vector<int>& len,
+                                     int T, int B, int H, bool reverse, float clip) {
+  std::vector<float> dpre(int64_t{T} * B * H, 0.0f);  // ld H
+  std::vector<double> prev(int64_t{B} * H, 0.0), cur(int64_t{B} * H);
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? step : T - 1 - step;
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < H; ++j) {
+        const int64_t i = (int64_t{t} * B + b) * H + j;
+        double v = 0.0;
+        if (t < len[b] && h[i] > 0.0f && h[i] < clip) {
+          double s = dy[i];
+          for (int k = 0; k < H; ++k) s += prev[int64_t{b} * H + k] * u[int64_t{k} * H + j];
+          v = s;
+        }
+        cur[int64_t{b} * H + j] = v;
+        dpre[i] = static_cast<float>(v);
+      }
+    prev.swap(cur);
+  }
+  return dpre;
+}
+
+// Columns [d*H, d*H + H) of a {rows, P} array, as a {rows, H} array.
+std::vector<float> columns(const std::vector<float>& a, int64_t rows, int P, int d, int H) {
+  std::vector<float> out(rows * H);
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(a.begin() + r * P + int64_t{d} * H, a.begin() + r * P + int64_t{d} * H + H,
+              out.begin() + r * H);
+  return out;
+}
+
+void expect_close(const std::vector<float>& ref, const std::vector<float>& got,
+                  const std::string& what, double atol = kAtol, double rtol = kRtol) {
+  ASSERT_EQ(ref.size(), got.size()) << what;
+  ds2::expect_close(ref.data(), got.data(), static_cast<int64_t>(ref.size()), atol, rtol, what);
+}
+
+// One case, both directions: persistent (one-direction plans, and the two-direction plan when it
+// fits) vs the GEMM recurrence, and vs float64 when `with_cpu`.
+void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
+  SCOPED_TRACE(case_name(c));
+  const int T = c.T, B = c.B, H = c.H, P = 2 * H;
+  const float clip = 0.8f;  // visited often (h from pre in [-1, 1] plus U h)
+  cudaStream_t s = ctx.stream();
+  Rng rng(seed);
+  const std::vector<int> len = make_lengths(T, B, rng);
+  const float a = 1.0f / std::sqrt(static_cast<float>(H));
+  std::vector<float> u[2] = {random_vector(int64_t{H} * H, rng, -a, a),
+                             random_vector(int64_t{H} * H, rng, -a, a)};
+  const std::vector<float> pre = random_vector(int64_t{T} * B * P, rng, -1.0f, 1.0f);
+  const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
+
+  DeviceArray<float> du[2], dpre_in, ddy, zero, hp[2], hg, dpre_p, dpre_g, carry, next, ws;
+  DeviceArray<int> dlen;
+  for (int d = 0; d < 2; ++d) to_device(u[d], du[d], s);
+  to_device(pre, dpre_in, s);
+  to_device(dy, ddy, s);
+  upload_lengths(len, dlen, s);
+  const int64_t nh = std::max<int64_t>(1, int64_t{T} * B * H), np = std::max<int64_t>(1, nh * 2);
+  for (auto* arr : {&hp[0], &hp[1], &hg}) arr->reserve(nh);
+  dpre_p.reserve(np);
+  dpre_g.reserve(np);
+  zero.reserve(std::max(1, B * H));
+  carry.reserve(std::max(1, B * H));
+  next.reserve(std::max(1, B * H));
+  kernels::fill(zero.data(), int64_t{B} * H, 0.0f, s);
+
+  PersistentRnnPlan plan(H, B, 1);
+  ASSERT_TRUE(plan.fits()) << plan.why_not();
+  PersistentRnnPlan plan2(H, B, 2);
+  ws.reserve(static_cast<int64_t>(
+      std::max(plan.workspace_bytes(), plan2.workspace_bytes()) / sizeof(float) + 1));
+  const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+
+  for (int d = 0; d < 2; ++d) {
+    const bool reverse = d == 1;
+    SCOPED_TRACE(reverse ? "reverse direction" : "forward direction");
+    // Forward.
+    poison(hp[d].data(), nh, ctx);
+    poison(ws.data(), ws.capacity(), ctx);
+    persistent_rnn_forward(plan, du[d].data(), dpre_in.data() + int64_t{d} * H, P, hp[d].data(),
+                           dlen.data(), T, B, reverse, clip, ws.data(), ws_bytes, s);
+    DS2_CUDA_CHECK(cudaGetLastError());
+    DeviceArray<float> pre_copy;
+    to_device(pre, pre_copy, s);
+    poison(hg.data(), nh, ctx);
+    gemm_forward(ctx, du[d].data(), pre_copy.data() + int64_t{d} * H, P, hg.data(), zero.data(),
+                 dlen.data(), len, T, B, H, reverse, clip);
+    const std::vector<float> h_p = to_host(hp[d].data(), int64_t{T} * B * H, s);
+    const std::vector<float> h_g = to_host(hg.data(), int64_t{T} * B * H, s);
+    expect_close(h_g, h_p, "forward h vs GEMM recurrence");
+    if (with_cpu) {
+      const std::vector<float> pre_d = columns(pre, int64_t{T} * B, P, d, H);
+      expect_close(cpu_forward(u[d], pre_d.data(), H, len, T, B, H, reverse, clip), h_p,
+                   "forward h vs float64");
+    }
+
+    // Backward-data, both from the persistent forward's h, into the direction's columns of a
+    // {T, B, 2H} dpre (the other direction's columns must stay untouched).
+    poison(dpre_p.data(), np, ctx);
+    poison(ws.data(), ws.capacity(), ctx);
+    persistent_rnn_backward_data(plan, du[d].data(), hp[d].data(), ddy.data(), H,
+                                 dpre_p.data() + int64_t{d} * H, P, dlen.data(), T, B, reverse,
+                                 clip, ws.data(), ws_bytes, s);
+    DS2_CUDA_CHECK(cudaGetLastError());
+    poison(dpre_g.data(), np, ctx);
+    gemm_backward_data(ctx, du[d].data(), hp[d].data(), ddy.data(), dpre_g.data() + int64_t{d} * H,
+                       P, carry.data(), next.data(), dlen.data(), len, T, B, H, reverse, clip);
+    const std::vector<float> all_p = to_host(dpre_p.data(), int64_t{T} * B * P, s);
+    const std::vector<float> dp_p = columns(all_p, int64_t{T} * B, P, d, H);
+    const std::vector<float> dp_g =
+        columns(to_host(dpre_g.data(), int64_t{T} * B * P, s), int64_t{T} * B, P, d, H);
+    expect_close(dp_g, dp_p, "backward-data dpre vs GEMM recurrence");
+    const std::vector<float> other = columns(all_p, int64_t{T} * B, P, 1 - d, H);
+    EXPECT_TRUE(std::all_of(other.begin(), other.end(), [](float v) { return std::isnan(v); }))
+        << "backward-data wrote the other direction's columns";
+    if (with_cpu) {
+      expect_close(cpu_backward_data(u[d], h_p, dy, len, T, B, H, reverse, clip), dp_p,
+                   "backward-data dpre vs float64");
+    }
+  }
+
+  // Both directions in one launch: the same numbers, bit for bit (the reduction order of a row
+  // does not depend on how rows are spread over CTAs).
+  if (!plan2.fits()) return;
+  DeviceArray<float> h2[2];
+  PersistentRnnDirection dirs[2];
+  for (int d = 0; d < 2; ++d) {
+    h2[d].reserve(nh);
+    poison(h2[d].data(), nh, ctx);
+    dirs[d].u = du[d].data();
+    dirs[d].x = dpre_in.data() + int64_t{d} * H;
+    dirs[d].ld_x = P;
+    dirs[d].y = h2[d].data();
+    dirs[d].ld_y = H;
+    dirs[d].reverse = d == 1;
+  }
+  poison(ws.data(), ws.capacity(), ctx);
+  persistent_rnn_forward(plan2, dirs, dlen.data(), T, B, clip, ws.data(), ws_bytes, s);
+  for (int d = 0; d < 2; ++d)
+    expect_close(to_host(hp[d].data(), int64_t{T} * B * H, s),
+                 to_host(h2[d].data(), int64_t{T} * B * H, s),
+                 "two-direction launch forward, direction " + std::to_string(d), 0, 0);
+  for (int d = 0; d < 2; ++d) {
+    dirs[d].x = ddy.data();
+    dirs[d].ld_x = H;
+    dirs[d].h = hp[d].data();
+    dirs[d].y = dpre_p.data() + int64_t{d} * H;
+    dirs[d].ld_y = P;
+  }
+  // Reference: the one-direction plan's dpre of each direction (all columns written below).
+  std::vector<float> ref(int64_t{T} * B * P);
+  for (int d = 0; d < 2; ++d) {
+    persistent_rnn_backward_data(plan, du[d].data(), hp[d].data(), ddy.data(), H,
+                                 dpre_g.data() + int64_t{d} * H, P, dlen.data(), T, B, d == 1, clip,
+                                 ws.data(), ws_bytes, s);
+  }
+  ref = to_host(dpre_g.data(), int64_t{T} * B * P, s);
+  poison(dpre_p.data(), np, ctx);
+  poison(ws.data(), ws.capacity(), ctx);
+  persistent_rnn_backward_data(plan2, dirs, dlen.data(), T, B, clip, ws.data(), ws_bytes, s);
+  expect_close(ref, to_host(dpre_p.data(), int64_t{T} * B * P, s),
+               "two-direction launch backward-data", 0, 0);
+}
+
+// Every T, batch and hidden size of the brief appears; float64 checks where the host is quick.
+const Case kCases[] = {
+    {1, 1, 37},     {7, 3, 37},     {64, 8, 37},    {300, 32, 37},   {1, 32, 128},
+    {7, 4, 128},    {64, 3, 128},   {300, 8, 128},  {7, 1, 1000},    {64, 4, 1000},
+    {300, 3, 1000}, {7, 32, 1000},  {1, 4, 1152},   {7, 8, 1152},    {64, 4, 1152},
+    {300, 4, 1152}, {64, 32, 1152}, {300, 1, 1152}, {300, 32, 1152},
+};
+
+class PersistentRnnCase : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PersistentRnnCase, MatchesGemmRecurrenceAndFloat64) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  const Case c = GetParam();
+  const double macs = double(c.T) * c.B * c.H * c.H;
+  check_case(ctx, c, 1000 + c.T * 7 + c.B * 13 + c.H, /*with_cpu=*/macs <= 4e8);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PersistentRnnCase, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return case_name(info.param);
+                         });
+
+TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
+  DS2_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  CudaContext ctx;
+  PersistentRnnPlan plan(1152, 4);
+  std::cout << plan.describe() << "\n";
+  if (prop.multiProcessorCount >= 100) {
+    EXPECT_TRUE(plan.fits()) << plan.why_not();
+    EXPECT_TRUE(PersistentRnnPlan(1152, 4, 2).fits()) << PersistentRnnPlan(1152, 4, 2).why_not();
+  }
+  if (plan.fits()) {
+    EXPECT_GT(plan.workspace_bytes(), 0u);
+    EXPECT_EQ(plan.hidden(), 1152);
+    EXPECT_EQ(plan.max_batch(), 4);
+  }
+  PersistentRnnPlan huge(100000, 4);
+  EXPECT_FALSE(huge.fits());
+  EXPECT_NE(huge.why_not().find("hidden 100000"), std::string::npos) << huge.why_not();
+  PersistentRnnPlan wide(1152, 1 << 20);
+  EXPECT_FALSE(wide.fits());
+  EXPECT_NE(wide.why_not().find("shared memory"), std::string::npos) << wide.why_not();
+  EXPECT_THROW(PersistentRnnPlan(0, 4), Error);
+  EXPECT_THROW(PersistentRnnPlan(128, 4, 3), Error);
+
+  const int max_h = PersistentRnnPlan::max_hidden(4);
+  std::cout << "largest fp32 hidden size at batch 4 on " << prop.name << ": " << max_h
+            << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(4, 2) << ")\n";
+  if (prop.multiProcessorCount >= 100) EXPECT_GE(max_h, 1152);
+  if (max_h > 0) EXPECT_TRUE(PersistentRnnPlan(max_h, 4).fits());
+
+  // Calls a plan cannot serve are errors, not hangs: too large a batch, too small a workspace.
+  if (plan.fits()) {
+    DeviceArray<float> u(1152 * 1152), x(1152 * 8), h(1152 * 8), ws(1);
+    DeviceArray<int> len(8);
+    EXPECT_THROW(
+        persistent_rnn_forward(plan, u.data(), x.data(), 1152, h.data(), len.data(), 1, 8, false,
+                               20.0f, ws.data(), plan.workspace_bytes(), ctx.stream()),
+        Error);
+    EXPECT_THROW(persistent_rnn_forward(plan, u.data(), x.data(), 1152, h.data(), len.data(), 1, 4,
+                                        false, 20.0f, ws.data(), 4, ctx.stream()),
+                 Error);
+  }
+}
+
+TEST(PersistentRnn, EmptySequencesAndZeroLengths) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  const int H = 128, B = 3, T = 5;
+  PersistentRnnPlan plan(H, B);
+  ASSERT_TRUE(plan.fits()) << plan.why_not();
+  Rng rng(3);
+  DeviceArray<float> u, pre, h, ws(static_cast<int64_t>(plan.workspace_bytes() / 4 + 1));
+  to_device(random_vector(H * H, rng, -0.1f, 0.1f), u, ctx.stream());
+  to_device(random_vector(T * B * H, rng, 0.5f, 1.0f), pre, ctx.stream());
+  h.reserve(T * B * H);
+  DeviceArray<int> len;
+  upload_lengths({0, 0, 0}, len, ctx.stream());
+  // T = 0 and B = 0 launch nothing.
+  persistent_rnn_forward(plan, u.data(), pre.data(), H, h.data(), len.data(), 0, B, false, 20.0f,
+                         ws.data(), plan.workspace_bytes(), ctx.stream());
+  persistent_rnn_forward(plan, u.data(), pre.data(), H, h.data(), len.data(), T, 0, false, 20.0f,
+                         ws.data(), plan.workspace_bytes(), ctx.stream());
+  // All lengths 0: every h is zero (pre is positive, so a missed mask shows).
+  poison(h.data(), T * B * H, ctx);
+  persistent_rnn_forward(plan, u.data(), pre.data(), H, h.data(), len.data(), T, B, true, 20.0f,
+                         ws.data(), plan.workspace_bytes(), ctx.stream());
+  const std::vector<float> got = to_host(h.data(), T * B * H, ctx.stream());
+  EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return v == 0.0f; }));
+}
+
+// Whole layers: CudaRnnLayer with the persistent recurrence vs the CPU RnnLayer and vs
+// CudaRnnLayer with the GEMM recurrence. Forward outputs always; backward (dx and every parameter
+// gradient) of the two GPU recurrences from the SAME forward states (the same layer, switched to
+// the GEMM path for a second backward), so a pre-activation rounding to the other side of 0 or of
+// the clip cannot flip a derivative mask between them; backward vs the CPU (whose states differ in
+// the last bits) only where `cpu_backward` (small layers, where such a flip is improbable).
+void check_layer(CudaContext& ctx, bool bidirectional, bool batch_norm, int H, const Shape& shape,
+                 const std::vector<int>& lengths, bool cpu_backward, uint64_t seed) {
+  SCOPED_TRACE(std::string(bidirectional ? "bi" : "uni") + (batch_norm ? " bn" : "") + " H" +
+               std::to_string(H) + " " + shape_str(shape));
+  Rng rng(seed);
+  const int T = static_cast<int>(shape[0]), B = static_cast<int>(shape[1]);
+  const int in = static_cast<int>(shape[2]);
+  ParameterStore store;
+  RnnLayer cpu("rnn", store, in, H, RnnType::kRelu, bidirectional, batch_norm, 1.0f, 0.1f);
+  store.finalize();
+  store.initialize(rng);
+  // Device copies before the CPU forward updates the running statistics.
+  DeviceParameters params_gemm(ctx, store), params(ctx, store);
+  Tensor& cpu_grads = store.grads();
+  for (int64_t i = 0; i < cpu_grads.numel(); ++i) cpu_grads[i] = 0.0f;
+  const Sequences x = random_sequences(shape, lengths, rng);
+  const Sequences dy = random_sequences({T, B, H}, lengths, rng);
+  Sequences y_ref, dx_ref;
+  cpu.forward(x, y_ref, true);
+  cpu.backward(x, y_ref, dy, dx_ref);
+
+  DeviceSequences xd, dyd, yd, yd_gemm, dxd;
+  upload(x, xd, ctx.stream());
+  upload(dy, dyd, ctx.stream());
+
+  // Forward: the GEMM recurrence on its own layer and parameters, then the persistent one.
+  {
+    CudaRnnLayer gemm_layer(ctx, params_gemm, cpu);
+    gemm_layer.set_use_persistent(false);
+    yd_gemm.data.resize({T, B, H});
+    poison(yd_gemm.data, ctx);
+    gemm_layer.forward(xd, yd_gemm, true);
+    EXPECT_FALSE(gemm_layer.ran_persistent());
+  }
+  CudaRnnLayer gpu(ctx, params, cpu);
+  yd.data.resize({T, B, H});
+  poison(yd.data, ctx);
+  gpu.forward(xd, yd, true);
+  EXPECT_TRUE(gpu.ran_persistent());
+  const Tensor y = download_tensor(yd.data, ctx);
+  ds2::expect_close(y_ref.data, y, 2e-5, 1e-4, "persistent layer forward vs CPU");
+  ds2::expect_close(download_tensor(yd_gemm.data, ctx), y, kAtol, kRtol,
+                    "persistent vs GEMM layer forward");
+
+  // Backward twice from the persistent forward's states: persistent, then GEMM recurrence.
+  Tensor dx[2], grads[2];
+  for (int persistent = 1; persistent >= 0; --persistent) {
+    gpu.set_use_persistent(persistent == 1);
+    params.zero_grads();
+    dxd.data.resize(shape);
+    poison(dxd.data, ctx);
+    gpu.backward(xd, yd, dyd, dxd);
+    EXPECT_EQ(gpu.ran_persistent(), persistent == 1);
+    dx[persistent] = download_tensor(dxd.data, ctx);
+    params.download_grads(grads[persistent]);
+  }
+  ds2::expect_close(dx[0], dx[1], 1e-5, 1e-4, "persistent vs GEMM layer dx");
+  for (const ParamEntry& e : store.parameters())
+    ds2::expect_close(grads[0].data() + e.offset, grads[1].data() + e.offset, e.numel, 1e-5, 1e-4,
+                      "persistent vs GEMM layer grad " + e.name);
+  if (!cpu_backward) return;
+  ds2::expect_close(dx_ref.data, dx[1], 1e-4, 1e-3, "persistent layer dx vs CPU");
+  for (const ParamEntry& e : store.parameters())
+    ds2::expect_close(cpu_grads.data() + e.offset, grads[1].data() + e.offset, e.numel, 1e-4, 1e-3,
+                      "persistent layer grad " + e.name + " vs CPU");
+}
+
+TEST(PersistentRnn, LayerMatchesCpuAndGemmRecurrence) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  uint64_t seed = 50;
+  for (bool bi : {false, true})
+    for (bool bn : {false, true}) {
+      check_layer(ctx, bi, bn, 128, {7, 3, 20}, {7, 0, 4}, /*cpu_backward=*/true, ++seed);
+      check_layer(ctx, bi, bn, 1000, {20, 8, 33}, {20, 3, 0, 19, 20, 7, 1, 12}, false, ++seed);
+    }
+  check_layer(ctx, true, true, 1152, {64, 4, 40}, {64, 50, 0, 63}, false, ++seed);
+}
+
+}  // namespace
+}  // namespace ds2
