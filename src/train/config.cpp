@@ -107,6 +107,8 @@ const std::vector<Field>& schema() {
       DS2_FIELD("run.seed", run.seed, int, "an integer", "seed of every random decision"),
       DS2_FIELD("run.device", run.device, std::string, "a string", "auto | cpu | cuda"),
       DS2_FIELD("run.threads", run.threads, int, "an integer", "BLAS threads (0 = all cores)"),
+      DS2_FIELD("run.tensorboard", run.tensorboard, bool, "true or false",
+                "write TensorBoard event files (scalars) to RUN/tb/"),
       DS2_FIELD("data.train_manifest", data.train_manifest, std::string, "a path",
                 "JSON-lines manifest of the training set"),
       DS2_FIELD("data.dev_manifest", data.dev_manifest, std::string, "a path",

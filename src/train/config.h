@@ -20,6 +20,7 @@ struct RunConfig {
   int seed = 1;
   std::string device = "auto";  // auto | cpu | cuda (auto picks cuda when built and present)
   int threads = 0;              // BLAS threads for the CPU backend (0 = all cores)
+  bool tensorboard = true;      // also write TensorBoard scalars to RUN/tb/
 };
 
 struct DataConfig {

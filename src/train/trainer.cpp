@@ -20,6 +20,7 @@
 #include "train/evaluate.h"
 #include "train/optimizer.h"
 #include "train/step_engine.h"
+#include "train/tensorboard_writer.h"
 
 namespace ds2 {
 namespace fs = std::filesystem;
@@ -67,8 +68,8 @@ void write_problems(const std::string& path, const std::vector<std::string>& tra
 
 Trainer::Trainer(Config config) : config_(std::move(config)) {}
 
-void Trainer::log(const std::string& line) {
-  std::cout << line << std::endl;
+void Trainer::log(const std::string& line, bool console) {
+  if (console) progress_.print(line);
   if (log_file_) log_file_ << line << std::endl;
 }
 
@@ -91,6 +92,11 @@ TrainSummary Trainer::run() {
   log("device: " + engine->describe() + "; CUDA devices visible: " +
       (devices.cuda_devices > 0 ? std::to_string(devices.cuda_devices)
                                 : "none (" + devices.note + ")"));
+  std::unique_ptr<TensorBoardWriter> tb;
+  if (cfg.run.tensorboard) {
+    tb = std::make_unique<TensorBoardWriter>((fs::path(cfg.run.dir) / "tb").string());
+    log("tensorboard: " + tb->path() + " (tensorboard --logdir " + cfg.run.dir + ")");
+  }
 
   DatasetChecks checks = am.dataset_checks();
   const int threads = std::max(1, cfg.data.loader_threads);
@@ -179,6 +185,7 @@ TrainSummary Trainer::run() {
                                 {"cer", cer}}
                      .dump()
               << std::endl;
+      if (tb) tb->add_scalars(step, {{"eval/wer", wer}, {"eval/cer", cer}});
       if (wer < best_wer) {
         best_wer = wer;
         summary.best_dev_wer = wer;
@@ -197,6 +204,9 @@ TrainSummary Trainer::run() {
     engine->end_host_view();
   };
 
+  const auto loop_start = std::chrono::steady_clock::now();  // for the progress line's ETA
+  const int64_t loop_first_step = step;
+  if (tb) tb->add_session_start(step);  // TensorBoard drops what a resumed run logs again
   bool done = false;
   for (int epoch = 0; epoch < cfg.train.epochs && !done; ++epoch) {
     loader.start_epoch(sampler.epoch(epoch), static_cast<uint64_t>(cfg.run.seed), epoch,
@@ -252,15 +262,23 @@ TrainSummary Trainer::run() {
       window_utts += static_cast<int64_t>(batch->examples.size());
       window_audio += batch->audio_seconds;
       summary.audio_seconds += batch->audio_seconds;
+      if (progress_.enabled()) {
+        const double dt = seconds_since(window_start);
+        const double eta =
+            (total_steps - step) * seconds_since(loop_start) / (step - loop_first_step);
+        progress_.update({step, total_steps, epoch, window_loss / window_steps, window_utts / dt,
+                          window_audio / dt, eta});
+      }
       if (step % cfg.train.log_every == 0 || step == total_steps) {
         const double dt = seconds_since(window_start);
         const double avg = window_loss / window_steps;
         if (summary.first_loss == 0) summary.first_loss = avg;
         summary.last_loss = avg;
         log("step " + std::to_string(step) + "/" + std::to_string(total_steps) + " epoch " +
-            std::to_string(epoch) + " loss " + fixed(avg, 3) + " lr " + scientific(lr) +
-            " grad_norm " + fixed(norm, 1) + " utt/s " + fixed(window_utts / dt, 1) +
-            " audio_s/s " + fixed(window_audio / dt, 1));
+                std::to_string(epoch) + " loss " + fixed(avg, 3) + " lr " + scientific(lr) +
+                " grad_norm " + fixed(norm, 1) + " utt/s " + fixed(window_utts / dt, 1) +
+                " audio_s/s " + fixed(window_audio / dt, 1),
+            /*console=*/!progress_.enabled());
         metrics << nlohmann::json{{"event", "train"},
                                   {"step", step},
                                   {"epoch", epoch},
@@ -271,6 +289,12 @@ TrainSummary Trainer::run() {
                                   {"audio_s_per_s", window_audio / dt}}
                        .dump()
                 << std::endl;
+        if (tb)
+          tb->add_scalars(step, {{"train/loss", avg},
+                                 {"train/lr", lr},
+                                 {"train/grad_norm", norm},
+                                 {"train/utt_per_s", window_utts / dt},
+                                 {"train/audio_s_per_s", window_audio / dt}});
         window_loss = window_audio = 0;
         window_steps = window_utts = 0;
         window_start = std::chrono::steady_clock::now();
@@ -287,6 +311,7 @@ TrainSummary Trainer::run() {
     if (cfg.train.eval_every == 0 || (done && !evaluated_now))
       evaluate_and_save(epoch, /*step_checkpoint=*/false);
   }
+  progress_.finish();
   summary.steps = step;
   summary.wall_seconds = seconds_since(start);
   summary.loop_device_allocations = engine->allocations_since_reserve();

@@ -3,6 +3,8 @@
 // (SortaGrad first), loads them on worker threads, runs forward, CTC loss, backward, gradient
 // clipping and the optimizer step, logs progress, evaluates on the dev set and writes
 // checkpoints (RUN/last.ckpt, RUN/best.ckpt by dev WER, RUN/step-N.ckpt, the newest kept).
+// Metrics go to RUN/train.log, RUN/metrics.jsonl and TensorBoard events in RUN/tb/
+// (run.tensorboard); on a terminal, stdout shows a progress line in place of the step lines.
 //
 //   ds2::Trainer trainer(ds2::load_config("configs/fsdd.yaml", overrides));
 //   ds2::TrainSummary s = trainer.run();
@@ -10,9 +12,11 @@
 
 #include <cstdint>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "train/config.h"
+#include "train/progress.h"
 
 namespace ds2 {
 
@@ -37,9 +41,11 @@ class Trainer {
   TrainSummary run();
 
  private:
-  void log(const std::string& line);
+  // To train.log and stdout (console: false, to train.log only).
+  void log(const std::string& line, bool console = true);
   Config config_;
   std::ofstream log_file_;
+  ProgressLine progress_{std::cout, ProgressLine::stdout_is_terminal()};  // terminals only
 };
 
 }  // namespace ds2
