@@ -9,6 +9,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   flac
+  sctk  # NIST sclite: tests/cli/score_test.cpp checks ds2 score against it
 )
 
 missing=()

@@ -6,18 +6,22 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
 
 #include "audio/audio_io.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "ctc/trn_score.h"
 #include "data/dataset.h"
 #include "data/kaldi_import.h"
 #include "train/acoustic_model.h"
 #include "train/evaluate.h"
+#include "train/export_model.h"
 #include "train/text_decoder.h"
 #include "train/trainer.h"
+#include "train/transcribe.h"
 
 namespace ds2::cli {
 
@@ -47,6 +51,11 @@ TextDecoder make_decoder(const AcousticModel& am, const DecodeArgs& args) {
   DecodeConfig config = am.config.decode;
   args.apply(&config);
   return TextDecoder(am.alphabet, config);
+}
+
+// Seconds and confidences in JSON output: rounded to 1 ms and 4 decimals (scale 1e3, 1e4).
+double round_to(double v, double scale) {
+  return std::round(v * scale) / scale;
 }
 
 std::string format_number(double v) {
@@ -121,11 +130,80 @@ int eval(const EvalArgs& args) {
 int transcribe(const TranscribeArgs& args) {
   AcousticModel am = AcousticModel::load(args.checkpoint);
   const auto device = run_on_device(am, args.decode);
+  std::vector<std::string> paths;
+  for (const std::string& a : args.audio) {
+    if (a != "-") {
+      paths.push_back(a);
+      continue;
+    }
+    for (std::string line; std::getline(std::cin, line);) {
+      const size_t first = line.find_first_not_of(" \t\r");
+      if (first == std::string::npos) continue;
+      paths.push_back(line.substr(first, line.find_last_not_of(" \t\r") - first + 1));
+    }
+  }
+  if (!args.manifest.empty()) {
+    std::vector<std::string> listed = manifest_audio_paths(args.manifest);
+    paths.insert(paths.end(), listed.begin(), listed.end());
+  }
+  DS2_CHECK(!paths.empty(),
+            "transcribe: no audio (give files, '-' to read paths from stdin, or --manifest M)");
+  DS2_CHECK(args.format == "text" || args.format == "json",
+            "transcribe: --format must be text or json, got '" << args.format << "'");
   const TextDecoder decoder = make_decoder(am, args.decode);
-  std::vector<std::string> texts =
-      transcribe_files(am, args.audio, decoder, args.batch_size, args.threads);
-  for (size_t i = 0; i < args.audio.size(); ++i)
-    std::cout << args.audio[i] << "\t" << texts[i] << "\n";
+  TranscribeOptions options;
+  options.batch_size = args.batch_size;
+  options.threads = args.threads;
+  options.window_s = args.window_s;
+  options.overlap_s = args.overlap_s;
+  options.word_timings = args.format == "json";
+  Transcriber transcriber(am, decoder, options);
+  int failed = 0;
+  transcriber.run(paths, [&](const Transcript& t) {
+    if (!t.error.empty()) {
+      std::cerr << "skip: " << t.error << std::endl;
+      ++failed;
+      return;
+    }
+    if (args.format == "text") {
+      std::cout << t.path << "\t" << t.text << std::endl;
+      return;
+    }
+    nlohmann::ordered_json words = nlohmann::ordered_json::array();
+    for (const WordTiming& w : t.words)
+      words.push_back({{"word", w.word},
+                       {"start", round_to(w.start_s, 1e3)},
+                       {"end", round_to(w.end_s, 1e3)},
+                       {"confidence", round_to(w.confidence, 1e4)}});
+    nlohmann::ordered_json out = {{"path", t.path},
+                                  {"duration", round_to(t.duration_s, 1e3)},
+                                  {"text", t.text},
+                                  {"confidence", round_to(t.confidence, 1e4)},
+                                  {"words", words}};
+    std::cout << out.dump() << std::endl;
+  });
+  return failed == 0 ? 0 : 1;
+}
+
+int score(const ScoreArgs& args) {
+  const TrnScore s = score_trn(read_trn(args.ref), read_trn(args.hyp));
+  if (args.per_utterance) {
+    for (const TrnUtteranceScore& u : s.utterances)
+      std::cout << "utt " << u.id << " C=" << u.words.correct << " S=" << u.words.substitutions
+                << " D=" << u.words.deletions << " I=" << u.words.insertions
+                << " N=" << u.words.reference_length << "\n";
+  }
+  std::cout << "utterances " << s.utterances.size() << " (with word errors "
+            << s.utterances_with_errors << ")\n";
+  std::cout << "WER " << percent(s.words.rate()) << " " << counts(s.words) << "\n";
+  std::cout << "CER " << percent(s.chars.rate()) << " " << counts(s.chars) << "\n";
+  return 0;
+}
+
+int export_model(const ExportArgs& args) {
+  const ExportSummary s = ds2::export_model(args.checkpoint, args.out);
+  std::cout << args.out << ": " << s.tensors << " tensors, " << s.values << " float32 values, "
+            << s.bytes << " bytes (from " << args.checkpoint << ")\n";
   return 0;
 }
 

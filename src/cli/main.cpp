@@ -1,7 +1,9 @@
 // ds2: train, evaluate and run Deep Speech 2-style speech recognition models.
 //   ds2 train configs/fsdd.yaml optim.lr=3e-4
 //   ds2 eval runs/fsdd/best.ckpt data/test.jsonl
-//   ds2 transcribe runs/fsdd/best.ckpt a.wav b.flac
+//   ds2 transcribe runs/fsdd/best.ckpt a.wav b.flac [--format json]
+//   ds2 score test.ref.trn test.hyp.trn
+//   ds2 export runs/fsdd/best.ckpt fsdd.safetensors
 //   ds2 validate-data configs/fsdd.yaml
 //   ds2 bench step configs/ds2-large.yaml --batch 4 --seconds 10
 //   ds2 bench rnn --hidden 1152 --batch 4 --steps 256
@@ -81,9 +83,20 @@ int main(int argc, char** argv) {
   add_decode_options(eval_cmd, &eval.decode);
 
   ds2::cli::TranscribeArgs tr;
-  auto* tr_cmd = app.add_subcommand("transcribe", "Print path<TAB>text for audio files");
+  auto* tr_cmd = app.add_subcommand(
+      "transcribe", "Print path<TAB>text (or JSON with word timings) for audio files");
   tr_cmd->add_option("checkpoint", tr.checkpoint, "Checkpoint file")->required();
-  tr_cmd->add_option("audio", tr.audio, "Audio files (any format libsndfile reads)")->required();
+  tr_cmd->add_option("audio", tr.audio,
+                     "Audio files (any format libsndfile reads); '-' reads paths from stdin");
+  tr_cmd->add_option("--manifest", tr.manifest, "Also transcribe a manifest's audio files");
+  tr_cmd->add_option("--format", tr.format, "text: path<TAB>text; json: one object per line")
+      ->check(CLI::IsMember({"text", "json"}));
+  tr_cmd->add_option("--window", tr.window_s, "Longer recordings go in windows of this many s")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  tr_cmd->add_option("--overlap", tr.overlap_s, "Seconds of overlap between windows")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   tr_cmd->add_option("--batch-size", tr.batch_size, "Files per batch")->check(CLI::PositiveNumber);
   tr_cmd->add_option("--threads", tr.threads, "Loader and decoder threads")
       ->check(CLI::PositiveNumber);
@@ -110,6 +123,19 @@ int main(int argc, char** argv) {
   ds2::cli::ValidateArgs val;
   auto* val_cmd = app.add_subcommand("validate-data", "Check every utterance a config would use");
   val_cmd->add_option("config", val.config, "YAML config file")->required();
+  ds2::cli::ScoreArgs score;
+  auto* score_cmd =
+      app.add_subcommand("score", "WER of a hypothesis trn file against a reference, as sclite");
+  score_cmd->add_option("ref", score.ref, "Reference trn file (\"text (id)\" lines)")->required();
+  score_cmd->add_option("hyp", score.hyp, "Hypothesis trn file")->required();
+  score_cmd->add_flag("--per-utterance", score.per_utterance, "Print each utterance's counts");
+
+  ds2::cli::ExportArgs exp;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Write a checkpoint's weights, config and alphabet as one safetensors file");
+  export_cmd->add_option("checkpoint", exp.checkpoint, "Checkpoint file")->required();
+  export_cmd->add_option("out", exp.out, "Output .safetensors file")->required();
+
   val_cmd->add_option("overrides", val.overrides, "key.path=value overrides");
 
   ds2::cli::ImportKaldiArgs kaldi;
@@ -171,6 +197,8 @@ int main(int argc, char** argv) {
     if (*val_cmd) return ds2::cli::validate_data(val);
     if (*kaldi_cmd) return ds2::cli::import_kaldi(kaldi);
     if (*bench_step_cmd) return ds2::cli::bench_step(bench);
+    if (*score_cmd) return ds2::cli::score(score);
+    if (*export_cmd) return ds2::cli::export_model(exp);
     if (*bench_rnn_cmd) return ds2::cli::bench_rnn(bench_rnn);
     if (*keys_cmd) {
       std::cout << ds2::describe_config_keys();

@@ -25,6 +25,10 @@ class Featurizer {
 
   int num_features() const { return extractor_.num_features(); }
   int sample_rate() const { return features_.sample_rate; }
+  // Samples between the starts of consecutive feature frames.
+  int hop_samples() const { return extractor_.hop_samples(); }
+  // Feature frames of `samples` samples at sample_rate().
+  int64_t frames_for_samples(int64_t samples) const { return extractor_.num_frames(samples); }
   // Feature frames of `seconds` of audio (before any speed perturbation).
   int64_t frames_for_duration(double seconds) const;
   // Statistics for features.normalize == global (computed over the training set).

@@ -40,7 +40,8 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, HelpForEverySubcommand) {
-  for (const char* sub : {"train", "eval", "transcribe", "validate-data", "tune-decoder"}) {
+  for (const char* sub :
+       {"train", "eval", "transcribe", "validate-data", "tune-decoder", "score", "export"}) {
     CliRun r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;

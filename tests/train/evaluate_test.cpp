@@ -1,0 +1,51 @@
+#include "train/evaluate.h"
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+
+#include "support/temp_dir.h"
+#include "support/tiny_model.h"
+
+namespace ds2 {
+namespace {
+
+// Padding never changes a result: with a trained model, utterances of 1-3 digits (0.5-2.5 s,
+// so every batch is padded) by the training speaker and by an unseen one (so there are errors
+// to get wrong) decode to the same hypotheses, and the same counts, in batches of 1, 3 and 16.
+TEST(Evaluate, BatchSizeNeverChangesAResult) {
+  TempDir dir;
+  const std::string train = testing::write_connected_digits(dir.path(), "george", 40, 1, "t.jsonl");
+  AcousticModel am = AcousticModel::load(testing::train_tiny_model(dir.path(), train));
+  const std::string george =
+      testing::write_connected_digits(dir.path(), "george", 10, 5, "g.jsonl");
+  const std::string lucas = testing::write_connected_digits(dir.path(), "lucas", 10, 6, "l.jsonl");
+  DatasetChecks checks = am.dataset_checks();
+  Dataset ds = load_dataset(george, checks, 1);
+  const Dataset other = load_dataset(lucas, checks, 1);
+  ds.examples.insert(ds.examples.end(), other.examples.begin(), other.examples.end());
+  ASSERT_EQ(ds.examples.size(), 20u);
+
+  const EvalResult one = evaluate(am, ds, 1, 1);
+  EXPECT_GT(one.words.errors(), 0);  // the unseen speaker is not recognized perfectly
+  EXPECT_LT(one.words.rate(), 0.9);  // but the model does recognize digits
+  std::cout << "batch 1: WER " << 100 * one.words.rate() << "% (S=" << one.words.substitutions
+            << " D=" << one.words.deletions << " I=" << one.words.insertions
+            << " N=" << one.words.reference_length << ")\n";
+  for (int batch : {3, 16}) {
+    const EvalResult r = evaluate(am, ds, batch, 2);
+    ASSERT_EQ(r.utterances.size(), one.utterances.size());
+    for (size_t i = 0; i < r.utterances.size(); ++i)
+      EXPECT_EQ(r.utterances[i].hypothesis, one.utterances[i].hypothesis)
+          << "batch " << batch << ", " << r.utterances[i].id;
+    EXPECT_EQ(r.words.substitutions, one.words.substitutions) << batch;
+    EXPECT_EQ(r.words.deletions, one.words.deletions) << batch;
+    EXPECT_EQ(r.words.insertions, one.words.insertions) << batch;
+    EXPECT_EQ(r.chars.errors(), one.chars.errors()) << batch;
+    EXPECT_DOUBLE_EQ(r.words.rate(), one.words.rate()) << batch;
+  }
+}
+
+}  // namespace
+}  // namespace ds2
