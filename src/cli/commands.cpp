@@ -128,8 +128,6 @@ int eval(const EvalArgs& args) {
 }
 
 int transcribe(const TranscribeArgs& args) {
-  AcousticModel am = AcousticModel::load(args.checkpoint);
-  const auto device = run_on_device(am, args.decode);
   std::vector<std::string> paths;
   for (const std::string& a : args.audio) {
     if (a != "-") {
@@ -150,6 +148,8 @@ int transcribe(const TranscribeArgs& args) {
             "transcribe: no audio (give files, '-' to read paths from stdin, or --manifest M)");
   DS2_CHECK(args.format == "text" || args.format == "json",
             "transcribe: --format must be text or json, got '" << args.format << "'");
+  AcousticModel am = AcousticModel::load(args.checkpoint);
+  const auto device = run_on_device(am, args.decode);
   const TextDecoder decoder = make_decoder(am, args.decode);
   TranscribeOptions options;
   options.batch_size = args.batch_size;

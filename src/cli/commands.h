@@ -41,24 +41,23 @@ struct EvalArgs {
 };
 int eval(const EvalArgs& args);
 
-struct TranscribeArgs {
 // Prints "path<TAB>text" per recording (--format text) or one JSON object per line (--format
 // json: path, duration, text, confidence, words with start/end/confidence). "-" among the audio
 // arguments reads one path per line from stdin; --manifest adds a manifest's audio files.
 // Recordings that cannot be read are reported on stderr ("skip: ...") and make the exit code 1.
+struct TranscribeArgs {
   std::string checkpoint;
   std::vector<std::string> audio;
-  int batch_size = 8;
   std::string manifest;
   std::string format = "text";  // text | json
   double window_s = 20.0;       // longer recordings are transcribed in overlapping windows
   double overlap_s = 2.0;
+  int batch_size = 8;
   int threads = 2;
   DecodeArgs decode;
 };
 int transcribe(const TranscribeArgs& args);
 
-// Runs the network over a manifest once, then decodes with every (alpha, beta) of a grid and
 // Scores a hypothesis trn file against a reference trn file as sclite does (ctc/trn_score.h).
 struct ScoreArgs {
   std::string ref;
@@ -75,6 +74,7 @@ struct ExportArgs {
 };
 int export_model(const ExportArgs& args);
 
+// Runs the network over a manifest once, then decodes with every (alpha, beta) of a grid and
 // prints a WER table and the best pair (fewest word errors, then fewest character errors, then
 // the smallest alpha, then the beta closest to 0).
 struct TuneDecoderArgs {

@@ -120,9 +120,6 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--threads", tune.threads, "Loader and decoder threads")
       ->check(CLI::PositiveNumber);
 
-  ds2::cli::ValidateArgs val;
-  auto* val_cmd = app.add_subcommand("validate-data", "Check every utterance a config would use");
-  val_cmd->add_option("config", val.config, "YAML config file")->required();
   ds2::cli::ScoreArgs score;
   auto* score_cmd =
       app.add_subcommand("score", "WER of a hypothesis trn file against a reference, as sclite");
@@ -136,6 +133,9 @@ int main(int argc, char** argv) {
   export_cmd->add_option("checkpoint", exp.checkpoint, "Checkpoint file")->required();
   export_cmd->add_option("out", exp.out, "Output .safetensors file")->required();
 
+  ds2::cli::ValidateArgs val;
+  auto* val_cmd = app.add_subcommand("validate-data", "Check every utterance a config would use");
+  val_cmd->add_option("config", val.config, "YAML config file")->required();
   val_cmd->add_option("overrides", val.overrides, "key.path=value overrides");
 
   ds2::cli::ImportKaldiArgs kaldi;
@@ -194,11 +194,11 @@ int main(int argc, char** argv) {
     if (*eval_cmd) return ds2::cli::eval(eval);
     if (*tr_cmd) return ds2::cli::transcribe(tr);
     if (*tune_cmd) return ds2::cli::tune_decoder(tune);
+    if (*score_cmd) return ds2::cli::score(score);
+    if (*export_cmd) return ds2::cli::export_model(exp);
     if (*val_cmd) return ds2::cli::validate_data(val);
     if (*kaldi_cmd) return ds2::cli::import_kaldi(kaldi);
     if (*bench_step_cmd) return ds2::cli::bench_step(bench);
-    if (*score_cmd) return ds2::cli::score(score);
-    if (*export_cmd) return ds2::cli::export_model(exp);
     if (*bench_rnn_cmd) return ds2::cli::bench_rnn(bench_rnn);
     if (*keys_cmd) {
       std::cout << ds2::describe_config_keys();
