@@ -73,7 +73,9 @@ void DecodeArgs::apply(DecodeConfig* config) const {
 }
 
 int train(const TrainArgs& args) {
-  Config cfg = load_config(args.config, args.overrides);
+  std::vector<std::string> overrides = args.overrides;
+  if (args.resume) overrides.push_back("run.resume=required");
+  Config cfg = load_config(args.config, overrides);
   Trainer trainer(cfg);
   trainer.run();
   return 0;

@@ -27,6 +27,7 @@ struct DecodeArgs {
 struct TrainArgs {
   std::string config;
   std::vector<std::string> overrides;
+  bool resume = false;  // must continue from run.dir's latest checkpoint (run.resume=required)
 };
 int train(const TrainArgs& args);
 

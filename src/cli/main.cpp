@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
   auto* train_cmd = app.add_subcommand("train", "Train a model from a YAML config");
   train_cmd->add_option("config", train.config, "YAML config file")->required();
   train_cmd->add_option("overrides", train.overrides, "key.path=value overrides");
+  train_cmd->add_flag("--resume", train.resume,
+                      "Continue from run.dir's latest checkpoint (an error when there is none); "
+                      "without it a run folder with a checkpoint is resumed too (run.resume)");
 
   ds2::cli::EvalArgs eval;
   auto* eval_cmd = app.add_subcommand("eval", "WER and CER of a checkpoint on a manifest");

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 namespace ds2 {
@@ -27,6 +29,18 @@ class Rng {
   }
   bool bernoulli(double p) { return std::bernoulli_distribution(p)(engine_); }
   std::mt19937_64& engine() { return engine_; }
+  // The engine's full state as text (for checkpoints), and back: a restored Rng continues the
+  // same stream.
+  std::string state() const {
+    std::ostringstream out;
+    out << engine_;
+    return out.str();
+  }
+  void set_state(const std::string& state) {
+    std::istringstream in(state);
+    in >> engine_;
+    if (!in) throw std::invalid_argument("bad random-number-generator state");
+  }
 
  private:
   std::mt19937_64 engine_;

@@ -29,6 +29,9 @@ class Dropout : public Layer {
   void backward(const Sequences& in, const Sequences& out, const Sequences& grad_out,
                 Sequences& grad_in) override;
   void reseed(uint64_t seed) { rng_ = Rng(seed); }
+  // The mask generator's state, for exact resume.
+  std::string rng_state() const { return rng_.state(); }
+  void set_rng_state(const std::string& state) { rng_.set_state(state); }
   float probability() const { return probability_; }
 
  private:

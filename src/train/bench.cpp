@@ -31,6 +31,7 @@ StepBenchResult bench_step(const Config& cfg, const StepBenchOptions& o) {
                                 am.model->num_classes(), static_cast<uint64_t>(cfg.run.seed));
   batch.audio_seconds = r.batch * o.seconds;
   engine->reserve(batch);
+  r.layers = engine->describe_layers();
 
   std::vector<double> losses;
   auto step = [&] {
@@ -64,6 +65,7 @@ std::string format_step_bench(const StepBenchResult& r) {
   char line[256];
   out << "engine: " << r.engine << "\n";
   out << "model: " << r.model << "\n";
+  out << r.layers;
   std::snprintf(line, sizeof line, "batch %d x %.1f s audio (%d frames in, %d out, labels of %d)\n",
                 r.batch, r.seconds, r.frames, r.output_frames, r.label_length);
   out << line;

@@ -26,6 +26,7 @@ struct StepBenchOptions {
 struct StepBenchResult {
   std::string engine;  // StepEngine::describe()
   std::string model;   // one line: parameters and layers
+  std::string layers;  // StepEngine::describe_layers(): how the recurrent layers run
   int batch = 0;
   double seconds = 0;
   int frames = 0, output_frames = 0, label_length = 0;

@@ -107,6 +107,8 @@ const std::vector<Field>& schema() {
       DS2_FIELD("run.seed", run.seed, int, "an integer", "seed of every random decision"),
       DS2_FIELD("run.device", run.device, std::string, "a string", "auto | cpu | cuda"),
       DS2_FIELD("run.threads", run.threads, int, "an integer", "BLAS threads (0 = all cores)"),
+      DS2_FIELD("run.resume", run.resume, std::string, "a string",
+                "auto (continue when run.dir has a checkpoint) | required | never"),
       DS2_FIELD("run.tensorboard", run.tensorboard, bool, "true or false",
                 "write TensorBoard event files (scalars) to RUN/tb/"),
       DS2_FIELD("data.train_manifest", data.train_manifest, std::string, "a path",
@@ -329,6 +331,7 @@ void validate(const Config& c) {
     DS2_CHECK(v > 0, "key '" << key << "' must be positive, got " << v);
   };
   require_one_of<std::string>("run.device", c.run.device, {"auto", "cpu", "cuda"});
+  require_one_of<std::string>("run.resume", c.run.resume, {"auto", "required", "never"});
   require_one_of<std::string>("data.digits", c.data.digits, {"spell", "keep"});
   require_one_of<std::string>("features.window", c.features.window, {"hamming", "hann"});
   require_one_of<std::string>("features.type", c.features.type, {"linear", "mel"});
@@ -430,6 +433,18 @@ static Config parse_config_in(const std::string& yaml_text,
   }
   cfg.resolved_yaml = emit_resolved(cfg);
   return cfg;
+}
+
+std::vector<std::pair<std::string, std::string>> config_values(const Config& cfg) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const Field& f : schema()) {
+    YAML::Emitter out;
+    out.SetDoublePrecision(15);
+    out.SetFloatPrecision(7);
+    out << YAML::Flow << f.get(cfg);
+    values.emplace_back(f.key, out.c_str());
+  }
+  return values;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

@@ -20,6 +20,7 @@ struct RunConfig {
   int seed = 1;
   std::string device = "auto";  // auto | cpu | cuda (auto picks cuda when built and present)
   int threads = 0;              // BLAS threads for the CPU backend (0 = all cores)
+  std::string resume = "auto";  // auto (continue when run.dir has a checkpoint) | required | never
   bool tensorboard = true;      // also write TensorBoard scalars to RUN/tb/
 };
 
@@ -97,5 +98,9 @@ Config parse_config(const std::string& yaml_text, const std::vector<std::string>
                     const std::string& source = "<string>");
 // Every valid dotted key with its default value and one-line description.
 std::string describe_config_keys();
+
+// Every key's value as one line of YAML ("model.rnn_hidden" -> "192"), in schema order: for
+// comparing two runs' configurations key by key.
+std::vector<std::pair<std::string, std::string>> config_values(const Config& cfg);
 
 }  // namespace ds2

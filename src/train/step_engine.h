@@ -20,6 +20,7 @@
 
 #include "data/loader.h"
 #include "train/acoustic_model.h"
+#include "train/checkpoint.h"
 
 namespace ds2 {
 
@@ -45,6 +46,20 @@ class StepEngine {
   virtual void begin_host_view(bool averaged) = 0;
   virtual void end_host_view() = 0;
 
+  // Training state a resume needs beyond what the checkpoint's named weights show (which, with
+  // weight averaging, are the average): the live weights ("train.values"), the weight average
+  // ("train.average"), the optimizer's state ("train.<name>", metadata "train.optimizer_steps")
+  // and the dropout masks' random streams (metadata "train.dropout.<layer>"). Valid inside and
+  // outside a host view.
+  virtual void save_state(Checkpoint* ck) = 0;
+  // Restores what save_state wrote, after the host model got the checkpoint's buffers
+  // (AcousticModel::load_weights). Throws naming the checkpoint and tensor on a mismatch.
+  virtual void load_state(const Checkpoint& ck) = 0;
+
+  // How the layers run where there is a choice (persistent or GEMM recurrences), one line per
+  // layer, after reserve(); empty when there is no choice.
+  virtual std::string describe_layers() const { return ""; }
+
   // Waits until all queued work is done (benchmarks time whole steps with it).
   virtual void synchronize() {}
   // Per-part timing for benchmarks: when on, milliseconds spent per layer kind ("Conv2d",
@@ -63,6 +78,10 @@ class StepEngine {
 // (CUDA when built with it and a device is visible, else CPU). `use_average` allocates the EMA.
 std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am,
                                              bool use_average);
+
+// The flat tensor `name` of `ck`, checked to hold `numel` values; throws naming both.
+const NamedTensor& flat_state(const Checkpoint& ck, const std::string& name, int64_t numel);
+NamedTensor make_flat_state(const std::string& name, const float* data, int64_t numel);
 
 // A batch of `batch` utterances of `frames` feature frames (random features, labels of
 // `label_length` cycling through the alphabet) for reserve() and benchmarks; audio_seconds is

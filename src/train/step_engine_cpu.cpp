@@ -6,6 +6,7 @@
 #include "core/blas.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "nn/dropout.h"
 
 namespace ds2 {
 
@@ -81,6 +82,63 @@ void CpuStepEngine::begin_host_view(bool averaged) {
 void CpuStepEngine::end_host_view() {
   if (swapped_) swap_average();
   swapped_ = false;
+}
+
+const NamedTensor& flat_state(const Checkpoint& ck, const std::string& name, int64_t numel) {
+  const NamedTensor* t = ck.find(name);
+  DS2_CHECK(t, ck.path << ": no tensor '" << name
+                       << "' (a checkpoint from before exact resume, or of another optimizer or "
+                          "weight-averaging setting)");
+  DS2_CHECK(static_cast<int64_t>(t->data.size()) == numel,
+            ck.path << ": tensor '" << name << "' has " << t->data.size()
+                    << " values, the run needs " << numel);
+  return *t;
+}
+
+NamedTensor make_flat_state(const std::string& name, const float* data, int64_t numel) {
+  return NamedTensor{name, Shape{numel}, std::vector<float>(data, data + numel)};
+}
+
+void CpuStepEngine::save_state(Checkpoint* ck) {
+  const Tensor& values = am_.model->parameters().values();
+  // Inside a host view the average sits in the model and the live weights in average_.
+  const Tensor& live = swapped_ ? average_ : values;
+  ck->tensors.push_back(make_flat_state("train.values", live.data(), live.numel()));
+  if (average_.numel() > 0) {
+    const Tensor& avg = swapped_ ? values : average_;
+    ck->tensors.push_back(make_flat_state("train.average", avg.data(), avg.numel()));
+  }
+  for (const auto& [name, tensor] : optimizer_->state())
+    ck->tensors.push_back(make_flat_state("train." + name, tensor->data(), tensor->numel()));
+  ck->metadata["train.optimizer_steps"] = std::to_string(optimizer_->steps());
+  for (const auto& layer : am_.model->layers())
+    if (const auto* drop = dynamic_cast<const Dropout*>(layer.get()))
+      ck->metadata["train.dropout." + drop->name()] = drop->rng_state();
+}
+
+void CpuStepEngine::load_state(const Checkpoint& ck) {
+  DS2_CHECK(!swapped_, "load_state inside a host view");
+  Tensor& values = am_.model->parameters().values();
+  const NamedTensor& live = flat_state(ck, "train.values", values.numel());
+  std::copy(live.data.begin(), live.data.end(), values.data());
+  if (average_.numel() > 0) {
+    const NamedTensor& avg = flat_state(ck, "train.average", average_.numel());
+    std::copy(avg.data.begin(), avg.data.end(), average_.data());
+  }
+  for (const auto& [name, tensor] : optimizer_->state()) {
+    const NamedTensor& t = flat_state(ck, "train." + name, tensor->numel());
+    std::copy(t.data.begin(), t.data.end(), tensor->data());
+  }
+  optimizer_->set_steps(std::stoll(ck.meta("train.optimizer_steps")));
+  for (const auto& layer : am_.model->layers())
+    if (auto* drop = dynamic_cast<Dropout*>(layer.get())) {
+      try {
+        drop->set_rng_state(ck.meta("train.dropout." + drop->name()));
+      } catch (const std::invalid_argument&) {
+        DS2_FAIL(ck.path << ": metadata 'train.dropout." << drop->name()
+                         << "' is not a valid state");
+      }
+    }
 }
 
 Batch synthetic_batch(int batch, int frames, int features, int label_length, int num_classes,

@@ -23,6 +23,8 @@ class CpuStepEngine : public StepEngine {
   void update_average(float a, float b) override;
   void begin_host_view(bool averaged) override;
   void end_host_view() override;
+  void save_state(Checkpoint* ck) override;
+  void load_state(const Checkpoint& ck) override;
   void set_timing(bool on) override;
   std::map<std::string, double> part_times() override;
 

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "audio/normalize.h"
@@ -17,6 +19,7 @@
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "train/acoustic_model.h"
+#include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
 #include "train/step_engine.h"
@@ -62,6 +65,69 @@ void write_problems(const std::string& path, const std::vector<std::string>& tra
   for (const auto& p : train) text += p + "\n";
   for (const auto& p : dev) text += p + "\n";
   write_file_atomic(path, text);
+}
+
+// The checkpoint RUN/latest names, when run.resume allows and there is one.
+std::optional<Checkpoint> find_resume_checkpoint(const Config& cfg) {
+  const fs::path latest = fs::path(cfg.run.dir) / "latest";
+  if (cfg.run.resume == "never" || !fs::exists(latest)) {
+    DS2_CHECK(cfg.run.resume != "required",
+              cfg.source << ": key 'run.resume' is required, but " << cfg.run.dir
+                         << " has no checkpoint to resume from (no 'latest' file)");
+    return std::nullopt;
+  }
+  std::string name = read_file(latest.string());
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  DS2_CHECK(!name.empty() && name.find('/') == std::string::npos,
+            latest.string() << ": does not name a checkpoint file");
+  return load_checkpoint((fs::path(cfg.run.dir) / name).string());
+}
+
+// Refuses a resume whose model, features or alphabet differ from the checkpoint's (naming the
+// first differing key) and logs the keys that may change (learning rate, steps, ...).
+void check_resume_config(const Checkpoint& ck, const Config& now,
+                         const std::function<void(const std::string&)>& log) {
+  const Config then = parse_config(ck.meta("config"));
+  const auto a = config_values(then), b = config_values(now);
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (a[i].second == b[i].second) continue;
+    const std::string& key = a[i].first;
+    const bool fixed_key = key.rfind("model.", 0) == 0 || key.rfind("features.", 0) == 0 ||
+                           key == "data.alphabet" || key == "data.digits" || key == "run.seed";
+    DS2_CHECK(!fixed_key, ck.path << ": cannot resume: key '" << key << "' was " << a[i].second
+                                  << " in the checkpoint and is " << b[i].second
+                                  << " now; use a new run.dir (or run.resume=never)");
+    if (key != "run.resume" && key != "run.device" && key != "run.dir")
+      log("resume: changed " + key + ": " + a[i].second + " -> " + b[i].second);
+  }
+  DS2_CHECK(ck.meta("train.world_size") == "1",
+            ck.path << ": cannot resume: the checkpoint was written by "
+                    << ck.meta("train.world_size") << " ranks, this run has 1");
+}
+
+void resume_from(const Checkpoint& ck, const Config& cfg, AcousticModel& am, StepEngine& engine,
+                 const std::function<void(const std::string&)>& log) {
+  check_resume_config(ck, cfg, log);
+  am.load_weights(ck);  // batch-norm statistics (and the averaged weights, replaced below)
+  engine.load_state(ck);
+}
+
+// step-N.ckpt files already in the run folder, oldest first (kept to keep_checkpoints).
+std::vector<std::string> existing_step_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.size() > 10 &&
+        name.compare(name.size() - 5, 5, ".ckpt") == 0) {
+      const std::string digits = name.substr(5, name.size() - 10);
+      if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos)
+        found.emplace_back(std::stoll(digits), entry.path().string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& f : found) paths.push_back(std::move(f.second));
+  return paths;
 }
 
 }  // namespace
@@ -143,6 +209,8 @@ TrainSummary Trainer::run() {
     engine->reserve(synthetic_batch(cfg.train.batch_size, frames, am.featurizer->num_features(),
                                     static_cast<int>(longest_label), model.num_classes(),
                                     static_cast<uint64_t>(cfg.run.seed)));
+    std::istringstream layers(engine->describe_layers());
+    for (std::string line; std::getline(layers, line);) log("layer " + line);
   }
 
   std::vector<double> losses;
@@ -161,13 +229,31 @@ TrainSummary Trainer::run() {
     engine->update_average(static_cast<float>(d), static_cast<float>(1.0 - d));
   };
 
+  // Where the run stands, for exact resume: the epoch in progress and how many of its batches
+  // the loop has consumed (skipped ones included).
+  int position_epoch = 0;
+  int64_t batches_done = 0;
   auto save = [&](const std::string& name, int epoch) {
     Checkpoint ck = am.to_checkpoint();
     ck.metadata["step"] = std::to_string(step);
     ck.metadata["epoch"] = std::to_string(epoch);
+    engine->save_state(&ck);
+    ck.metadata["train.step"] = std::to_string(step);
+    ck.metadata["train.epoch"] = std::to_string(position_epoch);
+    ck.metadata["train.batches_done"] = std::to_string(batches_done);
+    ck.metadata["train.best_wer"] = std::isfinite(best_wer) ? std::to_string(best_wer) : "inf";
+    ck.metadata["train.best_cer"] = std::to_string(summary.best_dev_cer);
+    ck.metadata["train.consecutive_skips"] = std::to_string(consecutive_skips);
+    ck.metadata["train.skipped_steps"] = std::to_string(summary.skipped_steps);
+    ck.metadata["train.skipped_utterances"] = std::to_string(summary.skipped_utterances);
+    ck.metadata["train.world_size"] = "1";
     const std::string path = (fs::path(cfg.run.dir) / name).string();
     save_checkpoint(path, ck);
     return path;
+  };
+  // RUN/latest names the newest checkpoint a resume should start from; written after it.
+  auto point_latest = [&](const std::string& name) {
+    write_file_atomic((fs::path(cfg.run.dir) / "latest").string(), name + "\n");
   };
   // Dev WER/CER (when there is a dev set), last.ckpt, best.ckpt and optionally step-N.ckpt.
   auto evaluate_and_save = [&](int epoch, bool step_checkpoint) {
@@ -195,23 +281,54 @@ TrainSummary Trainer::run() {
     }
     save("last.ckpt", epoch);
     if (step_checkpoint) {
-      step_checkpoints.push_back(save("step-" + std::to_string(step) + ".ckpt", epoch));
+      const std::string name = "step-" + std::to_string(step) + ".ckpt";
+      step_checkpoints.push_back(save(name, epoch));
+      point_latest(name);
       while (static_cast<int>(step_checkpoints.size()) > cfg.train.keep_checkpoints) {
         fs::remove(step_checkpoints.front());
         step_checkpoints.erase(step_checkpoints.begin());
       }
+    } else {
+      point_latest("last.ckpt");
     }
     engine->end_host_view();
   };
 
+  int first_epoch = 0;
+  int64_t first_epoch_skip = 0;  // batches of first_epoch already consumed before a resume
+  if (auto ck = find_resume_checkpoint(cfg)) {
+    resume_from(*ck, cfg, am, *engine, [&](const std::string& line) { log(line); });
+    step = std::stoll(ck->meta("train.step"));
+    first_epoch = std::stoi(ck->meta("train.epoch"));
+    first_epoch_skip = std::stoll(ck->meta("train.batches_done"));
+    const std::string& best = ck->meta("train.best_wer");
+    best_wer = best == "inf" ? std::numeric_limits<double>::infinity() : std::stod(best);
+    if (std::isfinite(best_wer)) {
+      summary.best_dev_wer = best_wer;
+      summary.best_dev_cer = std::stod(ck->meta("train.best_cer"));
+    }
+    consecutive_skips = std::stoll(ck->meta("train.consecutive_skips"));
+    summary.skipped_steps = std::stoll(ck->meta("train.skipped_steps"));
+    summary.skipped_utterances = std::stoll(ck->meta("train.skipped_utterances"));
+    step_checkpoints = existing_step_checkpoints(cfg.run.dir);
+    if (first_epoch_skip >= steps_per_epoch) first_epoch += 1, first_epoch_skip = 0;
+    log("resume: " + ck->path + " at step " + std::to_string(step) + ", epoch " +
+        std::to_string(first_epoch) + ", batch " + std::to_string(first_epoch_skip) +
+        " of the epoch");
+  }
   const auto loop_start = std::chrono::steady_clock::now();  // for the progress line's ETA
   const int64_t loop_first_step = step;
   if (tb) tb->add_session_start(step);  // TensorBoard drops what a resumed run logs again
-  bool done = false;
-  for (int epoch = 0; epoch < cfg.train.epochs && !done; ++epoch) {
-    loader.start_epoch(sampler.epoch(epoch), static_cast<uint64_t>(cfg.run.seed), epoch,
+  bool done = step >= total_steps;
+  for (int epoch = first_epoch; epoch < cfg.train.epochs && !done; ++epoch) {
+    std::vector<std::vector<int>> batches = sampler.epoch(epoch);
+    batches_done = epoch == first_epoch ? std::min<int64_t>(first_epoch_skip, batches.size()) : 0;
+    batches.erase(batches.begin(), batches.begin() + batches_done);
+    position_epoch = epoch;
+    loader.start_epoch(std::move(batches), static_cast<uint64_t>(cfg.run.seed), epoch,
                        /*augment=*/true);
     while (const Batch* batch = loader.next()) {
+      ++batches_done;
       for (const auto& f : batch->failures) log("skip: " + f);
       summary.skipped_utterances += static_cast<int64_t>(batch->failures.size());
       if (batch->examples.empty()) continue;

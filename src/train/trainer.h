@@ -27,9 +27,9 @@ struct TrainSummary {
   double last_loss = 0;      // mean loss of the last logging window
   double best_dev_wer = -1;  // -1 without a dev set
   double best_dev_cer = -1;
-  int64_t skipped_steps = 0;       // non-finite loss or gradient
-  int64_t skipped_utterances = 0;  // failed to load or CTC-infeasible after augmentation
-  int64_t invalid_utterances = 0;  // rejected by validation before training
+  int64_t skipped_steps = 0;             // non-finite loss or gradient
+  int64_t skipped_utterances = 0;        // failed to load or CTC-infeasible after augmentation
+  int64_t invalid_utterances = 0;        // rejected by validation before training
   int64_t loop_device_allocations = -1;  // cudaMalloc calls inside the loop (-1: no device)
   double wall_seconds = 0;
   double audio_seconds = 0;

@@ -173,13 +173,18 @@ struct CudnnOutputs {
 void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
                cudnnMathType_t math, const float* u, const float* x, const float* dy, int H, int B,
                int T, int warmup, int repeats, cudaStream_t stream) {
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const bool linear = attempt == 1;
+  // The persistent algorithms may refuse a layer without biases or with skip-input: try the
+  // other forms (biases stay zero: the weight buffer is zero-filled), the closest to ours first.
+  const cudnnRNNBiasMode_t bias_modes[] = {CUDNN_RNN_NO_BIAS, CUDNN_RNN_SINGLE_INP_BIAS,
+                                           CUDNN_RNN_DOUBLE_BIAS};
+  for (int attempt = 0; attempt < 6; ++attempt) {
+    const bool linear = attempt % 2 == 1;
+    const cudnnRNNBiasMode_t bias_mode = bias_modes[attempt / 2];
     try {
       CudnnRnn r;
       DS2_CUDNN_CHECK(cudnnCreateRNNDescriptor(&r.rnn));
       DS2_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
-          r.rnn, algo, CUDNN_RNN_RELU, CUDNN_RNN_NO_BIAS, CUDNN_UNIDIRECTIONAL,
+          r.rnn, algo, CUDNN_RNN_RELU, bias_mode, CUDNN_UNIDIRECTIONAL,
           linear ? CUDNN_LINEAR_INPUT : CUDNN_SKIP_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, math,
           H, H, H, 1, c.dropout, CUDNN_RNN_PADDED_IO_DISABLED));
       if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
@@ -235,10 +240,13 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       out.dx = download_vector(dx.data(), int64_t{T} * B * H, stream);
       out.linear_input = linear;
       if (linear) row.note = "skip-input refused: time includes an input GEMM with W = I";
+      if (bias_mode != CUDNN_RNN_NO_BIAS)
+        row.note +=
+            std::string(row.note.empty() ? "" : "; ") + "with (zero) biases: no-bias refused";
       return;
     } catch (const Error& e) {
       (void)cudaGetLastError();
-      if (attempt == 1) {
+      if (attempt == 5) {
         row.fwd_us = row.bwd_us = -1.0;
         row.note = std::string("n/a: ") + e.what();
       }

@@ -70,6 +70,23 @@ void CudaModel::reseed_dropout(uint64_t seed) {
       drop->reseed(static_cast<uint64_t>(rng.uniform_int(0, INT64_MAX)));
 }
 
+std::map<std::string, uint64_t> CudaModel::dropout_seeds() const {
+  std::map<std::string, uint64_t> seeds;
+  for (const auto& layer : layers_)
+    if (auto* drop = dynamic_cast<const CudaDropout*>(layer.get()))
+      seeds[drop->name()] = drop->next_seed();
+  return seeds;
+}
+
+void CudaModel::set_dropout_seeds(const std::map<std::string, uint64_t>& seeds) {
+  for (auto& layer : layers_)
+    if (auto* drop = dynamic_cast<CudaDropout*>(layer.get())) {
+      const auto it = seeds.find(drop->name());
+      DS2_CHECK(it != seeds.end(), "no dropout seed for layer " << drop->name());
+      drop->reseed(it->second);  // seeds run base, base + 1, ...: continuing from the next one
+    }
+}
+
 void CudaModel::forward(const DeviceSequences& features, bool training) {
   check_sequences(features, "model input");
   DS2_CHECK(features.data.rank() == 3 && features.data.dim(2) == host_.input_features(),
@@ -101,6 +118,15 @@ void CudaModel::backward(const DeviceSequences& grad_logits) {
     grad_out = grad_in;
     grad_in = grad_in == &grad_a_ ? &grad_b_ : &grad_a_;
   }
+}
+
+std::string CudaModel::describe_recurrences() const {
+  std::string out;
+  for (const auto& layer : layers_)
+    if (const auto* rnn = dynamic_cast<const CudaRnnLayer*>(layer.get()))
+      out += rnn->name() + ": " +
+             (rnn->recurrence_path().empty() ? "GEMM recurrence" : rnn->recurrence_path()) + "\n";
+  return out;
 }
 
 void CudaModel::set_timing(bool on) {

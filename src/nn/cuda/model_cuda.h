@@ -35,6 +35,14 @@ class CudaModel {
   void backward(const DeviceSequences& grad_logits);
   // Reseeds dropout layers (as Model::initialize does for the CPU's).
   void reseed_dropout(uint64_t seed);
+  // The seed each dropout layer's next training forward will use, by layer name, and back (for
+  // exact resume).
+  std::map<std::string, uint64_t> dropout_seeds() const;
+  void set_dropout_seeds(const std::map<std::string, uint64_t>& seeds);
+
+  // One line per recurrent layer: "rnn0: persistent recurrence (...)" or "rnn0: GEMM
+  // recurrence (...)", as chosen by the last forward.
+  std::string describe_recurrences() const;
 
   void set_timing(bool on);
   // Milliseconds per layer kind, forward + backward, summed since set_timing(true); waits for

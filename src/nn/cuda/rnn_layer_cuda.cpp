@@ -1,7 +1,6 @@
 #include "nn/cuda/rnn_layer_cuda.h"
 
 #include <algorithm>
-#include <iostream>
 #include <utility>
 
 #include "core/cuda/check.h"
@@ -265,12 +264,8 @@ const PersistentRnnPlan* CudaRnnLayer::persistent_plan(int B) {
     else
       choice =
           "persistent recurrence, one direction after the other (" + prnn_plan_->describe() + ")";
-    // Logged once per layer, and again only when the kind of choice changes.
-    const std::string kind = choice.substr(0, choice.find(" ("));
-    if (kind != prnn_logged_) {
-      std::cerr << "ds2: " << name_ << ": " << choice << std::endl;
-      prnn_logged_ = kind;
-    }
+    // The trainer logs it (recurrence_path()); library code prints nothing.
+    recurrence_path_ = choice;
   }
   if (!prnn_plan_->fits()) return nullptr;
   prnn_workspace_.reserve(

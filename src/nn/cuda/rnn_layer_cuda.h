@@ -50,6 +50,9 @@ class CudaRnnLayer : public CudaLayer {
                 const DeviceSequences& grad_out, DeviceSequences& grad_in) override;
 
   int hidden() const { return hidden_; }
+  // "persistent recurrence (plan ...)" or "GEMM recurrence (why)", once a forward has run; empty
+  // before, and for GRU layers (always the GEMM recurrence for now).
+  const std::string& recurrence_path() const { return recurrence_path_; }
   int directions() const { return directions_; }
   // true (default): the persistent recurrence where it fits; false: always the GEMM recurrence.
   void set_use_persistent(bool on) { use_persistent_ = on; }
@@ -108,7 +111,7 @@ class CudaRnnLayer : public CudaLayer {
   bool ran_persistent_ = false;
   std::unique_ptr<PersistentRnnPlan> prnn_plan_;  // directions_ (one launch) or 1 directions
   DeviceArray<float> prnn_workspace_;
-  std::string prnn_logged_;  // the choice last logged
+  std::string recurrence_path_;  // which recurrence the last plan chose, and why
 };
 
 }  // namespace ds2

@@ -88,7 +88,68 @@ void CudaStepEngine::reserve(const Batch& largest) {
   step_allocations_ = 0;
 }
 
-int64_t CudaStepEngine::allocations_since_reserve() const { return step_allocations_; }
+namespace {
+NamedTensor download_state(const std::string& name, const float* device, int64_t n,
+                           cudaStream_t stream) {
+  NamedTensor t{name, Shape{n}, std::vector<float>(static_cast<size_t>(n))};
+  download(device, n, t.data.data(), stream);
+  return t;
+}
+}  // namespace
+
+// The optimizer state carries the CPU optimizers' names, so a run can resume on either engine.
+void CudaStepEngine::save_state(Checkpoint* ck) {
+  DeviceParameters& p = model_->params();
+  const int64_t n = p.num_parameters();
+  const cudaStream_t s = ctx_.stream();
+  // Inside a host view the average sits in the model's values and the live weights in average_.
+  const float* live = average_swapped_ ? average_.data() : p.values();
+  ck->tensors.push_back(download_state("train.values", live, n, s));
+  if (use_average_)
+    ck->tensors.push_back(
+        download_state("train.average", average_swapped_ ? p.values() : average_.data(), n, s));
+  if (optim_.name == "adam") {
+    ck->tensors.push_back(download_state("train.adam.m", moment1_.data(), n, s));
+    ck->tensors.push_back(download_state("train.adam.v", moment2_.data(), n, s));
+  } else {
+    ck->tensors.push_back(download_state("train.sgd.velocity", moment1_.data(), n, s));
+  }
+  ck->metadata["train.optimizer_steps"] = std::to_string(optimizer_steps_);
+  for (const auto& [name, seed] : model_->dropout_seeds())
+    ck->metadata["train.dropout." + name] = std::to_string(seed);
+}
+
+void CudaStepEngine::load_state(const Checkpoint& ck) {
+  DS2_CHECK(!average_swapped_, "load_state inside a host view");
+  DeviceParameters& p = model_->params();
+  const int64_t n = p.num_parameters();
+  const cudaStream_t s = ctx_.stream();
+  p.upload_from(am_.model->parameters());  // the checkpoint's batch-norm statistics
+  upload(flat_state(ck, "train.values", n).data.data(), n, p.values(), s);
+  if (use_average_) upload(flat_state(ck, "train.average", n).data.data(), n, average_.data(), s);
+  if (optim_.name == "adam") {
+    upload(flat_state(ck, "train.adam.m", n).data.data(), n, moment1_.data(), s);
+    upload(flat_state(ck, "train.adam.v", n).data.data(), n, moment2_.data(), s);
+  } else {
+    upload(flat_state(ck, "train.sgd.velocity", n).data.data(), n, moment1_.data(), s);
+  }
+  optimizer_steps_ = std::stoll(ck.meta("train.optimizer_steps"));
+  std::map<std::string, uint64_t> seeds;
+  for (const auto& [name, seed] : model_->dropout_seeds()) {
+    // A CPU checkpoint's dropout stream cannot continue on the GPU's counter-based masks; the
+    // GPU then starts fresh masks from a seed derived from the step.
+    const std::string& value = ck.meta("train.dropout." + name);
+    seeds[name] = value.find_first_not_of("0123456789") == std::string::npos
+                      ? std::stoull(value)
+                      : static_cast<uint64_t>(optimizer_steps_) * 7919u + seed;
+  }
+  model_->set_dropout_seeds(seeds);
+  ctx_.synchronize();  // the checkpoint's host vectors may go away after this returns
+}
+
+int64_t CudaStepEngine::allocations_since_reserve() const {
+  return step_allocations_;
+}
 
 int64_t CudaStepEngine::peak_device_bytes() const {
   return device_bytes_peak();
@@ -169,7 +230,8 @@ void CudaStepEngine::optimizer_step(double lr) {
   time_part_end(&optimizer_ms_);
   // Evaluation between steps may size buffers for longer dev utterances; only what the training
   // steps themselves allocate counts.
-  if (step_allocations_ >= 0) step_allocations_ += device_allocations() - allocations_at_step_start_;
+  if (step_allocations_ >= 0)
+    step_allocations_ += device_allocations() - allocations_at_step_start_;
 }
 
 void CudaStepEngine::update_average(float a, float b) {

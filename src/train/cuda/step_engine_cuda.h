@@ -35,6 +35,9 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
   // While a host view is open, evaluation runs on the GPU with the viewed weights.
   const Sequences& logits(const Sequences& features) override;
   void synchronize() override { ctx_.synchronize(); }
+  std::string describe_layers() const override { return model_->describe_recurrences(); }
+  void save_state(Checkpoint* ck) override;
+  void load_state(const Checkpoint& ck) override;
   void set_timing(bool on) override;
   std::map<std::string, double> part_times() override;
   int64_t allocations_since_reserve() const override;

@@ -463,7 +463,9 @@ void check_layer(CudaContext& ctx, bool bidirectional, bool batch_norm, int H, c
   }
   ds2::expect_close(dx[0], dx[1], 1e-5, 1e-4, "persistent vs GEMM layer dx");
   for (const ParamEntry& e : store.parameters())
-    ds2::expect_close(grads[0].data() + e.offset, grads[1].data() + e.offset, e.numel, 1e-5, 1e-4,
+    // Weight gradients sum T*B products of dpre values that differ in the last bits (another
+    // summation order), with cancellation: the GEMM RNN tests' gradient tolerance.
+    ds2::expect_close(grads[0].data() + e.offset, grads[1].data() + e.offset, e.numel, 1e-4, 1e-3,
                       "persistent vs GEMM layer grad " + e.name);
   if (!cpu_backward) return;
   ds2::expect_close(dx_ref.data, dx[1], 1e-4, 1e-3, "persistent layer dx vs CPU");

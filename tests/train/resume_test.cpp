@@ -1,0 +1,170 @@
+// Exact resume: a run stopped at a checkpoint, or killed at any moment, and resumed ends with
+// weights bit-identical to an uninterrupted run (same machine, same thread count).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "support/fsdd_fixture.h"
+#include "support/temp_dir.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace ds2 {
+namespace {
+namespace fs = std::filesystem;
+
+const char* kConfig =
+    "run: {seed: 4, threads: 1, device: cpu}\n"
+    "features: {sample_rate: 8000, type: mel, n_mels: 16}\n"
+    "augment: {speed_min: 0.9, speed_max: 1.1, time_masks: 1, freq_masks: 1}\n"
+    "model: {conv: [{channels: 4, kernel: [5, 5], stride: [2, 2]}], rnn_layers: 1,"
+    " rnn_hidden: 24, dropout: 0.1}\n"
+    "optim: {name: adam, lr: 0.003, warmup_steps: 3, schedule: cosine}\n"
+    "train: {epochs: 8, batch_size: 4, log_every: 1, eval_every: 2, ema_decay: 0.9}\n";
+
+Config make_config(const fs::path& run, const std::string& manifest) {
+  Config cfg = parse_config(kConfig);
+  cfg.run.dir = run.string();
+  cfg.data.train_manifest = manifest;
+  cfg.data.dev_manifest = manifest;
+  return cfg;
+}
+
+void expect_same_weights(const fs::path& a, const fs::path& b) {
+  const Checkpoint x = load_checkpoint(a.string()), y = load_checkpoint(b.string());
+  ASSERT_EQ(x.tensors.size(), y.tensors.size());
+  for (const auto& t : x.tensors) {
+    const NamedTensor* u = y.find(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    EXPECT_TRUE(t.data == u->data) << "tensor " << t.name << " differs";
+  }
+  EXPECT_EQ(x.meta("train.step"), y.meta("train.step"));
+}
+
+TEST(Resume, StoppedRunContinuesBitForBit) {
+  TempDir temp;
+  const std::string manifest = testing::write_digit_manifest(temp.path(), "nicolas", {2, 4}, 5);
+  // train.max_steps shortens the cosine schedule, so this pair of runs uses a constant one.
+  Config full_cfg = make_config(temp.path() / "full", manifest);
+  full_cfg.optim.schedule = "constant";
+  TrainSummary full = Trainer(full_cfg).run();
+  ASSERT_EQ(full.steps, 8 * 3);
+
+  // The same run stopped after step 5 (mid-epoch; its last checkpoint is step 5's), then
+  // continued by a second `train` on the same folder.
+  Config first = make_config(temp.path() / "split", manifest);
+  first.optim.schedule = "constant";
+  first.train.max_steps = 5;
+  Trainer(first).run();
+  ASSERT_TRUE(fs::exists(temp.path() / "split" / "latest"));
+  Config second = make_config(temp.path() / "split", manifest);
+  second.optim.schedule = "constant";
+  second.run.resume = "required";
+  TrainSummary rest = Trainer(second).run();
+  EXPECT_EQ(rest.steps, full.steps);
+  expect_same_weights(temp.path() / "full" / "last.ckpt", temp.path() / "split" / "last.ckpt");
+  EXPECT_DOUBLE_EQ(rest.best_dev_wer, full.best_dev_wer);
+}
+
+TEST(Resume, RefusesAChangedModelAndNamesTheKey) {
+  TempDir temp;
+  const std::string manifest = testing::write_digit_manifest(temp.path(), "nicolas", {2}, 4);
+  Config cfg = make_config(temp.path() / "run", manifest);
+  cfg.train.max_steps = 2;
+  Trainer(cfg).run();
+  Config changed = make_config(temp.path() / "run", manifest);
+  changed.model.rnn_hidden = 32;
+  try {
+    Trainer(changed).run();
+    FAIL() << "resume with another model was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.rnn_hidden"), std::string::npos) << e.what();
+  }
+  Config required = make_config(temp.path() / "empty", manifest);
+  required.run.resume = "required";
+  EXPECT_THROW(Trainer(required).run(), Error);
+}
+
+// The real thing: `ds2 train` killed with SIGKILL at random moments (during steps, evaluations
+// and checkpoint writes alike) and started again until it finishes.
+TEST(Resume, SurvivesSigkillAtRandomMoments) {
+  TempDir temp;
+  const std::string manifest = testing::write_digit_manifest(temp.path(), "nicolas", {2, 4}, 5);
+  const fs::path config = temp.path() / "config.yaml";
+  std::ofstream(config) << kConfig << "data: {train_manifest: " << manifest
+                        << ", dev_manifest: " << manifest << "}\n";
+  // Runs `ds2 train` on `dir`; kills it `kill_after_s` after the start (0: lets it finish).
+  // `first_checkpoint_s`, when given, gets the time at which RUN/latest first appeared.
+  auto run_train = [&](const fs::path& dir, double kill_after_s, double* first_checkpoint_s) {
+    const auto start = std::chrono::steady_clock::now();
+    const bool had_checkpoint = fs::exists(dir / "latest");
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const std::string dir_arg = "run.dir=" + dir.string();
+      const int null_fd = ::open("/dev/null", O_WRONLY);
+      dup2(null_fd, 1);
+      dup2(null_fd, 2);
+      execl(DS2_BINARY, DS2_BINARY, "train", config.c_str(), dir_arg.c_str(), (char*)nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    for (;;) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (first_checkpoint_s && *first_checkpoint_s < 0 && !had_checkpoint &&
+          fs::exists(dir / "latest"))
+        *first_checkpoint_s = elapsed;
+      if (waitpid(pid, &status, WNOHANG) == pid) return status;
+      if (kill_after_s > 0 && elapsed >= kill_after_s) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  double first_checkpoint_s = -1;
+  const int clean = run_train(temp.path() / "full", 0, &first_checkpoint_s);
+  ASSERT_TRUE(WIFEXITED(clean) && WEXITSTATUS(clean) == 0);
+  const double clean_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_GT(first_checkpoint_s, 0);
+
+  // Kill points from just before the first checkpoint of a run (start-up is most of it) to
+  // a quarter of the rest; each restart resumes from the newest checkpoint, so the run creeps
+  // forward between kills.
+  std::mt19937 rng(7);
+  int kills = 0, kills_after_a_checkpoint = 0;
+  bool finished = false;
+  for (int attempt = 0; attempt < 80 && !finished; ++attempt) {
+    const double delay = std::uniform_real_distribution<double>(
+        0.8 * first_checkpoint_s, first_checkpoint_s + (clean_s - first_checkpoint_s) / 4)(rng);
+    const int status = run_train(temp.path() / "killed", delay, nullptr);
+    if (WIFEXITED(status)) {
+      ASSERT_EQ(WEXITSTATUS(status), 0) << "a resumed run failed";
+      finished = true;
+    } else {
+      ++kills;
+      if (fs::exists(temp.path() / "killed" / "latest")) ++kills_after_a_checkpoint;
+    }
+  }
+  if (!finished) ASSERT_EQ(WEXITSTATUS(run_train(temp.path() / "killed", 0, nullptr)), 0);
+  std::cout << "SIGKILLed " << kills << " times (" << kills_after_a_checkpoint
+            << " after a checkpoint existed)\n";
+  EXPECT_GE(kills_after_a_checkpoint, 2) << kills << " kills: the test proves too little";
+  expect_same_weights(temp.path() / "full" / "last.ckpt", temp.path() / "killed" / "last.ckpt");
+}
+
+}  // namespace
+}  // namespace ds2
