@@ -1,15 +1,16 @@
 #include "data/manifest.h"
 
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace ds2 {
 namespace {
@@ -50,12 +51,26 @@ const std::string* string_field(const nlohmann::json& entry, const char* key, st
 // Parses one non-blank line into *utt; returns an empty string on success, else the reason.
 std::string parse_entry(const std::string& line, const fs::path& manifest_dir, Utterance* utt) {
   nlohmann::json entry;
+  // nlohmann::json keeps the last of repeated keys; a line that says two things is rejected.
+  std::unordered_set<std::string> keys;
+  std::string repeated_key;
+  const auto find_repeated_key = [&](int depth, nlohmann::json::parse_event_t event,
+                                     nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && repeated_key.empty() &&
+        !keys.insert(parsed.get<std::string>()).second) {
+      repeated_key = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    entry = nlohmann::json::parse(line);
+    entry = nlohmann::json::parse(line, find_repeated_key);
   } catch (const nlohmann::json::parse_error& e) {
     return "invalid JSON at column " + std::to_string(e.byte);
+  } catch (const nlohmann::json::out_of_range&) {
+    return "invalid JSON: a number is too large for a double";  // e.g. "duration": 1e999
   }
   if (!entry.is_object()) return std::string("expected a JSON object, got ") + entry.type_name();
+  if (!repeated_key.empty()) return "repeated key '" + printable(repeated_key) + "'";
 
   std::string reason;
   const std::string* audio = string_field(entry, "audio_filepath", &reason);
@@ -82,6 +97,13 @@ std::string parse_entry(const std::string& line, const fs::path& manifest_dir, U
     const std::string* id = string_field(entry, id_key, &reason);
     if (id == nullptr) return reason;
     if (id->empty()) return std::string("empty '") + id_key + "'";
+    // Ids go into line-oriented outputs (problem lists, sclite .trn files).
+    for (unsigned char c : *id) {
+      if (c < 0x20 || c == 0x7F) {
+        return std::string("key '") + id_key + "' contains a control character: '" +
+               printable(*id) + "'";
+      }
+    }
     utt->id = *id;
     break;
   }
@@ -108,6 +130,11 @@ std::string path_for_manifest(const std::string& audio_path, const fs::path& man
 std::vector<Utterance> read_manifest(const std::string& path, std::vector<std::string>* problems) {
   std::ifstream in(path, std::ios::binary);
   DS2_CHECK(in, "cannot open manifest '" << path << "'");
+  return read_manifest(in, path, problems);
+}
+
+std::vector<Utterance> read_manifest(std::istream& in, const std::string& path,
+                                     std::vector<std::string>* problems) {
   const fs::path manifest_dir = fs::path(path).parent_path();
 
   std::vector<Utterance> utterances;
@@ -123,7 +150,8 @@ std::vector<Utterance> read_manifest(const std::string& path, std::vector<std::s
     if (reason.empty()) {
       auto [it, inserted] = line_of_id.emplace(utt.id, line_number);
       if (!inserted) {
-        reason = "repeated id '" + utt.id + "' (first at line " + std::to_string(it->second) + ")";
+        reason = "repeated id '" + printable(utt.id) + "' (first at line " +
+                 std::to_string(it->second) + ")";
       }
     }
     if (!reason.empty()) {

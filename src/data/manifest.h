@@ -13,6 +13,7 @@
 // within a manifest and still says which file it is. Other keys are ignored.
 #pragma once
 
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,15 @@ struct Utterance {
 };
 
 // Reads a JSON-lines manifest. Blank lines are ignored. A malformed line (invalid JSON, not an
-// object, missing or ill-typed key, empty path, negative duration, repeated id) is skipped and
+// object, missing or ill-typed key, repeated key, empty path, negative or non-finite duration,
+// an id with control characters, repeated id) is skipped and
 // reported in `problems` as "PATH:LINE: reason"; when `problems` is null the first one throws
 // ds2::Error instead. A manifest that cannot be opened always throws.
 std::vector<Utterance> read_manifest(const std::string& path, std::vector<std::string>* problems);
+// The same from a stream already open: `path` names it in problems and anchors relative audio
+// paths. Throws when the stream fails while reading.
+std::vector<Utterance> read_manifest(std::istream& in, const std::string& path,
+                                     std::vector<std::string>* problems);
 
 // Writes utterances as JSON lines ("id", "audio_filepath", "duration", "text"), with audio paths
 // made relative to the new manifest's folder when the audio is given by a relative path, so that

@@ -1,5 +1,6 @@
 #include "train/config.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -8,9 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace ds2 {
 namespace {
@@ -23,18 +27,83 @@ struct Field {
   std::function<YAML::Node(const Config&)> get;
 };
 
+// What a YAML node holds, for messages: "a map", "a list", "nothing (null)", "'text'".
+std::string describe_node(const YAML::Node& node) {
+  if (node.IsMap()) return "a map";
+  if (node.IsSequence()) return "a list";
+  if (node.IsScalar()) return "'" + printable(node.Scalar()) + "'";
+  return "nothing (null)";
+}
+
 template <typename T>
 T scalar_as(const YAML::Node& node, const char* what) {
-  DS2_CHECK(node.IsScalar(), "expected " << what << ", got a " << (node.IsMap() ? "map" : "list"));
-  try {
-    return node.as<T>();
-  } catch (const YAML::Exception&) {
-    DS2_FAIL("expected " << what << ", got '" << node.Scalar() << "'");
+  DS2_CHECK(node.IsScalar(), "expected " << what << ", got " << describe_node(node));
+  if constexpr (std::is_same_v<T, std::string>) {
+    // yaml-cpp passes the bytes of a UTF-8 document through unchecked.
+    const std::string& text = node.Scalar();
+    size_t bad = 0;
+    DS2_CHECK(is_valid_utf8(text, &bad),
+              "expected " << what << ", got text that is not valid UTF-8 "
+                          << "(byte " << bad + 1 << " of '" << printable(text) << "')");
+    DS2_CHECK(
+        text.find('\0') == std::string::npos,
+        "expected " << what << ", got text with a NUL character: '" << printable(text) << "'");
+    return text;
+  } else {
+    T value{};
+    try {
+      value = node.as<T>();
+    } catch (const YAML::Exception&) {
+      DS2_FAIL("expected " << what << ", got " << describe_node(node));
+    }
+    if constexpr (std::is_floating_point_v<T>) {
+      DS2_CHECK(!std::isnan(value), "expected " << what << ", got " << describe_node(node));
+    }
+    return value;
   }
+}
+
+// The name of a map key; keys must be plain text (not lists, maps or null).
+std::string key_name(const YAML::Node& key) {
+  DS2_CHECK(key.IsScalar(), "a key must be a name, got " << describe_node(key));
+  size_t bad = 0;
+  DS2_CHECK(is_valid_utf8(key.Scalar(), &bad),
+            "key '" << printable(key.Scalar()) << "' is not valid UTF-8 (byte " << bad + 1 << ")");
+  return key.Scalar();
+}
+
+// Remembers the keys of one YAML map; a second occurrence is an error (yaml-cpp keeps both and
+// would let the last silently win, while node[key] lookups return the first).
+class DuplicateKeyCheck {
+ public:
+  // Throws when `name` was seen before in this map; `line` is 1-based (0 = unknown).
+  void add(const std::string& name, const std::string& shown, int line) {
+    auto [it, inserted] = first_line_.emplace(name, line);
+    if (inserted) return;
+    if (it->second > 0) {
+      DS2_FAIL("duplicate key '" << printable(shown) << "' (first at line " << it->second << ")");
+    }
+    DS2_FAIL("duplicate key '" << printable(shown) << "'");
+  }
+
+ private:
+  std::map<std::string, int> first_line_;
+};
+
+// yaml-cpp's reason for rejecting a document, on one line. (Its depth limit says "bad file".)
+std::string yaml_error(const YAML::Exception& e) {
+  if (dynamic_cast<const YAML::DeepRecursion*>(&e)) return "nested too deeply";
+  return printable(e.msg);
+}
+
+int line_of(const YAML::Node& node) {
+  return node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
 }
 
 // yaml-cpp formats doubles with 17 digits (0.0003 -> 0.00029999999999999997); keep them short.
 YAML::Node to_node(double v) {
+  // printf's "inf" is not a YAML number; the resolved config must load back ("prune: -.inf").
+  if (std::isinf(v)) return YAML::Node(std::string(v > 0 ? ".inf" : "-.inf"));
   char text[32];
   std::snprintf(text, sizeof text, "%.15g", v);
   return YAML::Node(std::string(text));
@@ -77,10 +146,16 @@ std::vector<ConvLayerConfig> conv_from_yaml(const YAML::Node& node) {
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node& n = node[i];
     DS2_CHECK(n.IsMap(), "entry " << i << ": expected a map with channels, kernel, stride");
+    DuplicateKeyCheck seen;
     for (const auto& kv : n) {
-      const std::string k = kv.first.as<std::string>();
-      DS2_CHECK(k == "channels" || k == "kernel" || k == "stride",
-                "entry " << i << ": unknown key '" << k << "' (valid: channels, kernel, stride)");
+      try {
+        const std::string k = key_name(kv.first);
+        DS2_CHECK(k == "channels" || k == "kernel" || k == "stride",
+                  "unknown key '" << printable(k) << "' (valid: channels, kernel, stride)");
+        seen.add(k, k, line_of(kv.first));
+      } catch (const Error& e) {
+        DS2_FAIL("entry " << i << ": " << e.what());
+      }
     }
     ConvLayerConfig c;
     if (n["channels"]) c.channels = scalar_as<int>(n["channels"], "an integer");
@@ -293,7 +368,12 @@ void apply_value(Config& cfg, const std::string& key, const YAML::Node& value,
                  const std::string& where) {
   const Field* field = find_field(key);
   if (!field) {
-    DS2_FAIL(where << ": unknown key '" << key << "' (did you mean '" << nearest_key(key) << "'?)");
+    if (is_section(key)) {
+      DS2_FAIL(where << ": '" << key << "' is a section; set one of its keys, e.g. '"
+                     << nearest_key(key + ".") << "'");
+    }
+    DS2_FAIL(where << ": unknown key '" << printable(key) << "' (did you mean '" << nearest_key(key)
+                   << "'?)");
   }
   try {
     field->set(cfg, value);
@@ -304,9 +384,21 @@ void apply_value(Config& cfg, const std::string& key, const YAML::Node& value,
 
 void apply_map(Config& cfg, const YAML::Node& map, const std::string& prefix,
                const std::string& source) {
+  DuplicateKeyCheck seen;
   for (const auto& kv : map) {
-    const std::string name = kv.first.as<std::string>();
+    std::string name;
+    try {
+      name = key_name(kv.first);
+    } catch (const Error& e) {
+      DS2_FAIL(location(source, kv.first)
+               << ": " << (prefix.empty() ? "" : "in '" + prefix + "': ") << e.what());
+    }
     const std::string key = prefix.empty() ? name : prefix + "." + name;
+    try {
+      seen.add(name, key, line_of(kv.first));
+    } catch (const Error& e) {
+      DS2_FAIL(location(source, kv.first) << ": " << e.what());
+    }
     if (!find_field(key) && is_section(key)) {
       DS2_CHECK(kv.second.IsMap() || kv.second.IsNull(),
                 location(source, kv.second) << ": key '" << key << "' must be a section (a map)");
@@ -317,30 +409,28 @@ void apply_map(Config& cfg, const YAML::Node& map, const std::string& prefix,
   }
 }
 
-template <typename T>
-void require_one_of(const std::string& key, const T& value, std::initializer_list<T> allowed) {
-  for (const T& a : allowed)
+void require_one_of(const std::string& key, const std::string& value,
+                    std::initializer_list<std::string> allowed) {
+  for (const std::string& a : allowed)
     if (value == a) return;
   std::ostringstream list;
-  for (const T& a : allowed) list << (list.tellp() ? ", " : "") << a;
-  DS2_FAIL("key '" << key << "': '" << value << "' is not one of: " << list.str());
+  for (const std::string& a : allowed) list << (list.tellp() ? ", " : "") << a;
+  DS2_FAIL("key '" << key << "': '" << printable(value) << "' is not one of: " << list.str());
 }
 
 void validate(const Config& c) {
   auto positive = [](const char* key, double v) {
     DS2_CHECK(v > 0, "key '" << key << "' must be positive, got " << v);
   };
-  require_one_of<std::string>("run.device", c.run.device, {"auto", "cpu", "cuda"});
-  require_one_of<std::string>("run.resume", c.run.resume, {"auto", "required", "never"});
-  require_one_of<std::string>("data.digits", c.data.digits, {"spell", "keep"});
-  require_one_of<std::string>("features.window", c.features.window, {"hamming", "hann"});
-  require_one_of<std::string>("features.type", c.features.type, {"linear", "mel"});
-  require_one_of<std::string>("features.normalize", c.features.normalize,
-                              {"utterance", "global", "none"});
-  require_one_of<std::string>("model.rnn_type", c.model.rnn_type, {"rnn", "gru"});
-  require_one_of<std::string>("optim.name", c.optim.name, {"adam", "sgd"});
-  require_one_of<std::string>("optim.schedule", c.optim.schedule,
-                              {"constant", "cosine", "exponential"});
+  require_one_of("run.device", c.run.device, {"auto", "cpu", "cuda"});
+  require_one_of("run.resume", c.run.resume, {"auto", "required", "never"});
+  require_one_of("data.digits", c.data.digits, {"spell", "keep"});
+  require_one_of("features.window", c.features.window, {"hamming", "hann"});
+  require_one_of("features.type", c.features.type, {"linear", "mel"});
+  require_one_of("features.normalize", c.features.normalize, {"utterance", "global", "none"});
+  require_one_of("model.rnn_type", c.model.rnn_type, {"rnn", "gru"});
+  require_one_of("optim.name", c.optim.name, {"adam", "sgd"});
+  require_one_of("optim.schedule", c.optim.schedule, {"constant", "cosine", "exponential"});
   positive("features.sample_rate", c.features.sample_rate);
   positive("features.window_ms", c.features.window_ms);
   positive("features.hop_ms", c.features.hop_ms);
@@ -397,7 +487,8 @@ static Config parse_config_in(const std::string& yaml_text,
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    DS2_FAIL(source << ":" << e.mark.line + 1 << ": invalid YAML: " << e.msg);
+    DS2_FAIL(source << (e.mark.line >= 0 ? ":" + std::to_string(e.mark.line + 1) : "")
+                    << ": invalid YAML: " << yaml_error(e));
   }
   if (root.IsDefined() && !root.IsNull()) {
     DS2_CHECK(root.IsMap(), source << ": the config must be a YAML map of sections");
@@ -413,18 +504,18 @@ static Config parse_config_in(const std::string& yaml_text,
     }
   }
   for (const std::string& ov : overrides) {
+    const std::string shown = "override '" + printable(ov) + "'";
     const size_t eq = ov.find('=');
-    DS2_CHECK(eq != std::string::npos && eq > 0,
-              "override '" << ov << "': expected key.path=value");
+    DS2_CHECK(eq != std::string::npos && eq > 0, shown << ": expected key.path=value");
     const std::string key = ov.substr(0, eq);
     YAML::Node value;
     try {
       value = YAML::Load(ov.substr(eq + 1));
     } catch (const YAML::Exception& e) {
-      DS2_FAIL("override '" << ov << "': invalid value: " << e.msg);
+      DS2_FAIL(shown << ": invalid value: " << yaml_error(e));
     }
     if (ov.size() == eq + 1) value = YAML::Node(std::string());
-    apply_value(cfg, key, value, "override '" + ov + "'");
+    apply_value(cfg, key, value, shown);
   }
   try {
     validate(cfg);

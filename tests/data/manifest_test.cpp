@@ -197,5 +197,64 @@ TEST_F(ManifestTest, WriteRefusesUnknownDuration) {
   EXPECT_FALSE(fs::exists(path));
 }
 
+TEST_F(ManifestTest, ReadsFromAStream) {
+  std::istringstream in(
+      "{\"audio_filepath\": \"a.wav\", \"duration\": 1, \"text\": \"x\"}\n"
+      "{\"audio_filepath\": \"b.wav\"}\n");
+  std::vector<std::string> problems;
+  const std::vector<Utterance> utts = read_manifest(in, "/data/m.jsonl", &problems);
+  ASSERT_EQ(utts.size(), 1u);
+  EXPECT_EQ(utts[0].audio_path, "/data/a.wav");
+  EXPECT_EQ(utts[0].manifest, "/data/m.jsonl");
+  EXPECT_EQ(problems, std::vector<std::string>{"/data/m.jsonl:2: missing key 'text'"});
+}
+
+TEST_F(ManifestTest, RepeatedKeysAndControlCharactersInIdsAreProblems) {
+  // nlohmann::json silently kept the last of two "text" keys; ids with a line break made
+  // multi-line problem reports.
+  const std::string path = write_file(
+      "m.jsonl",
+      "{\"audio_filepath\": \"a.wav\", \"duration\": 1, \"text\": \"a\", \"text\": \"b\"}\n"
+      "{\"id\": \"x\\ny\", \"audio_filepath\": \"b.wav\", \"duration\": 1, \"text\": \"a\"}\n"
+      "{\"id\": \"t\\u0009\", \"audio_filepath\": \"c.wav\", \"duration\": 1, \"text\": \"a\"}\n"
+      "{\"audio_filepath\": \"d.wav\", \"duration\": 1, \"text\": \"a\", "
+      "\"meta\": {\"k\": 1, \"k\": 2}}\n"
+      "{\"id\": \"caf\\u00e9 \\\\ 1\", \"audio_filepath\": \"e.wav\", \"duration\": 1, \"text\": "
+      "\"a\"}\n"
+      "{\"id\": \"caf\\u00e9 \\\\ 1\", \"audio_filepath\": \"f.wav\", \"duration\": 1, \"text\": "
+      "\"a\"}\n");
+  std::vector<std::string> problems;
+  const std::vector<Utterance> utts = read_manifest(path, &problems);
+  ASSERT_EQ(utts.size(), 2u);  // nested objects are not inspected ("meta" is ignored)
+  EXPECT_EQ(utts[0].line, 4);
+  EXPECT_EQ(utts[1].id, "caf\u00e9 \\ 1");
+  const std::vector<std::string> expected = {
+      path + ":1: repeated key 'text'",
+      path + ":2: key 'id' contains a control character: 'x\\ny'",
+      path + ":3: key 'id' contains a control character: 't\\t'",
+      path + ":6: repeated id 'caf\u00e9 \\\\ 1' (first at line 5)",
+  };
+  EXPECT_EQ(problems, expected);
+}
+
+TEST_F(ManifestTest, NumberOutOfRangeIsAProblemNotACrash) {
+  // nlohmann::json throws out_of_range, not parse_error, for numbers beyond a double; it escaped
+  // read_manifest (found by fuzz_manifest; tests/fuzz/corpus/manifest/crash-number-overflow).
+  const std::string path = write_file(
+      "m.jsonl",
+      "{\"audio_filepath\": \"a.wav\", \"duration\": 1e999, \"text\": \"a\"}\n"
+      "1e516\n"
+      "{\"audio_filepath\": \"b.wav\", \"duration\": 1, \"text\": \"a\", \"x\": -1e400}\n"
+      "{\"audio_filepath\": \"c.wav\", \"duration\": 1, \"text\": \"a\"}\n");
+  std::vector<std::string> problems;
+  const std::vector<Utterance> utts = read_manifest(path, &problems);
+  ASSERT_EQ(utts.size(), 1u);
+  EXPECT_EQ(utts[0].line, 4);
+  const std::string reason = ": invalid JSON: a number is too large for a double";
+  EXPECT_EQ(problems, (std::vector<std::string>{path + ":1" + reason, path + ":2" + reason,
+                                                path + ":3" + reason}));
+  EXPECT_THROW(read_manifest(path, nullptr), Error);
+}
+
 }  // namespace
 }  // namespace ds2

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -101,6 +102,113 @@ TEST(Config, DecodeSection) {
   EXPECT_NE(error_of("", {"decode.unk_log10_prob=1"}).find("decode.unk_log10_prob"),
             std::string::npos);
   EXPECT_NE(error_of("decode:\n  lm_wieght: 1\n").find("did you mean 'decode.lm_weight'"),
+            std::string::npos);
+}
+
+// Every config error is one line (the CLI prints it as is), whatever bytes the input holds.
+void expect_one_line(const std::string& message) {
+  EXPECT_FALSE(message.empty());
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+TEST(Config, DuplicateKeysAreErrorsNamingBothLines) {
+  // yaml-cpp keeps both pairs of a repeated key; the loader used to let the last one win.
+  std::string msg = error_of("optim:\n  lr: 0.1\n  lr: 0.2\n");
+  EXPECT_EQ(msg, "test.yaml:3: duplicate key 'optim.lr' (first at line 2)");
+  msg = error_of("optim:\n  lr: 1\ntrain:\n  epochs: 2\noptim:\n  eps: 1\n");
+  EXPECT_EQ(msg, "test.yaml:5: duplicate key 'optim' (first at line 1)");
+  msg = error_of("{optim: {lr: 1, \"lr\": 2}}");
+  EXPECT_NE(msg.find("duplicate key 'optim.lr'"), std::string::npos) << msg;
+  msg = error_of("model:\n  conv: [{channels: 2, kernel: [3, 3], channels: 3}]\n");
+  EXPECT_NE(msg.find("test.yaml:2: key 'model.conv': entry 0: duplicate key 'channels'"),
+            std::string::npos)
+      << msg;
+  // Overrides may repeat a key: the last one wins, as on any command line.
+  EXPECT_DOUBLE_EQ(parse_config("", {"optim.lr=0.1", "optim.lr=0.2"}).optim.lr, 0.2);
+}
+
+TEST(Config, InvalidUtf8IsAnErrorNamingTheKey) {
+  std::string msg = error_of(
+      "run:\n  dir: runs/\xff"
+      "x\n");
+  EXPECT_EQ(msg,
+            "test.yaml:2: key 'run.dir': expected a path, got text that is not valid UTF-8 (byte 6 "
+            "of 'runs/\\xFFx')");
+  msg = error_of("", {"data.train_manifest=a\xc3.jsonl"});
+  EXPECT_NE(msg.find("override 'data.train_manifest=a\\xC3.jsonl': key 'data.train_manifest': "
+                     "expected a path, got text that is not valid UTF-8"),
+            std::string::npos)
+      << msg;
+  msg = error_of("optim:\n  l\xed\xa0\x80r: 1\n");  // an encoded UTF-16 surrogate
+  EXPECT_EQ(msg, "test.yaml:2: in 'optim': key 'l\\xED\\xA0\\x80r' is not valid UTF-8 (byte 2)");
+  msg = error_of("run:\n  dir: \"a\\0b\"\n");
+  EXPECT_NE(msg.find("key 'run.dir': expected a path, got text with a NUL character"),
+            std::string::npos)
+      << msg;
+  // Valid non-ASCII text is fine.
+  EXPECT_EQ(parse_config("run:\n  dir: \"runs/caf\xc3\xa9\"\n").run.dir, "runs/caf\xc3\xa9");
+}
+
+TEST(Config, ValuesOfTheWrongTypeNameKeyLineAndWhatWasFound) {
+  EXPECT_EQ(error_of("train:\n  epochs: [1, 2]\n"),
+            "test.yaml:2: key 'train.epochs': expected an integer, got a list");
+  EXPECT_EQ(error_of("run:\n  dir: {a: 1}\n"),
+            "test.yaml:2: key 'run.dir': expected a path, got a map");
+  EXPECT_EQ(error_of("optim:\n  lr:\n"),
+            "test.yaml:2: key 'optim.lr': expected a number, got nothing (null)");
+  EXPECT_EQ(error_of("train:\n  epochs: 1.5\n"),
+            "test.yaml:2: key 'train.epochs': expected an integer, got '1.5'");
+  EXPECT_EQ(error_of("train:\n  epochs: 99999999999\n"),
+            "test.yaml:2: key 'train.epochs': expected an integer, got '99999999999'");
+  EXPECT_EQ(error_of("train:\n  sortagrad: 1\n"),
+            "test.yaml:2: key 'train.sortagrad': expected true or false, got '1'");
+  EXPECT_EQ(error_of("optim:\n  lr: .nan\n"),
+            "test.yaml:2: key 'optim.lr': expected a number, got '.nan'");
+  EXPECT_EQ(error_of("model:\n  relu_clip: 1e99\n"),
+            "test.yaml:2: key 'model.relu_clip': expected a number, got '1e99'");
+  EXPECT_EQ(error_of("model:\n  conv: [{channels: 2, kernel: [3, x]}]\n"),
+            "test.yaml:2: key 'model.conv': expected an integer, got 'x'");
+  EXPECT_EQ(error_of("", {"train.batch_size=[4]"}),
+            "override 'train.batch_size=[4]': key 'train.batch_size': expected an integer, got a "
+            "list");
+  // Keys must be names: a list or map as a key is an error, not a yaml-cpp exception.
+  EXPECT_EQ(error_of("? [a, b]\n: 1\n"), "test.yaml:1: a key must be a name, got a list");
+  EXPECT_EQ(error_of("optim:\n  ? {a: 1}\n  : 1\n"),
+            "test.yaml:2: in 'optim': a key must be a name, got a map");
+  // A section where a key is expected, and the other way round.
+  EXPECT_EQ(error_of("", {"optim=1"}),
+            "override 'optim=1': 'optim' is a section; set one of its keys, e.g. 'optim.lr'");
+  EXPECT_NE(error_of("optim: 3\n").find("key 'optim' must be a section"), std::string::npos);
+  // Scalars with line breaks are quoted on one line.
+  const std::string msg = error_of("train:\n  epochs: \"1\\n2\"\n");
+  EXPECT_EQ(msg, "test.yaml:2: key 'train.epochs': expected an integer, got '1\\n2'");
+  expect_one_line(error_of("", {"run.device=\"a\\nb\""}));
+  expect_one_line(error_of("", {"optim.lrr\n=1"}));
+  expect_one_line(error_of("a: |\n  x\n  y\n"));
+}
+
+TEST(Config, InfiniteValuesRoundTrip) {
+  // The resolved config wrote printf's "-inf", which does not load back as a number.
+  const Config a = parse_config("decode:\n  prune: -.inf\ndata:\n  max_duration_s: .inf\n");
+  EXPECT_TRUE(std::isinf(a.decode.prune) && a.decode.prune < 0);
+  const Config b = parse_config(a.resolved_yaml);
+  EXPECT_EQ(b.resolved_yaml, a.resolved_yaml);
+  EXPECT_TRUE(std::isinf(b.data.max_duration_s) && b.data.max_duration_s > 0);
+}
+
+// Inputs that once escaped as yaml-cpp exceptions or multi-line messages (found by fuzz_config;
+// the files are in tests/fuzz/corpus/config/crash-*).
+TEST(Config, HostileBytesGiveOneLineDs2Errors) {
+  EXPECT_EQ(error_of("? :"), "test.yaml:1: a key must be a name, got a map");
+  EXPECT_EQ(error_of("~: 1"), "test.yaml:1: a key must be a name, got nothing (null)");
+  EXPECT_EQ(error_of("\r:"), "test.yaml:1: unknown key '\\r' (did you mean 'run'?)");
+  const std::string msg = error_of(std::string("\xff\0\r", 3));
+  EXPECT_EQ(msg.rfind("test.yaml:1: invalid YAML: unknown escape character: \\r", 0), 0u) << msg;
+  expect_one_line(msg);
+  expect_one_line(error_of("optim:\n  \"lr\\n\": 1\n"));
+  // yaml-cpp stops at 2000 levels with the message "bad file"; say what is wrong instead.
+  EXPECT_EQ(error_of(std::string(100000, '[')), "test.yaml:1: invalid YAML: nested too deeply");
+  EXPECT_NE(error_of("", {"model.conv=" + std::string(5000, '{')}).find("nested too deeply"),
             std::string::npos);
 }
 
