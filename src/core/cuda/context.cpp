@@ -47,6 +47,9 @@ CudaContext::CudaContext(int device) : device_(device) {
   DS2_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
   DS2_CUBLAS_CHECK(cublasCreate(&cublas_));
   DS2_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  workspace_.reserve(kCublasWorkspaceBytes);
+  side_workspace_.reserve(kCublasWorkspaceBytes);
+  DS2_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace_.data(), kCublasWorkspaceBytes));
   // Bit-reproducible fp32 results run to run: no TF32 and no atomics-based algorithms.
   DS2_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   DS2_CUBLAS_CHECK(cublasSetAtomicsMode(cublas_, CUBLAS_ATOMICS_NOT_ALLOWED));

@@ -15,6 +15,8 @@
 
 #include <string>
 
+#include "core/cuda/device_array.h"
+
 namespace ds2 {
 
 class CudaContext {
@@ -28,6 +30,10 @@ class CudaContext {
   cudaStream_t stream() const { return stream_; }
   cudaStream_t side_stream() const { return side_stream_; }
   cublasHandle_t cublas() const { return cublas_; }
+  // Fixed cuBLAS workspaces (for the main handle, and for handles bound to the side stream), so
+  // cuBLAS never allocates on its own, which CUDA graph capture requires.
+  static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+  void* side_cublas_workspace() { return side_workspace_.data(); }
   // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)"
   const std::string& description() const { return description_; }
   int sm_count() const { return sm_count_; }
@@ -42,6 +48,7 @@ class CudaContext {
   cudaStream_t stream_ = nullptr, side_stream_ = nullptr;
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  DeviceArray<uint8_t> workspace_, side_workspace_;
   std::string description_;
   int sm_count_ = 0;
 };

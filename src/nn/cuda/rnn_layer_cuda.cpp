@@ -40,6 +40,9 @@ CudaRnnLayer::CudaRnnLayer(CudaContext& ctx, DeviceParameters& params, const Rnn
     // like the context's (no TF32, no atomics: bit-reproducible).
     DS2_CUBLAS_CHECK(cublasCreate(&side_blas_));
     DS2_CUBLAS_CHECK(cublasSetStream(side_blas_, ctx_.side_stream()));
+    // Layers run one after another on the side stream, so they can share its workspace.
+    DS2_CUBLAS_CHECK(cublasSetWorkspace(side_blas_, ctx_.side_cublas_workspace(),
+                                        CudaContext::kCublasWorkspaceBytes));
     DS2_CUBLAS_CHECK(cublasSetMathMode(side_blas_, CUBLAS_DEFAULT_MATH));
     DS2_CUBLAS_CHECK(cublasSetAtomicsMode(side_blas_, CUBLAS_ATOMICS_NOT_ALLOWED));
   }
@@ -97,9 +100,24 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   } else {
     // Everything so far is on the main stream; the backward direction's recurrence waits for it
     // on the side stream and the main stream waits for that before summing.
-    if (directions_ == 2) ctx_.fork_to_side();
-    for (int d = 0; d < directions_; ++d) run_direction(d, T, B, in.device_lengths.data());
-    if (directions_ == 2) ctx_.join_from_side();
+    // The per-step launches of both directions replay as one CUDA graph when the same batch
+    // shape and buffers come again.
+    std::vector<int64_t> key = {
+        T,
+        B,
+        reinterpret_cast<int64_t>(in.device_lengths.data()),
+        reinterpret_cast<int64_t>((batch_norm_ ? preactivation_ : projection_).data.data()),
+        reinterpret_cast<int64_t>(hidden_states_.data()),
+        reinterpret_cast<int64_t>(hidden_candidate_.data()),
+        reinterpret_cast<int64_t>(step_hidden_gates_.data()),
+        reinterpret_cast<int64_t>(zero_state_.data()),
+        reinterpret_cast<int64_t>(params_.values())};
+    key.insert(key.end(), active_rows_.begin(), active_rows_.end());
+    forward_graph_.run(key, main, [&] {
+      if (directions_ == 2) ctx_.fork_to_side();
+      for (int d = 0; d < directions_; ++d) run_direction(d, T, B, in.device_lengths.data());
+      if (directions_ == 2) ctx_.join_from_side();
+    });
   }
 
   out.data.resize({T, B, H});
@@ -159,10 +177,33 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   ran_persistent_ = plan != nullptr;
   if (plan)
     run_persistent(*plan, /*backward=*/true, T, B, in.device_lengths.data(), grad_out.data.data());
-  if (directions_ == 2) ctx_.fork_to_side();
-  for (int d = 0; d < directions_; ++d)
-    backprop_direction(d, T, B, in.device_lengths.data(), grad_out.data.data(), plan != nullptr);
-  if (directions_ == 2) ctx_.join_from_side();
+  auto backprop = [&] {
+    if (directions_ == 2) ctx_.fork_to_side();
+    for (int d = 0; d < directions_; ++d)
+      backprop_direction(d, T, B, in.device_lengths.data(), grad_out.data.data(), plan != nullptr);
+    if (directions_ == 2) ctx_.join_from_side();
+  };
+  if (plan) {
+    backprop();  // a handful of launches: nothing to gain from a graph
+  } else {
+    std::vector<int64_t> key = {
+        T,
+        B,
+        reinterpret_cast<int64_t>(in.device_lengths.data()),
+        reinterpret_cast<int64_t>(grad_out.data.data()),
+        reinterpret_cast<int64_t>(grad_preactivation_.data.data()),
+        reinterpret_cast<int64_t>(grad_hidden_gates_.data()),
+        reinterpret_cast<int64_t>(carry_.data()),
+        reinterpret_cast<int64_t>((batch_norm_ ? preactivation_ : projection_).data.data()),
+        reinterpret_cast<int64_t>(projection_.data.data()),
+        reinterpret_cast<int64_t>(hidden_states_.data()),
+        reinterpret_cast<int64_t>(hidden_candidate_.data()),
+        reinterpret_cast<int64_t>(zero_state_.data()),
+        reinterpret_cast<int64_t>(params_.values()),
+        reinterpret_cast<int64_t>(params_.grads())};
+    key.insert(key.end(), active_rows_.begin(), active_rows_.end());
+    backward_graph_.run(key, main, backprop);
+  }
 
   const DeviceSequences* grad_projection = &grad_preactivation_;
   if (batch_norm_) {

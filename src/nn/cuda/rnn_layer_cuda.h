@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/cuda/device_array.h"
+#include "core/cuda/step_graph.h"
 #include "nn/cuda/batch_norm_cuda.h"
 #include "nn/cuda/cuda_layer.h"
 #include "nn/cuda/persistent_rnn.h"
@@ -59,6 +60,8 @@ class CudaRnnLayer : public CudaLayer {
   bool use_persistent() const { return use_persistent_; }
   // Whether the last forward or backward ran the persistent kernel.
   bool ran_persistent() const { return ran_persistent_; }
+  // Forward and backward recurrences replayed from a captured CUDA graph so far.
+  int64_t graph_replays() const { return forward_graph_.replays() + backward_graph_.replays(); }
 
  private:
   int gates() const { return type_ == RnnType::kGru ? 3 : 1; }
@@ -111,6 +114,8 @@ class CudaRnnLayer : public CudaLayer {
   bool ran_persistent_ = false;
   std::unique_ptr<PersistentRnnPlan> prnn_plan_;  // directions_ (one launch) or 1 directions
   DeviceArray<float> prnn_workspace_;
+  // The GEMM recurrence's per-step launches, replayed as graphs when a shape repeats.
+  StepGraph forward_graph_, backward_graph_;
   std::string recurrence_path_;  // which recurrence the last plan chose, and why
 };
 

@@ -169,8 +169,13 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CudaRnnLayer, RepeatIsBitwiseIdenticalAndAllocationFree) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
-  for (RnnType type : {RnnType::kRelu, RnnType::kGru}) {
-    SCOPED_TRACE(rnn_type_name(type));
+  // ReLU on the persistent path, ReLU and GRU on the GEMM path, whose recurrences are captured
+  // into CUDA graphs on the second run (the shape repeats) and replayed on the third: both must
+  // give the first run's bits.
+  const std::pair<RnnType, bool> variants[] = {
+      {RnnType::kRelu, true}, {RnnType::kRelu, false}, {RnnType::kGru, false}};
+  for (const auto& [type, persistent] : variants) {
+    SCOPED_TRACE(rnn_type_name(type) + (persistent ? " persistent" : " gemm"));
     Rng rng(17);
     const int T = 33, B = 6, in = 24, H = 64;
     const std::vector<int> lengths{33, 20, 0, 32, 7, 33};
@@ -181,12 +186,13 @@ TEST(CudaRnnLayer, RepeatIsBitwiseIdenticalAndAllocationFree) {
     store.initialize(rng);
     DeviceParameters params(ctx, store);
     CudaRnnLayer gpu(ctx, params, cpu);
+    gpu.set_use_persistent(persistent);
     DeviceSequences xd, yd, dyd, dxd;
     upload(random_sequences({T, B, in}, lengths, rng), xd, ctx.stream());
     upload(random_sequences({T, B, H}, lengths, rng), dyd, ctx.stream());
-    Tensor y[2], dx[2], grads[2], buffers[2];
+    Tensor y[3], dx[3], grads[3], buffers[3];
     int64_t allocations = 0;
-    for (int run = 0; run < 2; ++run) {
+    for (int run = 0; run < 3; ++run) {
       params.upload_from(store);
       params.zero_grads();
       if (run == 1) allocations = device_allocations();
@@ -204,10 +210,15 @@ TEST(CudaRnnLayer, RepeatIsBitwiseIdenticalAndAllocationFree) {
       params.download_to(mirror);
       buffers[run] = mirror.buffers();
     }
-    expect_close(y[0], y[1], 0, 0, "forward repeat");
-    expect_close(dx[0], dx[1], 0, 0, "dx repeat");
-    expect_close(grads[0], grads[1], 0, 0, "grads repeat");
-    expect_close(buffers[0], buffers[1], 0, 0, "running statistics repeat");
+    for (int run = 1; run < 3; ++run) {
+      expect_close(y[0], y[run], 0, 0, "forward repeat " + std::to_string(run));
+      expect_close(dx[0], dx[run], 0, 0, "dx repeat " + std::to_string(run));
+      expect_close(grads[0], grads[run], 0, 0, "grads repeat " + std::to_string(run));
+      expect_close(buffers[0], buffers[run], 0, 0, "running statistics repeat");
+    }
+    EXPECT_EQ(gpu.ran_persistent(), persistent);
+    if (!persistent)
+      EXPECT_EQ(gpu.graph_replays(), 4) << "runs 2 and 3: forward and backward graphs";
   }
 }
 
