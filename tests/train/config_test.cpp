@@ -201,7 +201,11 @@ TEST(Config, InfiniteValuesRoundTrip) {
 TEST(Config, HostileBytesGiveOneLineDs2Errors) {
   EXPECT_EQ(error_of("? :"), "test.yaml:1: a key must be a name, got a map");
   EXPECT_EQ(error_of("~: 1"), "test.yaml:1: a key must be a name, got nothing (null)");
-  EXPECT_EQ(error_of("\r:"), "test.yaml:1: unknown key '\\r' (did you mean 'run'?)");
+  // yaml-cpp 0.7 (Debian 12) reads "\r:" as the key "\r", 0.8 as a null key: one line either way.
+  const std::string cr = error_of("\r:");
+  EXPECT_TRUE(cr == "test.yaml:1: unknown key '\\r' (did you mean 'run'?)" ||
+              cr == "test.yaml:1: a key must be a name, got nothing (null)")
+      << cr;
   const std::string msg = error_of(std::string("\xff\0\r", 3));
   EXPECT_EQ(msg.rfind("test.yaml:1: invalid YAML: unknown escape character: \\r", 0), 0u) << msg;
   expect_one_line(msg);
