@@ -28,7 +28,7 @@ TEST(ClippedRelu, KnownValues) {
 TEST(ClippedRelu, LayerZeroesPaddingAndRejectsBadClip) {
   Rng rng(1);
   ClippedReLU relu("relu", 1.0f);
-  Sequences x = random_sequences({3, 2, 2, 4}, {3, 1}, rng, 2.0f, /*padding_value=*/0.7f);
+  Sequences x = random_sequences({3, 2, 2, 4}, {3, 1}, rng, -2.0f, 2.0f, 0.7f);
   Sequences y;
   relu.forward(x, y, true);
   EXPECT_EQ(y.data.shape(), x.data.shape());
@@ -41,7 +41,7 @@ TEST(ClippedRelu, LayerZeroesPaddingAndRejectsBadClip) {
 TEST(ClippedRelu, GradientMatchesFiniteDifferences) {
   Rng rng(2);
   ClippedReLU relu("relu", 1.0f);
-  Sequences x = random_sequences({4, 3, 5}, {4, 2, 3}, rng, 2.0f, 0.3f);
+  Sequences x = random_sequences({4, 3, 5}, {4, 2, 3}, rng, -2.0f, 2.0f, 0.3f);
   // Keep every input at least 0.05 away from the kinks at 0 and 1 so no step crosses one.
   for (int64_t i = 0; i < x.data.numel(); ++i) {
     float& v = x.data[i];

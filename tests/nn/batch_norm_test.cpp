@@ -71,7 +71,7 @@ TEST(BatchNorm, TrainingUsesValidFramesOnlyAndUpdatesRunningStats) {
     store.initialize(rng);
     randomize_affine(store, rng);
     const Shape shape = four_d ? Shape{4, 3, C, 6} : Shape{4, 3, C};
-    Sequences x = random_sequences(shape, {4, 1, 2}, rng, 2.0f, /*padding_value=*/50.0f);
+    Sequences x = random_sequences(shape, {4, 1, 2}, rng, -2.0f, 2.0f, 50.0f);
     for (int64_t i = 0; i < x.data.numel(); ++i) x.data[i] += 3.0f;  // nonzero mean
     Sequences y;
     nn_testing::poison(y, shape);
@@ -102,7 +102,7 @@ TEST(BatchNorm, InferenceUsesRunningStats) {
     mean[c] = store.buffers()[c] = rng.uniform(-1, 1);
     var[c] = store.buffers()[C + c] = rng.uniform(0.5f, 2.0f);
   }
-  Sequences x = random_sequences({3, 2, C}, {3, 2}, rng, 1.0f, 4.0f);
+  Sequences x = random_sequences({3, 2, C}, {3, 2}, rng, -1.0f, 1.0f, 4.0f);
   Sequences y;
   bn.forward(x, y, /*training=*/false);
   expect_normalized(x, y, C, mean, var, store.values().data(), store.values().data() + C);
@@ -133,7 +133,8 @@ TEST(BatchNorm, GradientMatchesFiniteDifferences) {
       store.buffers()[0] = 0.3f;  // non-trivial running statistics for the inference case
       store.buffers()[C] = 1.7f;
       const Shape shape = four_d ? Shape{4, 3, C, 3} : Shape{5, 3, C};
-      Sequences x = random_sequences(shape, {static_cast<int>(shape[0]), 2, 3}, rng, 1.0f, 3.0f);
+      Sequences x =
+          random_sequences(shape, {static_cast<int>(shape[0]), 2, 3}, rng, -1.0f, 1.0f, 3.0f);
       nn_testing::GradCheckOptions opt;
       nn_testing::GradCheckReport r =
           nn_testing::check_gradients(nn_testing::wrap_layer(bn, training), store, x, rng, opt);

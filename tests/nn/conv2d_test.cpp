@@ -44,7 +44,7 @@ void expect_matches_reference(const ConvSpec& s, const Shape& in_shape,
   if (column_budget > 0) conv.set_column_budget(column_budget);
   store.finalize();
   store.initialize(rng);
-  Sequences x = random_sequences(in_shape, lengths, rng, 1.0f, /*padding_value=*/9.0f);
+  Sequences x = random_sequences(in_shape, lengths, rng, -1.0f, 1.0f, 9.0f);
   const int T = static_cast<int>(in_shape[0]), B = static_cast<int>(in_shape[1]);
   const int F = static_cast<int>(in_shape.back());
   const int T_out = conv.output_length(T), F_out = conv.output_freq(F);
@@ -116,7 +116,7 @@ TEST(Conv2d, GradientMatchesFiniteDifferences) {
         conv.set_column_budget(60);  // patches: several chunks
         store.finalize();
         store.initialize(rng);
-        Sequences x = random_sequences({6, 3, 2, 5}, {6, 3, 4}, rng, 1.0f, 2.0f);
+        Sequences x = random_sequences({6, 3, 2, 5}, {6, 3, 4}, rng, -1.0f, 1.0f, 2.0f);
         nn_testing::GradCheckReport r =
             nn_testing::check_gradients(nn_testing::wrap_layer(conv, true), store, x, rng, {});
         EXPECT_TRUE(r.ok(0.0)) << (a == ConvAlgorithm::kPatches ? "patches" : "taps") << " stride "
@@ -132,7 +132,7 @@ TEST(Conv2d, UtteranceAloneEqualsUtteranceInBatch) {
     conv.set_algorithm(a);
     store.finalize();
     store.initialize(rng);
-    Sequences batch = random_sequences({10, 3, 7}, {10, 5, 7}, rng, 1.0f, 4.0f);
+    Sequences batch = random_sequences({10, 3, 7}, {10, 5, 7}, rng, -1.0f, 1.0f, 4.0f);
     Sequences alone;
     alone.data.resize({5, 1, 7});
     alone.lengths = {5};

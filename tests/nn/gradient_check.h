@@ -27,23 +27,11 @@
 #include "nn/layer.h"
 #include "nn/parameters.h"
 #include "nn/sequences.h"
+#include "support/sequences_testing.h"
 
 namespace ds2::nn_testing {
 
-// Valid frames uniform in [-scale, scale]; padding frames set to `padding_value` (finite and
-// nonzero in most tests, to prove layers ignore it).
-inline Sequences random_sequences(const Shape& shape, const std::vector<int>& lengths, Rng& rng,
-                                  float scale = 1.0f, float padding_value = 0.0f) {
-  Sequences s;
-  s.data.resize(shape);
-  s.lengths = lengths;
-  const int64_t T = shape[0], B = shape[1], F = s.frame_size();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < F; ++i)
-        s.data[(t * B + b) * F + i] = t < lengths[b] ? rng.uniform(-scale, scale) : padding_value;
-  return s;
-}
+using ds2::random_sequences;  // (shape, lengths, rng, lo, hi, padding_value)
 
 // Sum over valid frames of a * r, accumulated in double.
 inline double masked_dot(const Sequences& a, const Sequences& r) {
@@ -57,16 +45,7 @@ inline double masked_dot(const Sequences& a, const Sequences& r) {
   return sum;
 }
 
-// Number of padding elements that are not exactly zero (NaN counts as nonzero).
-inline int64_t nonzero_padding(const Sequences& s) {
-  const int64_t T = s.time(), B = s.batch(), F = s.frame_size();
-  int64_t count = 0;
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b)
-      if (t >= s.lengths[b])
-        for (int64_t i = 0; i < F; ++i) count += !(s.data[(t * B + b) * F + i] == 0.0f);
-  return count;
-}
+using ds2::nonzero_padding;
 
 inline int64_t non_finite(const Tensor& x) {
   int64_t count = 0;
@@ -147,7 +126,7 @@ inline GradCheckReport check_gradients(const Differentiable& f, ParameterStore& 
   GradCheckReport report;
   const Sequences& out0 = f.forward(input);
   Sequences r =
-      random_sequences(out0.data.shape(), out0.lengths, rng, 1.0f, opt.grad_padding_value);
+      random_sequences(out0.data.shape(), out0.lengths, rng, -1.0f, 1.0f, opt.grad_padding_value);
   store.zero_grads();
   const Sequences* grad_in_ptr = f.backward(r);
   const Tensor analytic_params = store.grads();

@@ -39,7 +39,7 @@ TEST(Linear, GradientMatchesFiniteDifferences) {
   Linear fc("fc", store, 6, 4);
   store.finalize();
   store.initialize(rng);
-  Sequences x = random_sequences({5, 3, 6}, {5, 2, 4}, rng, 1.0f, 2.5f);
+  Sequences x = random_sequences({5, 3, 6}, {5, 2, 4}, rng, -1.0f, 1.0f, 2.5f);
   nn_testing::GradCheckReport r =
       nn_testing::check_gradients(nn_testing::wrap_layer(fc, true), store, x, rng, {});
   EXPECT_TRUE(r.ok(0.0)) << r.describe();

@@ -44,7 +44,7 @@ TEST(Model, GradientMatchesFiniteDifferences) {
     Rng rng(40);
     Model model(config, /*input_features=*/12, /*num_classes=*/4);
     model.initialize(rng);
-    Sequences x = random_sequences({11, 3, 12}, {11, 6, 9}, rng, 1.0f, 2.0f);
+    Sequences x = random_sequences({11, 3, 12}, {11, 6, 9}, rng, -1.0f, 1.0f, 2.0f);
     nn_testing::GradCheckOptions opt;
     // Conv -> batch norm -> ReLU moves every unit with every conv weight, so steps cross kinks
     // often; and the float loss of a whole model carries more round-off than a layer's.
@@ -78,7 +78,7 @@ TEST(Model, UtteranceAloneEqualsUtteranceInBatch) {
   Rng rng(42);
   Model model(small_config(), 12, 4);
   model.initialize(rng);
-  Sequences batch = random_sequences({20, 3, 12}, {20, 9, 14}, rng, 1.0f, 3.0f);
+  Sequences batch = random_sequences({20, 3, 12}, {20, 9, 14}, rng, -1.0f, 1.0f, 3.0f);
   // A training step first, so the running statistics are not the trivial 0 / 1.
   model.forward(batch, true);
   Sequences alone;

@@ -117,7 +117,7 @@ TEST(RnnLayer, ForwardMatchesPerUtteranceReference) {
     store.initialize(rng);
     randomize_running_stats(store, rng);
     // Scaled so the relu layer visits both its zero floor and its clip.
-    Sequences x = random_sequences({6, 3, in}, {6, 2, 4}, rng, 2.0f, /*padding_value=*/7.0f);
+    Sequences x = random_sequences({6, 3, in}, {6, 2, 4}, rng, -2.0f, 2.0f, 7.0f);
     Sequences y;
     nn_testing::poison(y, {6, 3, H});
     rnn->forward(x, y, /*training=*/false);
@@ -143,7 +143,7 @@ TEST(RnnLayer, GradientMatchesFiniteDifferences) {
     auto rnn = make_rnn(s, store, in, H);
     store.finalize();
     store.initialize(rng);
-    Sequences x = random_sequences({5, 3, in}, {5, 2, 4}, rng, 1.5f, 3.0f);
+    Sequences x = random_sequences({5, 3, in}, {5, 2, 4}, rng, -1.5f, 1.5f, 3.0f);
     nn_testing::GradCheckOptions opt;
     opt.allow_kinks = s.type == RnnType::kRelu;
     nn_testing::GradCheckReport r =
@@ -162,7 +162,7 @@ TEST(RnnLayer, UtteranceAloneEqualsUtteranceInBatch) {
   store.initialize(rng);
   randomize_running_stats(store, rng);
   // The utterance of interest is the shortest, in the middle of the batch.
-  Sequences batch = random_sequences({9, 3, in}, {9, 4, 7}, rng, 1.0f, 5.0f);
+  Sequences batch = random_sequences({9, 3, in}, {9, 4, 7}, rng, -1.0f, 1.0f, 5.0f);
   Sequences alone;
   alone.data.resize({4, 1, in});
   alone.lengths = {4};

@@ -7,7 +7,7 @@
 //   ds2::Rng rng(1);
 //   ds2::Sequences x = ds2::random_sequences({T, B, F}, {T, T - 3}, rng);
 //   ds2::DeviceSequences dx;  ds2::upload(x, dx, ctx.stream());
-//   ds2::poison(dy, ctx);  ... run ... 
+//   ds2::poison(dy, ctx);  ... run ...
 //   ds2::expect_close(ref.data, download_tensor(dy, ctx), 1e-5, 1e-4, "forward");
 #pragma once
 
@@ -23,11 +23,12 @@
 #include "kernels/elementwise.h"
 #include "nn/cuda/device_sequences.h"
 #include "nn/sequences.h"
+#include "support/sequences_testing.h"
 
-#define DS2_REQUIRE_GPU()                                    \
-  do {                                                       \
-    std::string ds2_gpu_why_;                                \
-    if (!::ds2::cuda_available(&ds2_gpu_why_))               \
+#define DS2_REQUIRE_GPU()                                   \
+  do {                                                      \
+    std::string ds2_gpu_why_;                               \
+    if (!::ds2::cuda_available(&ds2_gpu_why_))              \
       GTEST_SKIP() << "GPU test skipped: " << ds2_gpu_why_; \
   } while (0)
 
@@ -35,17 +36,6 @@ namespace ds2 {
 
 inline void fill_uniform(Tensor& t, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
   for (int64_t i = 0; i < t.numel(); ++i) t[i] = rng.uniform(lo, hi);
-}
-
-// Random valid frames, zero padding (as the loader and every layer produce).
-inline Sequences random_sequences(const Shape& shape, const std::vector<int>& lengths, Rng& rng,
-                                  float lo = -1.0f, float hi = 1.0f) {
-  Sequences s;
-  s.data.resize(shape);
-  s.lengths = lengths;
-  fill_uniform(s.data, rng, lo, hi);
-  zero_padding(s);
-  return s;
 }
 
 // Fills with NaN, so unwritten output elements fail any comparison.
@@ -83,8 +73,8 @@ inline void expect_close(const float* ref, const float* got, int64_t n, double a
 
 inline void expect_close(const Tensor& ref, const Tensor& got, double atol, double rtol,
                          const std::string& what) {
-  ASSERT_EQ(ref.shape(), got.shape()) << what << ": shape " << shape_str(got.shape())
-                                      << ", reference " << shape_str(ref.shape());
+  ASSERT_EQ(ref.shape(), got.shape())
+      << what << ": shape " << shape_str(got.shape()) << ", reference " << shape_str(ref.shape());
   expect_close(ref.data(), got.data(), ref.numel(), atol, rtol, what);
 }
 

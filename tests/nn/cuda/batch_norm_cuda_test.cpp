@@ -26,26 +26,6 @@ std::string case_name(const Case& c) {
   return shape_str(c.shape);
 }
 
-// Padding set to a finite non-zero value: it must not influence anything.
-void fill_padding(Sequences& s, float value) {
-  const int64_t T = s.time(), B = s.batch(), frame = s.frame_size();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b)
-      if (t >= s.lengths[b])
-        for (int64_t i = 0; i < frame; ++i) s.data[(t * B + b) * frame + i] = value;
-}
-
-int64_t nonzero_padding(const Tensor& data, const std::vector<int>& lengths) {
-  const int64_t T = data.dim(0), B = data.dim(1);
-  const int64_t frame = T * B > 0 ? data.numel() / (T * B) : 0;
-  int64_t bad = 0;
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b)
-      if (t >= lengths[b])
-        for (int64_t i = 0; i < frame; ++i) bad += data[(t * B + b) * frame + i] != 0.0f;
-  return bad;
-}
-
 enum class Mode { kTraining, kInference, kTrainingNoInputGrad };
 
 const char* mode_name(Mode m) {
@@ -78,10 +58,8 @@ void check_case(CudaContext& ctx, const Case& c, Mode mode, uint64_t seed) {
   gpu.set_needs_input_grad(input_grad);
 
   // Channel means away from zero, so a wrong mean shows.
-  Sequences x = random_sequences(c.shape, c.lengths, rng, -1.0f, 3.0f);
-  Sequences dy = random_sequences(c.shape, c.lengths, rng);
-  fill_padding(x, 7.0f);
-  fill_padding(dy, -5.0f);
+  Sequences x = random_sequences(c.shape, c.lengths, rng, -1.0f, 3.0f, /*padding_value=*/7.0f);
+  Sequences dy = random_sequences(c.shape, c.lengths, rng, -1.0f, 1.0f, /*padding_value=*/-5.0f);
 
   Sequences y_ref, dx_ref;
   cpu.forward(x, y_ref, training);

@@ -26,19 +26,6 @@ struct ConvCase {
   bool needs_input_grad = true;
 };
 
-// Valid frames uniform in [-1, 1]; padding frames a finite nonzero value that both backends
-// must ignore (frames past an utterance's length read as zeros).
-Sequences sequences_with_padding(const Shape& shape, const std::vector<int>& lengths, Rng& rng,
-                                 float padding_value) {
-  Sequences s = random_sequences(shape, lengths, rng);
-  const int64_t T = shape[0], B = shape[1], F = s.frame_size();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b)
-      if (t >= lengths[b])
-        for (int64_t i = 0; i < F; ++i) s.data[(t * B + b) * F + i] = padding_value;
-  return s;
-}
-
 int64_t count_nan(const Tensor& t) {
   int64_t n = 0;
   for (int64_t i = 0; i < t.numel(); ++i) n += std::isnan(t[i]);
@@ -61,7 +48,7 @@ void run_case(const ConvCase& c, int64_t gpu_budget = 0) {
   gpu.set_needs_input_grad(c.needs_input_grad);
   if (gpu_budget > 0) gpu.set_column_budget(gpu_budget);
 
-  const Sequences x = sequences_with_padding(c.in_shape, c.lengths, rng, 3.0f);
+  const Sequences x = random_sequences(c.in_shape, c.lengths, rng, -1.0f, 1.0f, 3.0f);
   const int T = static_cast<int>(c.in_shape[0]), B = static_cast<int>(c.in_shape[1]);
   const int F = static_cast<int>(c.in_shape.back());
   const Shape out_shape{cpu.output_length(T), B, c.cout, cpu.output_freq(F)};
@@ -85,7 +72,7 @@ void run_case(const ConvCase& c, int64_t gpu_budget = 0) {
 
   // Backward with random nonzero starting gradients on both sides (grads are accumulated) and
   // a grad_out whose padding is finite garbage.
-  const Sequences dy = sequences_with_padding(out_shape, y_ref.lengths, rng, -2.0f);
+  const Sequences dy = random_sequences(out_shape, y_ref.lengths, rng, -1.0f, 1.0f, -2.0f);
   fill_uniform(store.grads(), rng);
   upload(store.grads().data(), store.grads().numel(), params.grads(), ctx.stream());
   Sequences dx_ref;
@@ -164,13 +151,13 @@ TEST(CudaConv2d, DeterministicAndAllocationFreeOnceWarm) {
   DeviceParameters params(ctx, store);
   CudaConv2d gpu(ctx, params, cpu);
   gpu.set_column_budget(5 * 5 * 3 * 5 * 4);  // several chunks
-  const Sequences x = sequences_with_padding({11, 3, 5, 9}, {11, 7, 4}, rng, 1.5f);
+  const Sequences x = random_sequences({11, 3, 5, 9}, {11, 7, 4}, rng, -1.0f, 1.0f, 1.5f);
   DeviceSequences xd, yd, dyd, dxd;
   upload(x, xd, ctx.stream());
   gpu.forward(xd, yd, true);
   Sequences y;
   download(yd, y, ctx.stream());
-  const Sequences dy = sequences_with_padding(y.data.shape(), y.lengths, rng, 0.5f);
+  const Sequences dy = random_sequences(y.data.shape(), y.lengths, rng, -1.0f, 1.0f, 0.5f);
   upload(dy, dyd, ctx.stream());
 
   Tensor grads[2], dx[2], out[2];
@@ -190,14 +177,14 @@ TEST(CudaConv2d, DeterministicAndAllocationFreeOnceWarm) {
   expect_close(grads[0], grads[1], 0, 0, "parameter gradients run to run");
 
   // A smaller batch after the largest one reuses the buffers too.
-  const Sequences small = sequences_with_padding({6, 2, 5, 9}, {6, 3}, rng, 1.5f);
+  const Sequences small = random_sequences({6, 2, 5, 9}, {6, 3}, rng, -1.0f, 1.0f, 1.5f);
   DeviceSequences sd;
   upload(small, sd, ctx.stream());
   const int64_t before = device_allocations();
   gpu.forward(sd, yd, true);
   Sequences ys;
   download(yd, ys, ctx.stream());
-  const Sequences dys = sequences_with_padding(ys.data.shape(), ys.lengths, rng, 0.5f);
+  const Sequences dys = random_sequences(ys.data.shape(), ys.lengths, rng, -1.0f, 1.0f, 0.5f);
   upload(dys, dyd, ctx.stream());
   gpu.backward(sd, yd, dyd, dxd);
   ctx.synchronize();

@@ -42,25 +42,6 @@ std::unique_ptr<RnnLayer> make_cpu(const RnnSpec& s, ParameterStore& store, int 
                                     s.batch_norm, kClip, /*bn_momentum=*/0.1f);
 }
 
-void fill_padding(Sequences& s, float value) {
-  const int64_t T = s.time(), B = s.batch(), frame = s.frame_size();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b)
-      if (t >= s.lengths[b])
-        for (int64_t i = 0; i < frame; ++i) s.data[(t * B + b) * frame + i] = value;
-}
-
-int64_t nonzero_padding(const Tensor& data, const std::vector<int>& lengths) {
-  const int64_t T = data.dim(0), B = data.dim(1);
-  const int64_t frame = T * B > 0 ? data.numel() / (T * B) : 0;
-  int64_t bad = 0;
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b)
-      if (t >= lengths[b])
-        for (int64_t i = 0; i < frame; ++i) bad += data[(t * B + b) * frame + i] != 0.0f;
-  return bad;
-}
-
 enum class Mode { kTraining, kInference, kTrainingNoInputGrad };
 
 const char* mode_name(Mode m) {
@@ -96,10 +77,9 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
   cpu->set_needs_input_grad(input_grad);
   gpu.set_needs_input_grad(input_grad);
 
-  Sequences x = random_sequences(shape, batch.lengths, rng);
-  Sequences dy = random_sequences({T, B, kHidden}, batch.lengths, rng);
-  fill_padding(x, 3.0f);
-  fill_padding(dy, -4.0f);
+  Sequences x = random_sequences(shape, batch.lengths, rng, -1.0f, 1.0f, /*padding_value=*/3.0f);
+  Sequences dy =
+      random_sequences({T, B, kHidden}, batch.lengths, rng, -1.0f, 1.0f, /*padding_value=*/-4.0f);
 
   Sequences y_ref, dx_ref;
   cpu->forward(x, y_ref, training);
