@@ -8,9 +8,7 @@ namespace ds2 {
 void DeviceSequences::set_lengths(const std::vector<int>& new_lengths, cudaStream_t stream) {
   lengths = new_lengths;
   device_lengths.reserve(std::max<int64_t>(1, static_cast<int64_t>(lengths.size())));
-  if (!lengths.empty())
-    DS2_CUDA_CHECK(cudaMemcpyAsync(device_lengths.data(), lengths.data(),
-                                   lengths.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
+  lengths_staging.copy(lengths.data(), lengths.size() * sizeof(int), device_lengths.data(), stream);
 }
 
 void DeviceSequences::copy_lengths(const DeviceSequences& other, cudaStream_t stream) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/cuda/device_tensor.h"
+#include "core/cuda/pinned_upload.h"
 #include "nn/sequences.h"
 
 namespace ds2 {
@@ -22,6 +23,7 @@ struct DeviceSequences {
   DeviceTensor data;
   std::vector<int> lengths;         // host copy, lengths[b] valid frames of utterance b
   DeviceArray<int> device_lengths;  // the same on the device (after set_lengths)
+  PinnedUpload lengths_staging;     // set_lengths copies through it: no host sync mid-step
 
   int64_t time() const { return data.dim(0); }
   int64_t batch() const { return data.dim(1); }

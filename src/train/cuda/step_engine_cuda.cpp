@@ -32,17 +32,12 @@ CudaStepEngine::CudaStepEngine(const Config& cfg, AcousticModel& am, bool use_av
   norm_scratch_.reserve(kernels::kSumSquaresPartials);
   norm_.reserve(1);
   DS2_CUDA_CHECK(cudaMallocHost(&norm_host_, sizeof(double)));
-  for (auto& e : copied_) DS2_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   ctx_.synchronize();
 }
 
 CudaStepEngine::~CudaStepEngine() {
   cudaStreamSynchronize(ctx_.stream());
-  for (auto* p : pinned_)
-    if (p) cudaFreeHost(p);
   if (norm_host_) cudaFreeHost(norm_host_);
-  for (auto e : copied_)
-    if (e) cudaEventDestroy(e);
   if (part_begin_) cudaEventDestroy(part_begin_);
   if (part_end_) cudaEventDestroy(part_end_);
 }
@@ -53,20 +48,9 @@ std::string CudaStepEngine::describe() const {
 
 void CudaStepEngine::upload_features(const Batch& batch) {
   const Tensor& host = batch.features.data;
-  const int slot = pinned_turn_;
-  pinned_turn_ ^= 1;
-  // The copy queued from this buffer two batches ago must be done before it is refilled.
-  DS2_CUDA_CHECK(cudaEventSynchronize(copied_[slot]));
-  if (pinned_capacity_[slot] < host.numel()) {
-    if (pinned_[slot]) DS2_CUDA_CHECK(cudaFreeHost(pinned_[slot]));
-    DS2_CUDA_CHECK(cudaMallocHost(&pinned_[slot], sizeof(float) * host.numel()));
-    pinned_capacity_[slot] = host.numel();
-  }
-  std::memcpy(pinned_[slot], host.data(), sizeof(float) * host.numel());
   features_.data.resize(host.shape());
-  DS2_CUDA_CHECK(cudaMemcpyAsync(features_.data.data(), pinned_[slot], sizeof(float) * host.numel(),
-                                 cudaMemcpyHostToDevice, ctx_.stream()));
-  DS2_CUDA_CHECK(cudaEventRecord(copied_[slot], ctx_.stream()));
+  features_staging_.copy(host.data(), sizeof(float) * host.numel(), features_.data.data(),
+                         ctx_.stream());
   features_.set_lengths(batch.features.lengths, ctx_.stream());
 }
 
@@ -82,8 +66,6 @@ void CudaStepEngine::reserve(const Batch& largest) {
   DS2_CUDA_CHECK(cudaMemcpyAsync(p.buffers(), saved.data(), p.num_buffers() * sizeof(float),
                                  cudaMemcpyDeviceToDevice, ctx_.stream()));
   p.zero_grads();
-  // Both pinned staging buffers at full size too.
-  upload_features(largest);
   ctx_.synchronize();
   step_allocations_ = 0;
 }

@@ -12,6 +12,7 @@
 
 #include "core/cuda/context.h"
 #include "core/cuda/device_array.h"
+#include "core/cuda/pinned_upload.h"
 #include "ctc/cuda/ctc_loss_cuda.h"
 #include "nn/cuda/model_cuda.h"
 #include "train/inference.h"
@@ -55,12 +56,7 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
   std::unique_ptr<CudaModel> model_;
   CudaCtcLoss ctc_;
   DeviceSequences features_, grad_logits_;
-  // Two pinned staging buffers used in turn, so packing the next batch never overwrites one
-  // whose copy may still be queued.
-  float* pinned_[2] = {nullptr, nullptr};
-  int64_t pinned_capacity_[2] = {0, 0};
-  int pinned_turn_ = 0;
-  cudaEvent_t copied_[2] = {nullptr, nullptr};
+  PinnedUpload features_staging_;  // features copied through pinned memory: no host sync
   DeviceArray<float> moment1_, moment2_, average_;
   DeviceArray<double> norm_scratch_, norm_;
   double* norm_host_ = nullptr;  // pinned
