@@ -22,14 +22,10 @@ using testing::shell_quote;
 class TranscribeCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    manifest_ = new std::string(testing::write_connected_digits(dir_->path(), "george", 40));
-    checkpoint_ = new std::string(testing::train_tiny_model(dir_->path(), *manifest_));
-  }
-  static void TearDownTestSuite() {
-    delete checkpoint_;
-    delete manifest_;
-    delete dir_;
+    testing::TinyModel& model = testing::shared_tiny_model();
+    dir_ = &model.dir;
+    manifest_ = &model.manifest;
+    checkpoint_ = &model.checkpoint;
   }
   static std::string ds2(const std::string& args) {
     return std::string(DS2_BINARY) + " transcribe " + shell_quote(*checkpoint_) + " " + args;

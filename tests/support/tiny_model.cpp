@@ -121,4 +121,15 @@ Spliced splice_digits(const std::filesystem::path& dir, const std::string& speak
   return out;
 }
 
+TinyModel& shared_tiny_model() {
+  static TinyModel model;
+  static const bool trained = [] {
+    model.manifest = write_connected_digits(model.dir.path(), "george", 40);
+    model.checkpoint = train_tiny_model(model.dir.path(), model.manifest);
+    return true;
+  }();
+  (void)trained;
+  return model;
+}
+
 }  // namespace ds2::testing

@@ -5,12 +5,15 @@
 //   ds2::TempDir dir;
 //   std::string manifest = ds2::testing::write_connected_digits(dir.path(), "george", 30);
 //   std::string ckpt = ds2::testing::train_tiny_model(dir.path(), manifest);  // best.ckpt
+//   const ds2::testing::TinyModel& shared = ds2::testing::shared_tiny_model();  // trained once
 //   ds2::testing::Spliced long_one = ds2::testing::splice_digits(dir.path(), "george", 180.0,
 //                                                                "long.wav");
 #pragma once
 
 #include <filesystem>
 #include <string>
+
+#include "support/temp_dir.h"
 
 namespace ds2::testing {
 
@@ -29,6 +32,16 @@ std::string write_connected_digits(const std::filesystem::path& dir, const std::
 // on `manifest` for `epochs` epochs in dir/run and returns dir/run/best.ckpt.
 std::string train_tiny_model(const std::filesystem::path& dir, const std::string& manifest,
                              int epochs = 60);
+
+// The tiny model trained once per test process on write_connected_digits(dir, "george", 40)
+// (the first caller pays the few seconds), in a scratch folder removed at exit; suites that only
+// read the model share it, and may write their own, distinctly named files into `dir`.
+struct TinyModel {
+  TempDir dir;
+  std::string manifest;
+  std::string checkpoint;
+};
+TinyModel& shared_tiny_model();
 
 // A recording of at least `seconds` seconds: kTinyDigits recordings of `speaker` one after the
 // other (cycling through takes), separated by pauses; `text` is what it says.

@@ -16,8 +16,7 @@ namespace {
 // to get wrong) decode to the same hypotheses, and the same counts, in batches of 1, 3 and 16.
 TEST(Evaluate, BatchSizeNeverChangesAResult) {
   TempDir dir;
-  const std::string train = testing::write_connected_digits(dir.path(), "george", 40, 1, "t.jsonl");
-  AcousticModel am = AcousticModel::load(testing::train_tiny_model(dir.path(), train));
+  AcousticModel am = AcousticModel::load(testing::shared_tiny_model().checkpoint);
   const std::string george =
       testing::write_connected_digits(dir.path(), "george", 10, 5, "g.jsonl");
   const std::string lucas = testing::write_connected_digits(dir.path(), "lucas", 10, 6, "l.jsonl");

@@ -17,18 +17,14 @@
 namespace ds2 {
 namespace {
 
-// One tiny model, trained once for the suite on connected digits of one speaker.
+// The tiny model shared by the test process (trained once on connected digits of one speaker).
 class Transcribe : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    manifest_ = new std::string(testing::write_connected_digits(dir_->path(), "george", 40));
-    checkpoint_ = new std::string(testing::train_tiny_model(dir_->path(), *manifest_));
-  }
-  static void TearDownTestSuite() {
-    delete checkpoint_;
-    delete manifest_;
-    delete dir_;
+    testing::TinyModel& model = testing::shared_tiny_model();
+    dir_ = &model.dir;
+    manifest_ = &model.manifest;
+    checkpoint_ = &model.checkpoint;
   }
 
   static std::vector<Transcript> run(AcousticModel& am, const TextDecoder& decoder,
