@@ -1,0 +1,41 @@
+#include "train/step_engine.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace ds2 {
+
+const NamedTensor& flat_state(const Checkpoint& ck, const std::string& name, int64_t numel) {
+  const NamedTensor* t = ck.find(name);
+  DS2_CHECK(t, ck.path << ": no tensor '" << name
+                       << "' (a checkpoint from before exact resume, or of another optimizer or "
+                          "weight-averaging setting)");
+  DS2_CHECK(static_cast<int64_t>(t->data.size()) == numel,
+            ck.path << ": tensor '" << name << "' has " << t->data.size()
+                    << " values, the run needs " << numel);
+  return *t;
+}
+
+NamedTensor make_flat_state(const std::string& name, const float* data, int64_t numel) {
+  return NamedTensor{name, Shape{numel}, std::vector<float>(data, data + numel)};
+}
+
+Batch synthetic_batch(int batch, int frames, int features, int label_length, int num_classes,
+                      uint64_t seed) {
+  Batch b;
+  Rng rng(seed);
+  b.features.data.resize({frames, batch, features});
+  for (int64_t i = 0; i < b.features.data.numel(); ++i) b.features.data[i] = rng.normal(0, 1);
+  b.features.lengths.assign(batch, frames);
+  for (int i = 0; i < batch; ++i) {
+    std::vector<int> label(label_length);
+    // Cycling through the non-blank classes never repeats a label back to back.
+    for (int k = 0; k < label_length; ++k) label[k] = 1 + (i + k) % std::max(1, num_classes - 1);
+    b.labels.push_back(std::move(label));
+    b.examples.push_back(i);
+  }
+  return b;
+}
+
+}  // namespace ds2
