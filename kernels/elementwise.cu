@@ -1,3 +1,4 @@
+#include "core/bf16.h"
 #include "core/cuda/check.h"
 #include "kernels/elementwise.h"
 
@@ -118,6 +119,14 @@ __global__ void multiply_kernel(const float* a, const float* b, float* y, int64_
   DS2_GRID_STRIDE(i, n) y[i] = a[i] * b[i];
 }
 
+__global__ void to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
+  DS2_GRID_STRIDE(i, n) y[i] = float_to_bf16(x[i]);
+}
+
+__global__ void from_bf16_kernel(const uint16_t* x, float* y, int64_t n) {
+  DS2_GRID_STRIDE(i, n) y[i] = bf16_to_float(x[i]);
+}
+
 }  // namespace
 
 void fill(float* x, int64_t n, float value, cudaStream_t stream) {
@@ -184,6 +193,18 @@ void swap(float* a, float* b, int64_t n, cudaStream_t stream) {
 void multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   multiply_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, y, n);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
+void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  from_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
   DS2_CUDA_CHECK_LAUNCH();
 }
 

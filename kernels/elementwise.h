@@ -53,4 +53,9 @@ void swap(float* a, float* b, int64_t n, cudaStream_t stream);
 // y[i] = a[i] * b[i].
 void multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
 
+// y[i] = bf16(x[i]) rounded to nearest even, as 16-bit words (core/bf16.h's float_to_bf16).
+void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
+// y[i] = float(x[i]) (core/bf16.h's bf16_to_float).
+void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
+
 }  // namespace ds2::kernels

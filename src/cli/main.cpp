@@ -16,6 +16,7 @@
 #include "cli/bench_rnn_command.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "dist/world.h"
 #include "train/config.h"
 
 namespace {
@@ -192,8 +193,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Under mpirun, every rank runs this; a rank that fails ends the whole job (MPI_Abort) so the
+  // others do not wait for it in their next collective.
+  auto fail = [](const std::string& kind, const char* what, int code) {
+    ds2::dist::World& world = ds2::dist::World::get();
+    if (world.distributed()) world.abort(kind + what, code);
+    std::cerr << "ds2: " << kind << what << std::endl;
+    return code;
+  };
   try {
-    if (*train_cmd) return ds2::cli::train(train);
+    if (*train_cmd) {
+      const int rc = ds2::cli::train(train);
+      ds2::dist::World::shutdown();
+      return rc;
+    }
     if (*eval_cmd) return ds2::cli::eval(eval);
     if (*tr_cmd) return ds2::cli::transcribe(tr);
     if (*tune_cmd) return ds2::cli::tune_decoder(tune);
@@ -201,18 +214,20 @@ int main(int argc, char** argv) {
     if (*export_cmd) return ds2::cli::export_model(exp);
     if (*val_cmd) return ds2::cli::validate_data(val);
     if (*kaldi_cmd) return ds2::cli::import_kaldi(kaldi);
-    if (*bench_step_cmd) return ds2::cli::bench_step(bench);
+    if (*bench_step_cmd) {
+      const int rc = ds2::cli::bench_step(bench);
+      ds2::dist::World::shutdown();
+      return rc;
+    }
     if (*bench_rnn_cmd) return ds2::cli::bench_rnn(bench_rnn);
     if (*keys_cmd) {
       std::cout << ds2::describe_config_keys();
       return 0;
     }
   } catch (const ds2::Error& e) {
-    std::cerr << "ds2: error: " << e.what() << std::endl;
-    return 1;
+    return fail("error: ", e.what(), 1);
   } catch (const std::exception& e) {
-    std::cerr << "ds2: internal error: " << e.what() << std::endl;
-    return 3;
+    return fail("internal error: ", e.what(), 3);
   }
   return 0;
 }

@@ -104,7 +104,7 @@ const Sequences& Model::logits() const {
   return activations_.back();
 }
 
-void Model::backward(const Sequences& grad_logits) {
+void Model::backward(const Sequences& grad_logits, BackwardListener* listener) {
   DS2_CHECK(grad_logits.data.shape() == logits().data.shape(),
             "model backward: gradient shape " << shape_str(grad_logits.data.shape())
                                               << " differs from the logits' "
@@ -120,6 +120,7 @@ void Model::backward(const Sequences& grad_logits) {
       layer_ms_[i] +=
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
+    if (listener) listener->gradients_ready(i);
     grad_out = grad_in;
     grad_in = grad_in == &grad_a_ ? &grad_b_ : &grad_a_;
   }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "nn/backward_listener.h"
 #include "nn/layer.h"
 #include "nn/model_config.h"
 #include "nn/parameters.h"
@@ -49,8 +50,9 @@ class Model {
   // {T', B, num_classes} of the last forward, lengths[b] = output_length(features.lengths[b]).
   const Sequences& logits() const;
   // dL/d(logits) of the last forward (which must have been a training one); padding ignored.
-  // Adds into parameters().grads(); the caller zeroes them between steps.
-  void backward(const Sequences& grad_logits);
+  // Adds into parameters().grads(); the caller zeroes them between steps. `listener` hears when
+  // each layer's gradients are final (a gradient allreduce starts on them).
+  void backward(const Sequences& grad_logits, BackwardListener* listener = nullptr);
 
   // Frames the model emits for an utterance of `input_frames` frames (conv strides shrink time).
   int output_length(int input_frames) const;
@@ -61,6 +63,9 @@ class Model {
   int input_features() const { return input_features_; }
   int num_classes() const { return num_classes_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // Per layer, the trainable values it owns: contiguous slices of parameters().values() in layer
+  // order (what gradient buckets are cut from).
+  const std::vector<int64_t>& layer_parameter_counts() const { return layer_parameters_; }
 
   // Wall-clock timing of each layer's forward and backward, for `ds2 bench`: milliseconds per
   // layer kind (layer_kind()), summed since set_timing(true).

@@ -1,7 +1,9 @@
 // `ds2 bench step`: the speed of one training step for a config's model on this machine's
 // engine (GPU when present), on synthetic utterances of a fixed length: no data loading, so the
 // number is the step itself. Prints ms per step, utterances/s, audio-seconds/s, peak device
-// memory and where the time goes per layer kind.
+// memory and where the time goes per layer kind. Under mpirun the batch is the global one, split
+// evenly over the ranks, and every step includes the gradient allreduce; the result then also
+// gives the time per step spent waiting on communication that backward did not hide.
 //
 //   ds2::StepBenchOptions o;  o.batch = 4;  o.seconds = 10;
 //   ds2::StepBenchResult r = ds2::bench_step(load_config("configs/ds2-large.yaml", {}), o);
@@ -27,13 +29,15 @@ struct StepBenchResult {
   std::string engine;  // StepEngine::describe()
   std::string model;   // one line: parameters and layers
   std::string layers;  // StepEngine::describe_layers(): how the recurrent layers run
-  int batch = 0;
+  int batch = 0;       // global: over all ranks
+  int ranks = 1;
   double seconds = 0;
   int frames = 0, output_frames = 0, label_length = 0;
   double ms_per_step = 0;
   double utterances_per_s = 0;
   double audio_seconds_per_s = 0;
   int64_t peak_device_bytes = -1;
+  double exposed_comm_ms = 0;  // per step, rank 0's wait on communication not hidden by backward
   std::map<std::string, double> part_ms;  // per step
 };
 

@@ -70,7 +70,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  const std::string bytes = read_file(path);
+  return parse_checkpoint(read_file(path), path);
+}
+
+Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   DS2_CHECK(bytes.size() >= 8, path << ": not a checkpoint (file too short)");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i)

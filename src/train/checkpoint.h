@@ -38,5 +38,8 @@ struct Checkpoint {
 uint32_t crc32(const void* data, size_t size);
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 Checkpoint load_checkpoint(const std::string& path);
+// A checkpoint from the bytes of its file (read elsewhere, e.g. by rank 0 and broadcast); `path`
+// names it in messages.
+Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path);
 
 }  // namespace ds2

@@ -303,6 +303,14 @@ const std::vector<Field>& schema() {
                 "labels with natural-log probability below this are skipped in a frame"),
       DS2_FIELD("decode.unk_log10_prob", decode.unk_log10_prob, double, "a number",
                 "log10 LM probability of words outside the LM's vocabulary (0 = its <unk>)"),
+      DS2_FIELD("dist.timeout_s", dist.timeout_s, double, "a number",
+                "seconds a collective may wait on other ranks before the job is aborted"),
+      DS2_FIELD("dist.bucket_mb", dist.bucket_mb, double, "a number",
+                "gradient allreduce bucket size in MiB (buckets overlap backward)"),
+      DS2_FIELD("dist.reduce_dtype", dist.reduce_dtype, std::string, "a string",
+                "fp32 | bf16: element type of the gradient allreduce"),
+      DS2_FIELD("dist.check_every", dist.check_every, int, "an integer",
+                "debug: every N steps check that all ranks hold identical weights (0 = off)"),
   };
   return fields;
 }
@@ -461,6 +469,10 @@ void validate(const Config& c) {
   DS2_CHECK(std::isfinite(c.decode.lm_weight) && std::isfinite(c.decode.word_score),
             "keys 'decode.lm_weight' and 'decode.word_score' must be finite numbers");
   DS2_CHECK(!std::isnan(c.decode.prune), "key 'decode.prune' must be a number");
+  require_one_of("dist.reduce_dtype", c.dist.reduce_dtype, {"fp32", "bf16"});
+  positive("dist.timeout_s", c.dist.timeout_s);
+  positive("dist.bucket_mb", c.dist.bucket_mb);
+  DS2_CHECK(c.dist.check_every >= 0, "key 'dist.check_every' must be >= 0");
 }
 
 std::string emit_resolved(const Config& cfg) {

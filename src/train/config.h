@@ -77,6 +77,14 @@ struct DecodeConfig {
   double unk_log10_prob = 0;  // < 0: log10 P of words outside the LM; 0 = the LM's <unk>
 };
 
+// Data-parallel training (mpirun -np N ds2 train ...): ignored with one rank.
+struct DistConfig {
+  double timeout_s = 300;             // a collective waiting longer aborts the job (watchdog)
+  double bucket_mb = 16;              // gradient allreduce bucket size (fp32 MiB)
+  std::string reduce_dtype = "fp32";  // fp32 | bf16: element type of the gradient allreduce
+  int check_every = 0;  // debug: every N steps, check that all ranks hold identical weights
+};
+
 struct Config {
   RunConfig run;
   DataConfig data;
@@ -86,6 +94,7 @@ struct Config {
   OptimConfig optim;
   TrainLoopConfig train;
   DecodeConfig decode;
+  DistConfig dist;
   std::string resolved_yaml;  // the complete configuration, every key present
   std::string source;         // the file it came from (or "<string>")
 };

@@ -21,6 +21,25 @@ NamedTensor make_flat_state(const std::string& name, const float* data, int64_t 
   return NamedTensor{name, Shape{numel}, std::vector<float>(data, data + numel)};
 }
 
+void average_over_ranks(dist::World& world, float* values, int64_t count) {
+  if (!world.distributed() || count == 0) return;
+  world.allreduce_sum(values, count, "batch-norm statistics average");
+  const float inv = 1.0f / static_cast<float>(world.size());
+  for (int64_t i = 0; i < count; ++i) values[i] *= inv;
+}
+
+uint64_t hash_bytes(const void* data, size_t size) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
+dist::BucketPlan gradient_buckets(const Model& model, const DistConfig& cfg) {
+  const auto elements = static_cast<int64_t>(cfg.bucket_mb * 1048576.0 / sizeof(float));
+  return dist::BucketPlan(model.layer_parameter_counts(), std::max<int64_t>(1, elements));
+}
+
 Batch synthetic_batch(int batch, int frames, int features, int label_length, int num_classes,
                       uint64_t seed) {
   Batch b;

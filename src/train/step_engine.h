@@ -11,6 +11,10 @@
 //   engine->optimizer_step(lr);
 //   engine->update_average(a, b);
 //   engine->begin_host_view(/*averaged=*/true);  evaluate(am, ...);  engine->end_host_view();
+//
+// Data-parallel training: engine->join(world, cfg.dist) once, before reserve(); from then on
+// backward() sums the gradients over all ranks (bucketed allreduce overlapping backward), and a
+// rank whose share of a global batch is empty calls backward_without_data() instead.
 #pragma once
 
 #include <map>
@@ -19,6 +23,8 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "dist/bucket_plan.h"
+#include "dist/world.h"
 #include "train/acoustic_model.h"
 #include "train/checkpoint.h"
 
@@ -38,6 +44,9 @@ class StepEngine {
   // clipping to `max_norm` (0 = none). Returns the norm before clipping (non-finite if any
   // gradient is).
   virtual double backward(float loss_scale, double max_norm) = 0;
+  // For a rank with no utterances in this step: zero gradients join the allreduce, then the same
+  // clipping; returns the norm of the reduced gradients like backward().
+  virtual double backward_without_data(double max_norm) = 0;
   virtual void optimizer_step(double lr) = 0;
   // Weight average (EMA): average = a * average + b * weights. Starts equal to the weights.
   virtual void update_average(float a, float b) = 0;
@@ -55,6 +64,17 @@ class StepEngine {
   // Restores what save_state wrote, after the host model got the checkpoint's buffers
   // (AcousticModel::load_weights). Throws naming the checkpoint and tensor on a mismatch.
   virtual void load_state(const Checkpoint& ck) = 0;
+
+  // Joins a data-parallel run (nothing happens with one rank): backward() then sums gradients
+  // over the ranks of `world`, and begin_host_view() averages batch-norm statistics over them.
+  virtual void join(dist::World& world, const DistConfig& cfg) = 0;
+  // Milliseconds of the last backward() spent waiting for gradient communication that backward
+  // did not hide; 0 with one rank. On the GPU, valid after synchronize().
+  virtual double exposed_comm_ms() { return 0; }
+  // A hash of the live weights, to check that ranks hold identical copies (dist.check_every).
+  virtual uint64_t weights_hash() = 0;
+  // Mixes `salt` into every dropout stream, so ranks draw different masks.
+  virtual void salt_dropout(uint64_t salt) = 0;
 
   // How the layers run where there is a choice (persistent or GEMM recurrences), one line per
   // layer, after reserve(); empty when there is no choice.
@@ -76,8 +96,16 @@ class StepEngine {
 
 // The engine for cfg.run.device: "cpu", "cuda" (an error when no GPU can be used) or "auto"
 // (CUDA when built with it and a device is visible, else CPU). `use_average` allocates the EMA.
-std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am,
-                                             bool use_average);
+// `local_rank` (the rank among this host's ranks) picks the GPU: local_rank % visible devices.
+std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am, bool use_average,
+                                             int local_rank = 0);
+
+// Replaces values[0, count) by their mean over the ranks of `world` (batch-norm statistics).
+void average_over_ranks(dist::World& world, float* values, int64_t count);
+// A 64-bit FNV-1a hash of `size` bytes (weights_hash(), layout checks).
+uint64_t hash_bytes(const void* data, size_t size);
+// Gradient allreduce buckets of `model`'s flat gradient buffer, sized by dist.bucket_mb.
+dist::BucketPlan gradient_buckets(const Model& model, const DistConfig& cfg);
 
 // The flat tensor `name` of `ck`, checked to hold `numel` values; throws naming both.
 const NamedTensor& flat_state(const Checkpoint& ck, const std::string& name, int64_t numel);

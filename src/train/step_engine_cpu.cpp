@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "core/blas.h"
 #include "core/device.h"
@@ -32,13 +33,52 @@ void CpuStepEngine::forward_loss(const Batch& batch, std::vector<double>* losses
   if (timing_) ctc_ms_ += ms_since(start);
 }
 
-double CpuStepEngine::backward(float loss_scale, double max_norm) {
-  float* g = grad_.data.data();
-  for (int64_t i = 0; i < grad_.data.numel(); ++i) g[i] *= loss_scale;
+template <typename RunBackward>
+double CpuStepEngine::reduce_and_clip(RunBackward run_backward, double max_norm) {
   ParameterStore& store = am_.model->parameters();
   store.zero_grads();
-  am_.model->backward(grad_);
+  if (exchange_) exchange_->begin();
+  run_backward();
+  if (exchange_) exchange_->finish();
   return clip_grad_norm(store.grads(), max_norm);
+}
+
+double CpuStepEngine::backward(float loss_scale, double max_norm) {
+  return reduce_and_clip(
+      [&] {
+        float* g = grad_.data.data();
+        for (int64_t i = 0; i < grad_.data.numel(); ++i) g[i] *= loss_scale;
+        am_.model->backward(grad_, exchange_.get());
+      },
+      max_norm);
+}
+
+double CpuStepEngine::backward_without_data(double max_norm) {
+  return reduce_and_clip(
+      [&] {
+        if (!exchange_) return;
+        for (size_t i = am_.model->layers().size(); i-- > 0;) exchange_->gradients_ready(i);
+      },
+      max_norm);
+}
+
+void CpuStepEngine::join(dist::World& world, const DistConfig& cfg) {
+  if (!world.distributed()) return;
+  world_ = &world;
+  exchange_ = dist::make_mpi_gradient_exchange(world, am_.model->parameters().grads().data(),
+                                               gradient_buckets(*am_.model, cfg),
+                                               cfg.reduce_dtype == "bf16");
+}
+
+uint64_t CpuStepEngine::weights_hash() {
+  const Tensor& live = swapped_ ? average_ : am_.model->parameters().values();
+  return hash_bytes(live.data(), sizeof(float) * live.numel());
+}
+
+void CpuStepEngine::salt_dropout(uint64_t salt) {
+  for (const auto& layer : am_.model->layers())
+    if (auto* drop = dynamic_cast<Dropout*>(layer.get()))
+      drop->reseed(std::hash<std::string>{}(drop->rng_state()) ^ (salt * 0x9E3779B97F4A7C15ull));
 }
 
 void CpuStepEngine::optimizer_step(double lr) {
@@ -77,6 +117,8 @@ void CpuStepEngine::swap_average() {
 void CpuStepEngine::begin_host_view(bool averaged) {
   swapped_ = averaged && average_.numel() > 0;
   if (swapped_) swap_average();
+  Tensor& buffers = am_.model->parameters().buffers();
+  if (world_) average_over_ranks(*world_, buffers.data(), buffers.numel());
 }
 
 void CpuStepEngine::end_host_view() {
@@ -127,8 +169,8 @@ void CpuStepEngine::load_state(const Checkpoint& ck) {
 }
 
 #ifndef DS2_HAVE_CUDA
-std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am,
-                                             bool use_average) {
+std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am, bool use_average,
+                                             int /*local_rank*/) {
   DS2_CHECK(cfg.run.device != "cuda", cfg.source << ": key 'run.device': cuda, but this ds2 was "
                                                     "built without CUDA (DS2_WITH_CUDA=OFF or no "
                                                     "nvcc); use cpu or auto");

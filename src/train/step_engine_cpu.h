@@ -5,6 +5,7 @@
 #pragma once
 
 #include "ctc/ctc_loss.h"
+#include "dist/gradient_exchange.h"
 #include "train/optimizer.h"
 #include "train/step_engine.h"
 
@@ -19,6 +20,11 @@ class CpuStepEngine : public StepEngine {
   void reserve(const Batch& /*largest*/) override {}
   void forward_loss(const Batch& batch, std::vector<double>* losses) override;
   double backward(float loss_scale, double max_norm) override;
+  double backward_without_data(double max_norm) override;
+  void join(dist::World& world, const DistConfig& cfg) override;
+  double exposed_comm_ms() override { return exchange_ ? exchange_->exposed_wait_ms() : 0; }
+  uint64_t weights_hash() override;
+  void salt_dropout(uint64_t salt) override;
   void optimizer_step(double lr) override;
   void update_average(float a, float b) override;
   void begin_host_view(bool averaged) override;
@@ -30,12 +36,17 @@ class CpuStepEngine : public StepEngine {
 
  private:
   void swap_average();
+  // Zeroed gradients, the listener's buckets launched by `run_backward`, reduced, clipped.
+  template <typename RunBackward>
+  double reduce_and_clip(RunBackward run_backward, double max_norm);
 
   AcousticModel& am_;
   std::unique_ptr<Optimizer> optimizer_;
   CtcWorkspace ctc_workspace_;
   Sequences grad_;
   Tensor average_;
+  dist::World* world_ = nullptr;  // set by join() in a run of several ranks
+  std::unique_ptr<dist::GradientExchange> exchange_;
   bool swapped_ = false;
   bool timing_ = false;
   double ctc_ms_ = 0, optimizer_ms_ = 0;

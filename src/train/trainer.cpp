@@ -18,8 +18,11 @@
 #include "core/error.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "dist/fault_injection.h"
+#include "dist/world.h"
 #include "train/acoustic_model.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
 #include "train/step_engine.h"
@@ -100,9 +103,11 @@ void check_resume_config(const Checkpoint& ck, const Config& now,
     if (key != "run.resume" && key != "run.device" && key != "run.dir")
       log("resume: changed " + key + ": " + a[i].second + " -> " + b[i].second);
   }
-  DS2_CHECK(ck.meta("train.world_size") == "1",
-            ck.path << ": cannot resume: the checkpoint was written by "
-                    << ck.meta("train.world_size") << " ranks, this run has 1");
+  // Global batches do not depend on the rank count, so a run may resume on more or fewer ranks.
+  const std::string ranks = std::to_string(dist::World::get().size());
+  if (ck.meta("train.world_size") != ranks)
+    log("resume: the checkpoint was written by " + ck.meta("train.world_size") +
+        " ranks, this run has " + ranks);
 }
 
 void resume_from(const Checkpoint& ck, const Config& cfg, AcousticModel& am, StepEngine& engine,
@@ -135,6 +140,12 @@ std::vector<std::string> existing_step_checkpoints(const std::string& dir) {
 Trainer::Trainer(Config config) : config_(std::move(config)) {}
 
 void Trainer::log(const std::string& line, bool console) {
+  if (!lead_) {
+    // Other ranks report only what is theirs alone (utterances they skipped); rank 0 logs the rest.
+    if (line.rfind("skip", 0) == 0)
+      std::cerr << "ds2 [" << dist::World::get().where() << "]: " << line << std::endl;
+    return;
+  }
   if (console) progress_.print(line);
   if (log_file_) log_file_ << line << std::endl;
 }
@@ -144,22 +155,35 @@ TrainSummary Trainer::run() {
   const Config& cfg = config_;
   DS2_CHECK(!cfg.data.train_manifest.empty(),
             cfg.source << ": key 'data.train_manifest' is required");
-  fs::create_directories(cfg.run.dir);
-  write_file_atomic((fs::path(cfg.run.dir) / "config.yaml").string(), cfg.resolved_yaml);
-  log_file_.open(fs::path(cfg.run.dir) / "train.log", std::ios::app);
-  std::ofstream metrics(fs::path(cfg.run.dir) / "metrics.jsonl", std::ios::app);
+  dist::World& world = dist::World::get();
+  world.set_timeout(cfg.dist.timeout_s);
+  lead_ = world.rank() == 0;
+  check_same_config(world, cfg);
+  std::ofstream metrics;
+  if (lead_) {
+    fs::create_directories(cfg.run.dir);
+    write_file_atomic((fs::path(cfg.run.dir) / "config.yaml").string(), cfg.resolved_yaml);
+    log_file_.open(fs::path(cfg.run.dir) / "train.log", std::ios::app);
+    metrics.open(fs::path(cfg.run.dir) / "metrics.jsonl", std::ios::app);
+  }
   set_blas_threads(cfg.run.threads);
   AcousticModel am = AcousticModel::create(cfg);
   Model& model = *am.model;
   log("model: " + model.summary());
   const bool use_ema = cfg.train.ema_decay > 0;
-  std::unique_ptr<StepEngine> engine = make_step_engine(cfg, am, use_ema);
+  std::unique_ptr<StepEngine> engine = make_step_engine(cfg, am, use_ema, world.local_rank());
   const DeviceReport devices = query_devices();
   log("device: " + engine->describe() + "; CUDA devices visible: " +
       (devices.cuda_devices > 0 ? std::to_string(devices.cuda_devices)
                                 : "none (" + devices.note + ")"));
+  if (world.distributed())
+    log("data-parallel: " + std::to_string(world.size()) + " ranks, global batch " +
+        std::to_string(cfg.train.batch_size) + " (" +
+        std::to_string((cfg.train.batch_size + world.size() - 1) / world.size()) +
+        " per rank at most), gradient allreduce in " + cfg.dist.reduce_dtype + ", " +
+        gradient_buckets(model, cfg.dist).describe());
   std::unique_ptr<TensorBoardWriter> tb;
-  if (cfg.run.tensorboard) {
+  if (cfg.run.tensorboard && lead_) {
     tb = std::make_unique<TensorBoardWriter>((fs::path(cfg.run.dir) / "tb").string());
     log("tensorboard: " + tb->path() + " (tensorboard --logdir " + cfg.run.dir + ")");
   }
@@ -175,22 +199,28 @@ TrainSummary Trainer::run() {
   log("data: train " + std::to_string(train.examples.size()) + " utterances (" +
       fixed(train.hours(), 2) + " h), dev " + std::to_string(dev.examples.size()) +
       ", skipped by validation " + std::to_string(summary.invalid_utterances));
-  if (summary.invalid_utterances > 0) {
+  if (summary.invalid_utterances > 0 && lead_) {
     const std::string path = (fs::path(cfg.run.dir) / "data_problems.txt").string();
     write_problems(path, train.problems, dev.problems);
     for (size_t i = 0; i < std::min<size_t>(5, train.problems.size()); ++i)
       log("skip: " + train.problems[i]);
     log("all " + std::to_string(summary.invalid_utterances) + " problems: " + path);
   }
-  if (am.featurizer->needs_global_stats()) {
+  if (am.featurizer->needs_global_stats() && lead_) {
     compute_global_stats(am, train);
     log("features: global normalization statistics from the training set");
   }
+  // Every rank starts from rank 0's weights and statistics, then joins the gradient exchange
+  // and draws dropout masks of its own.
+  share_initial_state(world, am);
+  engine->join(world, cfg.dist);
+  if (world.rank() > 0) engine->salt_dropout(static_cast<uint64_t>(world.rank()));
 
   std::vector<double> durations;
   for (const auto& ex : train.examples) durations.push_back(ex.duration_s);
   BatchSampler sampler(durations, cfg.train.batch_size, cfg.train.sortagrad,
-                       static_cast<uint64_t>(cfg.run.seed));
+                       static_cast<uint64_t>(cfg.run.seed), world.rank(), world.size());
+  const int rank_batch = (cfg.train.batch_size + world.size() - 1) / world.size();
   const int64_t steps_per_epoch = sampler.batches_per_epoch();
   int64_t total_steps = steps_per_epoch * cfg.train.epochs;
   if (cfg.train.max_steps > 0) total_steps = std::min<int64_t>(total_steps, cfg.train.max_steps);
@@ -206,7 +236,7 @@ TrainSummary Trainer::run() {
     }
     const double stretch = 1.0 / std::min(1.0, cfg.augment.speed_min);
     const int frames = static_cast<int>(am.featurizer->frames_for_duration(longest * stretch)) + 2;
-    engine->reserve(synthetic_batch(cfg.train.batch_size, frames, am.featurizer->num_features(),
+    engine->reserve(synthetic_batch(rank_batch, frames, am.featurizer->num_features(),
                                     static_cast<int>(longest_label), model.num_classes(),
                                     static_cast<uint64_t>(cfg.run.seed)));
     std::istringstream layers(engine->describe_layers());
@@ -246,20 +276,22 @@ TrainSummary Trainer::run() {
     ck.metadata["train.consecutive_skips"] = std::to_string(consecutive_skips);
     ck.metadata["train.skipped_steps"] = std::to_string(summary.skipped_steps);
     ck.metadata["train.skipped_utterances"] = std::to_string(summary.skipped_utterances);
-    ck.metadata["train.world_size"] = "1";
+    ck.metadata["train.world_size"] = std::to_string(world.size());
     const std::string path = (fs::path(cfg.run.dir) / name).string();
     save_checkpoint(path, ck);
     return path;
   };
   // RUN/latest names the newest checkpoint a resume should start from; written after it.
   auto point_latest = [&](const std::string& name) {
+    if (!lead_) return;
     write_file_atomic((fs::path(cfg.run.dir) / "latest").string(), name + "\n");
   };
   // Dev WER/CER (when there is a dev set), last.ckpt, best.ckpt and optionally step-N.ckpt.
+  // With several ranks, all of them evaluate (each a share of the dev set); rank 0 saves.
   auto evaluate_and_save = [&](int epoch, bool step_checkpoint) {
     engine->begin_host_view(/*averaged=*/use_ema);
     if (have_dev) {
-      EvalResult r = evaluate(am, dev, cfg.train.batch_size, threads);
+      EvalResult r = evaluate_across_ranks(world, am, dev, cfg.train.batch_size, threads);
       const double wer = r.words.rate(), cer = r.chars.rate();
       log("eval step " + std::to_string(step) + " epoch " + std::to_string(epoch) + ": dev WER " +
           fixed(100 * wer, 2) + "% CER " + fixed(100 * cer, 2) + "% (" +
@@ -276,8 +308,12 @@ TrainSummary Trainer::run() {
         best_wer = wer;
         summary.best_dev_wer = wer;
         summary.best_dev_cer = cer;
-        save("best.ckpt", epoch);
+        if (lead_) save("best.ckpt", epoch);
       }
+    }
+    if (!lead_) {
+      engine->end_host_view();
+      return;
     }
     save("last.ckpt", epoch);
     if (step_checkpoint) {
@@ -296,8 +332,11 @@ TrainSummary Trainer::run() {
 
   int first_epoch = 0;
   int64_t first_epoch_skip = 0;  // batches of first_epoch already consumed before a resume
-  if (auto ck = find_resume_checkpoint(cfg)) {
+  std::optional<Checkpoint> rank0_checkpoint;
+  if (lead_) rank0_checkpoint = find_resume_checkpoint(cfg);
+  if (auto ck = share_checkpoint(world, std::move(rank0_checkpoint))) {
     resume_from(*ck, cfg, am, *engine, [&](const std::string& line) { log(line); });
+    if (world.rank() > 0) engine->salt_dropout(static_cast<uint64_t>(world.rank()));
     step = std::stoll(ck->meta("train.step"));
     first_epoch = std::stoi(ck->meta("train.epoch"));
     first_epoch_skip = std::stoll(ck->meta("train.batches_done"));
@@ -310,7 +349,7 @@ TrainSummary Trainer::run() {
     consecutive_skips = std::stoll(ck->meta("train.consecutive_skips"));
     summary.skipped_steps = std::stoll(ck->meta("train.skipped_steps"));
     summary.skipped_utterances = std::stoll(ck->meta("train.skipped_utterances"));
-    step_checkpoints = existing_step_checkpoints(cfg.run.dir);
+    if (lead_) step_checkpoints = existing_step_checkpoints(cfg.run.dir);
     if (first_epoch_skip >= steps_per_epoch) first_epoch += 1, first_epoch_skip = 0;
     log("resume: " + ck->path + " at step " + std::to_string(step) + ", epoch " +
         std::to_string(first_epoch) + ", batch " + std::to_string(first_epoch_skip) +
@@ -329,31 +368,48 @@ TrainSummary Trainer::run() {
                        /*augment=*/true);
     while (const Batch* batch = loader.next()) {
       ++batches_done;
+      world.set_step(step);
+      dist::inject_fault(world.rank(), step);
       for (const auto& f : batch->failures) log("skip: " + f);
-      summary.skipped_utterances += static_cast<int64_t>(batch->failures.size());
-      if (batch->examples.empty()) continue;
       const double lr = learning_rate(cfg.optim, step, total_steps, steps_per_epoch);
 
-      engine->forward_loss(*batch, &losses);
+      // This rank's share of the global batch (possibly empty: a short last batch, or failed
+      // loads), then the global totals every rank decides on identically.
+      const bool have_data = !batch->examples.empty();
+      if (have_data) engine->forward_loss(*batch, &losses);
       // Utterances made infeasible by speed perturbation have +inf loss and zero gradient: they
       // are counted and left out of the mean. NaN means the step is numerically broken.
-      double loss_sum = 0;
-      int finite = 0;
-      bool broken = false;
-      for (size_t i = 0; i < losses.size(); ++i) {
+      double local[6] = {0,
+                         0,
+                         0,
+                         static_cast<double>(batch->examples.size()),
+                         batch->audio_seconds,
+                         static_cast<double>(batch->failures.size())};
+      enum { kLossSum, kFinite, kBroken, kUtterances, kAudio, kSkipped };
+      for (size_t i = 0; have_data && i < losses.size(); ++i) {
         if (std::isfinite(losses[i])) {
-          loss_sum += losses[i], ++finite;
+          local[kLossSum] += losses[i], local[kFinite] += 1;
         } else if (std::isinf(losses[i]) && losses[i] > 0) {
-          ++summary.skipped_utterances;
+          local[kSkipped] += 1;
           log("skip: " + describe_problem(train.examples[batch->examples[i]].utterance,
                                           "CTC-infeasible after augmentation"));
         } else {
-          broken = true;
+          local[kBroken] = 1;
         }
       }
+      double global[6];
+      std::copy(local, local + 6, global);
+      world.allreduce_sum(global, 6, "loss reduction");
+      summary.skipped_utterances += static_cast<int64_t>(global[kSkipped]);
+      if (global[kUtterances] == 0) continue;
+      const double loss_sum = global[kLossSum];
+      const int finite = static_cast<int>(global[kFinite]);
+      bool broken = global[kBroken] > 0;
       double norm = 0;
       if (!broken && finite > 0) {
-        norm = engine->backward(1.0f / static_cast<float>(finite), cfg.optim.grad_clip);
+        // Scaled by the global count, the summed gradients are the mean over the global batch.
+        norm = have_data ? engine->backward(1.0f / static_cast<float>(finite), cfg.optim.grad_clip)
+                         : engine->backward_without_data(cfg.optim.grad_clip);
         broken = !std::isfinite(norm);
       }
       if (broken || finite == 0) {
@@ -376,9 +432,11 @@ TrainSummary Trainer::run() {
       if (use_ema) update_ema();
       const double mean_loss = loss_sum / finite;
       window_loss += mean_loss, ++window_steps;
-      window_utts += static_cast<int64_t>(batch->examples.size());
-      window_audio += batch->audio_seconds;
-      summary.audio_seconds += batch->audio_seconds;
+      window_utts += static_cast<int64_t>(global[kUtterances]);
+      window_audio += global[kAudio];
+      summary.audio_seconds += global[kAudio];
+      if (cfg.dist.check_every > 0 && step % cfg.dist.check_every == 0)
+        check_identical_weights(world, *engine, step);
       if (progress_.enabled()) {
         const double dt = seconds_since(window_start);
         const double eta =

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <string>
 
+#include "dist/world.h"
 #include "train/config.h"
 #include "train/progress.h"
 
@@ -44,8 +45,10 @@ class Trainer {
   // To train.log and stdout (console: false, to train.log only).
   void log(const std::string& line, bool console = true);
   Config config_;
+  bool lead_ = true;  // rank 0 (or the only rank): logs, metrics and checkpoints
   std::ofstream log_file_;
-  ProgressLine progress_{std::cout, ProgressLine::stdout_is_terminal()};  // terminals only
+  // Terminals only, and not under mpirun (whose pseudo-terminals would interleave ranks' bars).
+  ProgressLine progress_{std::cout, ProgressLine::stdout_is_terminal() && !dist::launched_by_mpi()};
 };
 
 }  // namespace ds2

@@ -3,9 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/blas.h"
 #include "core/cuda/check.h"
 #include "core/cuda/gemm.h"
-#include "core/blas.h"
 #include "nn/activations.h"
 #include "support/cuda_compare.h"
 
@@ -104,6 +108,35 @@ TEST_P(ElementwiseTest, GemmMatchesCblas) {
       expect_close(ref, download_tensor(cd, ctx), 1e-5, 1e-5,
                    "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
     }
+}
+
+TEST_P(ElementwiseTest, Bf16ConversionsMatchCpuBitForBit) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(GetParam() + 11);
+  const int64_t n = GetParam();
+  Tensor x({n});
+  fill_uniform(x, rng, -300, 300);
+  if (n > 2) x[1] = 1.0f + 1.0f / 256, x[2] = std::numeric_limits<float>::infinity();  // tie, inf
+  std::vector<uint16_t> ref(n);
+  Tensor back_ref({n});
+  for (int64_t i = 0; i < n; ++i) {
+    ref[i] = float_to_bf16(x[i]);
+    back_ref[i] = bf16_to_float(ref[i]);
+  }
+  DeviceTensor xd, back({n});
+  upload(x, xd, ctx.stream());
+  DeviceArray<uint16_t> packed(n);
+  DS2_CUDA_CHECK(cudaMemsetAsync(packed.data(), 0xFF, n * sizeof(uint16_t), ctx.stream()));
+  poison(back, ctx);
+  kernels::to_bf16(xd.data(), packed.data(), n, ctx.stream());
+  kernels::from_bf16(packed.data(), back.data(), n, ctx.stream());
+  std::vector<uint16_t> got(n);
+  DS2_CUDA_CHECK(cudaMemcpyAsync(got.data(), packed.data(), n * sizeof(uint16_t),
+                                 cudaMemcpyDeviceToHost, ctx.stream()));
+  ctx.synchronize();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], ref[i]) << "element " << i << " of " << n;
+  expect_close(back_ref, download_tensor(back, ctx), 0, 0, "from_bf16");
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ElementwiseTest, ::testing::Values(1, 31, 1000, 65537));

@@ -102,7 +102,7 @@ void CudaModel::forward(const DeviceSequences& features, bool training) {
   }
 }
 
-void CudaModel::backward(const DeviceSequences& grad_logits) {
+void CudaModel::backward(const DeviceSequences& grad_logits, BackwardListener* listener) {
   DS2_CHECK(input_ != nullptr, "model backward before forward");
   DS2_CHECK(grad_logits.data.shape() == logits().data.shape(),
             "model backward: gradient shape " << shape_str(grad_logits.data.shape())
@@ -115,6 +115,7 @@ void CudaModel::backward(const DeviceSequences& grad_logits) {
     time_begin(i);
     layers_[i]->backward(in, activations_[i], *grad_out, *grad_in);
     time_end(i);
+    if (listener) listener->gradients_ready(i);
     grad_out = grad_in;
     grad_in = grad_in == &grad_a_ ? &grad_b_ : &grad_a_;
   }

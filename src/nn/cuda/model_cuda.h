@@ -32,7 +32,8 @@ class CudaModel {
   DeviceParameters& params() { return params_; }
   void forward(const DeviceSequences& features, bool training);
   const DeviceSequences& logits() const { return activations_.back(); }
-  void backward(const DeviceSequences& grad_logits);
+  // `listener` hears when each layer's gradient work has been queued (nn/backward_listener.h).
+  void backward(const DeviceSequences& grad_logits, BackwardListener* listener = nullptr);
   // Reseeds dropout layers (as Model::initialize does for the CPU's).
   void reseed_dropout(uint64_t seed);
   // The seed each dropout layer's next training forward will use, by layer name, and back (for

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/cuda/check.h"
+#include "dist/cuda/nccl_gradient_exchange.h"
 #include "kernels/elementwise.h"
 #include "kernels/optimizer.h"
 #include "train/cuda/inference_cuda.h"
@@ -176,20 +177,70 @@ void CudaStepEngine::forward_loss(const Batch& batch, std::vector<double>* losse
   time_part_end(&ctc_ms_);
 }
 
-double CudaStepEngine::backward(float loss_scale, double max_norm) {
+template <typename RunBackward>
+double CudaStepEngine::reduce_and_clip(RunBackward run_backward, double max_norm) {
   DeviceParameters& p = model_->params();
-  kernels::scale(grad_logits_.data.data(), grad_logits_.data.numel(), loss_scale, ctx_.stream());
   p.zero_grads();
-  model_->backward(grad_logits_);
+  if (exchange_) exchange_->begin();
+  run_backward();
+  if (exchange_) exchange_->finish();
   const int64_t n = p.num_parameters();
   kernels::sum_squares(p.grads(), n, norm_scratch_.data(), norm_.data(), ctx_.stream());
   DS2_CUDA_CHECK(cudaMemcpyAsync(norm_host_, norm_.data(), sizeof(double), cudaMemcpyDeviceToHost,
                                  ctx_.stream()));
-  ctx_.synchronize();
+  if (world_) {
+    // The wait includes the allreduce, which a dead or hung peer never finishes.
+    dist::Watchdog::Scope watched(*world_->watchdog(), "gradient allreduce", world_->step());
+    ctx_.synchronize();
+  } else {
+    ctx_.synchronize();
+  }
   const double norm = std::sqrt(*norm_host_);
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
     kernels::scale(p.grads(), n, static_cast<float>(max_norm / norm), ctx_.stream());
   return norm;
+}
+
+double CudaStepEngine::backward(float loss_scale, double max_norm) {
+  return reduce_and_clip(
+      [&] {
+        kernels::scale(grad_logits_.data.data(), grad_logits_.data.numel(), loss_scale,
+                       ctx_.stream());
+        model_->backward(grad_logits_, exchange_.get());
+      },
+      max_norm);
+}
+
+double CudaStepEngine::backward_without_data(double max_norm) {
+  allocations_at_step_start_ = device_allocations();
+  return reduce_and_clip(
+      [&] {
+        if (!exchange_) return;
+        for (size_t i = am_.model->layers().size(); i-- > 0;) exchange_->gradients_ready(i);
+      },
+      max_norm);
+}
+
+void CudaStepEngine::join(dist::World& world, const DistConfig& cfg) {
+  if (!world.distributed()) return;
+  world_ = &world;
+  exchange_ = dist::make_nccl_gradient_exchange(world, ctx_, model_->params().grads(),
+                                                gradient_buckets(*am_.model, cfg),
+                                                cfg.reduce_dtype == "bf16");
+}
+
+uint64_t CudaStepEngine::weights_hash() {
+  DeviceParameters& p = model_->params();
+  const int64_t n = p.num_parameters();
+  host_scratch_.resize(static_cast<size_t>(n));
+  download(average_swapped_ ? average_.data() : p.values(), n, host_scratch_.data(), ctx_.stream());
+  return hash_bytes(host_scratch_.data(), sizeof(float) * n);
+}
+
+void CudaStepEngine::salt_dropout(uint64_t salt) {
+  std::map<std::string, uint64_t> seeds = model_->dropout_seeds();
+  for (auto& [name, seed] : seeds) seed ^= salt * 0x9E3779B97F4A7C15ull;
+  model_->set_dropout_seeds(seeds);
 }
 
 void CudaStepEngine::optimizer_step(double lr) {
@@ -230,6 +281,13 @@ void CudaStepEngine::begin_host_view(bool averaged) {
   if (average_swapped_)
     kernels::swap(p.values(), average_.data(), p.num_parameters(), ctx_.stream());
   p.download_to(am_.model->parameters());
+  if (world_ && p.num_buffers() > 0) {
+    // Each rank's running statistics saw only its share of the batches: use their mean.
+    Tensor& buffers = am_.model->parameters().buffers();
+    average_over_ranks(*world_, buffers.data(), buffers.numel());
+    upload(buffers.data(), buffers.numel(), p.buffers(), ctx_.stream());
+    ctx_.synchronize();
+  }
   am_.inference = this;
 }
 
@@ -245,16 +303,19 @@ const Sequences& CudaStepEngine::logits(const Sequences& features) {
   return cuda_inference_logits(ctx_, *model_, features, &inference_features_, &inference_logits_);
 }
 
-std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am,
-                                             bool use_average) {
+std::unique_ptr<StepEngine> make_step_engine(const Config& cfg, AcousticModel& am, bool use_average,
+                                             int local_rank) {
   std::string why;
   const bool gpu = cuda_available(&why);
+  int devices = 0;
+  if (gpu) DS2_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  const int device = devices > 0 ? local_rank % devices : 0;
   if (cfg.run.device == "cuda") {
     DS2_CHECK(gpu, cfg.source << ": key 'run.device': cuda, but " << why << "; use cpu or auto");
-    return std::make_unique<CudaStepEngine>(cfg, am, use_average);
+    return std::make_unique<CudaStepEngine>(cfg, am, use_average, device);
   }
   if (cfg.run.device == "auto" && gpu)
-    return std::make_unique<CudaStepEngine>(cfg, am, use_average);
+    return std::make_unique<CudaStepEngine>(cfg, am, use_average, device);
   return std::make_unique<CpuStepEngine>(cfg, am, use_average);
 }
 

@@ -14,6 +14,7 @@
 #include "core/cuda/device_array.h"
 #include "core/cuda/pinned_upload.h"
 #include "ctc/cuda/ctc_loss_cuda.h"
+#include "dist/gradient_exchange.h"
 #include "nn/cuda/model_cuda.h"
 #include "train/inference.h"
 #include "train/step_engine.h"
@@ -29,6 +30,11 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
   void reserve(const Batch& largest) override;
   void forward_loss(const Batch& batch, std::vector<double>* losses) override;
   double backward(float loss_scale, double max_norm) override;
+  double backward_without_data(double max_norm) override;
+  void join(dist::World& world, const DistConfig& cfg) override;
+  double exposed_comm_ms() override { return exchange_ ? exchange_->exposed_wait_ms() : 0; }
+  uint64_t weights_hash() override;
+  void salt_dropout(uint64_t salt) override;
   void optimizer_step(double lr) override;
   void update_average(float a, float b) override;
   void begin_host_view(bool averaged) override;
@@ -49,6 +55,9 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
 
  private:
   void upload_features(const Batch& batch);
+  // Zeroed gradients, the buckets launched by `run_backward`, reduced, the norm read back, clipped.
+  template <typename RunBackward>
+  double reduce_and_clip(RunBackward run_backward, double max_norm);
 
   OptimConfig optim_;
   AcousticModel& am_;
@@ -73,6 +82,9 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
   void time_part_end(double* total_ms);
   bool use_average_;
   bool average_swapped_ = false;
+  dist::World* world_ = nullptr;  // set by join() in a run of several ranks
+  std::unique_ptr<dist::GradientExchange> exchange_;
+  std::vector<float> host_scratch_;  // weights_hash() and batch-norm averaging
   DeviceSequences inference_features_;
   Sequences inference_logits_;
 };

@@ -1,0 +1,48 @@
+#include "dist/fault_injection.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "core/error.h"
+
+namespace ds2::dist {
+
+Fault parse_fault(const std::string& text) {
+  Fault f;
+  const size_t at = text.find('@'), colon = text.find(':');
+  const bool shaped = at != std::string::npos && colon != std::string::npos && colon > at + 1 &&
+                      colon + 1 < text.size();
+  DS2_CHECK(shaped, "DS2_FAULT: '" << text << "' is not KIND@RANK:STEP (e.g. kill@1:3)");
+  f.kind = text.substr(0, at);
+  DS2_CHECK(f.kind == "kill" || f.kind == "hang",
+            "DS2_FAULT: unknown kind '" << f.kind << "' (kill or hang)");
+  try {
+    size_t used = 0;
+    const std::string rank = text.substr(at + 1, colon - at - 1), step = text.substr(colon + 1);
+    f.rank = std::stoi(rank, &used);
+    DS2_CHECK(used == rank.size(), "");
+    f.step = std::stoll(step, &used);
+    DS2_CHECK(used == step.size(), "");
+  } catch (const std::exception&) {
+    DS2_FAIL("DS2_FAULT: '" << text << "' is not KIND@RANK:STEP with integer RANK and STEP");
+  }
+  return f;
+}
+
+void inject_fault(int rank, int64_t step) {
+  static const Fault fault = [] {
+    const char* text = std::getenv("DS2_FAULT");
+    return text ? parse_fault(text) : Fault{};
+  }();
+  if (fault.kind.empty() || fault.rank != rank || fault.step != step) return;
+  std::fprintf(stderr, "ds2: DS2_FAULT: rank %d %s at step %lld\n", rank,
+               fault.kind == "kill" ? "dies" : "hangs", static_cast<long long>(step));
+  std::fflush(stderr);
+  if (fault.kind == "kill") std::raise(SIGKILL);
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+}  // namespace ds2::dist

@@ -1,0 +1,165 @@
+// Data-parallel training on the CPU backend, launched as a user would (mpirun -np N ds2 train):
+// the loss curve of 1, 2 and 4 ranks at one global batch agrees, ranks keep identical weights,
+// and a rank that dies or hangs, or runs another configuration, ends the job with a message
+// naming it. Skips where the build has no MPI or mpirun is missing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "support/fsdd_fixture.h"
+#include "support/run_command.h"
+#include "support/temp_dir.h"
+
+namespace ds2 {
+namespace {
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::shell_quote;
+
+// No batch norm (whose statistics would come from each rank's share of the batch), no dropout and
+// no augmentation: the ranks' summed gradients then equal one rank's up to summation order.
+const char* kConfig =
+    "run: {seed: 3, threads: 1, device: cpu, tensorboard: false}\n"
+    "features: {sample_rate: 8000, type: mel, n_mels: 16}\n"
+    "model: {conv: [], rnn_layers: 2, rnn_hidden: 32, rnn_batch_norm: false, dropout: 0}\n"
+    "optim: {name: adam, lr: 0.003, schedule: constant}\n"
+    "train: {epochs: 20, batch_size: 16, max_steps: 20, log_every: 1, eval_every: 0}\n"
+    "dist: {check_every: 5, bucket_mb: 0.02}\n";
+
+std::string mpirun(int ranks) {
+  return "mpirun --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none "
+         "-np " +
+         std::to_string(ranks) + " ";
+}
+
+class DataParallel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef DS2_HAVE_MPI
+    GTEST_SKIP() << "this ds2 was built without MPI";
+#endif
+    if (run_command("mpirun --version").code != 0) GTEST_SKIP() << "mpirun is not installed";
+    manifest_ = testing::write_digit_manifest(temp_.path(), "jackson", {0, 1, 2, 3, 4, 5}, 6);
+    config_ = (temp_.path() / "dp.yaml").string();
+    std::ofstream(config_) << kConfig << "data: {train_manifest: " << manifest_ << "}\n";
+  }
+
+  // `ds2 train` on `ranks` ranks (plain, without mpirun, for 1) into temp/NAME.
+  testing::CommandResult train(int ranks, const std::string& name, const std::string& extra = "",
+                               const std::string& env = "") {
+    return run_command(env + " " + (ranks > 1 ? mpirun(ranks) : "") + DS2_BINARY + " train " +
+                       shell_quote(config_) + " run.dir=" + shell_quote(dir(name)) + " " + extra);
+  }
+
+  std::string dir(const std::string& name) const {
+    return (temp_.path() / name).string();
+  }
+
+  std::vector<double> losses(const std::string& name) const {
+    std::vector<double> out;
+    std::ifstream in(fs::path(dir(name)) / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["event"] == "train") out.push_back(j["loss"].get<double>());
+    }
+    return out;
+  }
+
+  TempDir temp_;
+  std::string manifest_, config_;
+};
+
+TEST_F(DataParallel, LossCurveOfOneTwoAndFourRanksAgrees) {
+  auto one = train(1, "r1");
+  ASSERT_EQ(one.code, 0) << one.output;
+  const std::vector<double> base = losses("r1");
+  ASSERT_EQ(base.size(), 20u);
+  for (int ranks : {2, 4}) {
+    const std::string name = "r" + std::to_string(ranks);
+    auto r = train(ranks, name);
+    // dist.check_every=5 compares every rank's weight hash with rank 0's (an error otherwise).
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("data-parallel: " + std::to_string(ranks) + " ranks"),
+              std::string::npos)
+        << r.output;
+    const std::vector<double> curve = losses(name);
+    ASSERT_EQ(curve.size(), base.size()) << name;
+    double worst = 0;
+    for (size_t i = 0; i < base.size(); ++i)
+      worst = std::max(worst, std::abs(curve[i] - base[i]) / std::abs(base[i]));
+    std::cout << ranks << " ranks: largest relative loss difference to 1 rank " << worst << "\n";
+    // Only the order of the gradient sums differs.
+    EXPECT_LT(worst, 1e-4) << ranks << " ranks";
+    // The run learned: the loss fell.
+    EXPECT_LT(curve.back(), 0.8 * curve.front());
+  }
+}
+
+TEST_F(DataParallel, Bf16ReductionStaysCloseToFp32) {
+  auto fp32 = train(2, "fp32");
+  ASSERT_EQ(fp32.code, 0) << fp32.output;
+  auto bf16 = train(2, "bf16", "dist.reduce_dtype=bf16");
+  ASSERT_EQ(bf16.code, 0) << bf16.output;
+  const std::vector<double> a = losses("fp32"), b = losses("bf16");
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_DOUBLE_EQ(a.front(), b.front());  // the first loss comes before any reduction
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / a[i]);
+  std::cout << "bf16: largest relative loss difference to fp32 " << worst << "\n";
+  EXPECT_GT(worst, 0.0);  // bf16 did round the gradients
+  EXPECT_LT(worst, 0.05);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+TEST_F(DataParallel, ADeadRankEndsTheJobNamingIt) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = train(2, "dead", "dist.timeout_s=60", "DS2_FAULT=kill@1:3");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_LT(seconds_since(start), 50.0);  // mpirun notices the death; no timeout needed
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(host_name()), std::string::npos) << r.output;
+}
+
+TEST_F(DataParallel, AHungRankIsAbortedByTheWatchdog) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = train(2, "hung", "dist.timeout_s=2", "DS2_FAULT=hang@1:3");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_LT(seconds_since(start), 50.0);
+  EXPECT_NE(r.output.find("rank 0 on " + host_name() +
+                          "): error: collective 'loss reduction' at step 3 did not finish "
+                          "within 2 s (dist.timeout_s)"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST_F(DataParallel, ARankWithAnotherConfigIsRefusedNamingTheKey) {
+  const std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np 1 " +
+                          std::string(DS2_BINARY) + " train " + shell_quote(config_) +
+                          " run.dir=" + shell_quote(dir("mismatch")) + " : -np 1 " + DS2_BINARY +
+                          " train " + shell_quote(config_) +
+                          " run.dir=" + shell_quote(dir("mismatch")) + " optim.lr=0.01";
+  auto r = run_command(cmd);
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 on " + host_name() + ": key 'optim.lr' is 0.01"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace ds2
