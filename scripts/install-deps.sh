@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   flac
   sctk  # NIST sclite: tests/cli/score_test.cpp checks ds2 score against it
+  espeak-ng sox fortunes fortunes-min  # scripts/make-english-corpus.sh: voices, resampling, text
 )
 
 missing=()
