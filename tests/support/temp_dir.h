@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <string>
 
@@ -17,7 +18,8 @@ class TempDir {
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     const std::string name = std::string("ds2_") + (info ? info->test_suite_name() : "test") + "_" +
-                             (info ? info->name() : "x") + "_" + std::to_string(::getpid());
+                             (info ? info->name() : "x") + "_" + std::to_string(::getpid()) +
+                             "_" + std::to_string(next_serial());
     path_ = std::filesystem::temp_directory_path() / name;
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
@@ -33,6 +35,12 @@ class TempDir {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  // Folders made outside a test (suite fixtures, shared models) would otherwise share one name,
+  // and a second one would wipe the first.
+  static int next_serial() {
+    static std::atomic<int> serial{0};
+    return serial++;
+  }
   std::filesystem::path path_;
 };
 
