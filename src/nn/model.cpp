@@ -44,11 +44,12 @@ Model::Model(const ModelConfig& config, int input_features, int num_classes)
   // The RNN reads {T, B, C, F'} frames as C*F' features: no reshape copy needed.
   int features = static_cast<int>(shape_numel(frame));
   for (int i = 0; i < config.rnn_layers; ++i) {
-    add_layer(
-        std::make_unique<RnnLayer>("rnn" + std::to_string(i), store_, features, config.rnn_hidden,
-                                   rnn_type, config.bidirectional, config.rnn_batch_norm,
-                                   config.relu_clip, config.batch_norm_momentum),
-        frame);
+    add_layer(std::make_unique<RnnLayer>(
+                  "rnn" + std::to_string(i), store_, features, config.rnn_hidden, rnn_type,
+                  config.bidirectional, config.rnn_batch_norm, config.relu_clip,
+                  config.batch_norm_momentum,
+                  /*residual=*/config.rnn_residual && features == config.rnn_hidden),
+              frame);
     features = config.rnn_hidden;
     frame = {features};
     if (config.dropout > 0.0f)

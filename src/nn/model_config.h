@@ -24,10 +24,11 @@ struct ModelConfig {
   std::vector<ConvLayerConfig> conv = {{32, 11, 41, 2, 2}, {32, 11, 21, 1, 2}};
   int rnn_layers = 3;
   int rnn_hidden = 256;
-  std::string rnn_type = "rnn";      // rnn (ReLU, as DS2) | gru
-  bool bidirectional = true;         // directions are summed
-  bool rnn_batch_norm = true;        // sequence-wise batch norm on the input projection
-  float relu_clip = 20.0f;           // clipped ReLU ceiling (DS2 uses 20)
+  std::string rnn_type = "rnn";  // rnn (ReLU, as DS2) | gru
+  bool bidirectional = true;     // directions are summed
+  bool rnn_batch_norm = true;    // sequence-wise batch norm on the input projection
+  bool rnn_residual = false;  // add each recurrent layer's input to its output where widths match
+  float relu_clip = 20.0f;    // clipped ReLU ceiling (DS2 uses 20)
   float batch_norm_momentum = 0.1f;  // running statistics update rate
   float dropout = 0.0f;              // dropout after each recurrent layer (0 = none)
 };

@@ -38,9 +38,23 @@ std::string rnn_type_name(RnnType type) {
   return type == RnnType::kGru ? "gru" : "rnn";
 }
 
+namespace {
+// y += x over the rows t < lengths[b]; padding rows of y stay as they are (zero).
+void add_valid_rows(const Sequences& x, Sequences& y) {
+  const int64_t T = x.data.dim(0), B = x.data.dim(1), F = x.frame_size();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < B; ++b) {
+      if (t >= x.lengths[b]) continue;
+      const float* xs = x.data.data() + (t * B + b) * F;
+      float* ys = y.data.data() + (t * B + b) * F;
+      for (int64_t k = 0; k < F; ++k) ys[k] += xs[k];
+    }
+}
+}  // namespace
+
 RnnLayer::RnnLayer(const std::string& name, ParameterStore& store, int input_size, int hidden,
                    RnnType type, bool bidirectional, bool batch_norm, float relu_clip,
-                   float bn_momentum)
+                   float bn_momentum, bool residual)
     : name_(name),
       store_(store),
       input_size_(input_size),
@@ -48,9 +62,13 @@ RnnLayer::RnnLayer(const std::string& name, ParameterStore& store, int input_siz
       type_(type),
       directions_(bidirectional ? 2 : 1),
       batch_norm_(batch_norm),
-      relu_clip_(relu_clip) {
+      relu_clip_(relu_clip),
+      residual_(residual) {
   DS2_CHECK(input_size > 0 && hidden > 0,
             name << ": sizes must be positive, got input " << input_size << " hidden " << hidden);
+  DS2_CHECK(!residual || input_size == hidden, name << ": a residual connection needs input size "
+                                                    << input_size << " to equal hidden size "
+                                                    << hidden);
   DS2_CHECK(type == RnnType::kGru || relu_clip > 0.0f,
             name << ": relu clip must be positive, got " << relu_clip);
   const int gh = gates() * hidden;
@@ -74,6 +92,7 @@ std::string RnnLayer::describe() const {
       << (directions_ == 2 ? " bidirectional(sum)" : " unidirectional")
       << (batch_norm_ ? " +BN" : "");
   if (type_ == RnnType::kRelu) out << " clip " << relu_clip_;
+  if (residual_) out << " +residual";
   return out.str();
 }
 
@@ -137,6 +156,7 @@ void RnnLayer::forward(const Sequences& in, Sequences& out, bool training) {
     const float* h1 = h0 + n;
     for (int64_t i = 0; i < n; ++i) y[i] = h0[i] + h1[i];
   }
+  if (residual_) add_valid_rows(in, out);
 }
 
 void RnnLayer::run_direction(int d, const Sequences& in) {
@@ -225,6 +245,7 @@ void RnnLayer::backward(const Sequences& in, const Sequences& out, const Sequenc
   grad_in.lengths = in.lengths;
   gemm(false, false, T * B, input_size_, P, 1.0f, da, P, store_.value(w_[0]), input_size_, 0.0f,
        grad_in.data.data(), input_size_);
+  if (residual_) add_valid_rows(grad_out, grad_in);  // the skip path passes dy straight through
 }
 
 void RnnLayer::backprop_direction(int d, const Sequences& in, const Sequences& grad_out) {

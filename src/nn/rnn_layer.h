@@ -43,8 +43,11 @@ std::string rnn_type_name(RnnType type);
 
 class RnnLayer : public Layer {
  public:
+  // `residual` adds the layer's input to its output (y = sum of directions + x, so the input and
+  // hidden sizes must match): deep stacks then train stably.
   RnnLayer(const std::string& name, ParameterStore& store, int input_size, int hidden, RnnType type,
-           bool bidirectional, bool batch_norm, float relu_clip, float bn_momentum);
+           bool bidirectional, bool batch_norm, float relu_clip, float bn_momentum,
+           bool residual = false);
 
   std::string name() const override { return name_; }
   std::string describe() const override;
@@ -59,6 +62,7 @@ class RnnLayer : public Layer {
   int input_size() const { return input_size_; }
   bool batch_norm() const { return batch_norm_; }
   float relu_clip() const { return relu_clip_; }
+  bool residual() const { return residual_; }
   // Handles into the store for direction d (0 fwd, 1 bwd), for the GPU twin
   // (nn/cuda/rnn_layer_cuda.h). input_bias exists only without batch norm, hidden_bias only for
   // the GRU; bn() is null without batch norm.
@@ -82,6 +86,7 @@ class RnnLayer : public Layer {
   int directions_;
   bool batch_norm_;
   float relu_clip_;
+  bool residual_;
   ParamRef w_[2], u_[2], input_bias_[2], hidden_bias_[2];
   std::unique_ptr<BatchNorm> bn_;
 

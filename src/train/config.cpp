@@ -249,6 +249,8 @@ const std::vector<Field>& schema() {
       DS2_FIELD("model.rnn_type", model.rnn_type, std::string, "a string", "rnn (ReLU) | gru"),
       DS2_FIELD("model.bidirectional", model.bidirectional, bool, "true or false",
                 "bidirectional recurrent layers (directions summed)"),
+      DS2_FIELD("model.rnn_residual", model.rnn_residual, bool, "true or false",
+                "residual connections around recurrent layers whose input and output widths match"),
       DS2_FIELD("model.rnn_batch_norm", model.rnn_batch_norm, bool, "true or false",
                 "sequence-wise batch norm on the recurrent input projection"),
       DS2_FIELD("model.relu_clip", model.relu_clip, float, "a number", "clipped ReLU ceiling"),

@@ -152,6 +152,40 @@ TEST(RnnLayer, GradientMatchesFiniteDifferences) {
   }
 }
 
+TEST(RnnLayer, ResidualAddsTheInputAndItsGradient) {
+  for (const RnnSpec& s : kAllSpecs) {
+    Rng rng(33);
+    const int H = 4;
+    ParameterStore plain_store, residual_store;
+    RnnLayer plain("rnn", plain_store, H, H, s.type, s.bidirectional, s.batch_norm, kClip, 0.1f);
+    RnnLayer residual("rnn", residual_store, H, H, s.type, s.bidirectional, s.batch_norm, kClip,
+                      0.1f, /*residual=*/true);
+    plain_store.finalize();
+    residual_store.finalize();
+    plain_store.initialize(rng);
+    residual_store.values() = plain_store.values();
+    residual_store.buffers() = plain_store.buffers();
+    Sequences x = random_sequences({5, 3, H}, {5, 2, 4}, rng, -1.5f, 1.5f, /*padding=*/3.0f);
+    Sequences y_plain, y_residual;
+    plain.forward(x, y_plain, /*training=*/false);
+    residual.forward(x, y_residual, /*training=*/false);
+    EXPECT_EQ(nn_testing::nonzero_padding(y_residual), 0) << spec_name(s);
+    for (int t = 0; t < 5; ++t)
+      for (int b = 0; b < 3; ++b)
+        for (int k = 0; t < x.lengths[b] && k < H; ++k) {
+          const int64_t i = (t * 3 + b) * H + k;
+          EXPECT_FLOAT_EQ(y_residual.data[i], y_plain.data[i] + x.data[i]) << spec_name(s);
+        }
+    nn_testing::GradCheckOptions opt;
+    opt.allow_kinks = s.type == RnnType::kRelu;
+    nn_testing::GradCheckReport r = nn_testing::check_gradients(
+        nn_testing::wrap_layer(residual, true), residual_store, x, rng, opt);
+    EXPECT_TRUE(r.ok(opt.allow_kinks ? 0.1 : 0.0)) << spec_name(s) << ": " << r.describe();
+  }
+  ParameterStore store;
+  EXPECT_THROW(RnnLayer("rnn", store, 3, 4, RnnType::kRelu, true, false, kClip, 0.1f, true), Error);
+}
+
 TEST(RnnLayer, UtteranceAloneEqualsUtteranceInBatch) {
   Rng rng(32);
   const int in = 6, H = 8;

@@ -20,7 +20,8 @@ CudaRnnLayer::CudaRnnLayer(CudaContext& ctx, DeviceParameters& params, const Rnn
       type_(cpu.type()),
       directions_(cpu.directions()),
       batch_norm_(cpu.batch_norm()),
-      relu_clip_(cpu.relu_clip()) {
+      relu_clip_(cpu.relu_clip()),
+      residual_(cpu.residual()) {
   for (int d = 0; d < directions_; ++d) {
     w_[d] = cpu.w(d);
     u_[d] = cpu.u(d);
@@ -125,6 +126,11 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   const int64_t n = int64_t{T} * B * H;
   const float* h0 = hidden_states_.data();
   kernels::rnn_sum_directions(h0, directions_ == 2 ? h0 + n : nullptr, out.data.data(), n, main);
+  if (residual_) {
+    // The input's padding may hold anything: add everywhere, then clear the padding again.
+    kernels::axpy(out.data.data(), in.data.data(), n, 1.0f, main);
+    kernels::zero_padding(out.data.data(), T, B, H, out.device_lengths.data(), main);
+  }
 }
 
 void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
@@ -221,6 +227,12 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   grad_in.copy_lengths(in, main);
   gemm(ctx_, false, false, T * B, input_size_, P, 1.0f, da, P, params_.value(w_[0]), input_size_,
        0.0f, grad_in.data.data(), input_size_);
+  if (residual_) {
+    // The skip path passes dy straight through (its padding may hold anything).
+    const int64_t n = int64_t{T} * B * hidden_;
+    kernels::axpy(grad_in.data.data(), grad_out.data.data(), n, 1.0f, main);
+    kernels::zero_padding(grad_in.data.data(), T, B, hidden_, grad_in.device_lengths.data(), main);
+  }
 }
 
 void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, const float* dy,

@@ -90,6 +90,7 @@ class CudaRnnLayer : public CudaLayer {
   int directions_;
   bool batch_norm_;
   float relu_clip_;
+  bool residual_;  // output += input (RnnLayer's residual)
   ParamRef w_[2], u_[2], input_bias_[2], hidden_bias_[2];
   std::unique_ptr<CudaBatchNorm> bn_;
   cublasHandle_t side_blas_ = nullptr;  // bound to ctx.side_stream()

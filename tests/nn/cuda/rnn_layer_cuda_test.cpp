@@ -23,10 +23,12 @@ struct RnnSpec {
   RnnType type;
   bool bidirectional;
   bool batch_norm;
+  bool residual = false;
 };
 
 std::string spec_name(const RnnSpec& s) {
-  return rnn_type_name(s.type) + (s.bidirectional ? "_bi" : "_uni") + (s.batch_norm ? "_bn" : "");
+  return rnn_type_name(s.type) + (s.bidirectional ? "_bi" : "_uni") + (s.batch_norm ? "_bn" : "") +
+         (s.residual ? "_residual" : "");
 }
 
 struct Batch {
@@ -39,7 +41,7 @@ constexpr float kClip = 1.0f;  // low enough that the clipped ReLU visits its cl
 
 std::unique_ptr<RnnLayer> make_cpu(const RnnSpec& s, ParameterStore& store, int in) {
   return std::make_unique<RnnLayer>("rnn", store, in, kHidden, s.type, s.bidirectional,
-                                    s.batch_norm, kClip, /*bn_momentum=*/0.1f);
+                                    s.batch_norm, kClip, /*bn_momentum=*/0.1f, s.residual);
 }
 
 enum class Mode { kTraining, kInference, kTrainingNoInputGrad };
@@ -143,6 +145,22 @@ INSTANTIATE_TEST_SUITE_P(
                       RnnSpec{RnnType::kGru, false, false}, RnnSpec{RnnType::kGru, true, false},
                       RnnSpec{RnnType::kGru, false, true}, RnnSpec{RnnType::kGru, true, true}),
     [](const ::testing::TestParamInfo<RnnSpec>& info) { return spec_name(info.param); });
+
+// Residual layers (input width = hidden width), on the GEMM path (batch 5) and the persistent one
+// (batch 1 and 4 fit a persistent plan), with input and gradient padding that must not leak.
+TEST(CudaRnnLayer, ResidualMatchesCpu) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  const Batch batches[] = {{{9, 4, kHidden}, {9, 0, 5, 3}},
+                           {{21, 1, kHidden}, {21}},
+                           {{6, 5, kHidden}, {6, 2, 6, 1, 4}}};
+  uint64_t seed = 900;
+  for (const RnnSpec spec :
+       {RnnSpec{RnnType::kRelu, true, true, true}, RnnSpec{RnnType::kRelu, false, false, true},
+        RnnSpec{RnnType::kGru, true, true, true}})
+    for (const Batch& b : batches)
+      for (Mode m : {Mode::kTraining, Mode::kInference}) check_case(ctx, spec, b, m, ++seed);
+}
 
 // Two identical training steps give bitwise identical results (fixed-order reductions, no
 // atomics, both streams), and the second allocates nothing on the device.
