@@ -286,7 +286,7 @@ def load_sentences(fortune_dir, collections):
 def split_sentences(triples, counts, rng):
     """Disjoint sentence pools: dev and test get one sentence per utterance, train the rest."""
     needed = counts["dev"] + counts["test"]
-    if needed + max(1, counts["train"] and 1) > len(triples):
+    if needed >= len(triples):   # train needs at least one sentence of its own
         sys.exit(f"make-english-corpus: {len(triples)} sentences are too few for "
                  f"{needed} dev + test utterances")
     order = list(triples)
