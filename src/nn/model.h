@@ -71,6 +71,8 @@ class Model {
   // layer kind (layer_kind()), summed since set_timing(true).
   void set_timing(bool on);
   std::map<std::string, double> layer_times() const;
+  // The same per layer, in layer order.
+  const std::vector<double>& per_layer_ms() const { return layer_ms_; }
 
  private:
   void add_layer(std::unique_ptr<Layer> layer, const Shape& in_frame_shape);

@@ -72,6 +72,8 @@ StepBenchResult bench_step(const Config& cfg, const StepBenchOptions& o) {
   for (int i = 0; i < o.steps; ++i) step();
   engine->synchronize();
   for (const auto& [part, ms] : engine->part_times()) r.part_ms[part] = ms / o.steps;
+  r.layer_costs = engine->layer_costs();
+  for (LayerCost& c : r.layer_costs) c.ms /= o.steps;
   engine->set_timing(false);
   r.peak_device_bytes = engine->peak_device_bytes();
   return r;
@@ -117,6 +119,20 @@ std::string format_step_bench(const StepBenchResult& r) {
       std::snprintf(line, sizeof line, "  %-12s %9.3f ms  %5.1f%%\n", part.c_str(), ms,
                     100.0 * ms / total);
       out << line;
+    }
+  }
+  if (!r.layer_costs.empty()) {
+    const bool device = r.layer_costs.front().device_bytes >= 0;
+    out << (device ? "per layer (forward + backward per step; device memory it allocated):\n"
+                   : "per layer (forward + backward per step):\n");
+    for (const LayerCost& c : r.layer_costs) {
+      std::snprintf(line, sizeof line, "  %-14s %9.3f ms", c.name.c_str(), c.ms);
+      out << line;
+      if (c.device_bytes >= 0) {
+        std::snprintf(line, sizeof line, "  %9.1f MiB", c.device_bytes / 1048576.0);
+        out << line;
+      }
+      out << "\n";
     }
   }
   return out.str();

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "train/config.h"
+#include "train/step_engine.h"
 
 namespace ds2 {
 
@@ -39,6 +40,7 @@ struct StepBenchResult {
   int64_t peak_device_bytes = -1;
   double exposed_comm_ms = 0;  // per step, rank 0's wait on communication not hidden by backward
   std::map<std::string, double> part_ms;  // per step
+  std::vector<LayerCost> layer_costs;     // per step, in layer order
 };
 
 StepBenchResult bench_step(const Config& cfg, const StepBenchOptions& options);

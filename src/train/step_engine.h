@@ -30,6 +30,13 @@
 
 namespace ds2 {
 
+// One layer's share of a step, for `ds2 bench step`.
+struct LayerCost {
+  std::string name;
+  double ms = 0;              // forward + backward, summed since set_timing(true)
+  int64_t device_bytes = -1;  // device memory the layer allocated (-1: no device)
+};
+
 class StepEngine {
  public:
   virtual ~StepEngine() = default;
@@ -87,6 +94,8 @@ class StepEngine {
   // where the engine cannot time its parts.
   virtual void set_timing(bool /*on*/) {}
   virtual std::map<std::string, double> part_times() { return {}; }
+  // The same time per layer, in layer order, with each layer's device memory.
+  virtual std::vector<LayerCost> layer_costs() { return {}; }
   // Device allocations (cudaMalloc) inside training steps since reserve() returned: 0 in a
   // healthy run. -1 where there is no device.
   virtual int64_t allocations_since_reserve() const { return -1; }

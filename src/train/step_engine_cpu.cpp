@@ -101,6 +101,15 @@ std::map<std::string, double> CpuStepEngine::part_times() {
   return parts;
 }
 
+std::vector<LayerCost> CpuStepEngine::layer_costs() {
+  std::vector<LayerCost> costs;
+  const auto& layers = am_.model->layers();
+  const std::vector<double>& ms = am_.model->per_layer_ms();
+  for (size_t i = 0; i < layers.size(); ++i)
+    costs.push_back({layers[i]->name(), i < ms.size() ? ms[i] : 0.0, -1});
+  return costs;
+}
+
 void CpuStepEngine::update_average(float a, float b) {
   DS2_CHECK(average_.numel() > 0, "update_average: the engine was made without an average");
   const float* p = am_.model->parameters().values().data();

@@ -33,6 +33,7 @@ class CpuStepEngine : public StepEngine {
   void load_state(const Checkpoint& ck) override;
   void set_timing(bool on) override;
   std::map<std::string, double> part_times() override;
+  std::vector<LayerCost> layer_costs() override;
 
  private:
   void swap_average();

@@ -151,6 +151,7 @@ void CudaModel::set_timing(bool on) {
 
 // Each layer's events are reused: before recording again, collect the previous interval.
 void CudaModel::time_begin(size_t layer) {
+  bytes_before_ = device_bytes_in_use();
   if (!timing_) return;
   if (timing_->pending[layer]) {
     float ms = 0;
@@ -163,24 +164,31 @@ void CudaModel::time_begin(size_t layer) {
 }
 
 void CudaModel::time_end(size_t layer) {
+  if (layer_bytes_.size() != layers_.size()) layer_bytes_.assign(layers_.size(), 0);
+  layer_bytes_[layer] += device_bytes_in_use() - bytes_before_;
   if (!timing_) return;
   DS2_CUDA_CHECK(cudaEventRecord(timing_->end[layer], ctx_.stream()));
   timing_->pending[layer] = true;
 }
 
+std::vector<double> CudaModel::per_layer_ms() {
+  if (!timing_) return std::vector<double>(layers_.size(), 0.0);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!timing_->pending[i]) continue;
+    float ms = 0;
+    DS2_CUDA_CHECK(cudaEventSynchronize(timing_->end[i]));
+    DS2_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_->begin[i], timing_->end[i]));
+    timing_->ms[i] += ms;
+    timing_->pending[i] = false;
+  }
+  return timing_->ms;
+}
+
 std::map<std::string, double> CudaModel::layer_times() {
   std::map<std::string, double> by_kind;
   if (!timing_) return by_kind;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (timing_->pending[i]) {
-      float ms = 0;
-      DS2_CUDA_CHECK(cudaEventSynchronize(timing_->end[i]));
-      DS2_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_->begin[i], timing_->end[i]));
-      timing_->ms[i] += ms;
-      timing_->pending[i] = false;
-    }
-    by_kind[kinds_[i]] += timing_->ms[i];
-  }
+  const std::vector<double> ms = per_layer_ms();
+  for (size_t i = 0; i < layers_.size(); ++i) by_kind[kinds_[i]] += ms[i];
   return by_kind;
 }
 

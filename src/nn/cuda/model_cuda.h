@@ -49,6 +49,11 @@ class CudaModel {
   // Milliseconds per layer kind, forward + backward, summed since set_timing(true); waits for
   // the stream.
   std::map<std::string, double> layer_times();
+  // The same per layer, in layer order.
+  std::vector<double> per_layer_ms();
+  // Device bytes each layer allocated while it ran (activations, workspaces, plans), summed over
+  // every forward and backward so far: after reserve(), what the layer holds.
+  const std::vector<int64_t>& layer_device_bytes() const { return layer_bytes_; }
 
  private:
   struct Timing;
@@ -64,6 +69,8 @@ class CudaModel {
   DeviceSequences grad_a_, grad_b_;
   const DeviceSequences* input_ = nullptr;
   std::unique_ptr<Timing> timing_;
+  std::vector<int64_t> layer_bytes_;
+  int64_t bytes_before_ = 0;
 };
 
 }  // namespace ds2

@@ -130,6 +130,16 @@ void CudaStepEngine::load_state(const Checkpoint& ck) {
   ctx_.synchronize();  // the checkpoint's host vectors may go away after this returns
 }
 
+std::vector<LayerCost> CudaStepEngine::layer_costs() {
+  std::vector<LayerCost> costs;
+  const auto& layers = am_.model->layers();
+  const std::vector<double> ms = model_->per_layer_ms();
+  const std::vector<int64_t>& bytes = model_->layer_device_bytes();
+  for (size_t i = 0; i < layers.size(); ++i)
+    costs.push_back({layers[i]->name(), ms[i], i < bytes.size() ? bytes[i] : 0});
+  return costs;
+}
+
 int64_t CudaStepEngine::allocations_since_reserve() const {
   return step_allocations_;
 }

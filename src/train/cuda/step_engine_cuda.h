@@ -47,6 +47,7 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
   void load_state(const Checkpoint& ck) override;
   void set_timing(bool on) override;
   std::map<std::string, double> part_times() override;
+  std::vector<LayerCost> layer_costs() override;
   int64_t allocations_since_reserve() const override;
   int64_t peak_device_bytes() const override;
 
