@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""ds2 beside PyTorch (cuDNN RNN + CTC) on the same DS2-sized model, in one run: for each batch,
+`ds2 bench step` and scripts/bench-pytorch-ds2.py (each in its own process, the same synthetic
+utterances and step: forward, CTC, backward, optimizer), then a table of audio-seconds/s and the
+ratio against the targets of the recipes issue (batch 4: ds2 >= 8x PyTorch; batch 32: ds2 >=
+PyTorch).
+
+    python3 scripts/compare-pytorch.py --ds2 build/ds2                  # batches 4 and 32, 10 s
+    python3 scripts/compare-pytorch.py --batches 4 16 32 --seconds 5
+
+Needs a GPU, a CUDA build of ds2, and PyTorch with CUDA (the GPU machines have it).
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+STEP = re.compile(r"^step ([0-9.]+) ms\s+\|\s+([0-9.]+) utt/s\s+\|\s+([0-9.]+) audio-s/s", re.M)
+TARGETS = {4: 8.0, 32: 1.0}  # ds2 / PyTorch throughput the issue asks for
+
+
+def run(cmd):
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"compare-pytorch: {' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
+    m = STEP.search(out.stdout)
+    if not m:
+        sys.exit(f"compare-pytorch: no 'step ... audio-s/s' line from {' '.join(cmd)}:\n{out.stdout}")
+    first = out.stdout.splitlines()[0]
+    return float(m.group(1)), float(m.group(3)), first
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ds2", default=os.path.join(ROOT, "build", "ds2"))
+    p.add_argument("--config", default=os.path.join(ROOT, "configs", "ds2-large.yaml"))
+    p.add_argument("--batches", type=int, nargs="+", default=[4, 32])
+    p.add_argument("--seconds", type=float, default=10)
+    p.add_argument("--steps", type=int, default=10)
+    a = p.parse_args()
+    rows = []
+    for b in a.batches:
+        common = ["--batch", str(b), "--seconds", str(a.seconds), "--steps", str(a.steps)]
+        ours = run([a.ds2, "bench", "step", a.config] + common)
+        ref = run([sys.executable, os.path.join(HERE, "bench-pytorch-ds2.py")] + common)
+        if not rows:
+            print(f"# {ours[2]}\n# {ref[2]}")
+        rows.append((b, ours, ref))
+    print(f"# {os.path.basename(a.config)}, {a.seconds:g} s utterances, {a.steps} timed steps")
+    print(f"{'batch':>5} {'ds2 ms':>9} {'ds2 audio-s/s':>14} {'PyTorch ms':>11} "
+          f"{'PyTorch audio-s/s':>18} {'ratio':>6}  target")
+    for b, ours, ref in rows:
+        ratio = ours[1] / ref[1]
+        target = TARGETS.get(b)
+        verdict = "" if target is None else (f">= {target:g}x: " + ("met" if ratio >= target else "missed"))
+        print(f"{b:>5} {ours[0]:>9.2f} {ours[1]:>14.1f} {ref[0]:>11.2f} {ref[1]:>18.1f} "
+              f"{ratio:>5.2f}x  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
