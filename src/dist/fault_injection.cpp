@@ -17,8 +17,8 @@ Fault parse_fault(const std::string& text) {
                       colon + 1 < text.size();
   DS2_CHECK(shaped, "DS2_FAULT: '" << text << "' is not KIND@RANK:STEP (e.g. kill@1:3)");
   f.kind = text.substr(0, at);
-  DS2_CHECK(f.kind == "kill" || f.kind == "hang",
-            "DS2_FAULT: unknown kind '" << f.kind << "' (kill or hang)");
+  DS2_CHECK(f.kind == "kill" || f.kind == "hang" || f.kind == "nan",
+            "DS2_FAULT: unknown kind '" << f.kind << "' (kill, hang or nan)");
   try {
     size_t used = 0;
     const std::string rank = text.substr(at + 1, colon - at - 1), step = text.substr(colon + 1);
@@ -32,15 +32,22 @@ Fault parse_fault(const std::string& text) {
   return f;
 }
 
-void inject_fault(int rank, int64_t step) {
+bool inject_fault(int rank, int64_t step) {
   static const Fault fault = [] {
     const char* text = std::getenv("DS2_FAULT");
     return text ? parse_fault(text) : Fault{};
   }();
-  if (fault.kind.empty() || fault.rank != rank || fault.step != step) return;
-  std::fprintf(stderr, "ds2: DS2_FAULT: rank %d %s at step %lld\n", rank,
-               fault.kind == "kill" ? "dies" : "hangs", static_cast<long long>(step));
+  // Once: a skipped step leaves the step count where it was, and the next batch must run clean.
+  static bool done = false;
+  if (done || fault.kind.empty() || fault.rank != rank || fault.step != step) return false;
+  done = true;
+  const char* what = fault.kind == "kill"   ? "dies"
+                     : fault.kind == "hang" ? "hangs"
+                                            : "poisons its gradients with NaN";
+  std::fprintf(stderr, "ds2: DS2_FAULT: rank %d %s at step %lld\n", rank, what,
+               static_cast<long long>(step));
   std::fflush(stderr);
+  if (fault.kind == "nan") return true;
   if (fault.kind == "kill") std::raise(SIGKILL);
   while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -369,7 +370,7 @@ TrainSummary Trainer::run() {
     while (const Batch* batch = loader.next()) {
       ++batches_done;
       world.set_step(step);
-      dist::inject_fault(world.rank(), step);
+      const bool poison_gradients = dist::inject_fault(world.rank(), step);
       for (const auto& f : batch->failures) log("skip: " + f);
       const double lr = learning_rate(cfg.optim, step, total_steps, steps_per_epoch);
 
@@ -408,7 +409,9 @@ TrainSummary Trainer::run() {
       double norm = 0;
       if (!broken && finite > 0) {
         // Scaled by the global count, the summed gradients are the mean over the global batch.
-        norm = have_data ? engine->backward(1.0f / static_cast<float>(finite), cfg.optim.grad_clip)
+        const float scale = poison_gradients ? std::numeric_limits<float>::quiet_NaN()
+                                             : 1.0f / static_cast<float>(finite);
+        norm = have_data ? engine->backward(scale, cfg.optim.grad_clip)
                          : engine->backward_without_data(cfg.optim.grad_clip);
         broken = !std::isfinite(norm);
       }

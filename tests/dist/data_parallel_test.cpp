@@ -17,6 +17,7 @@
 #include "support/fsdd_fixture.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
+#include "train/checkpoint.h"
 
 namespace ds2 {
 namespace {
@@ -59,8 +60,7 @@ class DataParallel : public ::testing::Test {
                        shell_quote(config_) + " run.dir=" + shell_quote(dir(name)) + " " + extra);
   }
 
-  void expect_same_curve(const std::string& device, std::vector<int> rank_counts,
-                         double tolerance);
+  void expect_same_curve(const std::string& device, std::vector<int> rank_counts, double tolerance);
 
   std::string dir(const std::string& name) const {
     return (temp_.path() / name).string();
@@ -169,6 +169,27 @@ TEST_F(DataParallel, AHungRankIsAbortedByTheWatchdog) {
                           "within 2 s (dist.timeout_s)"),
             std::string::npos)
       << r.output;
+}
+
+// A NaN in one rank's gradients reaches every rank through the allreduce: all skip that step, the
+// run goes on, and the weights stay finite and identical everywhere (checked every step).
+TEST_F(DataParallel, ANaNGradientOnOneRankSkipsTheStepOnEveryRank) {
+  for (int ranks : {1, 2}) {
+    const std::string name = "nan" + std::to_string(ranks);
+    auto r = train(ranks, name, "dist.check_every=1",
+                   "DS2_FAULT=nan@" + std::to_string(ranks - 1) + ":5");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find("skip step 5: non-finite loss or gradient"), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("done: 20 steps,"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("skipped steps 1,"), std::string::npos) << r.output;
+    const std::vector<double> curve = losses(name);
+    ASSERT_EQ(curve.size(), 20u);
+    for (double loss : curve) EXPECT_TRUE(std::isfinite(loss));
+    const Checkpoint ck = load_checkpoint((fs::path(dir(name)) / "last.ckpt").string());
+    for (const NamedTensor& t : ck.tensors)
+      for (float v : t.data) ASSERT_TRUE(std::isfinite(v)) << t.name;
+  }
 }
 
 TEST_F(DataParallel, ARankWithAnotherConfigIsRefusedNamingTheKey) {

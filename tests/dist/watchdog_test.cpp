@@ -61,6 +61,7 @@ TEST(FaultInjection, ParsesKindRankAndStep) {
   EXPECT_EQ(f.rank, 3);
   EXPECT_EQ(f.step, 120);
   EXPECT_EQ(parse_fault("kill@0:0").kind, "kill");
+  EXPECT_EQ(parse_fault("nan@1:5").kind, "nan");
   for (const char* bad :
        {"", "kill", "kill@1", "kill@:3", "kill@1:", "boom@1:2", "kill@x:2", "kill@1:2x"})
     EXPECT_THROW(parse_fault(bad), Error) << bad;
