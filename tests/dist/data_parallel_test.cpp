@@ -192,6 +192,27 @@ TEST_F(DataParallel, ANaNGradientOnOneRankSkipsTheStepOnEveryRank) {
   }
 }
 
+// Global batches do not depend on the rank count: a run checkpointed by 2 ranks continues on 1
+// (and the other way round) from the same position, saying so.
+TEST_F(DataParallel, ResumesOnAnotherRankCount) {
+  auto first = train(2, "switch", "train.max_steps=10 train.eval_every=5");
+  ASSERT_EQ(first.code, 0) << first.output;
+  auto second = train(1, "switch", "train.eval_every=5");
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_NE(second.output.find("resume: the checkpoint was written by 2 ranks, this run has 1"),
+            std::string::npos)
+      << second.output;
+  EXPECT_NE(second.output.find("at step 10"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("done: 20 steps"), std::string::npos) << second.output;
+  // The resumed curve continues the uninterrupted one (1 rank all along) to within summation order.
+  auto straight = train(1, "straight", "train.eval_every=5");
+  ASSERT_EQ(straight.code, 0) << straight.output;
+  const std::vector<double> a = losses("switch"), b = losses("straight");
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), 20u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * b[i]) << "step " << i + 1;
+}
+
 TEST_F(DataParallel, ARankWithAnotherConfigIsRefusedNamingTheKey) {
   const std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np 1 " +
                           std::string(DS2_BINARY) + " train " + shell_quote(config_) +
