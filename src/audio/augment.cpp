@@ -34,7 +34,8 @@ void apply_gain(std::vector<float>& samples, const AugmentConfig& config, Rng& r
   for (float& s : samples) s *= scale;
 }
 
-void add_noise(std::vector<float>& samples, const AugmentConfig& config, Rng& rng) {
+void add_noise(std::vector<float>& samples, const AugmentConfig& config, Rng& rng,
+               const NoiseBank* bank) {
   if (config.noise_prob <= 0.0 || samples.empty()) return;
   DS2_CHECK(config.noise_snr_min_db <= config.noise_snr_max_db,
             "augment.noise_snr_min_db must be <= noise_snr_max_db, got "
@@ -45,9 +46,26 @@ void add_noise(std::vector<float>& samples, const AugmentConfig& config, Rng& rn
   for (float s : samples) power += double(s) * s;
   power /= samples.size();
   if (power == 0.0) return;
-  const float sigma = static_cast<float>(std::sqrt(power / std::pow(10.0, snr_db / 10.0)));
-  std::normal_distribution<float> noise(0.0f, sigma);
-  for (float& s : samples) s += noise(rng.engine());
+  const double noise_power = power / std::pow(10.0, snr_db / 10.0);
+  if (bank == nullptr || bank->recordings.empty()) {
+    std::normal_distribution<float> noise(0.0f, static_cast<float>(std::sqrt(noise_power)));
+    for (float& s : samples) s += noise(rng.engine());
+    return;
+  }
+  const auto& recording =
+      bank->recordings[rng.uniform_int(0, static_cast<int64_t>(bank->recordings.size()) - 1)];
+  const size_t length = recording.size(), start = rng.uniform_int(0, int64_t(length) - 1);
+  // The stretch's own power sets the scale (a quiet stretch of a recording gets amplified); a
+  // silent stretch adds nothing rather than dividing by zero.
+  double stretch = 0.0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const double v = recording[(start + i) % length];
+    stretch += v * v;
+  }
+  stretch /= samples.size();
+  if (stretch == 0.0) return;
+  const float scale = static_cast<float>(std::sqrt(noise_power / stretch));
+  for (size_t i = 0; i < samples.size(); ++i) samples[i] += scale * recording[(start + i) % length];
 }
 
 // Zeroes `count` random bands of at most `max_width` consecutive indices in [0, extent); each
@@ -65,11 +83,11 @@ void mask_bands(int count, int max_width, int64_t extent, Rng& rng, ZeroBand zer
 }  // namespace
 
 void augment_waveform(std::vector<float>& samples, int sample_rate, const AugmentConfig& config,
-                      Rng& rng) {
+                      Rng& rng, const NoiseBank* noise) {
   DS2_CHECK(sample_rate > 0, "augment_waveform: sample rate must be positive");
   perturb_speed(samples, config, rng);
   apply_gain(samples, config, rng);
-  add_noise(samples, config, rng);
+  add_noise(samples, config, rng, noise);
 }
 
 void warp_frequency(Tensor& features, const AugmentConfig& config, Rng& rng) {

@@ -10,8 +10,10 @@
 //          rate s*R to R, so it plays s times faster and has round(n / s) samples (pitch moves
 //          with it, as in Ko et al. 2015).
 //   gain   g ~ U[-gain_db, gain_db] dB; samples may exceed [-1, 1] afterwards (not clipped).
-//   noise  with probability noise_prob, white Gaussian noise at an SNR ~ U[noise_snr_min_db,
-//          noise_snr_max_db] relative to the signal's mean power; a silent signal gets none.
+//   noise  with probability noise_prob, noise at an SNR ~ U[noise_snr_min_db, noise_snr_max_db]
+//          relative to the signal's mean power; a silent signal gets none. The noise is white
+//          Gaussian, or with a NoiseBank (augment.noise_manifest) a stretch of a random recording
+//          from a random offset (looped when shorter than the signal), scaled to that SNR.
 // SpecAugment: freq_masks times, width w ~ U{0..freq_mask_width} bins, first bin
 // f0 ~ U{0..F-w}, bins [f0, f0+w) of every frame set to 0; then time_masks times the same over
 // frames with time_mask_width. Zero is the mean of normalised features.
@@ -25,8 +27,13 @@
 
 namespace ds2 {
 
+// Background noise recordings at the featurizer's sample rate, none of them silent.
+struct NoiseBank {
+  std::vector<std::vector<float>> recordings;
+};
+
 void augment_waveform(std::vector<float>& samples, int sample_rate, const AugmentConfig& config,
-                      Rng& rng);
+                      Rng& rng, const NoiseBank* noise = nullptr);
 
 // Vocal-tract-length-style warping of the frequency axis (after Jaitly & Hinton, 2013), on
 // {frames, features} log features before normalization: with alpha ~ U[1 - freq_warp,

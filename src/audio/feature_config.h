@@ -25,7 +25,9 @@ struct AugmentConfig {
   double speed_min = 1.0;  // speed perturbation factor range (resampling; 1 = off)
   double speed_max = 1.0;
   double gain_db = 0.0;     // random gain in [-gain_db, +gain_db]
-  double noise_prob = 0.0;  // probability of adding white noise
+  double noise_prob = 0.0;  // probability of adding noise (white, or from noise_manifest)
+  std::string
+      noise_manifest;  // JSON-lines list of noise recordings ("audio_filepath"); empty = white
   double noise_snr_min_db = 10.0;
   double noise_snr_max_db = 40.0;
   double freq_warp = 0.0;   // frequency-axis warp: factor in [1 - w, 1 + w] (0 = off)

@@ -39,7 +39,8 @@ void Featurizer::raw_features(const std::vector<float>& samples, Tensor& out) co
 
 void Featurizer::featurize_samples(std::vector<float>& samples, Rng* augment_rng,
                                    Tensor& out) const {
-  if (augment_rng) augment_waveform(samples, features_.sample_rate, augment_, *augment_rng);
+  if (augment_rng)
+    augment_waveform(samples, features_.sample_rate, augment_, *augment_rng, &noise_);
   extractor_.compute(samples.data(), static_cast<int64_t>(samples.size()), out);
   if (augment_rng) warp_frequency(out, augment_, *augment_rng);
   if (features_.normalize == "utterance") {
@@ -49,6 +50,22 @@ void Featurizer::featurize_samples(std::vector<float>& samples, Rng* augment_rng
     apply_global_normalization(out, mean_, stddev_);
   }
   if (augment_rng) spec_augment(out, augment_, *augment_rng);
+}
+
+double Featurizer::load_noise(const std::vector<std::string>& paths) {
+  NoiseBank bank;
+  double seconds = 0;
+  for (const std::string& path : paths) {
+    std::vector<float> samples = load_samples(path);
+    bool silent = true;
+    for (float s : samples) silent = silent && s == 0.0f;
+    DS2_CHECK(!silent, path << ": noise recording is empty or silent (augment.noise_manifest)");
+    seconds += static_cast<double>(samples.size()) / features_.sample_rate;
+    bank.recordings.push_back(std::move(samples));
+  }
+  DS2_CHECK(!bank.recordings.empty(), "augment.noise_manifest lists no recordings");
+  noise_ = std::move(bank);
+  return seconds;
 }
 
 void Featurizer::featurize_file(const std::string& path, Rng* augment_rng, Tensor& out) const {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/augment.h"
 #include "audio/feature_config.h"
 #include "audio/spectrogram.h"
 #include "core/rng.h"
@@ -44,6 +45,9 @@ class Featurizer {
   void featurize_samples(std::vector<float>& samples, Rng* augment_rng, Tensor& out) const;
   // Reads and resamples a file to sample_rate().
   std::vector<float> load_samples(const std::string& path) const;
+  // The recordings that augmentation's noise is cut from (augment.noise_manifest), loaded at
+  // sample_rate(); throws naming a file that cannot be read or is silent. Returns their seconds.
+  double load_noise(const std::vector<std::string>& paths);
   // Log features without normalization (for computing global statistics).
   void raw_features(const std::vector<float>& samples, Tensor& out) const;
 
@@ -52,6 +56,7 @@ class Featurizer {
   AugmentConfig augment_;
   FeatureExtractor extractor_;
   std::vector<float> mean_, stddev_;
+  NoiseBank noise_;
 };
 
 }  // namespace ds2

@@ -190,4 +190,29 @@ void write_manifest(const std::string& path, const std::vector<Utterance>& utter
   write_file_atomic(path, contents);
 }
 
+std::vector<std::string> manifest_audio_paths(const std::string& manifest) {
+  std::ifstream in(manifest);
+  DS2_CHECK(in, manifest << ": cannot open manifest");
+  const std::filesystem::path dir = std::filesystem::path(manifest).parent_path();
+  std::vector<std::string> paths;
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    if (line_no == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+    if (line.find_first_not_of(" \t\r\n\v\f") == std::string::npos) continue;
+    nlohmann::json entry;
+    try {
+      entry = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      DS2_FAIL(manifest << ":" << line_no << ": invalid JSON at column " << e.byte);
+    }
+    DS2_CHECK(entry.is_object() && entry.contains("audio_filepath") &&
+                  entry["audio_filepath"].is_string(),
+              manifest << ":" << line_no << ": expected an object with a string 'audio_filepath'");
+    const std::filesystem::path audio(entry["audio_filepath"].get<std::string>());
+    paths.push_back(audio.is_absolute() || dir.empty() ? audio.lexically_normal().string()
+                                                       : (dir / audio).lexically_normal().string());
+  }
+  return paths;
+}
+
 }  // namespace ds2

@@ -42,6 +42,11 @@ std::vector<Utterance> read_manifest(const std::string& path, std::vector<std::s
 std::vector<Utterance> read_manifest(std::istream& in, const std::string& path,
                                      std::vector<std::string>* problems);
 
+// Paths of the audio files a manifest lists (its "audio_filepath" values, relative ones resolved
+// against the manifest's folder); other keys are ignored, so any list of recordings (noise, files
+// to transcribe) can be one. Errors name the manifest and line.
+std::vector<std::string> manifest_audio_paths(const std::string& manifest);
+
 // Writes utterances as JSON lines ("id", "audio_filepath", "duration", "text"), with audio paths
 // made relative to the new manifest's folder when the audio is given by a relative path, so that
 // read_manifest gives the same utterances back. Writes a temporary file and renames it over

@@ -231,6 +231,8 @@ const std::vector<Field>& schema() {
                 "lowest signal-to-noise ratio"),
       DS2_FIELD("augment.noise_snr_max_db", augment.noise_snr_max_db, double, "a number",
                 "highest signal-to-noise ratio"),
+      DS2_FIELD("augment.noise_manifest", augment.noise_manifest, std::string, "a path",
+                "JSON-lines list of noise recordings to mix in (empty = white noise)"),
       DS2_FIELD("augment.freq_warp", augment.freq_warp, double, "a number",
                 "frequency-axis warp (VTLP-like): factor in [1 - w, 1 + w] (0 = off)"),
       DS2_FIELD("augment.freq_masks", augment.freq_masks, int, "an integer",
@@ -512,7 +514,7 @@ static Config parse_config_in(const std::string& yaml_text,
   // folder; paths given as overrides are relative to the current folder, like any argument.
   if (!base_dir.empty()) {
     for (std::string* p : {&cfg.data.train_manifest, &cfg.data.dev_manifest, &cfg.data.alphabet,
-                           &cfg.decode.lm_path}) {
+                           &cfg.decode.lm_path, &cfg.augment.noise_manifest}) {
       if (!p->empty() && std::filesystem::path(*p).is_relative())
         *p = (base_dir / *p).lexically_normal().string();
     }

@@ -18,6 +18,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/loader.h"
+#include "data/manifest.h"
 #include "data/sampler.h"
 #include "dist/fault_injection.h"
 #include "dist/world.h"
@@ -206,6 +207,12 @@ TrainSummary Trainer::run() {
     for (size_t i = 0; i < std::min<size_t>(5, train.problems.size()); ++i)
       log("skip: " + train.problems[i]);
     log("all " + std::to_string(summary.invalid_utterances) + " problems: " + path);
+  }
+  if (!cfg.augment.noise_manifest.empty()) {
+    const double seconds =
+        am.featurizer->load_noise(manifest_audio_paths(cfg.augment.noise_manifest));
+    log("augment: noise from " + cfg.augment.noise_manifest + " (" + fixed(seconds, 1) +
+        " s of recordings)");
   }
   if (am.featurizer->needs_global_stats() && lead_) {
     compute_global_stats(am, train);

@@ -120,8 +120,4 @@ std::vector<WordTiming> words_from_path(const std::vector<float>& log_probs, int
                                         double frame_seconds, double duration_s,
                                         double* utterance_confidence);
 
-// Paths of the audio files a manifest lists (its "audio_filepath" values, relative ones resolved
-// against the manifest's folder); other keys are ignored. Errors name the manifest and line.
-std::vector<std::string> manifest_audio_paths(const std::string& manifest);
-
 }  // namespace ds2

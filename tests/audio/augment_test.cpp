@@ -103,6 +103,46 @@ TEST(Augment, NoiseHasTheRequestedSnr) {
   }
 }
 
+TEST(Augment, NoiseFromABankIsALoopedRecordingAtTheRequestedSnr) {
+  AugmentConfig c;
+  c.noise_prob = 1.0;
+  NoiseBank bank;
+  Rng fill(5);
+  for (int64_t length : {257, 401}) {
+    std::vector<float> recording(length);
+    for (float& s : recording) s = fill.uniform(-0.3f, 0.3f);
+    bank.recordings.push_back(recording);
+  }
+  for (double snr : {5.0, 20.0}) {
+    c.noise_snr_min_db = c.noise_snr_max_db = snr;
+    const std::vector<float> x = tone(4000, 300.0, 16000);
+    std::vector<float> y = x;
+    Rng rng(12);
+    augment_waveform(y, 16000, c, rng, &bank);
+    std::vector<float> added(x.size());
+    for (size_t i = 0; i < x.size(); ++i) added[i] = y[i] - x[i];
+    // Exact (not statistical): the scale is set from the stretch actually added.
+    EXPECT_NEAR(power_db(x) - power_db(added), snr, 1e-3);
+    // The added signal repeats with the period of one of the recordings: it is that recording,
+    // looped from some offset.
+    int periodic = 0;
+    for (const auto& recording : bank.recordings) {
+      const size_t L = recording.size();
+      bool repeats = true;
+      for (size_t i = 0; i + L < added.size() && repeats; ++i)
+        repeats = std::abs(added[i] - added[i + L]) < 1e-5f;
+      periodic += repeats;
+    }
+    EXPECT_EQ(periodic, 1) << snr << " dB";
+  }
+  // Deterministic for a seed.
+  std::vector<float> a = tone(1000, 200.0, 16000), b = a;
+  Rng r1(3), r2(3);
+  augment_waveform(a, 16000, c, r1, &bank);
+  augment_waveform(b, 16000, c, r2, &bank);
+  EXPECT_EQ(a, b);
+}
+
 TEST(Augment, NoiseProbabilityIsRespected) {
   AugmentConfig c;
   c.noise_prob = 0.3;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/manifest.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
+#include "core/error.h"
 #include "support/fsdd_fixture.h"
 #include "support/temp_dir.h"
 #include "train/acoustic_model.h"
@@ -48,6 +51,44 @@ TEST(Trainer, LossFallsOnRealSpeechAndCheckpointRoundTrips) {
   EXPECT_DOUBLE_EQ(r.words.rate(), s.best_dev_wer);
   // Batch size never changes a result.
   EXPECT_DOUBLE_EQ(evaluate(am, ds, 1, 1).words.rate(), r.words.rate());
+}
+
+// augment.noise_manifest, written relative to the config file, mixes recordings into the training
+// audio (here other speakers' digits as babble) and the run says where its noise came from.
+TEST(Trainer, MixesNoiseFromANoiseManifest) {
+  TempDir temp;
+  const std::string manifest = testing::write_digit_manifest(temp.path(), "lucas", {3, 5}, 4);
+  std::filesystem::create_directories(temp.path() / "noise");
+  testing::write_digit_manifest(temp.path() / "noise", "nicolas", {1, 9}, 2, "noise.jsonl");
+  const std::string config = (temp.path() / "noisy.yaml").string();
+  std::ofstream(config) << "features: {sample_rate: 8000}\n"
+                           "augment: {noise_prob: 1.0, noise_snr_min_db: 5, noise_snr_max_db: 15,"
+                           " noise_manifest: noise/noise.jsonl}\n"
+                           "model: {conv: [], rnn_layers: 1, rnn_hidden: 16}\n"
+                           "train: {epochs: 1, batch_size: 4}\n"
+                           "run: {tensorboard: false}\n";
+  Config cfg = load_config(config);
+  EXPECT_EQ(cfg.augment.noise_manifest, (temp.path() / "noise" / "noise.jsonl").string());
+  cfg.run.dir = (temp.path() / "run").string();
+  cfg.data.train_manifest = manifest;
+  TrainSummary s = Trainer(cfg).run();
+  EXPECT_EQ(s.steps, 2);
+  EXPECT_EQ(s.skipped_steps, 0);
+  std::ifstream log(temp.path() / "run" / "train.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("augment: noise from " + cfg.augment.noise_manifest), std::string::npos)
+      << text;
+
+  // A manifest whose recording is missing stops the run naming the file.
+  std::ofstream(temp.path() / "noise" / "bad.jsonl") << "{\"audio_filepath\": \"gone.wav\"}\n";
+  cfg.augment.noise_manifest = (temp.path() / "noise" / "bad.jsonl").string();
+  cfg.run.dir = (temp.path() / "run2").string();
+  try {
+    Trainer(cfg).run();
+    FAIL() << "a missing noise recording was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gone.wav"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "ctc/ctc_alignment.h"
 #include "ctc/error_rate.h"
+#include "data/manifest.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
 #include "train/evaluate.h"
