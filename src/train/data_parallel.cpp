@@ -18,9 +18,12 @@ void check_same_config(dist::World& world, const Config& cfg) {
                                        << " here but " << first[i].second
                                        << " on rank 0; every rank must run the same "
                                           "configuration");
+}
+
+void share_initial_state(dist::World& world, AcousticModel& am) {
+  if (!world.distributed()) return;
   // The layout is what the flat gradient buffers of all ranks must agree on.
   std::ostringstream layout;
-  const AcousticModel am = AcousticModel::create(cfg);
   for (const ParamEntry& e : am.model->parameters().parameters())
     layout << e.name << shape_str(e.shape) << ";";
   const std::string text = layout.str();
@@ -29,10 +32,7 @@ void check_same_config(dist::World& world, const Config& cfg) {
   DS2_CHECK(all[world.rank()] == all[0],
             world.where() << ": the model's parameter layout differs from rank 0's (another ds2 "
                              "version?)");
-}
 
-void share_initial_state(dist::World& world, AcousticModel& am) {
-  if (!world.distributed()) return;
   ParameterStore& store = am.model->parameters();
   world.broadcast(store.values().data(), store.values().numel(), "initial weights broadcast");
   world.broadcast(store.buffers().data(), store.buffers().numel(), "initial weights broadcast");

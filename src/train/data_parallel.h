@@ -24,11 +24,13 @@
 
 namespace ds2 {
 
-// Every rank compares its resolved config with rank 0's, key by key, and its parameter layout
-// (names and shapes) by hash; a rank that differs throws naming the first differing key.
+// Every rank compares its resolved config with rank 0's, key by key; a rank that differs throws
+// naming the first differing key.
 void check_same_config(dist::World& world, const Config& cfg);
 
-// Rank 0's parameters, batch-norm buffers and global feature statistics on every rank.
+// Checks the parameter layout (names and shapes) against rank 0's by hash (another ds2 version
+// would differ), then sends rank 0's parameters, batch-norm buffers and global feature
+// statistics to every rank.
 void share_initial_state(dist::World& world, AcousticModel& am);
 
 // The checkpoint at `path` read by rank 0 and sent to every rank (so nodes need not share a
