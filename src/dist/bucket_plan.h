@@ -29,6 +29,7 @@ class BucketPlan {
   // The buckets that become final when layer `layer` finishes backward.
   const std::vector<int>& ready_after(size_t layer) const { return ready_after_.at(layer); }
   int64_t total() const { return total_; }
+  size_t layers() const { return ready_after_.size(); }
   // "4 buckets: 12.0, 12.0, 9.1, 0.4 MiB", for logs.
   std::string describe() const;
 

@@ -30,6 +30,11 @@ class GradientExchange : public BackwardListener {
   // (on the GPU, valid after the stream was synchronized).
   virtual double exposed_wait_ms() = 0;
   virtual const BucketPlan& plan() const = 0;
+  // For a rank without utterances this step: every layer reported done, in backward's order, so
+  // its (zeroed) gradients still join each bucket's sum.
+  void all_gradients_ready() {
+    for (size_t layer = plan().layers(); layer-- > 0;) gradients_ready(layer);
+  }
 };
 
 // The CPU backend's exchange: MPI_Iallreduce per bucket (in fp32, or in bf16 with a summing

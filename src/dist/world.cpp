@@ -86,8 +86,10 @@ void World::abort(const std::string& message, int code) {
   std::fflush(stderr);
 #ifdef DS2_HAVE_MPI
   if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#else
+  (void)code;
 #endif
-  std::abort();  // one rank: nothing to end but this process
+  std::abort();  // one rank (or MPI_Abort returned): nothing to end but this process
 }
 
 #ifdef DS2_HAVE_MPI
@@ -106,36 +108,57 @@ void check_mpi(int rc, const World& w, const char* operation) {
     Watchdog::Scope ds2_watched_(*watchdog_, operation, step_.load()); \
     check_mpi(call, *this, operation);                                 \
   } while (0)
+
+// MPI counts are ints: large buffers (weights, checkpoints) go in pieces of 2^28 elements.
+template <typename Call>
+void in_pieces(int64_t count, Call call) {
+  constexpr int64_t kPiece = int64_t{1} << 28;
+  for (int64_t at = 0; at < count; at += kPiece)
+    call(at, static_cast<int>(std::min(kPiece, count - at)));
+}
+
+void World::allreduce(void* values, int64_t count, MPI_Datatype type, MPI_Op op,
+                      const char* operation) {
+  if (size_ == 1) return;
+  int size = 0;
+  MPI_Type_size(type, &size);
+  in_pieces(count, [&](int64_t at, int n) {
+    DS2_WATCHED_MPI(operation, MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(values) + at * size,
+                                             n, type, op, MPI_COMM_WORLD));
+  });
+}
+
+void World::broadcast(void* values, int64_t count, MPI_Datatype type, const char* operation) {
+  if (size_ == 1) return;
+  int size = 0;
+  MPI_Type_size(type, &size);
+  in_pieces(count, [&](int64_t at, int n) {
+    DS2_WATCHED_MPI(operation,
+                    MPI_Bcast(static_cast<char*>(values) + at * size, n, type, 0, MPI_COMM_WORLD));
+  });
+}
 #endif
 
+// Without MPI there is only ever one rank, and every collective below is a no-op.
 void World::allreduce_sum(double* values, int count, const char* operation) {
-  if (size_ == 1) return;
 #ifdef DS2_HAVE_MPI
-  DS2_WATCHED_MPI(operation,
-                  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  allreduce(values, count, MPI_DOUBLE, MPI_SUM, operation);
 #else
   (void)values, (void)count, (void)operation;
 #endif
 }
 
 void World::allreduce_sum(float* values, int64_t count, const char* operation) {
-  if (size_ == 1) return;
 #ifdef DS2_HAVE_MPI
-  constexpr int64_t kPiece = 1ll << 28;
-  for (int64_t at = 0; at < count; at += kPiece)
-    DS2_WATCHED_MPI(operation, MPI_Allreduce(MPI_IN_PLACE, values + at,
-                                             static_cast<int>(std::min(kPiece, count - at)),
-                                             MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+  allreduce(values, count, MPI_FLOAT, MPI_SUM, operation);
 #else
   (void)values, (void)count, (void)operation;
 #endif
 }
 
 void World::allreduce_max(double* values, int count, const char* operation) {
-  if (size_ == 1) return;
 #ifdef DS2_HAVE_MPI
-  DS2_WATCHED_MPI(operation,
-                  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  allreduce(values, count, MPI_DOUBLE, MPI_MAX, operation);
 #else
   (void)values, (void)count, (void)operation;
 #endif
@@ -145,27 +168,17 @@ void World::broadcast(std::string* bytes, const char* operation) {
   if (size_ == 1) return;
 #ifdef DS2_HAVE_MPI
   uint64_t n = bytes->size();
-  DS2_WATCHED_MPI(operation, MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+  broadcast(&n, 1, MPI_UINT64_T, operation);
   bytes->resize(n);
-  // MPI counts are ints: large payloads (checkpoints) go in pieces.
-  constexpr uint64_t kPiece = 1ull << 30;
-  for (uint64_t at = 0; at < n; at += kPiece)
-    DS2_WATCHED_MPI(operation,
-                    MPI_Bcast(bytes->data() + at, static_cast<int>(std::min(kPiece, n - at)),
-                              MPI_BYTE, 0, MPI_COMM_WORLD));
+  broadcast(bytes->data(), static_cast<int64_t>(n), MPI_BYTE, operation);
 #else
   (void)bytes, (void)operation;
 #endif
 }
 
 void World::broadcast(float* values, int64_t count, const char* operation) {
-  if (size_ == 1) return;
 #ifdef DS2_HAVE_MPI
-  constexpr int64_t kPiece = 1ll << 28;
-  for (int64_t at = 0; at < count; at += kPiece)
-    DS2_WATCHED_MPI(
-        operation, MPI_Bcast(values + at, static_cast<int>(std::min(kPiece, count - at)), MPI_FLOAT,
-                             0, MPI_COMM_WORLD));
+  broadcast(values, count, MPI_FLOAT, operation);
 #else
   (void)values, (void)count, (void)operation;
 #endif

@@ -69,6 +69,11 @@ class World {
 
  private:
   World();
+#ifdef DS2_HAVE_MPI
+  // The watched collectives behind the typed ones above (no-ops with one rank).
+  void allreduce(void* values, int64_t count, MPI_Datatype type, MPI_Op op, const char* operation);
+  void broadcast(void* values, int64_t count, MPI_Datatype type, const char* operation);
+#endif
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   std::string host_;
   bool initialized_mpi_ = false;

@@ -49,17 +49,15 @@ void share_initial_state(dist::World& world, AcousticModel& am) {
   am.featurizer->set_global_stats(std::move(mean), std::move(stddev));
 }
 
-std::optional<Checkpoint> share_checkpoint(dist::World& world, std::optional<Checkpoint> rank0) {
-  if (!world.distributed()) return rank0;
-  // Rank 0 sends the parsed checkpoint back as file bytes: a second read would race a writer.
-  std::string path = rank0 ? rank0->path : "";
-  world.broadcast(&path, "resume checkpoint broadcast");
-  if (path.empty()) return std::nullopt;
+std::optional<Checkpoint> load_shared_checkpoint(dist::World& world,
+                                                 const std::optional<std::string>& path) {
+  std::string name = path.value_or("");
+  world.broadcast(&name, "resume checkpoint broadcast");
+  if (name.empty()) return std::nullopt;
   std::string bytes;
-  if (world.rank() == 0) bytes = read_file(path);
+  if (world.rank() == 0) bytes = read_file(name);
   world.broadcast(&bytes, "resume checkpoint broadcast");
-  if (world.rank() == 0) return rank0;
-  return parse_checkpoint(bytes, path);
+  return parse_checkpoint(bytes, name);
 }
 
 EvalResult evaluate_across_ranks(dist::World& world, AcousticModel& am, const Dataset& dev,

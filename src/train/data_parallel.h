@@ -33,9 +33,10 @@ void check_same_config(dist::World& world, const Config& cfg);
 // statistics to every rank.
 void share_initial_state(dist::World& world, AcousticModel& am);
 
-// The checkpoint at `path` read by rank 0 and sent to every rank (so nodes need not share a
-// filesystem); `path` is rank 0's, or empty when rank 0 has no checkpoint to resume from.
-std::optional<Checkpoint> share_checkpoint(dist::World& world, std::optional<Checkpoint> rank0);
+// The checkpoint at rank 0's `path` (none when it has none), read once by rank 0 and sent to
+// every rank as file bytes, so nodes need not share a filesystem. With one rank, a plain load.
+std::optional<Checkpoint> load_shared_checkpoint(dist::World& world,
+                                                 const std::optional<std::string>& path);
 
 // Each rank decodes every size()-th utterance of `dev` and the error counts are summed, so every
 // rank returns the whole set's WER/CER (the per-utterance results stay local).

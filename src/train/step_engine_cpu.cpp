@@ -56,8 +56,7 @@ double CpuStepEngine::backward(float loss_scale, double max_norm) {
 double CpuStepEngine::backward_without_data(double max_norm) {
   return reduce_and_clip(
       [&] {
-        if (!exchange_) return;
-        for (size_t i = am_.model->layers().size(); i-- > 0;) exchange_->gradients_ready(i);
+        if (exchange_) exchange_->all_gradients_ready();
       },
       max_norm);
 }

@@ -72,8 +72,8 @@ void write_problems(const std::string& path, const std::vector<std::string>& tra
   write_file_atomic(path, text);
 }
 
-// The checkpoint RUN/latest names, when run.resume allows and there is one.
-std::optional<Checkpoint> find_resume_checkpoint(const Config& cfg) {
+// The path of the checkpoint RUN/latest names, when run.resume allows and there is one.
+std::optional<std::string> find_resume_checkpoint(const Config& cfg) {
   const fs::path latest = fs::path(cfg.run.dir) / "latest";
   if (cfg.run.resume == "never" || !fs::exists(latest)) {
     DS2_CHECK(cfg.run.resume != "required",
@@ -85,7 +85,7 @@ std::optional<Checkpoint> find_resume_checkpoint(const Config& cfg) {
   while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
   DS2_CHECK(!name.empty() && name.find('/') == std::string::npos,
             latest.string() << ": does not name a checkpoint file");
-  return load_checkpoint((fs::path(cfg.run.dir) / name).string());
+  return (fs::path(cfg.run.dir) / name).string();
 }
 
 // Refuses a resume whose model, features or alphabet differ from the checkpoint's (naming the
@@ -340,9 +340,9 @@ TrainSummary Trainer::run() {
 
   int first_epoch = 0;
   int64_t first_epoch_skip = 0;  // batches of first_epoch already consumed before a resume
-  std::optional<Checkpoint> rank0_checkpoint;
-  if (lead_) rank0_checkpoint = find_resume_checkpoint(cfg);
-  if (auto ck = share_checkpoint(world, std::move(rank0_checkpoint))) {
+  std::optional<std::string> resume_path;
+  if (lead_) resume_path = find_resume_checkpoint(cfg);
+  if (auto ck = load_shared_checkpoint(world, resume_path)) {
     resume_from(*ck, cfg, am, *engine, [&](const std::string& line) { log(line); });
     if (world.rank() > 0) engine->salt_dropout(static_cast<uint64_t>(world.rank()));
     step = std::stoll(ck->meta("train.step"));

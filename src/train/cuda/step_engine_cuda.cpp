@@ -225,8 +225,7 @@ double CudaStepEngine::backward_without_data(double max_norm) {
   allocations_at_step_start_ = device_allocations();
   return reduce_and_clip(
       [&] {
-        if (!exchange_) return;
-        for (size_t i = am_.model->layers().size(); i-- > 0;) exchange_->gradients_ready(i);
+        if (exchange_) exchange_->all_gradients_ready();
       },
       max_norm);
 }
