@@ -19,16 +19,16 @@ Fault parse_fault(const std::string& text) {
   f.kind = text.substr(0, at);
   DS2_CHECK(f.kind == "kill" || f.kind == "hang" || f.kind == "nan",
             "DS2_FAULT: unknown kind '" << f.kind << "' (kill, hang or nan)");
-  try {
-    size_t used = 0;
-    const std::string rank = text.substr(at + 1, colon - at - 1), step = text.substr(colon + 1);
-    f.rank = std::stoi(rank, &used);
-    DS2_CHECK(used == rank.size(), "");
-    f.step = std::stoll(step, &used);
-    DS2_CHECK(used == step.size(), "");
-  } catch (const std::exception&) {
-    DS2_FAIL("DS2_FAULT: '" << text << "' is not KIND@RANK:STEP with integer RANK and STEP");
-  }
+  // Whole-string integers only: "1x" or "" is not a rank.
+  auto integer = [&](const std::string& digits) {
+    const bool valid = !digits.empty() && digits.size() <= 9 &&
+                       digits.find_first_not_of("0123456789") == std::string::npos;
+    DS2_CHECK(valid,
+              "DS2_FAULT: '" << text << "' is not KIND@RANK:STEP with integer RANK and STEP");
+    return std::stoll(digits);
+  };
+  f.rank = static_cast<int>(integer(text.substr(at + 1, colon - at - 1)));
+  f.step = integer(text.substr(colon + 1));
   return f;
 }
 
