@@ -55,6 +55,7 @@ CudaModel::CudaModel(CudaContext& ctx, Model& host)
     kinds_.push_back(kind);
   }
   activations_.resize(layers_.size());
+  layer_bytes_.assign(layers_.size(), 0);
 }
 
 CudaModel::~CudaModel() {
@@ -164,7 +165,6 @@ void CudaModel::time_begin(size_t layer) {
 }
 
 void CudaModel::time_end(size_t layer) {
-  if (layer_bytes_.size() != layers_.size()) layer_bytes_.assign(layers_.size(), 0);
   layer_bytes_[layer] += device_bytes_in_use() - bytes_before_;
   if (!timing_) return;
   DS2_CUDA_CHECK(cudaEventRecord(timing_->end[layer], ctx_.stream()));
