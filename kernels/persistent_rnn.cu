@@ -1,7 +1,9 @@
 #include <cooperative_groups.h>
 
 #include <cstdint>
+#include <type_traits>
 
+#include "core/bf16.h"
 #include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/persistent_rnn.h"
@@ -43,7 +45,8 @@ SmemLayout smem_layout(const PrnnTiling& t) {
   const int warps = t.threads / 32;
   const int tiles_max = (t.max_batch + t.batch_tile - 1) / t.batch_tile;
   SmemLayout l{};
-  size_t off = size_t(groups - t.register_groups) * kRg * t.threads * sizeof(float4);
+  const size_t chunk = t.bf16_weights ? sizeof(uint2) : sizeof(float4);  // 4 columns of a row
+  size_t off = size_t(groups - t.register_groups) * kRg * t.threads * chunk;
   l.red_off = off;
   off += size_t(2) * groups * warps * v * sizeof(float);  // reduction, double-buffered per tile
   l.ep_off = off;
@@ -56,6 +59,21 @@ SmemLayout smem_layout(const PrnnTiling& t) {
 
 __device__ __forceinline__ float dot4(const float4 w, const float4 h) {
   return fmaf(w.w, h.w, fmaf(w.z, h.z, fmaf(w.y, h.y, w.x * h.x)));
+}
+// Four bf16 weights (two per word, the lower column in the low half): widening a bf16 to fp32 is
+// a shift or a mask, so the products and sums stay fp32.
+// The widening is volatile asm so the compiler cannot hoist it out of the step loop: weights
+// are loop invariant, and widened once they would take the fp32 registers bf16 exists to save.
+__device__ __forceinline__ void widen_bf16x2(uint32_t packed, float& lo, float& hi) {
+  asm volatile("{\n\tshl.b32 %0, %2, 16;\n\tand.b32 %1, %2, 0xFFFF0000;\n\t}"
+               : "=f"(lo), "=f"(hi)
+               : "r"(packed));
+}
+__device__ __forceinline__ float dot4(const uint2 w, const float4 h) {
+  float w0, w1, w2, w3;
+  widen_bf16x2(w.x, w0, w1);
+  widen_bf16x2(w.y, w2, w3);
+  return fmaf(w3, h.w, fmaf(w2, h.z, fmaf(w1, h.y, w0 * h.x)));
 }
 
 // One butterfly level of a warp reduce-scatter: lanes l and l ^ O hold the same N partial values
@@ -111,8 +129,9 @@ __device__ __forceinline__ void cp_async_wait_all() {
 
 // Columns c0 .. c0 + 3 of output row k: U[k, j] (forward) or U[j, k] (backward-data); zero
 // outside the H x H matrix (padding rows of the last CTA, padding columns past H).
-__device__ __forceinline__ float4 weight_chunk(const float* __restrict__ u, int H, int k, int c0,
-                                               bool transpose) {
+// In bf16 they are rounded to nearest even (core/bf16.h, as the CPU reference rounds).
+__device__ __forceinline__ void weight_chunk(const float* __restrict__ u, int H, int k, int c0,
+                                             bool transpose, float4& out) {
   float e[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -120,17 +139,59 @@ __device__ __forceinline__ float4 weight_chunk(const float* __restrict__ u, int 
     e[i] = 0.0f;
     if (k < H && j < H) e[i] = transpose ? u[size_t(j) * H + k] : u[size_t(k) * H + j];
   }
-  return make_float4(e[0], e[1], e[2], e[3]);
+  out = make_float4(e[0], e[1], e[2], e[3]);
+}
+__device__ __forceinline__ void weight_chunk(const float* __restrict__ u, int H, int k, int c0,
+                                             bool transpose, uint2& out) {
+  float4 f;
+  weight_chunk(u, H, k, c0, transpose, f);
+  out.x = uint32_t{float_to_bf16(f.x)} | (uint32_t{float_to_bf16(f.y)} << 16);
+  out.y = uint32_t{float_to_bf16(f.z)} | (uint32_t{float_to_bf16(f.w)} << 16);
+}
+
+// The exchange copy of h carries the parity of (step / 2) in the lowest mantissa bit of every
+// value: a slot is rewritten every second step, so that bit tells the step s value from the
+// step s - 2 value it replaces, and a reader waits on the data itself instead of a grid barrier
+// followed by a read. The cost is a relative change of at most 2^-23 to the copy that feeds the
+// next step (the output y is written exactly).
+__device__ __forceinline__ uint32_t step_tag(int s) {
+  return (static_cast<uint32_t>(s) >> 1) & 1u;
+}
+__device__ __forceinline__ float tagged(float v, int s) {
+  return __uint_as_float((__float_as_uint(v) & ~1u) | step_tag(s));
+}
+// Relaxed GPU-scope accesses: each 32-bit value is single-copy atomic and carries its own tag,
+// so no fence is needed between the writer and the readers.
+__device__ __forceinline__ float4 load_relaxed(const float* p) {
+  float4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_relaxed(float* p, float v) {
+  asm volatile("st.relaxed.gpu.global.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
+}
+// Whether the 4 values hold the tag `tag` (columns at or past `valid` are padding: always ready).
+__device__ __forceinline__ bool tag_ready(const float4 v, uint32_t tag, int valid) {
+  bool ok = valid <= 0 || (__float_as_uint(v.x) & 1u) == tag;
+  if (valid > 1) ok = ok && (__float_as_uint(v.y) & 1u) == tag;
+  if (valid > 2) ok = ok && (__float_as_uint(v.z) & 1u) == tag;
+  if (valid > 3) ok = ok && (__float_as_uint(v.w) & 1u) == tag;
+  return ok;
 }
 
 // BT: batch rows per pass; NRG: row groups (of kRg rows) held in registers, the rest of the CTA's
-// rows_per_cta rows in shared memory. Thread `tid` owns input columns [4 tid, 4 tid + 4).
-template <int BT, int NRG>
+// rows_per_cta rows in shared memory; BF16: weights stored (and rounded) as bf16, math in fp32.
+// Thread `tid` owns input columns [4 tid, 4 tid + 4).
+template <int BT, int NRG, bool BF16>
 __global__ void prnn_kernel(const Args a) {
+  using Chunk = typename std::conditional<BF16, uint2, float4>::type;
   constexpr int V = kRg * BT;     // partial sums per row group and batch tile
   constexpr int NRW = NRG * kRg;  // rows in registers
   extern __shared__ __align__(16) unsigned char smem[];
-  float4* wsm = reinterpret_cast<float4*>(smem);            // [(groups - NRG) * kRg][threads]
+  Chunk* wsm = reinterpret_cast<Chunk*>(smem);              // [(groups - NRG) * kRg][threads]
   float* red = reinterpret_cast<float*>(smem + a.red_off);  // [2][groups][warps][V]
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);    // [2][x | h][tiles_max][groups * V]
   int* len_s = reinterpret_cast<int*>(smem + a.len_off);    // [B]
@@ -152,9 +213,16 @@ __global__ void prnn_kernel(const Args a) {
   const int64_t xbuf_parity = int64_t{a.max_batch} * hpad;
 
   for (int i = tid; i < B; i += nt) len_s[i] = a.lengths[i];
+  // Every slot of the exchange array this CTA writes starts out "not ready" for the first step
+  // that reads it (tag 1: steps 0 and 1 write tag 0); whatever a previous launch left there
+  // could otherwise look ready. Columns H .. hpad are never written by a step: zero, read as
+  // ready, multiplying zero weights.
+  const int own = min(a.rows, H - r0);
+  for (int i = tid; i < 2 * a.max_batch * own; i += nt) {
+    const int row = i / own;
+    d.xbuf[int64_t{row} * hpad + r0 + i % own] = __uint_as_float(1u);
+  }
   if (cta == 0) {
-    // Columns H .. hpad of the exchange array are never written by a step: zero them once (read
-    // from step 1 on, after a grid barrier), so padded columns multiply zero weights by zero.
     const int padw = hpad - H;
     for (int i = tid; i < 2 * a.max_batch * padw; i += nt) {
       const int row = i / padw;
@@ -163,12 +231,14 @@ __global__ void prnn_kernel(const Args a) {
   }
 
   const int c0 = 4 * tid;
-  float4 w[NRW > 0 ? NRW : 1];
+  const int valid_cols = H - c0;  // of this thread's 4 columns, those below H are real
+  Chunk w[NRW > 0 ? NRW : 1];
 #pragma unroll
-  for (int i = 0; i < NRW; ++i) w[i] = weight_chunk(d.u, H, r0 + i, c0, bwd);
+  for (int i = 0; i < NRW; ++i) weight_chunk(d.u, H, r0 + i, c0, bwd, w[i]);
   for (int i = NRW; i < groups * kRg; ++i)
-    wsm[(i - NRW) * nt + tid] = weight_chunk(d.u, H, r0 + i, c0, bwd);
-  __syncthreads();
+    weight_chunk(d.u, H, r0 + i, c0, bwd, wsm[(i - NRW) * nt + tid]);
+  // The only grid barrier: the initialization above is complete everywhere before any step.
+  grid.sync();
 
   // Output o of a batch tile: row group g = o / V, value v = o % V = rr * BT + bb.
   // Epilogue inputs (x, and h for backward-data) of step s are copied into ep[s & 1] by the
@@ -192,29 +262,44 @@ __global__ void prnn_kernel(const Args a) {
   };
   if (T > 0) prefetch(0);
 
+  int pass = 0;  // batch tiles done so far, over all steps: picks the reduction buffer
   for (int s = 0; s < T; ++s) {
     const int t = d.descending ? T - 1 - s : s;
     const float* xin = d.xbuf + ((s + 1) & 1) * xbuf_parity;  // the state step s - 1 wrote
     float* xout = d.xbuf + (s & 1) * xbuf_parity;
     const float* epx = ep + (s & 1) * ep_parity;
+    const uint32_t want = step_tag(s - 1);
     cp_async_wait_all();
 
     // State of batch rows tile * BT .. + BT, this thread's 4 columns; zero before the first step.
-    // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the grid barrier).
+    // All BT loads are issued before any is waited on; a value another CTA has not written yet
+    // for step s - 1 still has the tag of step s - 3 and is read again.
     auto load_state = [&](float4(&hv)[BT], int tile) {
 #pragma unroll
       for (int i = 0; i < BT; ++i) {
         const int b = tile * BT + i;
-        hv[i] = (s > 0 && b < B)
-                    ? __ldcg(reinterpret_cast<const float4*>(xin + int64_t{b} * hpad) + tid)
-                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        hv[i] = (s > 0 && b < B) ? load_relaxed(xin + int64_t{b} * hpad + c0)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    };
+    auto wait_state = [&](float4(&hv)[BT], int tile) {
+      if (s == 0) return;
+#pragma unroll
+      for (int i = 0; i < BT; ++i) {
+        const int b = tile * BT + i;
+        if (b >= B) continue;
+        while (!tag_ready(hv[i], want, valid_cols))
+          hv[i] = load_relaxed(xin + int64_t{b} * hpad + c0);
       }
     };
     float4 hcur[BT], hnext[BT];
     load_state(hcur, 0);
-    for (int tile = 0; tile < tiles; ++tile) {
+    for (int tile = 0; tile < tiles; ++tile, ++pass) {
+      wait_state(hcur, tile);
       if (tile + 1 < tiles) load_state(hnext, tile + 1);
-      float* redt = red + (tile & 1) * groups * nw * V;
+      // Alternating buffers: a CTA barrier lies between any two writes of the same buffer, so
+      // a slow thread's epilogue reads finish before the next overwrite.
+      float* redt = red + (pass & 1) * groups * nw * V;
 #pragma unroll
       for (int g = 0; g < NRG; ++g) {
         float acc[V];
@@ -225,7 +310,7 @@ __global__ void prnn_kernel(const Args a) {
         reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane);
       }
       for (int g = NRG; g < groups; ++g) {
-        float4 ws[kRg];
+        Chunk ws[kRg];
 #pragma unroll
         for (int rr = 0; rr < kRg; ++rr) ws[rr] = wsm[((g - NRG) * kRg + rr) * nt + tid];
         float acc[V];
@@ -257,57 +342,75 @@ __global__ void prnn_kernel(const Args a) {
           }
         }
         d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
-        xout[int64_t{b} * hpad + k] = out;
+        if (s + 1 < T) store_relaxed(xout + int64_t{b} * hpad + k, tagged(out, s));
       }
 #pragma unroll
       for (int i = 0; i < BT; ++i) hcur[i] = hnext[i];
     }
-    if (s + 1 < T) {
-      prefetch(s + 1);
-      // Orders this step's exchange writes before every CTA's reads of them in step s + 1 (the
-      // barrier fences at GPU scope), and the reads of step s before the overwrites in s + 1.
-      grid.sync();
-    }
+    if (s + 1 < T) prefetch(s + 1);
   }
 }
 
 using KernelFn = void (*)(const Args);
 
-template <int BT>
+template <int BT, bool BF16>
 KernelFn kernel_for_groups(int nrg) {
   switch (nrg) {
     case 0:
-      return prnn_kernel<BT, 0>;
+      return prnn_kernel<BT, 0, BF16>;
     case 1:
-      return prnn_kernel<BT, 1>;
+      return prnn_kernel<BT, 1, BF16>;
     case 2:
-      return prnn_kernel<BT, 2>;
+      return prnn_kernel<BT, 2, BF16>;
     case 3:
-      return prnn_kernel<BT, 3>;
+      return prnn_kernel<BT, 3, BF16>;
     case 4:
-      return prnn_kernel<BT, 4>;
+      return prnn_kernel<BT, 4, BF16>;
     case 5:
-      return prnn_kernel<BT, 5>;
+      return prnn_kernel<BT, 5, BF16>;
     case 6:
-      return prnn_kernel<BT, 6>;
+      return prnn_kernel<BT, 6, BF16>;
     case 7:
-      return prnn_kernel<BT, 7>;
+      return prnn_kernel<BT, 7, BF16>;
     case 8:
-      return prnn_kernel<BT, 8>;
+      return prnn_kernel<BT, 8, BF16>;
     default:
-      return nullptr;
+      break;
   }
+  // Half-width weights: twice the rows in the same registers, in steps of two groups.
+  if constexpr (BF16) {
+    switch (nrg) {
+      case 10:
+        return prnn_kernel<BT, 10, BF16>;
+      case 12:
+        return prnn_kernel<BT, 12, BF16>;
+      case 14:
+        return prnn_kernel<BT, 14, BF16>;
+      case 16:
+        return prnn_kernel<BT, 16, BF16>;
+      default:
+        break;
+    }
+  }
+  return nullptr;
 }
-static_assert(kPrnnMaxRegisterGroups == 8, "kernel_for_groups instantiates 0..8");
+static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
+              "kernel_for_groups instantiates 0..8 (fp32) and up to 16 (bf16)");
+
+template <int BT>
+KernelFn kernel_for_precision(const PrnnTiling& t) {
+  return t.bf16_weights ? kernel_for_groups<BT, true>(t.register_groups)
+                        : kernel_for_groups<BT, false>(t.register_groups);
+}
 
 KernelFn kernel_for(const PrnnTiling& t) {
   switch (t.batch_tile) {
     case 1:
-      return kernel_for_groups<1>(t.register_groups);
+      return kernel_for_precision<1>(t);
     case 2:
-      return kernel_for_groups<2>(t.register_groups);
+      return kernel_for_precision<2>(t);
     case 4:
-      return kernel_for_groups<4>(t.register_groups);
+      return kernel_for_precision<4>(t);
     default:
       return nullptr;
   }
@@ -327,6 +430,10 @@ void check_tiling(const PrnnTiling& t) {
 }
 
 }  // namespace
+
+bool prnn_has_kernel(const PrnnTiling& t) {
+  return kernel_for(t) != nullptr;
+}
 
 int prnn_padded_hidden(const PrnnTiling& t) {
   return 4 * t.threads;

@@ -1,4 +1,4 @@
-// `ds2 bench rnn --hidden H --batch B --steps T [--precision fp32]`: the persistent RNN kernel
+// `ds2 bench rnn --hidden H --batch B --steps T [--precision fp32|bf16]`: the persistent RNN kernel
 // beside our GEMM RNN and cuDNN's RNN (nn/cuda/bench_rnn.h). Needs a CUDA build and a GPU; any
 // other build says so and returns non-zero.
 //

@@ -176,7 +176,9 @@ int main(int argc, char** argv) {
   bench_rnn_cmd->add_option("--steps", bench_rnn.steps, "Timesteps T")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  bench_rnn_cmd->add_option("--precision", bench_rnn.precision, "Precision (fp32)")
+  bench_rnn_cmd
+      ->add_option("--precision", bench_rnn.precision,
+                   "fp32 or bf16 (our weights on chip, cuDNN data)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   bench_rnn_cmd->add_option("--repeats", bench_rnn.repeats, "Timed runs (median)")

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <iomanip>
 #include <sstream>
 #include <utility>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/cuda/device_array.h"
@@ -22,6 +24,7 @@
 #include "nn/cuda/persistent_rnn.h"
 
 #ifdef DS2_HAVE_CUDNN
+#include <cuda_fp16.h>
 #include <cudnn.h>
 #endif
 
@@ -137,7 +140,61 @@ struct CudnnShared {
   }
 };
 
-void setup_cudnn(CudnnShared& c, cudaStream_t stream, int H, int B, int T) {
+size_t element_bytes(cudnnDataType_t t) {
+  return t == CUDNN_DATA_FLOAT ? 4 : 2;
+}
+
+const char* dtype_name(cudnnDataType_t t) {
+  return t == CUDNN_DATA_FLOAT ? "fp32" : t == CUDNN_DATA_BFLOAT16 ? "bf16" : "fp16";
+}
+
+// Host values in cuDNN's element type `t`, as raw bytes.
+std::vector<unsigned char> encode(const std::vector<float>& v, cudnnDataType_t t) {
+  std::vector<unsigned char> out(v.size() * element_bytes(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == CUDNN_DATA_FLOAT) {
+      std::memcpy(out.data() + 4 * i, &v[i], 4);
+    } else {
+      const uint16_t w =
+          t == CUDNN_DATA_BFLOAT16 ? float_to_bf16(v[i]) : __half_as_ushort(__float2half_rn(v[i]));
+      std::memcpy(out.data() + 2 * i, &w, 2);
+    }
+  }
+  return out;
+}
+
+std::vector<float> decode(const std::vector<unsigned char>& bytes, cudnnDataType_t t) {
+  std::vector<float> out(bytes.size() / element_bytes(t));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (t == CUDNN_DATA_FLOAT) {
+      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t w;
+      std::memcpy(&w, bytes.data() + 2 * i, 2);
+      out[i] = t == CUDNN_DATA_BFLOAT16 ? bf16_to_float(w) : __half2float(__ushort_as_half(w));
+    }
+  }
+  return out;
+}
+
+// Device bytes of `v` in element type `t` (a float array sized in whole floats).
+void upload_as(const std::vector<float>& v, cudnnDataType_t t, DeviceArray<float>& dst,
+               cudaStream_t stream) {
+  const std::vector<unsigned char> bytes = encode(v, t);
+  dst.reserve(static_cast<int64_t>(bytes.size() / sizeof(float) + 1));
+  DS2_CUDA_CHECK(
+      cudaMemcpyAsync(dst.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream));
+  DS2_CUDA_CHECK(cudaStreamSynchronize(stream));  // `bytes` leaves scope
+}
+
+std::vector<float> download_as(const void* src, int64_t n, cudnnDataType_t t, cudaStream_t stream) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(n) * element_bytes(t));
+  DS2_CUDA_CHECK(cudaMemcpyAsync(bytes.data(), src, bytes.size(), cudaMemcpyDeviceToHost, stream));
+  DS2_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return decode(bytes, t);
+}
+
+void setup_cudnn(CudnnShared& c, cudaStream_t stream, int H, int B, int T, cudnnDataType_t dtype) {
   DS2_CUDNN_CHECK(cudnnCreate(&c.handle));
   DS2_CUDNN_CHECK(cudnnSetStream(c.handle, stream));
   size_t state_bytes = 0;
@@ -153,13 +210,12 @@ void setup_cudnn(CudnnShared& c, cudaStream_t stream, int H, int B, int T) {
   // Sequence-major, all lengths T: the same {T, B, H} layout as ours.
   for (cudnnRNNDataDescriptor_t* d : {&c.x, &c.y}) {
     DS2_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(d));
-    DS2_CUDNN_CHECK(cudnnSetRNNDataDescriptor(*d, CUDNN_DATA_FLOAT,
-                                              CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B, H,
-                                              lengths.data(), nullptr));
+    DS2_CUDNN_CHECK(cudnnSetRNNDataDescriptor(*d, dtype, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T,
+                                              B, H, lengths.data(), nullptr));
   }
   const int dims[3] = {1, B, H}, strides[3] = {B * H, H, 1};
   DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&c.h));
-  DS2_CUDNN_CHECK(cudnnSetTensorNdDescriptor(c.h, CUDNN_DATA_FLOAT, 3, dims, strides));
+  DS2_CUDNN_CHECK(cudnnSetTensorNdDescriptor(c.h, dtype, 3, dims, strides));
 }
 
 struct CudnnOutputs {
@@ -170,9 +226,12 @@ struct CudnnOutputs {
 // One algorithm and math mode: h_t = relu(x_t + R h_{t-1}) with R = U (CUDNN_SKIP_INPUT: x is the
 // pre-activation, as ours), or with CUDNN_LINEAR_INPUT and W = I where skip-input is refused
 // (then cuDNN's time includes an extra input GEMM, said in the note).
+// `dtype` is the element type of x, dy, the weights and the outputs (x and dy already in it on the
+// device); the math accumulates in fp32 (mathPrec FLOAT) in every case.
 void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
-               cudnnMathType_t math, const float* u, const float* x, const float* dy, int H, int B,
-               int T, int warmup, int repeats, cudaStream_t stream) {
+               cudnnMathType_t math, cudnnDataType_t dtype, const std::vector<float>& u,
+               const void* x, const void* dy, int H, int B, int T, int warmup, int repeats,
+               cudaStream_t stream) {
   // The persistent algorithms may refuse a layer without biases or with skip-input: try the
   // other forms (biases stay zero: the weight buffer is zero-filled), the closest to ours first.
   const cudnnRNNBiasMode_t bias_modes[] = {CUDNN_RNN_NO_BIAS, CUDNN_RNN_SINGLE_INP_BIAS,
@@ -185,8 +244,8 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       DS2_CUDNN_CHECK(cudnnCreateRNNDescriptor(&r.rnn));
       DS2_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
           r.rnn, algo, CUDNN_RNN_RELU, bias_mode, CUDNN_UNIDIRECTIONAL,
-          linear ? CUDNN_LINEAR_INPUT : CUDNN_SKIP_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, math,
-          H, H, H, 1, c.dropout, CUDNN_RNN_PADDED_IO_DISABLED));
+          linear ? CUDNN_LINEAR_INPUT : CUDNN_SKIP_INPUT, dtype, CUDNN_DATA_FLOAT, math, H, H, H, 1,
+          c.dropout, CUDNN_RNN_PADDED_IO_DISABLED));
       if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
         DS2_CUDNN_CHECK(cudnnBuildRNNDynamic(c.handle, r.rnn, B));
       size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
@@ -196,7 +255,8 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       DeviceArray<float> weights(static_cast<int64_t>(weight_bytes / sizeof(float) + 1));
       DeviceArray<float> work(static_cast<int64_t>(work_bytes / sizeof(float) + 1));
       DeviceArray<float> reserve(static_cast<int64_t>(reserve_bytes / sizeof(float) + 1));
-      DeviceArray<float> y(int64_t{T} * B * H), dx(int64_t{T} * B * H);
+      const int64_t n16 = (int64_t{T} * B * H * static_cast<int64_t>(element_bytes(dtype)) + 3) / 4;
+      DeviceArray<float> y(n16), dx(n16), matrix;
       kernels::fill(weights.data(), weights.capacity(), 0.0f, stream);
       // R = U (linLayerID 1, row-major {H, H} like PyTorch's weight_hh); W = I if present.
       DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&r.m));
@@ -209,16 +269,15 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
         if (id == 0 && (st != CUDNN_STATUS_SUCCESS || !m_addr)) continue;  // no W (skip-input)
         DS2_CUDNN_CHECK(st);
         DS2_CHECK(m_addr != nullptr, "cuDNN gave no recurrent matrix");
-        float* m = static_cast<float*>(m_addr);
         if (id == 1) {
-          DS2_CUDA_CHECK(
-              cudaMemcpyAsync(m, u, sizeof(float) * H * H, cudaMemcpyDeviceToDevice, stream));
+          upload_as(u, dtype, matrix, stream);
         } else {
           std::vector<float> eye(int64_t{H} * H, 0.0f);
           for (int i = 0; i < H; ++i) eye[int64_t{i} * H + i] = 1.0f;
-          upload(eye.data(), int64_t{H} * H, m, stream);
-          DS2_CUDA_CHECK(cudaStreamSynchronize(stream));  // `eye` leaves scope
+          upload_as(eye, dtype, matrix, stream);
         }
+        DS2_CUDA_CHECK(cudaMemcpyAsync(m_addr, matrix.data(), element_bytes(dtype) * H * H,
+                                       cudaMemcpyDeviceToDevice, stream));
       }
       auto forward = [&] {
         DS2_CUDNN_CHECK(cudnnRNNForward(
@@ -236,8 +295,8 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       row.fwd_us = 1e3 * median_ms(stream, warmup, repeats, nothing, forward) / T;
       forward();  // the reserve space backward-data reads
       row.bwd_us = 1e3 * median_ms(stream, warmup, repeats, nothing, backward) / T;
-      out.y = download_vector(y.data(), int64_t{T} * B * H, stream);
-      out.dx = download_vector(dx.data(), int64_t{T} * B * H, stream);
+      out.y = download_as(y.data(), int64_t{T} * B * H, dtype, stream);
+      out.dx = download_as(dx.data(), int64_t{T} * B * H, dtype, stream);
       out.linear_input = linear;
       if (linear) row.note = "skip-input refused: time includes an input GEMM with W = I";
       if (bias_mode != CUDNN_RNN_NO_BIAS)
@@ -261,10 +320,8 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
 std::string run_rnn_bench(const RnnBenchOptions& o) {
   DS2_CHECK(o.hidden > 0 && o.batch > 0 && o.steps > 0 && o.repeats > 0 && o.warmup >= 0,
             "bench rnn: --hidden, --batch, --steps and --repeats must be positive");
-  DS2_CHECK(o.precision == "fp32", "bench rnn: precision '" << o.precision
-                                                            << "' is not implemented yet (the "
-                                                            << "persistent kernel is fp32 in "
-                                                            << "version 1); use --precision fp32");
+  const RnnPrecision precision = parse_rnn_precision(o.precision);
+  const bool bf16 = precision == RnnPrecision::kBf16;
   const int H = o.hidden, B = o.batch, T = o.steps;
   CudaContext ctx(o.device);
   cudaStream_t s = ctx.stream();
@@ -295,11 +352,14 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   std::vector<Row> rows;
 
   // Ours, persistent.
-  Row persistent("ours: persistent kernel");
-  PersistentRnnPlan plan(H, B, 1, o.device);
+  Row persistent(std::string("ours: persistent kernel (") + o.precision + ")");
+  PersistentRnnPlan plan(H, B, 1, o.device, precision);
   rep << "plan: " << plan.describe() << "\n";
-  rep << "largest hidden size that fits at this batch: " << PersistentRnnPlan::max_hidden(B, 1)
-      << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(B, 2) << ")\n";
+  for (const RnnPrecision p : {RnnPrecision::kFp32, RnnPrecision::kBf16})
+    rep << "largest hidden size that runs persistently at this batch, " << precision_name(p)
+        << " weights: " << PersistentRnnPlan::max_hidden(B, 1, o.device, p)
+        << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(B, 2, o.device, p)
+        << ")\n";
   std::vector<float> h_ours, dpre_ours;
   if (plan.fits()) {
     DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
@@ -322,7 +382,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   rows.push_back(persistent);
 
   // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (cuBLAS GEMM + fused step kernel).
-  Row gemm_row("ours: GEMM RNN (cuBLAS per step)");
+  Row gemm_row("ours: GEMM RNN (fp32, cuBLAS/step)");
   {
     auto restore = [&] {
       DS2_CUDA_CHECK(cudaMemcpyAsync(pre_work.data(), x.data(), n * sizeof(float),
@@ -365,24 +425,44 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
 
 #ifdef DS2_HAVE_CUDNN
   {
-    int version = static_cast<int>(cudnnGetVersion());
+    const int version = static_cast<int>(cudnnGetVersion());
     rep << "cuDNN " << version / 10000 << "." << (version / 100) % 100 << "." << version % 100
-        << ": CUDNN_RNN_RELU, unidirectional, no bias, fp32 data; 'fp32' rows use "
-        << "CUDNN_FMA_MATH (no TF32, as ours), 'default math' rows may use TF32\n";
-    CudnnShared c;
-    setup_cudnn(c, s, H, B, T);
+        << ": CUDNN_RNN_RELU, unidirectional, no bias, fp32 accumulation; "
+        << (bf16 ? "16-bit data and weights (bf16, or fp16 where cuDNN refuses bf16), tensor-op "
+                   "math; the 16-bit rows are the reference for 'x cuDNN'\n"
+                 : "fp32 data; 'fp32' rows use CUDNN_FMA_MATH (no TF32, as ours), 'default "
+                   "math' rows may use TF32\n");
     const std::pair<cudnnRNNAlgo_t, const char*> algos[] = {
         {CUDNN_RNN_ALGO_STANDARD, "STANDARD"},
         {CUDNN_RNN_ALGO_PERSIST_STATIC, "PERSIST_STATIC"},
         {CUDNN_RNN_ALGO_PERSIST_DYNAMIC, "PERSIST_DYNAMIC"}};
-    for (const cudnnMathType_t math : {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH}) {
+    struct Variant {
+      cudnnDataType_t dtype;
+      cudnnMathType_t math;
+      bool reference;
+    };
+    std::vector<Variant> variants;
+    if (bf16) {
+      variants = {{CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_OP_MATH, true},
+                  {CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH, true}};
+    } else {
+      variants = {{CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, true},
+                  {CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH, false}};
+    }
+    for (const Variant& v : variants) {
+      CudnnShared c;
+      setup_cudnn(c, s, H, B, T, v.dtype);
+      DeviceArray<float> x16, dy16;
+      upload_as(hx, v.dtype, x16, s);
+      upload_as(hdy, v.dtype, dy16, s);
       for (const auto& [algo, name] : algos) {
-        Row row(std::string("cuDNN ") + name +
-                (math == CUDNN_FMA_MATH ? " (fp32)" : " (default math)"));
-        row.strict_cudnn = math == CUDNN_FMA_MATH;
+        std::string label = std::string("cuDNN ") + name + " (" + dtype_name(v.dtype);
+        if (v.dtype == CUDNN_DATA_FLOAT) label += v.math == CUDNN_FMA_MATH ? "" : ", default math";
+        Row row(label + ")");
+        row.strict_cudnn = v.reference;
         CudnnOutputs out;
-        run_cudnn(c, row, out, algo, math, u.data(), x.data(), dy.data(), H, B, T, o.warmup,
-                  o.repeats, s);
+        run_cudnn(c, row, out, algo, v.math, v.dtype, hu, x16.data(), dy16.data(), H, B, T,
+                  o.warmup, o.repeats, s);
         if (row.fwd_us >= 0 && plan.fits()) {
           std::ostringstream note;
           if (!row.note.empty()) note << row.note << "; ";
@@ -406,7 +486,8 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   }
   const double flop = 2.0 * B * double(H) * H;  // per step
   rep << "median of " << o.repeats << " runs after " << o.warmup << " warm-up runs; TFLOP/s = "
-      << "2 B H^2 / time per step; 'x cuDNN' = best fp32 cuDNN time / this time (> 1: faster)\n\n";
+      << "2 B H^2 / time per step; 'x cuDNN' = best reference cuDNN time / this time (> 1: "
+      << "faster)\n\n";
   rep << std::left << std::setw(38) << "implementation" << std::right << std::setw(12)
       << "fwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN" << std::setw(12)
       << "bwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN"

@@ -2,8 +2,10 @@
 // the part that is not one big GEMM), forward and backward-data, timed side by side for
 //   ours: the persistent kernel (nn/cuda/persistent_rnn.h),
 //   ours: the GEMM RNN (one cuBLAS GEMM + one fused kernel per step: CudaRnnLayer's fallback),
-//   cuDNN 9: cudnnRNNForward / cudnnRNNBackwardData_v8, CUDNN_RNN_RELU, unidirectional, fp32,
-//            algorithms STANDARD, PERSIST_STATIC, PERSIST_DYNAMIC (only in builds with cuDNN).
+//   cuDNN 9: cudnnRNNForward / cudnnRNNBackwardData_v8, CUDNN_RNN_RELU, unidirectional,
+//            algorithms STANDARD, PERSIST_STATIC, PERSIST_DYNAMIC (only in builds with cuDNN), in
+//            fp32, or with --precision bf16 in bf16 (fp16 where cuDNN refuses bf16) with fp32
+//            accumulation, against our kernel with bf16 weights.
 // Prints microseconds per timestep (median of repeated whole sequences, CUDA events), effective
 // TFLOP/s (2 B H^2 per step) and the speed relative to the best cuDNN algorithm, plus a numerical
 // check that the rows computed the same thing.
@@ -22,7 +24,7 @@ struct RnnBenchOptions {
   int steps = 256;
   int warmup = 3;
   int repeats = 20;
-  std::string precision = "fp32";  // version 1: fp32 only
+  std::string precision = "fp32";  // fp32 | bf16: our kernel's weights, cuDNN's data type
   int device = 0;
 };
 

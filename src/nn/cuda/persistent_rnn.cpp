@@ -59,7 +59,18 @@ std::string kb(size_t bytes) {
 
 }  // namespace
 
-PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, int device) {
+const char* precision_name(RnnPrecision p) {
+  return p == RnnPrecision::kBf16 ? "bf16" : "fp32";
+}
+
+RnnPrecision parse_rnn_precision(const std::string& name) {
+  if (name == "fp32") return RnnPrecision::kFp32;
+  if (name == "bf16") return RnnPrecision::kBf16;
+  DS2_FAIL("RNN precision '" << name << "' is not one of fp32, bf16");
+}
+
+PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, int device,
+                                     RnnPrecision precision) {
   DS2_CHECK(hidden > 0 && max_batch > 0 && (directions == 1 || directions == 2),
             "persistent RNN plan: hidden " << hidden << ", max batch " << max_batch
                                            << " and directions " << directions
@@ -78,12 +89,14 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   t.hidden = hidden;
   t.max_batch = max_batch;
   t.directions = directions;
+  t.bf16_weights = precision == RnnPrecision::kBf16;
   // Batch rows per pass: the whole batch when it is 1 or 2, else passes of 4.
   t.batch_tile = max_batch >= 3 ? 4 : max_batch;
 
   auto refuse = [&](const std::string& why) {
     std::ostringstream s;
-    s << "persistent RNN (hidden " << hidden << ", batch " << max_batch << ", " << directions
+    s << "persistent RNN (hidden " << hidden << ", batch " << max_batch << ", "
+      << precision_name(precision) << ", " << directions
       << (directions == 1 ? " direction" : " directions in one launch") << ") does not fit on "
       << device_name(device) << " (" << sm_count_ << " SMs): " << why;
     fits_ = false;
@@ -117,10 +130,12 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // Most rows in registers that still fit, the rest in shared memory; kernels that spill only
   // when nothing else fits.
   std::string smem_reason, sm_reason;
-  const int max_groups = std::min(groups, kernels::kPrnnMaxRegisterGroups);
+  const int max_groups = std::min(groups, t.bf16_weights ? kernels::kPrnnMaxRegisterGroupsBf16
+                                                         : kernels::kPrnnMaxRegisterGroups);
   for (int pass = 0; pass < 2 && !fits_; ++pass) {
     for (int nrg = max_groups; nrg >= 0 && !fits_; --nrg) {
       t.register_groups = nrg;
+      if (!kernels::prnn_has_kernel(t)) continue;
       const size_t smem = kernels::prnn_shared_bytes(t);
       std::ostringstream s;
       if (smem > smem_optin) {
@@ -170,6 +185,7 @@ std::string PersistentRnnPlan::describe() const {
   const int reg_rows = t.register_groups * kRowGroup;
   std::ostringstream s;
   s << "persistent RNN hidden " << t.hidden << ", batch <= " << t.max_batch << ", "
+    << (t.bf16_weights ? "bf16" : "fp32") << " weights, "
     << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
     << " threads, " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
@@ -179,12 +195,13 @@ std::string PersistentRnnPlan::describe() const {
   return s.str();
 }
 
-int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device) {
+int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device,
+                                  RnnPrecision precision) {
   int best = 0;
   // One thread per 4 columns caps a CTA at 4 * 1024 columns; rounding of rows per CTA makes
   // "fits" not quite monotone in H, so every multiple of 32 is tried.
   for (int h = 32; h <= 4096; h += 32) {
-    PersistentRnnPlan plan(h, max_batch, directions, device);
+    PersistentRnnPlan plan(h, max_batch, directions, device, precision);
     if (plan.fits()) best = h;
   }
   return best;

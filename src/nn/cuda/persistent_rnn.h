@@ -1,8 +1,8 @@
 // Persistent RNN: a small library API, modeled on cuDNN's RNN calls, for the recurrence of a
-// clipped-ReLU RNN layer (fp32, version 1). The whole recurrence of T timesteps runs in ONE
-// cooperative kernel that keeps U (forward) or U^T (backward-data) on chip for all timesteps
-// (kernels/persistent_rnn.h has the kernel and its design). The input projection W x and the
-// weight gradients dU, dW stay cuBLAS GEMMs done by the caller, as in CudaRnnLayer.
+// clipped-ReLU RNN layer (version 2: U on chip in fp32 or bf16). The whole recurrence of T
+// timesteps runs in ONE cooperative kernel that keeps U (forward) or U^T (backward-data) on chip
+// for all timesteps (kernels/persistent_rnn.h has the kernel and its design). The input projection
+// W x and the weight gradients dU, dW stay cuBLAS GEMMs done by the caller, as in CudaRnnLayer.
 //
 //   PersistentRnnPlan plan(/*hidden=*/1152, /*max_batch=*/4);     // once per (H, batch, device)
 //   if (!plan.fits()) std::cerr << plan.why_not() << "\n";         // then use the GEMM RNN
@@ -20,8 +20,10 @@
 //   forward:        h_t = min(max(pre_t + h_prev U^T, 0), clip)   (pre is only read)
 //   backward-data:  dpre_t = (0 < h_t < clip) ? dy_t + dpre_next U : 0, for every t, where
 //                   dpre_next is the previous step of the backward recurrence (zero at first).
+// A bf16 plan uses U rounded to bf16 (nearest even); h, products and sums stay fp32. The h fed
+// back into the next step differs from h_t in its lowest mantissa bit (the kernel's step tag).
 // Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
-// reduction order) and identical for every plan of the same hidden size.
+// reduction order) and identical for every plan of the same hidden size and precision.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,11 +36,19 @@
 
 namespace ds2 {
 
+// How U is held on chip: fp32, or bf16 (rounded to nearest even; twice the rows fit). The state
+// h, the products and the sums are fp32 either way.
+enum class RnnPrecision { kFp32, kBf16 };
+const char* precision_name(RnnPrecision p);
+// "fp32" or "bf16"; anything else throws naming the value.
+RnnPrecision parse_rnn_precision(const std::string& name);
+
 class PersistentRnnPlan {
  public:
   // `directions` = 2 plans one launch running both directions of a bidirectional layer at once
   // (the SMs split between them). device -1: the current device.
-  PersistentRnnPlan(int hidden, int max_batch, int directions = 1, int device = -1);
+  PersistentRnnPlan(int hidden, int max_batch, int directions = 1, int device = -1,
+                    RnnPrecision precision = RnnPrecision::kFp32);
 
   // Whether this layer runs on this GPU; if not, why_not() says why (the caller falls back).
   bool fits() const { return fits_; }
@@ -47,6 +57,9 @@ class PersistentRnnPlan {
   int hidden() const { return tiling_.hidden; }
   int max_batch() const { return tiling_.max_batch; }
   int directions() const { return tiling_.directions; }
+  RnnPrecision precision() const {
+    return tiling_.bf16_weights ? RnnPrecision::kBf16 : RnnPrecision::kFp32;
+  }
   int device() const { return device_; }
   // Bytes of device workspace every call needs (any contents; not kept between calls).
   size_t workspace_bytes() const;
@@ -56,9 +69,10 @@ class PersistentRnnPlan {
   // "H=1152 B<=4 x1: 96 CTAs x 288 threads, 12 rows/CTA (12 in registers), 138 regs, ..."
   std::string describe() const;
 
-  // The largest hidden size (a multiple of 32) whose plan fits in fp32 on `device` for this
-  // batch and number of directions.
-  static int max_hidden(int max_batch, int directions = 1, int device = -1);
+  // The largest hidden size (a multiple of 32) whose plan fits on `device` for this batch,
+  // number of directions and precision.
+  static int max_hidden(int max_batch, int directions = 1, int device = -1,
+                        RnnPrecision precision = RnnPrecision::kFp32);
 
  private:
   kernels::PrnnTiling tiling_;

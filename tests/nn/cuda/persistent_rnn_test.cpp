@@ -9,6 +9,8 @@
 // Backward-data of both implementations reads the same h, so the clip/zero masks agree exactly.
 // Tolerances: forward and backward-data 1e-5 relative + 1e-5 absolute (fp32 summation order;
 // U ~ U(-1/sqrt(H), 1/sqrt(H)) keeps the recurrence contractive, so errors do not grow with T).
+// bf16 plans are checked the same way and to the same tolerance against references given U
+// rounded to bf16 (the kernel's contract): that checks the rounding itself, not just "close".
 #include "nn/cuda/persistent_rnn.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/cuda/check.h"
 #include "core/cuda/device_array.h"
 #include "core/cuda/gemm.h"
@@ -33,10 +36,17 @@ constexpr double kAtol = 1e-5, kRtol = 1e-5;
 
 struct Case {
   int T, B, H;
+  RnnPrecision precision = RnnPrecision::kFp32;
 };
 
 std::string case_name(const Case& c) {
-  return "T" + std::to_string(c.T) + "_B" + std::to_string(c.B) + "_H" + std::to_string(c.H);
+  return "T" + std::to_string(c.T) + "_B" + std::to_string(c.B) + "_H" + std::to_string(c.H) +
+         (c.precision == RnnPrecision::kBf16 ? "_bf16" : "");
+}
+
+std::vector<float> rounded_to_bf16(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+  return v;
 }
 
 // Unequal lengths: a 0 (when B > 1), a full one, the rest random in [0, T], unsorted.
@@ -189,12 +199,20 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   const float a = 1.0f / std::sqrt(static_cast<float>(H));
   std::vector<float> u[2] = {random_vector(int64_t{H} * H, rng, -a, a),
                              random_vector(int64_t{H} * H, rng, -a, a)};
+  // What the references multiply by: U itself, or U as a bf16 plan holds it.
+  const bool bf16 = c.precision == RnnPrecision::kBf16;
+  const std::vector<float> u_ref[2] = {bf16 ? rounded_to_bf16(u[0]) : u[0],
+                                       bf16 ? rounded_to_bf16(u[1]) : u[1]};
   const std::vector<float> pre = random_vector(int64_t{T} * B * P, rng, -1.0f, 1.0f);
   const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
 
-  DeviceArray<float> du[2], dpre_in, ddy, zero, hp[2], hg, dpre_p, dpre_g, carry, next, ws;
+  DeviceArray<float> du[2], du_ref[2], dpre_in, ddy, zero, hp[2], hg, dpre_p, dpre_g, carry, next,
+      ws;
   DeviceArray<int> dlen;
-  for (int d = 0; d < 2; ++d) to_device(u[d], du[d], s);
+  for (int d = 0; d < 2; ++d) {
+    to_device(u[d], du[d], s);
+    to_device(u_ref[d], du_ref[d], s);
+  }
   to_device(pre, dpre_in, s);
   to_device(dy, ddy, s);
   upload_lengths(len, dlen, s);
@@ -207,9 +225,9 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   next.reserve(std::max(1, B * H));
   kernels::fill(zero.data(), int64_t{B} * H, 0.0f, s);
 
-  PersistentRnnPlan plan(H, B, 1);
+  PersistentRnnPlan plan(H, B, 1, -1, c.precision);
   ASSERT_TRUE(plan.fits()) << plan.why_not();
-  PersistentRnnPlan plan2(H, B, 2);
+  PersistentRnnPlan plan2(H, B, 2, -1, c.precision);
   ws.reserve(static_cast<int64_t>(
       std::max(plan.workspace_bytes(), plan2.workspace_bytes()) / sizeof(float) + 1));
   const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
@@ -226,14 +244,14 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
     DeviceArray<float> pre_copy;
     to_device(pre, pre_copy, s);
     poison(hg.data(), nh, ctx);
-    gemm_forward(ctx, du[d].data(), pre_copy.data() + int64_t{d} * H, P, hg.data(), zero.data(),
+    gemm_forward(ctx, du_ref[d].data(), pre_copy.data() + int64_t{d} * H, P, hg.data(), zero.data(),
                  dlen.data(), len, T, B, H, reverse, clip);
     const std::vector<float> h_p = to_host(hp[d].data(), int64_t{T} * B * H, s);
     const std::vector<float> h_g = to_host(hg.data(), int64_t{T} * B * H, s);
     expect_close(h_g, h_p, "forward h vs GEMM recurrence");
     if (with_cpu) {
       const std::vector<float> pre_d = columns(pre, int64_t{T} * B, P, d, H);
-      expect_close(cpu_forward(u[d], pre_d.data(), H, len, T, B, H, reverse, clip), h_p,
+      expect_close(cpu_forward(u_ref[d], pre_d.data(), H, len, T, B, H, reverse, clip), h_p,
                    "forward h vs float64");
     }
 
@@ -246,8 +264,9 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
                                  clip, ws.data(), ws_bytes, s);
     DS2_CUDA_CHECK(cudaGetLastError());
     poison(dpre_g.data(), np, ctx);
-    gemm_backward_data(ctx, du[d].data(), hp[d].data(), ddy.data(), dpre_g.data() + int64_t{d} * H,
-                       P, carry.data(), next.data(), dlen.data(), len, T, B, H, reverse, clip);
+    gemm_backward_data(ctx, du_ref[d].data(), hp[d].data(), ddy.data(),
+                       dpre_g.data() + int64_t{d} * H, P, carry.data(), next.data(), dlen.data(),
+                       len, T, B, H, reverse, clip);
     const std::vector<float> all_p = to_host(dpre_p.data(), int64_t{T} * B * P, s);
     const std::vector<float> dp_p = columns(all_p, int64_t{T} * B, P, d, H);
     const std::vector<float> dp_g =
@@ -257,7 +276,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
     EXPECT_TRUE(std::all_of(other.begin(), other.end(), [](float v) { return std::isnan(v); }))
         << "backward-data wrote the other direction's columns";
     if (with_cpu) {
-      expect_close(cpu_backward_data(u[d], h_p, dy, len, T, B, H, reverse, clip), dp_p,
+      expect_close(cpu_backward_data(u_ref[d], h_p, dy, len, T, B, H, reverse, clip), dp_p,
                    "backward-data dpre vs float64");
     }
   }
@@ -328,6 +347,20 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PersistentRnnCase, ::testing::ValuesIn(kCases),
                            return case_name(info.param);
                          });
 
+// bf16 weights: odd sizes, batch 1 to 32, and hidden sizes past what fits in fp32 (about 2600 on
+// an H100 at batch 4).
+constexpr RnnPrecision kBf16 = RnnPrecision::kBf16;
+const Case kBf16Cases[] = {
+    {1, 1, 37, kBf16},    {7, 3, 37, kBf16},     {64, 8, 128, kBf16},   {7, 1, 1000, kBf16},
+    {64, 4, 1152, kBf16}, {300, 4, 1152, kBf16}, {64, 32, 1152, kBf16}, {300, 1, 2048, kBf16},
+    {32, 4, 2999, kBf16}, {16, 3, 2752, kBf16},
+};
+
+INSTANTIATE_TEST_SUITE_P(Bf16, PersistentRnnCase, ::testing::ValuesIn(kBf16Cases),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return case_name(info.param);
+                         });
+
 TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
   DS2_REQUIRE_GPU();
   cudaDeviceProp prop{};
@@ -358,6 +391,13 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
             << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(4, 2) << ")\n";
   if (prop.multiProcessorCount >= 100) EXPECT_GE(max_h, 1152);
   if (max_h > 0) EXPECT_TRUE(PersistentRnnPlan(max_h, 4).fits());
+  // Half-width weights: the on-chip budget holds more rows.
+  const int max_bf16 = PersistentRnnPlan::max_hidden(4, 1, -1, RnnPrecision::kBf16);
+  std::cout << "largest bf16 hidden size at batch 4: " << max_bf16 << " (both directions in one "
+            << "launch: " << PersistentRnnPlan::max_hidden(4, 2, -1, RnnPrecision::kBf16) << ")\n";
+  if (prop.multiProcessorCount >= 100) EXPECT_GT(max_bf16, max_h);
+  EXPECT_EQ(parse_rnn_precision("bf16"), RnnPrecision::kBf16);
+  EXPECT_THROW(parse_rnn_precision("fp8"), Error);
 
   // Calls a plan cannot serve are errors, not hangs: too large a batch, too small a workspace.
   if (plan.fits()) {
