@@ -1,6 +1,9 @@
 #include <cooperative_groups.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "core/bf16.h"
@@ -31,6 +34,7 @@ struct Args {
   int T, B, H, hpad, rows, ctas_per_dir, groups, tiles_max, max_batch;
   float clip;
   int backward;
+  int backoff_ns;  // tagged exchange: pause between re-reads (0: none); < 0: grid barrier per step
   // Dynamic shared memory carve-up, in bytes (weights at 0).
   int red_off, ep_off, len_off;
 };
@@ -283,13 +287,15 @@ __global__ void prnn_kernel(const Args a) {
       }
     };
     auto wait_state = [&](float4(&hv)[BT], int tile) {
-      if (s == 0) return;
+      if (s == 0 || a.backoff_ns < 0) return;
 #pragma unroll
       for (int i = 0; i < BT; ++i) {
         const int b = tile * BT + i;
         if (b >= B) continue;
-        while (!tag_ready(hv[i], want, valid_cols))
+        while (!tag_ready(hv[i], want, valid_cols)) {
+          if (a.backoff_ns > 0) __nanosleep(a.backoff_ns);
           hv[i] = load_relaxed(xin + int64_t{b} * hpad + c0);
+        }
       }
     };
     float4 hcur[BT], hnext[BT];
@@ -347,7 +353,12 @@ __global__ void prnn_kernel(const Args a) {
 #pragma unroll
       for (int i = 0; i < BT; ++i) hcur[i] = hnext[i];
     }
-    if (s + 1 < T) prefetch(s + 1);
+    if (s + 1 < T) {
+      prefetch(s + 1);
+      // Barrier mode (backoff_ns < 0, version 1's synchronization): orders this step's exchange
+      // writes before every CTA's reads of them, and this step's reads before the overwrites.
+      if (a.backoff_ns < 0) grid.sync();
+    }
   }
 }
 
@@ -429,6 +440,21 @@ void check_tiling(const PrnnTiling& t) {
                 << ", threads " << t.threads << ", register groups " << t.register_groups << ")");
 }
 
+// Step synchronization, from DS2_PRNN_SYNC (for measuring the two designs side by side):
+// "barrier" (a grid barrier per step), "tags" or "tags:NS" (tagged exchange, NS ns between
+// re-reads). Read once per process.
+int sync_backoff_ns() {
+  static const int value = [] {
+    const char* env = std::getenv("DS2_PRNN_SYNC");
+    const std::string v = env ? env : "";
+    if (v == "barrier") return -1;
+    if (v.rfind("tags:", 0) == 0) return std::max(0, std::atoi(v.c_str() + 5));
+    if (v == "tags") return 0;
+    return -1;
+  }();
+  return value;
+}
+
 }  // namespace
 
 bool prnn_has_kernel(const PrnnTiling& t) {
@@ -496,6 +522,7 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   a.max_batch = t.max_batch;
   a.clip = clip;
   a.backward = backward ? 1 : 0;
+  a.backoff_ns = sync_backoff_ns();
   a.red_off = static_cast<int>(layout.red_off);
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);
