@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -110,6 +111,15 @@ YAML::Node to_node(double v) {
 }
 YAML::Node to_node(float v) {
   return to_node(static_cast<double>(v));
+}
+// Shortest text that reads back as exactly `v` (17 significant digits always do).
+YAML::Node exact_node(double v) {
+  char text[32];
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    if (std::strtod(text, nullptr) == v) break;
+  }
+  return YAML::Node(std::string(text));
 }
 template <typename T>
 YAML::Node to_node(const T& v) {
@@ -293,6 +303,18 @@ const std::vector<Field>& schema() {
                 "weight moving average used for evaluation and checkpoints (0 = off)"),
       DS2_FIELD("train.max_consecutive_skips", train.max_consecutive_skips, int, "an integer",
                 "non-finite steps in a row that stop the run"),
+      DS2_FIELD(
+          "train.loss_scaling", train.loss_scaling, std::string, "a string",
+          "none | dynamic: loss gradient times a scale that halves on overflow (step skipped)"),
+      Field{"train.loss_scale_init", "initial loss scale: a power of two from 1 to 2^127",
+            [](Config& c, const YAML::Node& n) {
+              c.train.loss_scale_init = scalar_as<double>(n, "a number");
+            },
+            // 2^120 printed with 15 digits would not load back as a power of two.
+            [](const Config& c) { return exact_node(c.train.loss_scale_init); }},
+      DS2_FIELD("train.loss_scale_growth_interval", train.loss_scale_growth_interval, int,
+                "an integer",
+                "clean steps in a row after which the loss scale doubles (up to 2^24)"),
       DS2_FIELD("decode.beam_width", decode.beam_width, int, "an integer",
                 "beam search width for eval/transcribe (0 = greedy without an LM, 32 with one)"),
       DS2_FIELD("decode.lm_path", decode.lm_path, std::string, "a path",
@@ -465,6 +487,17 @@ void validate(const Config& c) {
   DS2_CHECK(c.train.ema_decay >= 0 && c.train.ema_decay < 1,
             "key 'train.ema_decay' must be in [0, 1)");
   DS2_CHECK(c.optim.grad_clip >= 0, "key 'optim.grad_clip' must be >= 0");
+  require_one_of("train.loss_scaling", c.train.loss_scaling, {"none", "dynamic"});
+  {
+    // The engines take the scale as a float, and only powers of two scale gradients exactly.
+    int exponent = 0;
+    const double s = c.train.loss_scale_init;
+    DS2_CHECK(std::isfinite(s) && s >= 1 && std::frexp(s, &exponent) == 0.5 && exponent <= 128,
+              "key 'train.loss_scale_init' must be a power of two from 1 to 2^127, got " << s);
+  }
+  DS2_CHECK(c.train.loss_scale_growth_interval >= 1,
+            "key 'train.loss_scale_growth_interval' must be at least 1, got "
+                << c.train.loss_scale_growth_interval);
   DS2_CHECK(c.optim.warmup_steps >= 0 && c.train.max_steps >= 0,
             "keys 'optim.warmup_steps' and 'train.max_steps' must be >= 0");
   DS2_CHECK(c.decode.beam_width >= 0, "key 'decode.beam_width' must be >= 0");

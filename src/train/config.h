@@ -62,6 +62,12 @@ struct TrainLoopConfig {
   int keep_checkpoints = 3;
   int max_consecutive_skips = 20;  // non-finite steps in a row that stop the run
   double ema_decay = 0.0;  // > 0: evaluate and save an exponential moving average of weights
+  // none | dynamic: dL/dlogits is multiplied by a scale S (a power of two) and the gradients are
+  // unscaled after the allreduce; a step whose gradients overflow is skipped and halves S, and
+  // loss_scale_growth_interval clean steps in a row double it (up to 2^24).
+  std::string loss_scaling = "none";
+  double loss_scale_init = 65536;         // S at the start: a power of two in [1, 2^127]
+  int loss_scale_growth_interval = 1000;  // clean steps in a row before S doubles
 };
 
 // How `ds2 eval` and `ds2 transcribe` turn the model's output into text (training's dev

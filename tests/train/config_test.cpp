@@ -187,6 +187,55 @@ TEST(Config, ValuesOfTheWrongTypeNameKeyLineAndWhatWasFound) {
   expect_one_line(error_of("a: |\n  x\n  y\n"));
 }
 
+TEST(Config, LossScalingKeysAreValidatedNamingTheKey) {
+  const Config d = parse_config("");
+  EXPECT_EQ(d.train.loss_scaling, "none");
+  EXPECT_EQ(d.train.loss_scale_init, 65536.0);
+  EXPECT_EQ(d.train.loss_scale_growth_interval, 1000);
+  const Config c = parse_config("train: {loss_scaling: dynamic, loss_scale_init: 1}\n",
+                                {"train.loss_scale_growth_interval=1"});
+  EXPECT_EQ(c.train.loss_scaling, "dynamic");
+  EXPECT_EQ(c.train.loss_scale_init, 1.0);
+  EXPECT_EQ(c.train.loss_scale_growth_interval, 1);
+
+  EXPECT_EQ(error_of("", {"train.loss_scaling=static"}),
+            "test.yaml: key 'train.loss_scaling': 'static' is not one of: none, dynamic");
+  for (const char* bad : {"1000", "0.5", "0", "-65536", "3", ".inf", "3.4e38"}) {
+    const std::string msg = error_of("", {std::string("train.loss_scale_init=") + bad});
+    EXPECT_NE(msg.find("test.yaml: key 'train.loss_scale_init' must be a power of two from 1 to "
+                       "2^127"),
+              std::string::npos)
+        << bad << ": " << msg;
+    expect_one_line(msg);
+  }
+  EXPECT_EQ(error_of("train:\n  loss_scale_init: lots\n"),
+            "test.yaml:2: key 'train.loss_scale_init': expected a number, got 'lots'");
+  for (const char* bad : {"0", "-5"})
+    EXPECT_NE(error_of("", {std::string("train.loss_scale_growth_interval=") + bad})
+                  .find("key 'train.loss_scale_growth_interval' must be at least 1"),
+              std::string::npos)
+        << bad;
+  EXPECT_NE(error_of("train:\n  loss_scale_inti: 8\n").find("did you mean 'train.loss_scale_init'"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"train.loss_scale=8"}).find("did you mean 'train.loss_scale_init'"),
+            std::string::npos);
+}
+
+TEST(Config, LargePowerOfTwoLossScalesRoundTripExactly) {
+  // Written with the default 15 digits, 2^120 would load back as a number that is not a power
+  // of two, and a resumed run's config would be refused.
+  for (int exponent : {0, 16, 24, 53, 120, 127}) {
+    Config a = parse_config("");
+    a.train.loss_scale_init = std::ldexp(1.0, exponent);
+    std::string yaml;
+    for (const auto& [key, value] : config_values(a))
+      if (key == "train.loss_scale_init") yaml = "train: {loss_scale_init: " + value + "}\n";
+    const Config c = parse_config(yaml);
+    EXPECT_EQ(c.train.loss_scale_init, std::ldexp(1.0, exponent)) << yaml;
+  }
+  EXPECT_NE(describe_config_keys().find("train.loss_scale_init = 65536    #"), std::string::npos);
+}
+
 TEST(Config, InfiniteValuesRoundTrip) {
   // The resolved config wrote printf's "-inf", which does not load back as a number.
   const Config a = parse_config("decode:\n  prune: -.inf\ndata:\n  max_duration_s: .inf\n");
