@@ -46,7 +46,7 @@ StepBenchResult bench_step(const Config& cfg, const StepBenchOptions& o) {
   double exposed_ms = 0;
   auto step = [&] {
     engine->forward_loss(batch, &losses);
-    engine->backward(1.0f / static_cast<float>(r.batch), cfg.optim.grad_clip);
+    engine->backward(1.0f / static_cast<float>(r.batch), 1.0f, cfg.optim.grad_clip);
     engine->optimizer_step(cfg.optim.lr);
   };
   for (int i = 0; i < o.warmup; ++i) step();

@@ -83,11 +83,26 @@ double grad_norm(const Tensor& grads) {
 }
 
 double clip_grad_norm(Tensor& grads, double max_norm) {
-  const double norm = grad_norm(grads);
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
-    const float scale = static_cast<float>(max_norm / norm);
+  return unscale_and_clip(grads, 1.0f, max_norm);
+}
+
+float unscale_clip_factor(double scaled_norm, float loss_scale, double max_norm, double* norm) {
+  // Dividing by a power of two is exact in double: the sum of squares scaled by loss_scale^2
+  // and its correctly rounded square root scaled by loss_scale.
+  *norm = scaled_norm / loss_scale;
+  if (!std::isfinite(*norm)) return 1.0f;
+  // Rounded to float before unscaling, as clipping without a scale rounds it, so that the
+  // product below (exact for a power of two) leaves the same float.
+  const float clip = max_norm > 0 && *norm > max_norm ? static_cast<float>(max_norm / *norm) : 1.0f;
+  return clip * (1.0f / loss_scale);
+}
+
+double unscale_and_clip(Tensor& grads, float loss_scale, double max_norm) {
+  double norm = 0;
+  const float factor = unscale_clip_factor(grad_norm(grads), loss_scale, max_norm, &norm);
+  if (factor != 1.0f) {
     float* g = grads.data();
-    for (int64_t i = 0; i < grads.numel(); ++i) g[i] *= scale;
+    for (int64_t i = 0; i < grads.numel(); ++i) g[i] *= factor;
   }
   return norm;
 }

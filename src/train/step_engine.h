@@ -7,7 +7,7 @@
 //   auto engine = ds2::make_step_engine(cfg, am);        // run.device: auto | cpu | cuda
 //   engine->reserve(largest_batch);                     // every buffer at its final size
 //   engine->forward_loss(batch, &losses);
-//   double norm = engine->backward(1.0f / finite, cfg.optim.grad_clip);
+//   double norm = engine->backward(1.0f / finite, loss_scale, cfg.optim.grad_clip);
 //   engine->optimizer_step(lr);
 //   engine->update_average(a, b);
 //   engine->begin_host_view(/*averaged=*/true);  evaluate(am, ...);  engine->end_host_view();
@@ -47,13 +47,19 @@ class StepEngine {
   virtual void reserve(const Batch& largest) = 0;
   // Training-mode forward and CTC loss: losses[i] for utterance i (+inf when infeasible).
   virtual void forward_loss(const Batch& batch, std::vector<double>* losses) = 0;
-  // Backward of the last forward_loss with dL/dlogits scaled by `loss_scale`, then global-norm
-  // clipping to `max_norm` (0 = none). Returns the norm before clipping (non-finite if any
-  // gradient is).
-  virtual double backward(float loss_scale, double max_norm) = 0;
+  // Backward of the last forward_loss with dL/dlogits scaled by grad_scale * loss_scale
+  // (grad_scale: 1 / utterances, for the mean; loss_scale: dynamic loss scaling's power of two,
+  // 1 without it), then, after the allreduce, one pass that unscales by loss_scale and clips to
+  // `max_norm` (0 = none) (unscale_clip_factor). Returns the true norm before clipping, the
+  // scaled gradients' norm / loss_scale: non-finite if any gradient is (an overflow, with a
+  // loss scale). With a power-of-two loss_scale the gradients left for the optimizer are
+  // bit-identical to those of loss_scale 1, unless the scaled ones overflow or the unscaled
+  // ones fall below float's normal range.
+  virtual double backward(float grad_scale, float loss_scale, double max_norm) = 0;
   // For a rank with no utterances in this step: zero gradients join the allreduce, then the same
-  // clipping; returns the norm of the reduced gradients like backward().
-  virtual double backward_without_data(double max_norm) = 0;
+  // unscaling by `loss_scale` (the one the other ranks used) and clipping; returns the true norm
+  // of the reduced gradients like backward(), so every rank decides and updates identically.
+  virtual double backward_without_data(float loss_scale, double max_norm) = 0;
   virtual void optimizer_step(double lr) = 0;
   // Weight average (EMA): average = a * average + b * weights. Starts equal to the weights.
   virtual void update_average(float a, float b) = 0;

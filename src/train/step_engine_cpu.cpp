@@ -34,31 +34,35 @@ void CpuStepEngine::forward_loss(const Batch& batch, std::vector<double>* losses
 }
 
 template <typename RunBackward>
-double CpuStepEngine::reduce_and_clip(RunBackward run_backward, double max_norm) {
+double CpuStepEngine::reduce_and_clip(RunBackward run_backward, float loss_scale, double max_norm) {
   ParameterStore& store = am_.model->parameters();
   store.zero_grads();
   if (exchange_) exchange_->begin();
   run_backward();
   if (exchange_) exchange_->finish();
-  return clip_grad_norm(store.grads(), max_norm);
+  // The reduced sums are the same on every rank, so are the norm and every decision made on it.
+  return unscale_and_clip(store.grads(), loss_scale, max_norm);
 }
 
-double CpuStepEngine::backward(float loss_scale, double max_norm) {
+double CpuStepEngine::backward(float grad_scale, float loss_scale, double max_norm) {
   return reduce_and_clip(
       [&] {
+        // One product: (1 / n) * 2^k is exact, so each gradient is rounded once, as without a
+        // loss scale.
+        const float scale = grad_scale * loss_scale;
         float* g = grad_.data.data();
-        for (int64_t i = 0; i < grad_.data.numel(); ++i) g[i] *= loss_scale;
+        for (int64_t i = 0; i < grad_.data.numel(); ++i) g[i] *= scale;
         am_.model->backward(grad_, exchange_.get());
       },
-      max_norm);
+      loss_scale, max_norm);
 }
 
-double CpuStepEngine::backward_without_data(double max_norm) {
+double CpuStepEngine::backward_without_data(float loss_scale, double max_norm) {
   return reduce_and_clip(
       [&] {
         if (exchange_) exchange_->all_gradients_ready();
       },
-      max_norm);
+      loss_scale, max_norm);
 }
 
 void CpuStepEngine::join(dist::World& world, const DistConfig& cfg) {

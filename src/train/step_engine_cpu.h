@@ -19,8 +19,8 @@ class CpuStepEngine : public StepEngine {
   // Host buffers only grow and settle within the first steps; nothing to do up front.
   void reserve(const Batch& /*largest*/) override {}
   void forward_loss(const Batch& batch, std::vector<double>* losses) override;
-  double backward(float loss_scale, double max_norm) override;
-  double backward_without_data(double max_norm) override;
+  double backward(float grad_scale, float loss_scale, double max_norm) override;
+  double backward_without_data(float loss_scale, double max_norm) override;
   void join(dist::World& world, const DistConfig& cfg) override;
   double exposed_comm_ms() override { return exchange_ ? exchange_->exposed_wait_ms() : 0; }
   uint64_t weights_hash() override;
@@ -37,9 +37,10 @@ class CpuStepEngine : public StepEngine {
 
  private:
   void swap_average();
-  // Zeroed gradients, the listener's buckets launched by `run_backward`, reduced, clipped.
+  // Zeroed gradients, the listener's buckets launched by `run_backward`, reduced, unscaled by
+  // `loss_scale` and clipped.
   template <typename RunBackward>
-  double reduce_and_clip(RunBackward run_backward, double max_norm);
+  double reduce_and_clip(RunBackward run_backward, float loss_scale, double max_norm);
 
   AcousticModel& am_;
   std::unique_ptr<Optimizer> optimizer_;

@@ -418,8 +418,8 @@ TrainSummary Trainer::run() {
         // Scaled by the global count, the summed gradients are the mean over the global batch.
         const float scale = poison_gradients ? std::numeric_limits<float>::quiet_NaN()
                                              : 1.0f / static_cast<float>(finite);
-        norm = have_data ? engine->backward(scale, cfg.optim.grad_clip)
-                         : engine->backward_without_data(cfg.optim.grad_clip);
+        norm = have_data ? engine->backward(scale, 1.0f, cfg.optim.grad_clip)
+                         : engine->backward_without_data(1.0f, cfg.optim.grad_clip);
         broken = !std::isfinite(norm);
       }
       if (broken || finite == 0) {

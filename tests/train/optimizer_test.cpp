@@ -48,6 +48,39 @@ TEST(Optimizer, ClipGradNormScalesToTheCeiling) {
   EXPECT_FALSE(std::isfinite(clip_grad_norm(g, 1.0)));
 }
 
+// Gradients computed with a power-of-two loss scale, unscaled and clipped in one pass, equal
+// the unscaled gradients clipped, bit for bit; the norm returned is the true one.
+TEST(Optimizer, UnscaleAndClipMatchesClippingWithoutAScale) {
+  Tensor g({5});
+  const float values[5] = {3.1f, -4.7f, 1e-3f, 0.0f, 2.2e-20f};
+  for (float loss_scale : {1.0f, 2.0f, 65536.0f, 16777216.0f, std::ldexp(1.0f, 100)}) {
+    for (double max_norm : {0.0, 1.0, 5.0, 100.0}) {
+      Tensor plain({5}), scaled({5});
+      for (int i = 0; i < 5; ++i) plain[i] = values[i], scaled[i] = values[i] * loss_scale;
+      const double norm = clip_grad_norm(plain, max_norm);
+      EXPECT_EQ(unscale_and_clip(scaled, loss_scale, max_norm), norm)
+          << loss_scale << " " << max_norm;
+      for (int i = 0; i < 5; ++i)
+        EXPECT_EQ(scaled[i], plain[i]) << loss_scale << " " << max_norm << " [" << i << "]";
+    }
+  }
+  // Nothing to do without a scale or a clip: the factor is exactly 1 and no pass runs.
+  double norm = 0;
+  EXPECT_EQ(unscale_clip_factor(10.0, 1.0f, 0.0, &norm), 1.0f);
+  EXPECT_EQ(norm, 10.0);
+  EXPECT_EQ(unscale_clip_factor(10.0, 1.0f, 20.0, &norm), 1.0f);
+  // With a scale the pass runs even when nothing is clipped.
+  EXPECT_EQ(unscale_clip_factor(1024.0, 1024.0f, 20.0, &norm), 1.0f / 1024);
+  EXPECT_EQ(norm, 1.0);
+  EXPECT_EQ(unscale_clip_factor(40.0 * 8, 8.0f, 20.0, &norm), 0.5f / 8);
+  EXPECT_EQ(norm, 40.0);
+  // An overflow: a non-finite norm, and nothing scaled.
+  EXPECT_EQ(unscale_clip_factor(INFINITY, 65536.0f, 20.0, &norm), 1.0f);
+  EXPECT_FALSE(std::isfinite(norm));
+  g[0] = INFINITY;
+  EXPECT_FALSE(std::isfinite(unscale_and_clip(g, 65536.0f, 1.0)));
+}
+
 TEST(Optimizer, LearningRateSchedules) {
   OptimConfig cfg;
   cfg.lr = 1.0;

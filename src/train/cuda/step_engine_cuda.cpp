@@ -8,6 +8,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/optimizer.h"
 #include "train/cuda/inference_cuda.h"
+#include "train/optimizer.h"
 #include "train/step_engine_cpu.h"
 
 namespace ds2 {
@@ -63,7 +64,7 @@ void CudaStepEngine::reserve(const Batch& largest) {
                                  cudaMemcpyDeviceToDevice, ctx_.stream()));
   std::vector<double> losses;
   forward_loss(largest, &losses);
-  backward(1.0f, 0.0);
+  backward(1.0f, 1.0f, 0.0);
   DS2_CUDA_CHECK(cudaMemcpyAsync(p.buffers(), saved.data(), p.num_buffers() * sizeof(float),
                                  cudaMemcpyDeviceToDevice, ctx_.stream()));
   p.zero_grads();
@@ -188,7 +189,8 @@ void CudaStepEngine::forward_loss(const Batch& batch, std::vector<double>* losse
 }
 
 template <typename RunBackward>
-double CudaStepEngine::reduce_and_clip(RunBackward run_backward, double max_norm) {
+double CudaStepEngine::reduce_and_clip(RunBackward run_backward, float loss_scale,
+                                       double max_norm) {
   DeviceParameters& p = model_->params();
   p.zero_grads();
   if (exchange_) exchange_->begin();
@@ -205,29 +207,32 @@ double CudaStepEngine::reduce_and_clip(RunBackward run_backward, double max_norm
   } else {
     ctx_.synchronize();
   }
-  const double norm = std::sqrt(*norm_host_);
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
-    kernels::scale(p.grads(), n, static_cast<float>(max_norm / norm), ctx_.stream());
+  // The norm of the allreduced gradients is the same on every rank, so is every decision on it.
+  double norm = 0;
+  const float factor = unscale_clip_factor(std::sqrt(*norm_host_), loss_scale, max_norm, &norm);
+  if (factor != 1.0f) kernels::scale(p.grads(), n, factor, ctx_.stream());
   return norm;
 }
 
-double CudaStepEngine::backward(float loss_scale, double max_norm) {
+double CudaStepEngine::backward(float grad_scale, float loss_scale, double max_norm) {
   return reduce_and_clip(
       [&] {
-        kernels::scale(grad_logits_.data.data(), grad_logits_.data.numel(), loss_scale,
+        // One product: (1 / n) * 2^k is exact, so each gradient is rounded once, as without a
+        // loss scale.
+        kernels::scale(grad_logits_.data.data(), grad_logits_.data.numel(), grad_scale * loss_scale,
                        ctx_.stream());
         model_->backward(grad_logits_, exchange_.get());
       },
-      max_norm);
+      loss_scale, max_norm);
 }
 
-double CudaStepEngine::backward_without_data(double max_norm) {
+double CudaStepEngine::backward_without_data(float loss_scale, double max_norm) {
   allocations_at_step_start_ = device_allocations();
   return reduce_and_clip(
       [&] {
         if (exchange_) exchange_->all_gradients_ready();
       },
-      max_norm);
+      loss_scale, max_norm);
 }
 
 void CudaStepEngine::join(dist::World& world, const DistConfig& cfg) {

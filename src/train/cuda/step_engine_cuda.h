@@ -29,8 +29,8 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
   std::string describe() const override;
   void reserve(const Batch& largest) override;
   void forward_loss(const Batch& batch, std::vector<double>* losses) override;
-  double backward(float loss_scale, double max_norm) override;
-  double backward_without_data(double max_norm) override;
+  double backward(float grad_scale, float loss_scale, double max_norm) override;
+  double backward_without_data(float loss_scale, double max_norm) override;
   void join(dist::World& world, const DistConfig& cfg) override;
   double exposed_comm_ms() override { return exchange_ ? exchange_->exposed_wait_ms() : 0; }
   uint64_t weights_hash() override;
@@ -56,9 +56,10 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
 
  private:
   void upload_features(const Batch& batch);
-  // Zeroed gradients, the buckets launched by `run_backward`, reduced, the norm read back, clipped.
+  // Zeroed gradients, the buckets launched by `run_backward`, reduced, the norm read back,
+  // unscaled by `loss_scale` and clipped.
   template <typename RunBackward>
-  double reduce_and_clip(RunBackward run_backward, double max_norm);
+  double reduce_and_clip(RunBackward run_backward, float loss_scale, double max_norm);
 
   OptimConfig optim_;
   AcousticModel& am_;
