@@ -51,6 +51,81 @@ std::string scientific(double v) {
   return buf;
 }
 
+// Dynamic loss scaling (train.loss_scaling=dynamic): the scale S multiplies dL/dlogits so that
+// small gradients keep their precision; the engines unscale after the allreduce. Every rank sees
+// the same reduced norm, so every rank takes the same decisions here.
+class LossScaler {
+ public:
+  // Growth stops here: ample headroom for small gradients in the formats ds2 reduces in (fp32,
+  // bf16), and a scale that keeps walking up only walks into the next overflow.
+  static constexpr double kMaxGrowth = 16777216.0;  // 2^24
+
+  explicit LossScaler(const TrainLoopConfig& cfg)
+      : dynamic_(cfg.loss_scaling == "dynamic"),
+        interval_(cfg.loss_scale_growth_interval),
+        scale_(dynamic_ ? cfg.loss_scale_init : 1.0) {}
+
+  bool dynamic() const { return dynamic_; }
+  double scale() const { return scale_; }
+  // A step with finite losses and non-finite gradients: an overflow of the scaled gradients
+  // while S > 1 (S halves; returns true), else a plain non-finite step (returns false).
+  bool overflow() {
+    clean_ = 0;
+    if (!dynamic_ || scale_ <= 1) return false;
+    scale_ = std::max(1.0, scale_ / 2);
+    return true;
+  }
+  // Any other skipped step breaks a run of clean steps.
+  void skipped() { clean_ = 0; }
+  // After an optimizer step; returns true when S doubled.
+  bool clean_step() {
+    if (!dynamic_ || ++clean_ < interval_) return false;
+    clean_ = 0;
+    if (scale_ >= kMaxGrowth) return false;
+    scale_ = std::min(kMaxGrowth, scale_ * 2);
+    return true;
+  }
+  void save(Checkpoint* ck) const {
+    if (!dynamic_) return;
+    char text[400];
+    std::snprintf(text, sizeof text, "%.0f", scale_);  // exact: S is an integer
+    ck->metadata["train.loss_scale"] = text;
+    ck->metadata["train.loss_scale_clean_steps"] = std::to_string(clean_);
+  }
+  // Continues a dynamic run's scale; a checkpoint without one (another setting, or older) leaves
+  // the configured start.
+  void restore(const Checkpoint& ck) {
+    const auto scale = ck.metadata.find("train.loss_scale");
+    if (!dynamic_ || scale == ck.metadata.end()) return;
+    int exponent = 0;
+    double s = 0;
+    try {
+      s = std::stod(scale->second);
+      clean_ = std::stoll(ck.meta("train.loss_scale_clean_steps"));
+    } catch (const std::logic_error&) {
+      s = 0;
+    }
+    DS2_CHECK(s >= 1 && std::frexp(s, &exponent) == 0.5 && exponent <= 128 && clean_ >= 0,
+              ck.path << ": metadata 'train.loss_scale' (" << scale->second
+                      << ") or 'train.loss_scale_clean_steps' is not a valid loss scale state");
+    scale_ = s;
+  }
+
+ private:
+  bool dynamic_;
+  int64_t interval_;
+  double scale_;
+  int64_t clean_ = 0;
+};
+
+// "65536" up to the growth limit, "2^120" beyond.
+std::string scale_text(double scale) {
+  if (scale <= LossScaler::kMaxGrowth) return std::to_string(static_cast<int64_t>(scale));
+  int exponent = 0;
+  std::frexp(scale, &exponent);
+  return "2^" + std::to_string(exponent - 1);
+}
+
 // Global feature statistics over (up to) the first 1000 training utterances.
 void compute_global_stats(AcousticModel& am, const Dataset& train) {
   FeatureStats stats;
@@ -252,6 +327,7 @@ TrainSummary Trainer::run() {
   }
 
   std::vector<double> losses;
+  LossScaler scaler(cfg.train);
   double best_wer = std::numeric_limits<double>::infinity();
   int64_t step = 0, consecutive_skips = 0;
   double window_loss = 0, window_audio = 0;
@@ -284,6 +360,8 @@ TrainSummary Trainer::run() {
     ck.metadata["train.consecutive_skips"] = std::to_string(consecutive_skips);
     ck.metadata["train.skipped_steps"] = std::to_string(summary.skipped_steps);
     ck.metadata["train.skipped_utterances"] = std::to_string(summary.skipped_utterances);
+    ck.metadata["train.overflow_steps"] = std::to_string(summary.overflow_steps);
+    scaler.save(&ck);
     ck.metadata["train.world_size"] = std::to_string(world.size());
     const std::string path = (fs::path(cfg.run.dir) / name).string();
     save_checkpoint(path, ck);
@@ -357,6 +435,10 @@ TrainSummary Trainer::run() {
     consecutive_skips = std::stoll(ck->meta("train.consecutive_skips"));
     summary.skipped_steps = std::stoll(ck->meta("train.skipped_steps"));
     summary.skipped_utterances = std::stoll(ck->meta("train.skipped_utterances"));
+    // Checkpoints from before loss scaling have no overflow count.
+    if (ck->metadata.count("train.overflow_steps"))
+      summary.overflow_steps = std::stoll(ck->meta("train.overflow_steps"));
+    scaler.restore(*ck);
     if (lead_) step_checkpoints = existing_step_checkpoints(cfg.run.dir);
     if (first_epoch_skip >= steps_per_epoch) first_epoch += 1, first_epoch_skip = 0;
     log("resume: " + ck->path + " at step " + std::to_string(step) + ", epoch " +
@@ -418,11 +500,22 @@ TrainSummary Trainer::run() {
         // Scaled by the global count, the summed gradients are the mean over the global batch.
         const float scale = poison_gradients ? std::numeric_limits<float>::quiet_NaN()
                                              : 1.0f / static_cast<float>(finite);
-        norm = have_data ? engine->backward(scale, 1.0f, cfg.optim.grad_clip)
-                         : engine->backward_without_data(1.0f, cfg.optim.grad_clip);
+        const auto loss_scale = static_cast<float>(scaler.scale());
+        norm = have_data ? engine->backward(scale, loss_scale, cfg.optim.grad_clip)
+                         : engine->backward_without_data(loss_scale, cfg.optim.grad_clip);
         broken = !std::isfinite(norm);
+        // Finite losses, overflowing gradients: a smaller scale will do. Not a broken step, so
+        // it leaves train.max_consecutive_skips alone (at scale 1 it is one).
+        const double before = scaler.scale();
+        if (broken && scaler.overflow()) {
+          ++summary.overflow_steps;
+          log("loss scale: overflow at step " + std::to_string(step) + ", scale " +
+              scale_text(before) + " -> " + scale_text(scaler.scale()));
+          continue;
+        }
       }
       if (broken || finite == 0) {
+        scaler.skipped();
         ++summary.skipped_steps;
         ++consecutive_skips;
         std::string ids;
@@ -439,6 +532,10 @@ TrainSummary Trainer::run() {
       consecutive_skips = 0;
       engine->optimizer_step(lr);
       ++step;
+      if (scaler.clean_step())
+        log("loss scale: growth at step " + std::to_string(step) + " after " +
+            std::to_string(cfg.train.loss_scale_growth_interval) + " clean steps, scale " +
+            scale_text(scaler.scale() / 2) + " -> " + scale_text(scaler.scale()));
       if (use_ema) update_ema();
       const double mean_loss = loss_sum / finite;
       window_loss += mean_loss, ++window_steps;
@@ -462,24 +559,28 @@ TrainSummary Trainer::run() {
         log("step " + std::to_string(step) + "/" + std::to_string(total_steps) + " epoch " +
                 std::to_string(epoch) + " loss " + fixed(avg, 3) + " lr " + scientific(lr) +
                 " grad_norm " + fixed(norm, 1) + " utt/s " + fixed(window_utts / dt, 1) +
-                " audio_s/s " + fixed(window_audio / dt, 1),
+                " audio_s/s " + fixed(window_audio / dt, 1) +
+                (scaler.dynamic() ? " loss_scale " + scale_text(scaler.scale()) : ""),
             /*console=*/!progress_.enabled());
-        metrics << nlohmann::json{{"event", "train"},
-                                  {"step", step},
-                                  {"epoch", epoch},
-                                  {"loss", avg},
-                                  {"lr", lr},
-                                  {"grad_norm", norm},
-                                  {"utt_per_s", window_utts / dt},
-                                  {"audio_s_per_s", window_audio / dt}}
-                       .dump()
-                << std::endl;
-        if (tb)
-          tb->add_scalars(step, {{"train/loss", avg},
-                                 {"train/lr", lr},
-                                 {"train/grad_norm", norm},
-                                 {"train/utt_per_s", window_utts / dt},
-                                 {"train/audio_s_per_s", window_audio / dt}});
+        nlohmann::json record{{"event", "train"},
+                              {"step", step},
+                              {"epoch", epoch},
+                              {"loss", avg},
+                              {"lr", lr},
+                              {"grad_norm", norm},
+                              {"utt_per_s", window_utts / dt},
+                              {"audio_s_per_s", window_audio / dt}};
+        if (scaler.dynamic()) record["loss_scale"] = scaler.scale();
+        metrics << record.dump() << std::endl;
+        if (tb) {
+          std::vector<ScalarValue> scalars = {{"train/loss", avg},
+                                              {"train/lr", lr},
+                                              {"train/grad_norm", norm},
+                                              {"train/utt_per_s", window_utts / dt},
+                                              {"train/audio_s_per_s", window_audio / dt}};
+          if (scaler.dynamic()) scalars.push_back({"train/loss_scale", scaler.scale()});
+          tb->add_scalars(step, scalars);
+        }
         window_loss = window_audio = 0;
         window_steps = window_utts = 0;
         window_start = std::chrono::steady_clock::now();
@@ -498,6 +599,7 @@ TrainSummary Trainer::run() {
   }
   progress_.finish();
   summary.steps = step;
+  summary.loss_scale = scaler.scale();
   summary.wall_seconds = seconds_since(start);
   summary.loop_device_allocations = engine->allocations_since_reserve();
   if (summary.loop_device_allocations >= 0)
@@ -505,7 +607,11 @@ TrainSummary Trainer::run() {
         std::to_string(summary.loop_device_allocations));
   log("done: " + std::to_string(step) + " steps, " + std::to_string(summary.epochs) + " epochs, " +
       fixed(summary.wall_seconds, 1) + " s, skipped steps " +
-      std::to_string(summary.skipped_steps) + ", skipped utterances " +
+      std::to_string(summary.skipped_steps) +
+      (scaler.dynamic() ? ", overflow steps " + std::to_string(summary.overflow_steps) +
+                              " (loss scale " + scale_text(scaler.scale()) + ")"
+                        : "") +
+      ", skipped utterances " +
       std::to_string(summary.skipped_utterances + summary.invalid_utterances) +
       (have_dev ? ", best dev WER " + fixed(100 * summary.best_dev_wer, 2) + "%" : ""));
   return summary;

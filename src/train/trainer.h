@@ -5,6 +5,8 @@
 // checkpoints (RUN/last.ckpt, RUN/best.ckpt by dev WER, RUN/step-N.ckpt, the newest kept).
 // Metrics go to RUN/train.log, RUN/metrics.jsonl and TensorBoard events in RUN/tb/
 // (run.tensorboard); on a terminal, stdout shows a progress line in place of the step lines.
+// With train.loss_scaling=dynamic the loss gradient is scaled by a power of two that halves on
+// gradient overflow (the step is skipped) and doubles after a run of clean steps.
 //
 //   ds2::Trainer trainer(ds2::load_config("configs/fsdd.yaml", overrides));
 //   ds2::TrainSummary s = trainer.run();
@@ -29,6 +31,8 @@ struct TrainSummary {
   double best_dev_wer = -1;  // -1 without a dev set
   double best_dev_cer = -1;
   int64_t skipped_steps = 0;             // non-finite loss or gradient
+  int64_t overflow_steps = 0;            // skipped by dynamic loss scaling, which halved the scale
+  double loss_scale = 1;                 // the loss scale at the end (1 without loss scaling)
   int64_t skipped_utterances = 0;        // failed to load or CTC-infeasible after augmentation
   int64_t invalid_utterances = 0;        // rejected by validation before training
   int64_t loop_device_allocations = -1;  // cudaMalloc calls inside the loop (-1: no device)

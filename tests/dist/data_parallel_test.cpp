@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -61,6 +62,7 @@ class DataParallel : public ::testing::Test {
   }
 
   void expect_same_curve(const std::string& device, std::vector<int> rank_counts, double tolerance);
+  void expect_same_overflows(const std::string& device);
 
   std::string dir(const std::string& name) const {
     return (temp_.path() / name).string();
@@ -211,6 +213,52 @@ TEST_F(DataParallel, ResumesOnAnotherRankCount) {
   ASSERT_EQ(a.size(), 20u);
   ASSERT_EQ(b.size(), 20u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * b[i]) << "step " << i + 1;
+}
+
+// Dynamic loss scaling decides on the norm of the allreduced gradients, which is the same on
+// every rank: all ranks skip the same overflowing steps and hold the same scale. Global batch 7
+// over 36 utterances leaves a last batch of 1 in every epoch, so rank 1 joins that step's
+// allreduce without data (backward_without_data) and must unscale as rank 0 does; the scale
+// never gets near 1 here (2^127 halves a few times; growth stops at 2^24), and the weights are
+// compared every step.
+void DataParallel::expect_same_overflows(const std::string& device) {
+  const std::string extra =
+      "run.device=" + device +
+      " train.loss_scaling=dynamic train.loss_scale_init=1.7014118346046923e+38"
+      " train.loss_scale_growth_interval=2 train.batch_size=7 dist.check_every=1";
+  // "overflow steps N (loss scale 2^E)" of the summary line, as {N, E}.
+  auto overflows = [](const std::string& output) {
+    const size_t at = output.find("overflow steps ");
+    EXPECT_NE(at, std::string::npos) << output;
+    int n = -1, e = -1;
+    if (at != std::string::npos)
+      std::sscanf(output.c_str() + at, "overflow steps %d (loss scale 2^%d)", &n, &e);
+    return std::make_pair(n, e);
+  };
+  auto one = train(1, device + "-scale1", extra);
+  ASSERT_EQ(one.code, 0) << one.output;
+  auto two = train(2, device + "-scale2", extra);
+  ASSERT_EQ(two.code, 0) << two.output;
+  EXPECT_NE(two.output.find("loss scale: overflow at step 0, scale 2^127 -> 2^126"),
+            std::string::npos)
+      << two.output;
+  EXPECT_NE(two.output.find("done: 20 steps,"), std::string::npos) << two.output;
+  const auto [n2, e2] = overflows(two.output);
+  std::cout << device << ": " << n2 << " overflow steps on 1 and 2 ranks\n";
+  EXPECT_GT(n2, 0);
+  EXPECT_EQ(e2, 127 - n2);
+  // One rank overflows on the same steps: its sums differ from two ranks' only in order, a
+  // relative 1e-7, against a factor of 2 between neighbouring scales.
+  EXPECT_EQ(overflows(one.output), overflows(two.output)) << one.output << two.output;
+}
+
+TEST_F(DataParallel, LossScaleOverflowsAreDecidedAlikeOnEveryRank) {
+  expect_same_overflows("cpu");
+}
+
+TEST_F(DataParallel, GpuLossScaleOverflowsAreDecidedAlikeOnEveryRank) {
+  if (query_devices().cuda_devices < 2) GTEST_SKIP() << "needs 2 GPUs or more";
+  expect_same_overflows("cuda");
 }
 
 TEST_F(DataParallel, ARankWithAnotherConfigIsRefusedNamingTheKey) {

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -74,6 +76,49 @@ TEST(Resume, StoppedRunContinuesBitForBit) {
   EXPECT_EQ(rest.steps, full.steps);
   expect_same_weights(temp.path() / "full" / "last.ckpt", temp.path() / "split" / "last.ckpt");
   EXPECT_DOUBLE_EQ(rest.best_dev_wer, full.best_dev_wer);
+}
+
+// With dynamic loss scaling the scale and its run of clean steps are part of the state: a
+// resumed run that restarted at loss_scale_init would overflow again where the uninterrupted run
+// did not, and skip other batches. The start (2^127) overflows for a few steps, growth is asked
+// for every 3 clean steps (and refused above 2^24), and the split falls after the overflows.
+TEST(Resume, DynamicLossScalingContinuesBitForBit) {
+  TempDir temp;
+  const std::string manifest = testing::write_digit_manifest(temp.path(), "nicolas", {2, 4}, 5);
+  auto config = [&](const char* name) {
+    Config cfg = make_config(temp.path() / name, manifest);
+    cfg.optim.schedule = "constant";
+    cfg.train.loss_scaling = "dynamic";
+    cfg.train.loss_scale_init = std::ldexp(1.0, 127);
+    cfg.train.loss_scale_growth_interval = 3;
+    return cfg;
+  };
+  const TrainSummary full = Trainer(config("full")).run();
+  ASSERT_GT(full.overflow_steps, 0);
+  ASSERT_LT(full.overflow_steps, 8 * 3 - 5);
+
+  Config first = config("split");
+  first.train.max_steps = 5;
+  const TrainSummary before = Trainer(first).run();
+  ASSERT_EQ(before.steps, 5);
+  ASSERT_GT(before.overflow_steps, 0);  // the split comes after overflows
+  const Checkpoint saved = load_checkpoint((temp.path() / "split" / "last.ckpt").string());
+  char scale[400];
+  std::snprintf(scale, sizeof scale, "%.0f", before.loss_scale);
+  EXPECT_EQ(saved.meta("train.loss_scale"), scale);
+  EXPECT_EQ(saved.meta("train.overflow_steps"), std::to_string(before.overflow_steps));
+  Config second = config("split");
+  second.run.resume = "required";
+  const TrainSummary rest = Trainer(second).run();
+  EXPECT_EQ(rest.steps, full.steps);
+  EXPECT_EQ(rest.overflow_steps, full.overflow_steps);
+  EXPECT_EQ(rest.loss_scale, full.loss_scale);
+  expect_same_weights(temp.path() / "full" / "last.ckpt", temp.path() / "split" / "last.ckpt");
+  const Checkpoint a = load_checkpoint((temp.path() / "full" / "last.ckpt").string());
+  const Checkpoint b = load_checkpoint((temp.path() / "split" / "last.ckpt").string());
+  for (const char* key : {"train.loss_scale", "train.loss_scale_clean_steps",
+                          "train.overflow_steps", "train.batches_done", "train.epoch"})
+    EXPECT_EQ(a.meta(key), b.meta(key)) << key;
 }
 
 TEST(Resume, RefusesAChangedModelAndNamesTheKey) {
