@@ -1,9 +1,6 @@
 #include <cooperative_groups.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
 #include "core/bf16.h"
@@ -34,7 +31,6 @@ struct Args {
   int T, B, H, hpad, rows, ctas_per_dir, groups, tiles_max, max_batch;
   float clip;
   int backward;
-  int backoff_ns;  // tagged exchange: pause between re-reads (0: none); < 0: grid barrier per step
   // Dynamic shared memory carve-up, in bytes (weights at 0).
   int red_off, ep_off, len_off;
 };
@@ -153,39 +149,6 @@ __device__ __forceinline__ void weight_chunk(const float* __restrict__ u, int H,
   out.y = uint32_t{float_to_bf16(f.z)} | (uint32_t{float_to_bf16(f.w)} << 16);
 }
 
-// The exchange copy of h carries the parity of (step / 2) in the lowest mantissa bit of every
-// value: a slot is rewritten every second step, so that bit tells the step s value from the
-// step s - 2 value it replaces, and a reader waits on the data itself instead of a grid barrier
-// followed by a read. The cost is a relative change of at most 2^-23 to the copy that feeds the
-// next step (the output y is written exactly).
-__device__ __forceinline__ uint32_t step_tag(int s) {
-  return (static_cast<uint32_t>(s) >> 1) & 1u;
-}
-__device__ __forceinline__ float tagged(float v, int s) {
-  return __uint_as_float((__float_as_uint(v) & ~1u) | step_tag(s));
-}
-// Relaxed GPU-scope accesses: each 32-bit value is single-copy atomic and carries its own tag,
-// so no fence is needed between the writer and the readers.
-__device__ __forceinline__ float4 load_relaxed(const float* p) {
-  float4 v;
-  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_relaxed(float* p, float v) {
-  asm volatile("st.relaxed.gpu.global.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
-}
-// Whether the 4 values hold the tag `tag` (columns at or past `valid` are padding: always ready).
-__device__ __forceinline__ bool tag_ready(const float4 v, uint32_t tag, int valid) {
-  bool ok = valid <= 0 || (__float_as_uint(v.x) & 1u) == tag;
-  if (valid > 1) ok = ok && (__float_as_uint(v.y) & 1u) == tag;
-  if (valid > 2) ok = ok && (__float_as_uint(v.z) & 1u) == tag;
-  if (valid > 3) ok = ok && (__float_as_uint(v.w) & 1u) == tag;
-  return ok;
-}
-
 // BT: batch rows per pass; NRG: row groups (of kRg rows) held in registers, the rest of the CTA's
 // rows_per_cta rows in shared memory; BF16: weights stored (and rounded) as bf16, math in fp32.
 // Thread `tid` owns input columns [4 tid, 4 tid + 4).
@@ -217,16 +180,9 @@ __global__ void prnn_kernel(const Args a) {
   const int64_t xbuf_parity = int64_t{a.max_batch} * hpad;
 
   for (int i = tid; i < B; i += nt) len_s[i] = a.lengths[i];
-  // Every slot of the exchange array this CTA writes starts out "not ready" for the first step
-  // that reads it (tag 1: steps 0 and 1 write tag 0); whatever a previous launch left there
-  // could otherwise look ready. Columns H .. hpad are never written by a step: zero, read as
-  // ready, multiplying zero weights.
-  const int own = min(a.rows, H - r0);
-  for (int i = tid; i < 2 * a.max_batch * own; i += nt) {
-    const int row = i / own;
-    d.xbuf[int64_t{row} * hpad + r0 + i % own] = __uint_as_float(1u);
-  }
   if (cta == 0) {
+    // Columns H .. hpad of the exchange array are never written by a step: zero them once (read
+    // from step 1 on, after a grid barrier), so padded columns multiply zero weights by zero.
     const int padw = hpad - H;
     for (int i = tid; i < 2 * a.max_batch * padw; i += nt) {
       const int row = i / padw;
@@ -235,14 +191,12 @@ __global__ void prnn_kernel(const Args a) {
   }
 
   const int c0 = 4 * tid;
-  const int valid_cols = H - c0;  // of this thread's 4 columns, those below H are real
   Chunk w[NRW > 0 ? NRW : 1];
 #pragma unroll
   for (int i = 0; i < NRW; ++i) weight_chunk(d.u, H, r0 + i, c0, bwd, w[i]);
   for (int i = NRW; i < groups * kRg; ++i)
     weight_chunk(d.u, H, r0 + i, c0, bwd, wsm[(i - NRW) * nt + tid]);
-  // The only grid barrier: the initialization above is complete everywhere before any step.
-  grid.sync();
+  __syncthreads();
 
   // Output o of a batch tile: row group g = o / V, value v = o % V = rr * BT + bb.
   // Epilogue inputs (x, and h for backward-data) of step s are copied into ep[s & 1] by the
@@ -272,36 +226,22 @@ __global__ void prnn_kernel(const Args a) {
     const float* xin = d.xbuf + ((s + 1) & 1) * xbuf_parity;  // the state step s - 1 wrote
     float* xout = d.xbuf + (s & 1) * xbuf_parity;
     const float* epx = ep + (s & 1) * ep_parity;
-    const uint32_t want = step_tag(s - 1);
     cp_async_wait_all();
 
     // State of batch rows tile * BT .. + BT, this thread's 4 columns; zero before the first step.
-    // All BT loads are issued before any is waited on; a value another CTA has not written yet
-    // for step s - 1 still has the tag of step s - 3 and is read again.
+    // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the grid barrier).
     auto load_state = [&](float4(&hv)[BT], int tile) {
 #pragma unroll
       for (int i = 0; i < BT; ++i) {
         const int b = tile * BT + i;
-        hv[i] = (s > 0 && b < B) ? load_relaxed(xin + int64_t{b} * hpad + c0)
-                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-    };
-    auto wait_state = [&](float4(&hv)[BT], int tile) {
-      if (s == 0 || a.backoff_ns < 0) return;
-#pragma unroll
-      for (int i = 0; i < BT; ++i) {
-        const int b = tile * BT + i;
-        if (b >= B) continue;
-        while (!tag_ready(hv[i], want, valid_cols)) {
-          if (a.backoff_ns > 0) __nanosleep(a.backoff_ns);
-          hv[i] = load_relaxed(xin + int64_t{b} * hpad + c0);
-        }
+        hv[i] = (s > 0 && b < B)
+                    ? __ldcg(reinterpret_cast<const float4*>(xin + int64_t{b} * hpad) + tid)
+                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
     };
     float4 hcur[BT], hnext[BT];
     load_state(hcur, 0);
     for (int tile = 0; tile < tiles; ++tile, ++pass) {
-      wait_state(hcur, tile);
       if (tile + 1 < tiles) load_state(hnext, tile + 1);
       // Alternating buffers: a CTA barrier lies between any two writes of the same buffer, so
       // a slow thread's epilogue reads finish before the next overwrite.
@@ -348,16 +288,16 @@ __global__ void prnn_kernel(const Args a) {
           }
         }
         d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
-        if (s + 1 < T) store_relaxed(xout + int64_t{b} * hpad + k, tagged(out, s));
+        xout[int64_t{b} * hpad + k] = out;
       }
 #pragma unroll
       for (int i = 0; i < BT; ++i) hcur[i] = hnext[i];
     }
     if (s + 1 < T) {
       prefetch(s + 1);
-      // Barrier mode (backoff_ns < 0, version 1's synchronization): orders this step's exchange
-      // writes before every CTA's reads of them, and this step's reads before the overwrites.
-      if (a.backoff_ns < 0) grid.sync();
+      // Orders this step's exchange writes before every CTA's reads of them in step s + 1 (the
+      // barrier fences at GPU scope), and the reads of step s before the overwrites in s + 1.
+      grid.sync();
     }
   }
 }
@@ -440,21 +380,6 @@ void check_tiling(const PrnnTiling& t) {
                 << ", threads " << t.threads << ", register groups " << t.register_groups << ")");
 }
 
-// Step synchronization, from DS2_PRNN_SYNC (for measuring the two designs side by side):
-// "barrier" (a grid barrier per step), "tags" or "tags:NS" (tagged exchange, NS ns between
-// re-reads). Read once per process.
-int sync_backoff_ns() {
-  static const int value = [] {
-    const char* env = std::getenv("DS2_PRNN_SYNC");
-    const std::string v = env ? env : "";
-    if (v == "barrier") return -1;
-    if (v.rfind("tags:", 0) == 0) return std::max(0, std::atoi(v.c_str() + 5));
-    if (v == "tags") return 0;
-    return -1;
-  }();
-  return value;
-}
-
 }  // namespace
 
 bool prnn_has_kernel(const PrnnTiling& t) {
@@ -522,7 +447,6 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   a.max_batch = t.max_batch;
   a.clip = clip;
   a.backward = backward ? 1 : 0;
-  a.backoff_ns = sync_backoff_ns();
   a.red_off = static_cast<int>(layout.red_off);
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);

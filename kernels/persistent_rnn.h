@@ -1,21 +1,19 @@
 // Persistent clipped-ReLU RNN recurrence (version 2): ONE cooperative kernel runs all T
 // timesteps of one or both directions of a layer. Each CTA owns `rows_per_cta` consecutive output
 // neurons and keeps their rows of U (forward) or of U^T (backward-data) on chip for the whole
-// launch, in fp32 or in bf16 (`bf16_weights`: half the bytes, so twice the rows fit; products
-// and sums stay fp32): register_groups * 4 rows in registers, the rest in shared memory. Thread i
-// owns the 4 input columns [4i, 4i + 4) of every row. Per step every CTA reads the previous
-// step's state {B, H} from a double-buffered exchange array in the workspace (L2), multiplies,
+// launch, in fp32 or in bf16 (`bf16_weights`: half the bytes, so more rows fit; products and sums
+// stay fp32): register_groups * 4 rows in registers, the rest in shared memory. Thread i owns the
+// 4 input columns [4i, 4i + 4) of every row. Per step every CTA reads the previous step's state
+// {B, H} from a double-buffered exchange array in the workspace (L2, ld.global.cg), multiplies,
 // reduces across its threads (warp reduce-scatter, then the warps in a fixed order:
-// deterministic), applies the clipped ReLU (or its derivative) and the padding mask, and writes
-// its slice of the output and of the exchange array. There is no grid barrier between steps:
-// every exchanged value carries a step tag in its lowest mantissa bit, and a reader re-reads a
-// value until it shows the step it waits for (version 1 paid a grid.sync() and then a read).
+// deterministic), applies the clipped ReLU (or its derivative) and the padding mask, writes its
+// slice of the output and of the exchange array, and the grid synchronizes
+// (cooperative_groups grid.sync()). kernels/NOTES.md has the designs tried and their timings.
 //
 // This is the kernel layer: nn/cuda/persistent_rnn.h chooses the tiling for the device (the plan)
 // and is the API layers use. It computes exactly what CudaRnnLayer's GEMM recurrence computes:
 //   forward:        y_t[b,k] = min(max(x_t[b,k] + sum_j y_prev[b,j] U[k,j], 0), clip)
-//                   (U rounded to bf16 first when bf16_weights; y_prev as exchanged, i.e. with
-//                   its lowest mantissa bit replaced by the tag: relative change <= 2^-23)
+//                   (U rounded to bf16, nearest even, first when bf16_weights)
 //                   with x = pre (read only), y = h, y_prev = 0 before the first step;
 //   backward-data:  y_t[b,k] = 0 < h_t[b,k] < clip ? x_t[b,k] + sum_j y_prev[b,j] U[j,k] : 0
 //                   with x = dL/dh from above, y = dpre, visiting the steps in the opposite

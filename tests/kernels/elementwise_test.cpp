@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -108,6 +109,42 @@ TEST_P(ElementwiseTest, GemmMatchesCblas) {
            cd.data(), n);
       expect_close(ref, download_tensor(cd, ctx), 1e-5, 1e-5,
                    "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+    }
+}
+
+// Mixed precision: operands rounded to bf16 (by cuBLAS, on tensor cores), fp32 accumulation. The
+// reference multiplies the operands rounded the same way in fp32, so the only differences are
+// summation order and whether cuBLAS rounded at all (it may keep fp32 for some shapes).
+TEST_P(ElementwiseTest, Bf16GemmMatchesRoundedOperands) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  ctx.set_matmul_precision(Precision::kBf16);
+  Rng rng(GetParam() + 23);
+  const int m = static_cast<int>(GetParam() % 37) + 1, n = 29 + static_cast<int>(GetParam() % 200);
+  const int k = 17 + static_cast<int>(GetParam() % 300);
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      Tensor a({ta ? k : m, ta ? m : k}), b({tb ? n : k, tb ? k : n}), c({m, n});
+      fill_uniform(a, rng);
+      fill_uniform(b, rng);
+      fill_uniform(c, rng);
+      Tensor ar = a, br = b, ref = c;
+      for (int64_t i = 0; i < ar.numel(); ++i)
+        ar.data()[i] = bf16_to_float(float_to_bf16(a.data()[i]));
+      for (int64_t i = 0; i < br.numel(); ++i)
+        br.data()[i] = bf16_to_float(float_to_bf16(b.data()[i]));
+      gemm(ta, tb, m, n, k, 0.7f, ar.data(), ta ? m : k, br.data(), tb ? k : n, 0.5f, ref.data(),
+           n);
+      DeviceTensor ad, bd, cd;
+      upload(a, ad, ctx.stream());
+      upload(b, bd, ctx.stream());
+      upload(c, cd, ctx.stream());
+      gemm(ctx, ta, tb, m, n, k, 0.7f, ad.data(), ta ? m : k, bd.data(), tb ? k : n, 0.5f,
+           cd.data(), n);
+      // |a|, |b| <= 1: an unrounded operand is off by at most 2^-9 relative, over k terms.
+      const double atol = 1e-4 + 0.7 * 2.0 / 512.0 * std::sqrt(static_cast<double>(k));
+      expect_close(ref, download_tensor(cd, ctx), atol, 1e-3,
+                   "bf16 gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
     }
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/cuda/device_array.h"
+#include "core/precision.h"
 
 namespace ds2 {
 
@@ -30,6 +31,10 @@ class CudaContext {
   cudaStream_t stream() const { return stream_; }
   cudaStream_t side_stream() const { return side_stream_; }
   cublasHandle_t cublas() const { return cublas_; }
+  // How this context's GEMMs and persistent RNN layers compute (core/precision.h); fp32 unless
+  // set (mixed-precision training sets bf16).
+  Precision matmul_precision() const { return matmul_precision_; }
+  void set_matmul_precision(Precision p) { matmul_precision_ = p; }
   // Fixed cuBLAS workspaces (for the main handle, and for handles bound to the side stream), so
   // cuBLAS never allocates on its own, which CUDA graph capture requires.
   static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
@@ -48,6 +53,7 @@ class CudaContext {
   cudaStream_t stream_ = nullptr, side_stream_ = nullptr;
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  Precision matmul_precision_ = Precision::kFp32;
   DeviceArray<uint8_t> workspace_, side_workspace_;
   std::string description_;
   int sm_count_ = 0;

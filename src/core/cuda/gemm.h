@@ -3,16 +3,21 @@
 //
 //   // C[M,N] = A[M,K] * B[N,K]^T
 //   ds2::gemm(ctx, false, true, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+//   ctx.set_matmul_precision(ds2::Precision::kBf16);   // mixed precision from here on
 #pragma once
 
 #include "core/cuda/context.h"
+#include "core/precision.h"
 
 namespace ds2 {
 
+// In ctx.matmul_precision(): fp32, or bf16 operands on tensor cores with fp32 accumulation
+// (mixed precision; the fp32 arrays are rounded inside cuBLAS).
 void gemm(const CudaContext& ctx, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
           const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
 // The same on an explicit cuBLAS handle (for work on the side stream).
-void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-          const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+void gemm(cublasHandle_t handle, Precision precision, bool trans_a, bool trans_b, int m, int n,
+          int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta,
+          float* c, int ldc);
 
 }  // namespace ds2

@@ -320,8 +320,8 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
 std::string run_rnn_bench(const RnnBenchOptions& o) {
   DS2_CHECK(o.hidden > 0 && o.batch > 0 && o.steps > 0 && o.repeats > 0 && o.warmup >= 0,
             "bench rnn: --hidden, --batch, --steps and --repeats must be positive");
-  const RnnPrecision precision = parse_rnn_precision(o.precision);
-  const bool bf16 = precision == RnnPrecision::kBf16;
+  const Precision precision = parse_precision(o.precision);
+  const bool bf16 = precision == Precision::kBf16;
   const int H = o.hidden, B = o.batch, T = o.steps;
   CudaContext ctx(o.device);
   cudaStream_t s = ctx.stream();
@@ -355,7 +355,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   Row persistent(std::string("ours: persistent kernel (") + o.precision + ")");
   PersistentRnnPlan plan(H, B, 1, o.device, precision);
   rep << "plan: " << plan.describe() << "\n";
-  for (const RnnPrecision p : {RnnPrecision::kFp32, RnnPrecision::kBf16})
+  for (const Precision p : {Precision::kFp32, Precision::kBf16})
     rep << "largest hidden size that runs persistently at this batch, " << precision_name(p)
         << " weights: " << PersistentRnnPlan::max_hidden(B, 1, o.device, p)
         << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(B, 2, o.device, p)

@@ -59,18 +59,8 @@ std::string kb(size_t bytes) {
 
 }  // namespace
 
-const char* precision_name(RnnPrecision p) {
-  return p == RnnPrecision::kBf16 ? "bf16" : "fp32";
-}
-
-RnnPrecision parse_rnn_precision(const std::string& name) {
-  if (name == "fp32") return RnnPrecision::kFp32;
-  if (name == "bf16") return RnnPrecision::kBf16;
-  DS2_FAIL("RNN precision '" << name << "' is not one of fp32, bf16");
-}
-
 PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, int device,
-                                     RnnPrecision precision) {
+                                     Precision precision) {
   DS2_CHECK(hidden > 0 && max_batch > 0 && (directions == 1 || directions == 2),
             "persistent RNN plan: hidden " << hidden << ", max batch " << max_batch
                                            << " and directions " << directions
@@ -89,7 +79,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   t.hidden = hidden;
   t.max_batch = max_batch;
   t.directions = directions;
-  t.bf16_weights = precision == RnnPrecision::kBf16;
+  t.bf16_weights = precision == Precision::kBf16;
   // Batch rows per pass: the whole batch when it is 1 or 2, else passes of 4.
   t.batch_tile = max_batch >= 3 ? 4 : max_batch;
 
@@ -195,8 +185,7 @@ std::string PersistentRnnPlan::describe() const {
   return s.str();
 }
 
-int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device,
-                                  RnnPrecision precision) {
+int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device, Precision precision) {
   int best = 0;
   // One thread per 4 columns caps a CTA at 4 * 1024 columns; rounding of rows per CTA makes
   // "fits" not quite monotone in H, so every multiple of 32 is tried.

@@ -20,8 +20,7 @@
 //   forward:        h_t = min(max(pre_t + h_prev U^T, 0), clip)   (pre is only read)
 //   backward-data:  dpre_t = (0 < h_t < clip) ? dy_t + dpre_next U : 0, for every t, where
 //                   dpre_next is the previous step of the backward recurrence (zero at first).
-// A bf16 plan uses U rounded to bf16 (nearest even); h, products and sums stay fp32. The h fed
-// back into the next step differs from h_t in its lowest mantissa bit (the kernel's step tag).
+// A bf16 plan uses U rounded to bf16 (nearest even); h, products and sums stay fp32.
 // Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
 // reduction order) and identical for every plan of the same hidden size and precision.
 #pragma once
@@ -32,23 +31,18 @@
 #include <cstdint>
 #include <string>
 
+#include "core/precision.h"
 #include "kernels/persistent_rnn.h"
 
 namespace ds2 {
 
-// How U is held on chip: fp32, or bf16 (rounded to nearest even; twice the rows fit). The state
-// h, the products and the sums are fp32 either way.
-enum class RnnPrecision { kFp32, kBf16 };
-const char* precision_name(RnnPrecision p);
-// "fp32" or "bf16"; anything else throws naming the value.
-RnnPrecision parse_rnn_precision(const std::string& name);
-
 class PersistentRnnPlan {
  public:
   // `directions` = 2 plans one launch running both directions of a bidirectional layer at once
-  // (the SMs split between them). device -1: the current device.
+  // (the SMs split between them). device -1: the current device. `precision`: how U is held on
+  // chip, fp32 or bf16 (rounded to nearest even; more rows fit); h, products and sums are fp32.
   PersistentRnnPlan(int hidden, int max_batch, int directions = 1, int device = -1,
-                    RnnPrecision precision = RnnPrecision::kFp32);
+                    Precision precision = Precision::kFp32);
 
   // Whether this layer runs on this GPU; if not, why_not() says why (the caller falls back).
   bool fits() const { return fits_; }
@@ -57,9 +51,7 @@ class PersistentRnnPlan {
   int hidden() const { return tiling_.hidden; }
   int max_batch() const { return tiling_.max_batch; }
   int directions() const { return tiling_.directions; }
-  RnnPrecision precision() const {
-    return tiling_.bf16_weights ? RnnPrecision::kBf16 : RnnPrecision::kFp32;
-  }
+  Precision precision() const { return tiling_.bf16_weights ? Precision::kBf16 : Precision::kFp32; }
   int device() const { return device_; }
   // Bytes of device workspace every call needs (any contents; not kept between calls).
   size_t workspace_bytes() const;
@@ -72,7 +64,7 @@ class PersistentRnnPlan {
   // The largest hidden size (a multiple of 32) whose plan fits on `device` for this batch,
   // number of directions and precision.
   static int max_hidden(int max_batch, int directions = 1, int device = -1,
-                        RnnPrecision precision = RnnPrecision::kFp32);
+                        Precision precision = Precision::kFp32);
 
  private:
   kernels::PrnnTiling tiling_;

@@ -156,10 +156,12 @@ void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
     float* p = pre + int64_t{t} * B * P + d * GH;  // row b at p + b * P
     if (!gru) {
       // pre += h_prev U^T over the rows that are valid somewhere at t, then the clipped ReLU.
-      gemm(handle, false, true, m, H, H, 1.0f, h_prev, H, u, H, 1.0f, p, P);
+      gemm(handle, ctx_.matmul_precision(), false, true, m, H, H, 1.0f, h_prev, H, u, H, 1.0f, p,
+           P);
       kernels::rnn_relu_step_forward(p, P, h, B, H, t, lengths, relu_clip_, s);
     } else {
-      gemm(handle, false, true, m, GH, H, 1.0f, h_prev, H, u, H, 0.0f, g, GH);
+      gemm(handle, ctx_.matmul_precision(), false, true, m, GH, H, 1.0f, h_prev, H, u, H, 0.0f, g,
+           GH);
       float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
       kernels::rnn_gru_step_forward(p, P, g, bias_h, h_prev, h, cand, B, H, t, lengths, s);
     }
@@ -265,14 +267,16 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
     if (!gru) {
       kernels::rnn_relu_step_backward(h, dyt, carry, dp, P, next, B, H, t, lengths, relu_clip_, s);
       // dL/dh_prev = dP U over the rows valid somewhere at t (the kernel zeroed the others).
-      gemm(handle, false, false, m, H, GH, 1.0f, dp, P, u, H, 0.0f, next, H);
+      gemm(handle, ctx_.matmul_precision(), false, false, m, H, GH, 1.0f, dp, P, u, H, 0.0f, next,
+           H);
     } else {
       float* dg = dgates + int64_t{t} * B * GH;
       const float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
       kernels::rnn_gru_step_backward(p, P, cand, h_prev, dyt, carry, dp, dg, next, B, H, t, lengths,
                                      s);
       // dL/dh_prev = dh z (from the kernel) + dG U.
-      gemm(handle, false, false, m, H, GH, 1.0f, dg, GH, u, H, 1.0f, next, H);
+      gemm(handle, ctx_.matmul_precision(), false, false, m, H, GH, 1.0f, dg, GH, u, H, 1.0f, next,
+           H);
     }
     std::swap(carry, next);
   }
@@ -284,11 +288,11 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
   if (T > 1) {
     const int rows = (T - 1) * B;
     if (reverse) {
-      gemm(handle, true, false, GH, H, rows, 1.0f, dg_all, ldg, hs + int64_t{B} * H, H, 1.0f,
-           params_.grad(u_[d]), H);
+      gemm(handle, ctx_.matmul_precision(), true, false, GH, H, rows, 1.0f, dg_all, ldg,
+           hs + int64_t{B} * H, H, 1.0f, params_.grad(u_[d]), H);
     } else {
-      gemm(handle, true, false, GH, H, rows, 1.0f, dg_all + int64_t{B} * ldg, ldg, hs, H, 1.0f,
-           params_.grad(u_[d]), H);
+      gemm(handle, ctx_.matmul_precision(), true, false, GH, H, rows, 1.0f,
+           dg_all + int64_t{B} * ldg, ldg, hs, H, 1.0f, params_.grad(u_[d]), H);
     }
   }
   if (gru)
@@ -303,11 +307,13 @@ const PersistentRnnPlan* CudaRnnLayer::persistent_plan(int B) {
   const int batch = std::max(B, 1);
   // A plan covers batches up to its maximum; it is rebuilt for a larger batch, or for a smaller
   // one when it did not fit (a batch too large for the chip must not pin the layer to GEMMs).
-  if (!prnn_plan_ || batch > prnn_plan_->max_batch() ||
+  const Precision precision = ctx_.matmul_precision();
+  if (!prnn_plan_ || batch > prnn_plan_->max_batch() || prnn_plan_->precision() != precision ||
       (!prnn_plan_->fits() && batch < prnn_plan_->max_batch())) {
-    auto plan = std::make_unique<PersistentRnnPlan>(hidden_, batch, directions_, ctx_.device());
+    auto plan =
+        std::make_unique<PersistentRnnPlan>(hidden_, batch, directions_, ctx_.device(), precision);
     if (!plan->fits() && directions_ == 2)
-      plan = std::make_unique<PersistentRnnPlan>(hidden_, batch, 1, ctx_.device());
+      plan = std::make_unique<PersistentRnnPlan>(hidden_, batch, 1, ctx_.device(), precision);
     prnn_plan_ = std::move(plan);
     std::string choice;
     if (!prnn_plan_->fits())

@@ -36,12 +36,12 @@ constexpr double kAtol = 1e-5, kRtol = 1e-5;
 
 struct Case {
   int T, B, H;
-  RnnPrecision precision = RnnPrecision::kFp32;
+  Precision precision = Precision::kFp32;
 };
 
 std::string case_name(const Case& c) {
   return "T" + std::to_string(c.T) + "_B" + std::to_string(c.B) + "_H" + std::to_string(c.H) +
-         (c.precision == RnnPrecision::kBf16 ? "_bf16" : "");
+         (c.precision == Precision::kBf16 ? "_bf16" : "");
 }
 
 std::vector<float> rounded_to_bf16(std::vector<float> v) {
@@ -200,7 +200,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   std::vector<float> u[2] = {random_vector(int64_t{H} * H, rng, -a, a),
                              random_vector(int64_t{H} * H, rng, -a, a)};
   // What the references multiply by: U itself, or U as a bf16 plan holds it.
-  const bool bf16 = c.precision == RnnPrecision::kBf16;
+  const bool bf16 = c.precision == Precision::kBf16;
   const std::vector<float> u_ref[2] = {bf16 ? rounded_to_bf16(u[0]) : u[0],
                                        bf16 ? rounded_to_bf16(u[1]) : u[1]};
   const std::vector<float> pre = random_vector(int64_t{T} * B * P, rng, -1.0f, 1.0f);
@@ -349,7 +349,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PersistentRnnCase, ::testing::ValuesIn(kCases),
 
 // bf16 weights: odd sizes, batch 1 to 32, and hidden sizes past what fits in fp32 (about 2600 on
 // an H100 at batch 4).
-constexpr RnnPrecision kBf16 = RnnPrecision::kBf16;
+constexpr Precision kBf16 = Precision::kBf16;
 const Case kBf16Cases[] = {
     {1, 1, 37, kBf16},    {7, 3, 37, kBf16},     {64, 8, 128, kBf16},   {7, 1, 1000, kBf16},
     {64, 4, 1152, kBf16}, {300, 4, 1152, kBf16}, {64, 32, 1152, kBf16}, {300, 1, 2048, kBf16},
@@ -392,12 +392,12 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
   if (prop.multiProcessorCount >= 100) EXPECT_GE(max_h, 1152);
   if (max_h > 0) EXPECT_TRUE(PersistentRnnPlan(max_h, 4).fits());
   // Half-width weights: the on-chip budget holds more rows.
-  const int max_bf16 = PersistentRnnPlan::max_hidden(4, 1, -1, RnnPrecision::kBf16);
+  const int max_bf16 = PersistentRnnPlan::max_hidden(4, 1, -1, Precision::kBf16);
   std::cout << "largest bf16 hidden size at batch 4: " << max_bf16 << " (both directions in one "
-            << "launch: " << PersistentRnnPlan::max_hidden(4, 2, -1, RnnPrecision::kBf16) << ")\n";
+            << "launch: " << PersistentRnnPlan::max_hidden(4, 2, -1, Precision::kBf16) << ")\n";
   if (prop.multiProcessorCount >= 100) EXPECT_GT(max_bf16, max_h);
-  EXPECT_EQ(parse_rnn_precision("bf16"), RnnPrecision::kBf16);
-  EXPECT_THROW(parse_rnn_precision("fp8"), Error);
+  EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
+  EXPECT_THROW(parse_precision("fp8"), Error);
 
   // Calls a plan cannot serve are errors, not hangs: too large a batch, too small a workspace.
   if (plan.fits()) {
