@@ -315,6 +315,9 @@ const std::vector<Field>& schema() {
       DS2_FIELD("train.loss_scale_growth_interval", train.loss_scale_growth_interval, int,
                 "an integer",
                 "clean steps in a row after which the loss scale doubles (up to 2^24)"),
+      DS2_FIELD("train.precision", train.precision, std::string, "a string",
+                "fp32 | bf16: bf16 GEMM operands and persistent RNN weights, fp32 accumulation "
+                "and master weights (CUDA only)"),
       DS2_FIELD("decode.beam_width", decode.beam_width, int, "an integer",
                 "beam search width for eval/transcribe (0 = greedy without an LM, 32 with one)"),
       DS2_FIELD("decode.lm_path", decode.lm_path, std::string, "a path",
@@ -488,6 +491,7 @@ void validate(const Config& c) {
             "key 'train.ema_decay' must be in [0, 1)");
   DS2_CHECK(c.optim.grad_clip >= 0, "key 'optim.grad_clip' must be >= 0");
   require_one_of("train.loss_scaling", c.train.loss_scaling, {"none", "dynamic"});
+  require_one_of("train.precision", c.train.precision, {"fp32", "bf16"});
   {
     // The engines take the scale as a float, and only powers of two scale gradients exactly.
     int exponent = 0;

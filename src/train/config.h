@@ -68,6 +68,9 @@ struct TrainLoopConfig {
   std::string loss_scaling = "none";
   double loss_scale_init = 65536;         // S at the start: a power of two in [1, 2^127]
   int loss_scale_growth_interval = 1000;  // clean steps in a row before S doubles
+  // fp32 | bf16 (mixed precision, CUDA only): GEMMs with bf16 operands and fp32 accumulation,
+  // persistent RNN weights on chip in bf16; master weights, gradients, optimizer state fp32.
+  std::string precision = "fp32";
 };
 
 // How `ds2 eval` and `ds2 transcribe` turn the model's output into text (training's dev

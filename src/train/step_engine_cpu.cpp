@@ -13,6 +13,10 @@ namespace ds2 {
 
 CpuStepEngine::CpuStepEngine(const Config& cfg, AcousticModel& am, bool use_average)
     : am_(am), optimizer_(make_optimizer(cfg.optim, am.model->parameters().num_parameters())) {
+  DS2_CHECK(cfg.train.precision == "fp32",
+            cfg.source << ": key 'train.precision': " << cfg.train.precision
+                       << " needs the CUDA backend (bf16 tensor-core GEMMs); the CPU backend "
+                          "trains in fp32");
   if (use_average) average_ = am.model->parameters().values();
 }
 

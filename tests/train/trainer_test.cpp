@@ -91,6 +91,28 @@ TEST(Trainer, MixesNoiseFromANoiseManifest) {
   }
 }
 
+// Mixed precision is a CUDA feature: the CPU backend refuses it by key instead of training in fp32
+// while the config says bf16.
+TEST(Trainer, CpuBackendRefusesBf16Precision) {
+  TempDir temp;
+  const std::string manifest = testing::write_digit_manifest(temp.path(), "lucas", {3}, 2);
+  Config cfg = parse_config(
+      "features: {sample_rate: 8000}\nmodel: {conv: [], rnn_layers: 1, rnn_hidden: 8}\n"
+      "train: {epochs: 1, batch_size: 2, precision: bf16}\nrun: {device: cpu, tensorboard: "
+      "false}\n");
+  cfg.run.dir = (temp.path() / "run").string();
+  cfg.data.train_manifest = manifest;
+  try {
+    Trainer(cfg).run();
+    FAIL() << "the CPU backend accepted train.precision bf16";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'train.precision': bf16 needs the CUDA backend"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(parse_config("train: {precision: fp16}\n"), Error);
+}
+
 }  // namespace
 }  // namespace ds2
 

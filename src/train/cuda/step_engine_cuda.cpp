@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/cuda/check.h"
+#include "core/precision.h"
 #include "dist/cuda/nccl_gradient_exchange.h"
 #include "kernels/elementwise.h"
 #include "kernels/optimizer.h"
@@ -17,6 +18,7 @@ CudaStepEngine::CudaStepEngine(const Config& cfg, AcousticModel& am, bool use_av
     : optim_(cfg.optim), am_(am), ctx_(device), ctc_(ctx_), use_average_(use_average) {
   DS2_CHECK(optim_.name == "adam" || optim_.name == "sgd",
             "key 'optim.name': unknown optimizer '" << optim_.name << "'");
+  ctx_.set_matmul_precision(parse_precision(cfg.train.precision));
   model_ = std::make_unique<CudaModel>(ctx_, *am.model);
   model_->reseed_dropout(static_cast<uint64_t>(cfg.run.seed) * 7919u + 17u);
   const int64_t n = model_->params().num_parameters();
@@ -45,7 +47,8 @@ CudaStepEngine::~CudaStepEngine() {
 }
 
 std::string CudaStepEngine::describe() const {
-  return "cuda: " + ctx_.description();
+  return "cuda: " + ctx_.description() + ", " + precision_name(ctx_.matmul_precision()) +
+         (ctx_.matmul_precision() == Precision::kBf16 ? " (mixed precision)" : "");
 }
 
 void CudaStepEngine::upload_features(const Batch& batch) {
