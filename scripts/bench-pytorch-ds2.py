@@ -3,8 +3,8 @@
 same way (synthetic utterances, forward + CTC + backward + optimizer step per step), so the two
 can run side by side on one machine:
 
-    python3 scripts/bench-pytorch-ds2.py --batch 4 --seconds 10
-    ds2 bench step configs/ds2-large.yaml --batch 4 --seconds 10
+    python3 scripts/bench-pytorch-ds2.py --batch 4 --seconds 10 [--precision bf16]
+    ds2 bench step configs/ds2-large.yaml --batch 4 --seconds 10 [train.precision=bf16]
 
 Model (configs/ds2-large.yaml): 161-bin spectrogram frames, conv 32ch k(41f x 11t) s(2,2),
 conv 32ch k(21f x 11t) s(2f,1t), each with batch norm and clipped ReLU; 5 bidirectional ReLU
@@ -64,6 +64,8 @@ def main():
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: torch.autocast to bf16 (as ds2's train.precision=bf16)")
     a = p.parse_args()
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32, as ds2
@@ -82,8 +84,9 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = ctc(logits.log_softmax(-1), targets, in_lens, tgt_lens)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits = model(x)
+        loss = ctc(logits.float().log_softmax(-1), targets, in_lens, tgt_lens)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 400)
         opt.step()
@@ -100,6 +103,7 @@ def main():
     print(f"engine: PyTorch {torch.__version__} + cuDNN {torch.backends.cudnn.version()} on "
           f"{torch.cuda.get_device_name()}")
     print(f"model: {params} parameters")
+    print(f"precision: {a.precision}")
     print(f"batch {a.batch} x {a.seconds:.1f} s audio ({frames} frames in, {out_frames} out, "
           f"labels of {label_len})")
     print(f"step {1000 * wall / a.steps:.2f} ms  |  {a.batch * a.steps / wall:.1f} utt/s  |  "
