@@ -340,6 +340,14 @@ const std::vector<Field>& schema() {
                 "fp32 | bf16: element type of the gradient allreduce"),
       DS2_FIELD("dist.check_every", dist.check_every, int, "an integer",
                 "debug: every N steps check that all ranks hold identical weights (0 = off)"),
+      DS2_FIELD("prune.density", prune.density, double, "a number",
+                "final fraction of each recurrent matrix (RNN .U) kept by pruning (1 = off)"),
+      DS2_FIELD("prune.start_step", prune.start_step, int64_t, "an integer",
+                "step where gradual magnitude pruning starts (density 1)"),
+      DS2_FIELD("prune.end_step", prune.end_step, int64_t, "an integer",
+                "step where prune.density is reached (> prune.start_step when pruning)"),
+      DS2_FIELD("prune.every", prune.every, int64_t, "an integer",
+                "steps between mask updates from prune.start_step to prune.end_step"),
   };
   return fields;
 }
@@ -514,6 +522,14 @@ void validate(const Config& c) {
   positive("dist.timeout_s", c.dist.timeout_s);
   positive("dist.bucket_mb", c.dist.bucket_mb);
   DS2_CHECK(c.dist.check_every >= 0, "key 'dist.check_every' must be >= 0");
+  DS2_CHECK(c.prune.density > 0 && c.prune.density <= 1,
+            "key 'prune.density' must be in (0, 1], got " << c.prune.density);
+  DS2_CHECK(c.prune.start_step >= 0,
+            "key 'prune.start_step' must be >= 0, got " << c.prune.start_step);
+  DS2_CHECK(c.prune.every >= 1, "key 'prune.every' must be at least 1, got " << c.prune.every);
+  DS2_CHECK(c.prune.density == 1 || c.prune.end_step > c.prune.start_step,
+            "key 'prune.end_step' must be > prune.start_step ("
+                << c.prune.start_step << ") when pruning, got " << c.prune.end_step);
 }
 
 std::string emit_resolved(const Config& cfg) {

@@ -94,6 +94,17 @@ struct DistConfig {
   int check_every = 0;  // debug: every N steps, check that all ranks hold identical weights
 };
 
+// Gradual magnitude pruning of the recurrent matrices (the RNN layers' ".U", both directions):
+// the fraction of each matrix kept goes from 1 at start_step to `density` at end_step along
+// d(t) = D + (1 - D) * (1 - p)^3, p = (t - start_step) / (end_step - start_step) (Zhu & Gupta
+// 2017); the smallest-magnitude weights are masked every `every` steps in that window.
+struct PruneConfig {
+  double density = 1.0;    // final fraction of recurrent weights kept, in (0, 1]; 1 = off
+  int64_t start_step = 0;  // the schedule starts here (density 1)
+  int64_t end_step = 0;    // the final density from here on; > start_step when density < 1
+  int64_t every = 100;     // steps between mask updates inside [start_step, end_step]
+};
+
 struct Config {
   RunConfig run;
   DataConfig data;
@@ -104,6 +115,7 @@ struct Config {
   TrainLoopConfig train;
   DecodeConfig decode;
   DistConfig dist;
+  PruneConfig prune;
   std::string resolved_yaml;  // the complete configuration, every key present
   std::string source;         // the file it came from (or "<string>")
 };
