@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
+#include "core/checksum.h"
 #include "core/error.h"
 
 namespace ds2 {
@@ -21,22 +22,6 @@ const std::string& Checkpoint::meta(const std::string& key) const {
   return it->second;
 }
 
-uint32_t crc32(const void* data, size_t size) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xFFFFFFFFu;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
-
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   static_assert(sizeof(float) == 4, "float32 expected");
   nlohmann::json header = nlohmann::json::object();
@@ -50,12 +35,12 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
     header[t.name] = {{"dtype", "F32"},
                       {"shape", t.shape.to_vector()},
                       {"data_offsets", {offset, offset + bytes}}};
-    crcs[t.name] = crc32(t.data.data(), bytes);
+    crcs[t.name] = crc32c(t.data.data(), bytes);
     offset += bytes;
   }
   nlohmann::json meta = nlohmann::json::object();
   for (const auto& [k, v] : checkpoint.metadata) meta[k] = v;
-  meta["ds2.crc32"] = crcs.dump();
+  meta["ds2.crc32c"] = crcs.dump();
   header["__metadata__"] = meta;
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // safetensors pads the header to 8 bytes
@@ -89,13 +74,20 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   Checkpoint ck;
   ck.path = path;
   nlohmann::json crcs = nlohmann::json::object();
+  bool castagnoli = true;  // which CRC the file's checksums are
   try {
     if (header.contains("__metadata__")) {
       for (const auto& [k, v] : header["__metadata__"].items())
         ck.metadata[k] = v.get<std::string>();
-      auto it = ck.metadata.find("ds2.crc32");
-      if (it != ck.metadata.end()) crcs = nlohmann::json::parse(it->second);
-      ck.metadata.erase("ds2.crc32");
+      for (const char* key : {"ds2.crc32c", "ds2.crc32"}) {
+        auto it = ck.metadata.find(key);
+        if (it == ck.metadata.end()) continue;
+        if (crcs.empty()) {
+          crcs = nlohmann::json::parse(it->second);
+          castagnoli = std::string(key) == "ds2.crc32c";
+        }
+        ck.metadata.erase(it);
+      }
     }
     const size_t data_start = 8 + n;
     for (const auto& [name, info] : header.items()) {
@@ -113,7 +105,9 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
       t.data.resize((end - begin) / sizeof(float));
       std::memcpy(t.data.data(), bytes.data() + data_start + begin, end - begin);
       if (crcs.contains(name)) {
-        DS2_CHECK(crcs[name].get<uint32_t>() == crc32(t.data.data(), end - begin),
+        const uint32_t crc =
+            castagnoli ? crc32c(t.data.data(), end - begin) : crc32(t.data.data(), end - begin);
+        DS2_CHECK(crcs[name].get<uint32_t>() == crc,
                   path << ": tensor '" << name << "' fails its checksum (corrupt file)");
       }
       ck.tensors.push_back(std::move(t));

@@ -1,7 +1,8 @@
 // Checkpoint files in the safetensors layout: an 8-byte little-endian header length, a JSON
 // header {name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}, then raw
-// little-endian float32 data, so Python can read them with json + numpy. ds2 adds a CRC32 of
-// every tensor to the metadata ("ds2.crc32") and verifies it on load.
+// little-endian float32 data, so Python can read them with json + numpy. ds2 adds a CRC-32C of
+// every tensor to the metadata ("ds2.crc32c") and verifies it on load (checkpoints written before
+// CRC-32C carry "ds2.crc32", zlib's CRC-32, and are verified with that).
 //
 //   ds2::Checkpoint ck;
 //   ck.metadata["config"] = cfg.resolved_yaml;
@@ -35,7 +36,6 @@ struct Checkpoint {
   std::string path;  // set by load_checkpoint, for messages
 };
 
-uint32_t crc32(const void* data, size_t size);
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 Checkpoint load_checkpoint(const std::string& path);
 // A checkpoint from the bytes of its file (read elsewhere, e.g. by rank 0 and broadcast); `path`

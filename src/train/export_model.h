@@ -20,7 +20,7 @@
 //                   kind, in model order), parameter_count
 //   feature_mean, feature_stddev   JSON arrays, only when features.normalize is "global"
 //   source, source_step, source_epoch   the checkpoint exported (step/epoch when it records them)
-//   ds2.crc32       JSON object: CRC-32 of every tensor's bytes (readers may ignore it)
+//   ds2.crc32c      JSON object: CRC-32C of every tensor's bytes (readers may ignore it)
 // Tensor names are the checkpoint's: the trainable parameters ("conv0.weight", "rnn0.fwd.W",
 // "fc.bias", ...; see nn/model.h) and the batch-norm running statistics ("conv0.bn.running_mean",
 // ...), which inference needs; training state that a checkpoint may also hold (optimizer

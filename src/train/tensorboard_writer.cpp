@@ -8,26 +8,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/checksum.h"
 #include "core/error.h"
 
 namespace ds2 {
 
 namespace {
-
-// The byte-at-a-time table of the reflected CRC-32C: entry i is the CRC register after shifting
-// the byte i through eight rounds of the polynomial.
-const std::array<uint32_t, 256>& crc32c_table() {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t r = i;
-      for (int bit = 0; bit < 8; ++bit) r = (r >> 1) ^ ((r & 1u) ? 0x82F63B78u : 0u);
-      t[i] = r;
-    }
-    return t;
-  }();
-  return table;
-}
 
 // Protobuf wire format, the few pieces an Event needs.
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
@@ -98,14 +84,6 @@ std::string host_name() {
 }
 
 }  // namespace
-
-uint32_t crc32c(const void* data, size_t size) {
-  const auto& table = crc32c_table();
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t r = 0xFFFFFFFFu;
-  for (size_t i = 0; i < size; ++i) r = table[(r ^ p[i]) & 0xFFu] ^ (r >> 8);
-  return r ^ 0xFFFFFFFFu;
-}
 
 uint32_t masked_crc32c(const void* data, size_t size) {
   const uint32_t c = crc32c(data, size);

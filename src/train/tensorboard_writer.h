@@ -21,10 +21,7 @@
 
 namespace ds2 {
 
-// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord uses: "123456789" ->
-// 0xE3069283.
-uint32_t crc32c(const void* data, size_t size);
-// TFRecord's masked form of crc32c(data).
+// TFRecord's masked form of crc32c(data) (core/checksum.h).
 uint32_t masked_crc32c(const void* data, size_t size);
 // One TFRecord: length, masked CRC of the length, `data`, masked CRC of `data`.
 std::string tfrecord_frame(const std::string& data);

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/checksum.h"
 #include "support/fsdd_fixture.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
@@ -158,7 +159,7 @@ TEST_F(Export, IndependentReaderSeesEveryTensorAndTheMetadata) {
     EXPECT_EQ(back.meta.at("source"), checkpoint_);
     EXPECT_EQ(back.meta.at("source_step"), "42");
     EXPECT_EQ(back.meta.at("source_epoch"), "3");
-    EXPECT_TRUE(back.meta.count("ds2.crc32"));
+    EXPECT_TRUE(back.meta.count("ds2.crc32c"));
     const nlohmann::json model = nlohmann::json::parse(back.meta.at("model"));
     EXPECT_EQ(model.at("num_classes"), 29);
     EXPECT_EQ(model.at("blank"), 0);

@@ -4,8 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
+#include "core/checksum.h"
 #include "core/error.h"
 #include "support/temp_dir.h"
 
@@ -63,6 +65,47 @@ TEST_F(CheckpointTest, FlippedByteNamesTheTensor) {
   std::ofstream(file("x.ckpt"), std::ios::binary) << bytes;
   const std::string msg = error_loading(file("x.ckpt"));
   EXPECT_NE(msg.find("x.ckpt: tensor 'b.bias' fails its checksum"), std::string::npos) << msg;
+}
+
+// Each tensor's CRC-32C is in the metadata; a checkpoint written before CRC-32C (zlib CRC-32 under
+// "ds2.crc32") still loads, verified with its own CRC.
+TEST_F(CheckpointTest, ChecksumsAreCrc32cAndOlderCrc32FilesStillVerify) {
+  save_checkpoint(file("x.ckpt"), ck_);
+  const std::string bytes = read_file(file("x.ckpt"));
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  const std::string data = bytes.substr(8 + n);
+  const nlohmann::json crcs =
+      nlohmann::json::parse(header["__metadata__"]["ds2.crc32c"].get<std::string>());
+  nlohmann::json legacy = nlohmann::json::object();
+  for (const auto& t : ck_.tensors) {
+    const size_t size = t.data.size() * sizeof(float);
+    EXPECT_EQ(crcs.at(t.name).get<uint32_t>(), crc32c(t.data.data(), size)) << t.name;
+    legacy[t.name] = crc32(t.data.data(), size);
+  }
+  header["__metadata__"].erase("ds2.crc32c");
+  header["__metadata__"]["ds2.crc32"] = legacy.dump();
+  auto write = [&](std::string payload) {
+    std::string json = header.dump();
+    json.append((8 - json.size() % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i)
+      out[i] = static_cast<char>((uint64_t(json.size()) >> (8 * i)) & 0xFF);
+    std::ofstream(file("old.ckpt"), std::ios::binary) << out + json + payload;
+  };
+  write(data);
+  const Checkpoint back = load_checkpoint(file("old.ckpt"));
+  EXPECT_EQ(back.find("b.bias")->data, ck_.tensors[1].data);
+  EXPECT_EQ(back.metadata.count("ds2.crc32"), 0u);
+  std::string flipped = data;
+  flipped[0] ^= 0x01;  // inside a.weight
+  write(flipped);
+  EXPECT_NE(error_loading(file("old.ckpt")).find("tensor 'a.weight' fails its checksum"),
+            std::string::npos);
+  // The standard check values.
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
 }
 
 TEST_F(CheckpointTest, TruncatedFileIsRefused) {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "core/checksum.h"
 #include "core/error.h"
 #include "support/fsdd_fixture.h"
 #include "support/temp_dir.h"
