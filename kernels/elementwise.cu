@@ -118,6 +118,9 @@ __global__ void swap_kernel(float* a, float* b, int64_t n) {
 __global__ void multiply_kernel(const float* a, const float* b, float* y, int64_t n) {
   DS2_GRID_STRIDE(i, n) y[i] = a[i] * b[i];
 }
+__global__ void apply_mask_kernel(const float* x, const uint8_t* mask, float* y, int64_t n) {
+  DS2_GRID_STRIDE(i, n) y[i] = mask[i] ? x[i] : 0.0f;
+}
 
 __global__ void to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
   DS2_GRID_STRIDE(i, n) y[i] = float_to_bf16(x[i]);
@@ -193,6 +196,11 @@ void swap(float* a, float* b, int64_t n, cudaStream_t stream) {
 void multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   multiply_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, y, n);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+void apply_mask(const float* x, const uint8_t* mask, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  apply_mask_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, mask, y, n);
   DS2_CUDA_CHECK_LAUNCH();
 }
 

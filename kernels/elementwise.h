@@ -52,6 +52,9 @@ void dropout_forward(const float* x, float* y, float* mask, int64_t n, float p, 
 void swap(float* a, float* b, int64_t n, cudaStream_t stream);
 // y[i] = a[i] * b[i].
 void multiply(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
+// y[i] = mask[i] ? x[i] : 0 (a select, so a masked NaN becomes 0 too); x and y may alias. The
+// pruning masks of train/pruning.h (CPU reference: apply_weight_masks).
+void apply_mask(const float* x, const uint8_t* mask, float* y, int64_t n, cudaStream_t stream);
 
 // y[i] = bf16(x[i]) rounded to nearest even, as 16-bit words (core/bf16.h's float_to_bf16).
 void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);

@@ -14,6 +14,7 @@
 #include "core/cuda/gemm.h"
 #include "nn/activations.h"
 #include "support/cuda_compare.h"
+#include "train/pruning.h"
 
 namespace ds2 {
 namespace {
@@ -179,6 +180,39 @@ TEST_P(ElementwiseTest, Bf16ConversionsMatchCpuBitForBit) {
     // Bits, not values: infinities compare equal too.
     ASSERT_EQ(std::memcmp(back_got.data() + i, back_ref.data() + i, sizeof(float)), 0)
         << "from_bf16, element " << i << " of " << n;
+  }
+}
+
+// The pruning mask: kept elements bit for bit, masked ones exactly 0 (NaN inputs included), both
+// out of place (poisoned output) and in place.
+TEST_P(ElementwiseTest, ApplyMaskMatchesCpu) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(GetParam() + 23);
+  const int64_t n = GetParam();
+  Tensor x({n});
+  fill_uniform(x, rng, -3, 3);
+  if (n > 1) x[0] = std::nanf("");
+  std::vector<uint8_t> mask(n);
+  for (int64_t i = 0; i < n; ++i) mask[i] = rng.uniform(0.0f, 1.0f) < 0.3f ? 1 : 0;
+  if (n > 1) mask[0] = 0;  // a masked NaN
+  Tensor ref = x;
+  apply_weight_masks({{"m", 0, n, mask.data()}}, ref.data());
+
+  DeviceTensor xd, y({n});
+  upload(x, xd, ctx.stream());
+  DeviceArray<uint8_t> maskd(n);
+  DS2_CUDA_CHECK(
+      cudaMemcpyAsync(maskd.data(), mask.data(), n, cudaMemcpyHostToDevice, ctx.stream()));
+  poison(y, ctx);
+  kernels::apply_mask(xd.data(), maskd.data(), y.data(), n, ctx.stream());
+  kernels::apply_mask(xd.data(), maskd.data(), xd.data(), n, ctx.stream());
+  const Tensor got = download_tensor(y, ctx), in_place = download_tensor(xd, ctx);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(std::memcmp(got.data() + i, ref.data() + i, sizeof(float)), 0)
+        << "apply_mask, element " << i << " of " << n;
+    ASSERT_EQ(std::memcmp(in_place.data() + i, ref.data() + i, sizeof(float)), 0)
+        << "apply_mask in place, element " << i << " of " << n;
   }
 }
 
