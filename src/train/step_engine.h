@@ -27,6 +27,7 @@
 #include "dist/world.h"
 #include "train/acoustic_model.h"
 #include "train/checkpoint.h"
+#include "train/pruning.h"
 
 namespace ds2 {
 
@@ -61,6 +62,15 @@ class StepEngine {
   // of the reduced gradients like backward(), so every rank decides and updates identically.
   virtual double backward_without_data(float loss_scale, double max_norm) = 0;
   virtual void optimizer_step(double lr) = 0;
+  // Pruning masks (train/pruning.h): from this call on, optimizer_step zeroes the masked
+  // gradients before the update (so optimizer moments of pruned weights get no new input) and the
+  // masked weights after it (so they stay exactly 0). The live weights and the average are masked
+  // at once. The mask bytes are read here: call again after they change, with the same regions
+  // (device memory is sized by the first call, made before reserve()). Outside a host view.
+  virtual void set_weight_masks(const std::vector<WeightMask>& masks) = 0;
+  // The live weights on the host, flat in the parameter store's layout (for recomputing masks);
+  // valid until the next call into the engine. Outside a host view.
+  virtual const float* live_weights() = 0;
   // Weight average (EMA): average = a * average + b * weights. Starts equal to the weights.
   virtual void update_average(float a, float b) = 0;
   // Until end_host_view(), the host model holds the averaged (or live) weights and the live

@@ -91,8 +91,25 @@ void CpuStepEngine::salt_dropout(uint64_t salt) {
 void CpuStepEngine::optimizer_step(double lr) {
   const auto start = std::chrono::steady_clock::now();
   ParameterStore& store = am_.model->parameters();
+  apply_weight_masks(masks_, store.grads().data());
   optimizer_->step(store.values(), store.grads(), lr);
+  // Weight decay and Adam's momentum would move pruned weights off 0 again.
+  apply_weight_masks(masks_, store.values().data());
   if (timing_) optimizer_ms_ += ms_since(start);
+}
+
+void CpuStepEngine::set_weight_masks(const std::vector<WeightMask>& masks) {
+  DS2_CHECK(!swapped_, "set_weight_masks inside a host view");
+  masks_ = masks;
+  apply_weight_masks(masks_, am_.model->parameters().values().data());
+  // The average of a weight that is 0 from now on decays towards 0 but never reaches it; masking
+  // it keeps what checkpoints and exports hold sparse.
+  if (average_.numel() > 0) apply_weight_masks(masks_, average_.data());
+}
+
+const float* CpuStepEngine::live_weights() {
+  DS2_CHECK(!swapped_, "live_weights inside a host view");
+  return am_.model->parameters().values().data();
 }
 
 void CpuStepEngine::set_timing(bool on) {

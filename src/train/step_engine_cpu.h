@@ -26,6 +26,8 @@ class CpuStepEngine : public StepEngine {
   uint64_t weights_hash() override;
   void salt_dropout(uint64_t salt) override;
   void optimizer_step(double lr) override;
+  void set_weight_masks(const std::vector<WeightMask>& masks) override;
+  const float* live_weights() override;
   void update_average(float a, float b) override;
   void begin_host_view(bool averaged) override;
   void end_host_view() override;
@@ -49,6 +51,7 @@ class CpuStepEngine : public StepEngine {
   Tensor average_;
   dist::World* world_ = nullptr;  // set by join() in a run of several ranks
   std::unique_ptr<dist::GradientExchange> exchange_;
+  std::vector<WeightMask> masks_;  // set_weight_masks(); empty without pruning
   bool swapped_ = false;
   bool timing_ = false;
   double ctc_ms_ = 0, optimizer_ms_ = 0;

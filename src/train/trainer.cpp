@@ -27,6 +27,7 @@
 #include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/optimizer.h"
+#include "train/pruning.h"
 #include "train/step_engine.h"
 #include "train/tensorboard_writer.h"
 
@@ -299,6 +300,14 @@ TrainSummary Trainer::run() {
   engine->join(world, cfg.dist);
   if (world.rank() > 0) engine->salt_dropout(static_cast<uint64_t>(world.rank()));
 
+  // Pruning masks live beside the engine's weights; the engine sizes its copy of them here, before
+  // reserve(), so mask updates inside the loop allocate nothing.
+  Pruner pruner(cfg.prune, model.parameters());
+  if (pruner.enabled()) {
+    log(pruner.describe_schedule());
+    engine->set_weight_masks(pruner.masks());
+  }
+
   std::vector<double> durations;
   for (const auto& ex : train.examples) durations.push_back(ex.duration_s);
   BatchSampler sampler(durations, cfg.train.batch_size, cfg.train.sortagrad,
@@ -362,6 +371,7 @@ TrainSummary Trainer::run() {
     ck.metadata["train.skipped_utterances"] = std::to_string(summary.skipped_utterances);
     ck.metadata["train.overflow_steps"] = std::to_string(summary.overflow_steps);
     scaler.save(&ck);
+    pruner.save(&ck);
     ck.metadata["train.world_size"] = std::to_string(world.size());
     const std::string path = (fs::path(cfg.run.dir) / name).string();
     save_checkpoint(path, ck);
@@ -439,6 +449,8 @@ TrainSummary Trainer::run() {
     if (ck->metadata.count("train.overflow_steps"))
       summary.overflow_steps = std::stoll(ck->meta("train.overflow_steps"));
     scaler.restore(*ck);
+    pruner.restore(*ck);
+    if (pruner.enabled()) engine->set_weight_masks(pruner.masks());
     if (lead_) step_checkpoints = existing_step_checkpoints(cfg.run.dir);
     if (first_epoch_skip >= steps_per_epoch) first_epoch += 1, first_epoch_skip = 0;
     log("resume: " + ck->path + " at step " + std::to_string(step) + ", epoch " +
@@ -536,6 +548,12 @@ TrainSummary Trainer::run() {
         log("loss scale: growth at step " + std::to_string(step) + " after " +
             std::to_string(cfg.train.loss_scale_growth_interval) + " clean steps, scale " +
             scale_text(scaler.scale() / 2) + " -> " + scale_text(scaler.scale()));
+      // Masks from the weights this step left, identical on every rank (so are the weights).
+      if (pruner.due(step)) {
+        pruner.update(step, engine->live_weights());
+        engine->set_weight_masks(pruner.masks());
+        log(pruner.describe_update(step));
+      }
       if (use_ema) update_ema();
       const double mean_loss = loss_sum / finite;
       window_loss += mean_loss, ++window_steps;
@@ -571,6 +589,7 @@ TrainSummary Trainer::run() {
                               {"utt_per_s", window_utts / dt},
                               {"audio_s_per_s", window_audio / dt}};
         if (scaler.dynamic()) record["loss_scale"] = scaler.scale();
+        if (pruner.enabled()) record["density"] = pruner.density();
         metrics << record.dump() << std::endl;
         if (tb) {
           std::vector<ScalarValue> scalars = {{"train/loss", avg},
@@ -579,6 +598,7 @@ TrainSummary Trainer::run() {
                                               {"train/utt_per_s", window_utts / dt},
                                               {"train/audio_s_per_s", window_audio / dt}};
           if (scaler.dynamic()) scalars.push_back({"train/loss_scale", scaler.scale()});
+          if (pruner.enabled()) scalars.push_back({"train/density", pruner.density()});
           tb->add_scalars(step, scalars);
         }
         window_loss = window_audio = 0;
@@ -600,6 +620,7 @@ TrainSummary Trainer::run() {
   progress_.finish();
   summary.steps = step;
   summary.loss_scale = scaler.scale();
+  summary.recurrent_density = pruner.density();
   summary.wall_seconds = seconds_since(start);
   summary.loop_device_allocations = engine->allocations_since_reserve();
   if (summary.loop_device_allocations >= 0)

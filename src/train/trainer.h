@@ -33,6 +33,7 @@ struct TrainSummary {
   int64_t skipped_steps = 0;             // non-finite loss or gradient
   int64_t overflow_steps = 0;            // skipped by dynamic loss scaling, which halved the scale
   double loss_scale = 1;                 // the loss scale at the end (1 without loss scaling)
+  double recurrent_density = 1;          // fraction of recurrent (.U) weights kept by pruning
   int64_t skipped_utterances = 0;        // failed to load or CTC-infeasible after augmentation
   int64_t invalid_utterances = 0;        // rejected by validation before training
   int64_t loop_device_allocations = -1;  // cudaMalloc calls inside the loop (-1: no device)

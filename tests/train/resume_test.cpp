@@ -78,6 +78,37 @@ TEST(Resume, StoppedRunContinuesBitForBit) {
   EXPECT_DOUBLE_EQ(rest.best_dev_wer, full.best_dev_wer);
 }
 
+// With pruning, the masks and the schedule's last target are state: a resumed run that started
+// from all-ones masks would let pruned weights grow back until the next update. The split (step
+// 6) falls between mask updates (2, 5, 8, 11, 14), with weights already pruned.
+TEST(Resume, PruningContinuesBitForBit) {
+  TempDir temp;
+  const std::string manifest = testing::write_digit_manifest(temp.path(), "nicolas", {2, 4}, 5);
+  auto config = [&](const char* name) {
+    Config cfg = make_config(temp.path() / name, manifest);
+    cfg.optim.schedule = "constant";
+    cfg.prune.density = 0.3;
+    cfg.prune.start_step = 2;
+    cfg.prune.end_step = 14;
+    cfg.prune.every = 3;
+    return cfg;
+  };
+  const TrainSummary full = Trainer(config("full")).run();
+  Config first = config("split");
+  first.train.max_steps = 6;
+  ASSERT_EQ(Trainer(first).run().steps, 6);
+  const Checkpoint saved = load_checkpoint((temp.path() / "split" / "last.ckpt").string());
+  ASSERT_NE(saved.find("prune.mask.rnn0.fwd.U"), nullptr);
+  Config second = config("split");
+  second.run.resume = "required";
+  const TrainSummary rest = Trainer(second).run();
+  EXPECT_EQ(rest.steps, full.steps);
+  EXPECT_EQ(rest.recurrent_density, full.recurrent_density);
+  EXPECT_LT(full.recurrent_density, 0.31);
+  expect_same_weights(temp.path() / "full" / "last.ckpt", temp.path() / "split" / "last.ckpt");
+  EXPECT_DOUBLE_EQ(rest.best_dev_wer, full.best_dev_wer);
+}
+
 // With dynamic loss scaling the scale and its run of clean steps are part of the state: a
 // resumed run that restarted at loss_scale_init would overflow again where the uninterrupted run
 // did not, and skip other batches. The start (2^127) overflows for a few steps, growth is asked

@@ -265,6 +265,7 @@ void CudaStepEngine::optimizer_step(double lr) {
   const int64_t n = p.num_parameters();
   ++optimizer_steps_;
   time_part_begin();
+  apply_masks(p.grads());
   if (optim_.name == "adam") {
     const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(optim_.beta1, optimizer_steps_)));
     const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(optim_.beta2, optimizer_steps_)));
@@ -277,11 +278,45 @@ void CudaStepEngine::optimizer_step(double lr) {
                                static_cast<float>(optim_.momentum),
                                static_cast<float>(optim_.weight_decay), ctx_.stream());
   }
+  // Weight decay and Adam's momentum would move pruned weights off 0 again.
+  apply_masks(p.values());
   time_part_end(&optimizer_ms_);
   // Evaluation between steps may size buffers for longer dev utterances; only what the training
   // steps themselves allocate counts.
   if (step_allocations_ >= 0)
     step_allocations_ += device_allocations() - allocations_at_step_start_;
+}
+
+void CudaStepEngine::apply_masks(float* data) {
+  for (size_t k = 0; k < masks_.size(); ++k)
+    kernels::apply_mask(data + masks_[k].offset, device_masks_.data() + mask_starts_[k],
+                        data + masks_[k].offset, masks_[k].numel, ctx_.stream());
+}
+
+void CudaStepEngine::set_weight_masks(const std::vector<WeightMask>& masks) {
+  DS2_CHECK(!average_swapped_, "set_weight_masks inside a host view");
+  masks_ = masks;
+  mask_starts_.clear();
+  int64_t total = 0;
+  for (const WeightMask& m : masks_) mask_starts_.push_back(total), total += m.numel;
+  device_masks_.reserve(std::max<int64_t>(1, total));  // allocates on the first call only
+  // Synchronous copies from pageable memory: the host masks may change right after this call.
+  for (size_t k = 0; k < masks_.size(); ++k)
+    DS2_CUDA_CHECK(cudaMemcpyAsync(device_masks_.data() + mask_starts_[k], masks_[k].mask,
+                                   masks_[k].numel, cudaMemcpyHostToDevice, ctx_.stream()));
+  apply_masks(model_->params().values());
+  // The average of a weight that is 0 from now on decays towards 0 but never reaches it; masking
+  // it keeps what checkpoints and exports hold sparse.
+  if (use_average_) apply_masks(average_.data());
+  ctx_.synchronize();
+}
+
+const float* CudaStepEngine::live_weights() {
+  DS2_CHECK(!average_swapped_, "live_weights inside a host view");
+  const int64_t n = model_->params().num_parameters();
+  host_scratch_.resize(static_cast<size_t>(n));
+  download(model_->params().values(), n, host_scratch_.data(), ctx_.stream());
+  return host_scratch_.data();
 }
 
 void CudaStepEngine::update_average(float a, float b) {

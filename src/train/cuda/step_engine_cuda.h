@@ -36,6 +36,8 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
   uint64_t weights_hash() override;
   void salt_dropout(uint64_t salt) override;
   void optimizer_step(double lr) override;
+  void set_weight_masks(const std::vector<WeightMask>& masks) override;
+  const float* live_weights() override;
   void update_average(float a, float b) override;
   void begin_host_view(bool averaged) override;
   void end_host_view() override;
@@ -86,7 +88,13 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
   bool average_swapped_ = false;
   dist::World* world_ = nullptr;  // set by join() in a run of several ranks
   std::unique_ptr<dist::GradientExchange> exchange_;
-  std::vector<float> host_scratch_;  // weights_hash() and batch-norm averaging
+  std::vector<float> host_scratch_;  // weights_hash(), live_weights() and batch-norm averaging
+  // Pruning masks: the regions of set_weight_masks() and their bytes, back to back on the device
+  // (sized by the first call).
+  std::vector<WeightMask> masks_;
+  std::vector<int64_t> mask_starts_;
+  DeviceArray<uint8_t> device_masks_;
+  void apply_masks(float* data);
   DeviceSequences inference_features_;
   Sequences inference_logits_;
 };
