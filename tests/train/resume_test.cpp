@@ -172,12 +172,12 @@ TEST(Resume, RefusesAChangedModelAndNamesTheKey) {
 }
 
 // The real thing: `ds2 train` killed with SIGKILL at random moments (during steps, evaluations
-// and checkpoint writes alike) and started again until it finishes.
-TEST(Resume, SurvivesSigkillAtRandomMoments) {
+// and checkpoint writes alike) and started again until it finishes. `extra_config`: more YAML.
+void survive_sigkills(const std::string& extra_config) {
   TempDir temp;
   const std::string manifest = testing::write_digit_manifest(temp.path(), "nicolas", {2, 4}, 5);
   const fs::path config = temp.path() / "config.yaml";
-  std::ofstream(config) << kConfig << "data: {train_manifest: " << manifest
+  std::ofstream(config) << kConfig << extra_config << "data: {train_manifest: " << manifest
                         << ", dev_manifest: " << manifest << "}\n";
   // Runs `ds2 train` on `dir`; kills it `kill_after_s` after the start (0: lets it finish).
   // `first_checkpoint_s`, when given, gets the time at which RUN/latest first appeared.
@@ -240,6 +240,15 @@ TEST(Resume, SurvivesSigkillAtRandomMoments) {
             << " after a checkpoint existed)\n";
   EXPECT_GE(kills_after_a_checkpoint, 2) << kills << " kills: the test proves too little";
   expect_same_weights(temp.path() / "full" / "last.ckpt", temp.path() / "killed" / "last.ckpt");
+}
+
+TEST(Resume, SurvivesSigkillAtRandomMoments) {
+  survive_sigkills("");
+}
+
+// Masks are updated at steps 2, 5, ..., 14: kills land before, between and after updates.
+TEST(Resume, SurvivesSigkillAtRandomMomentsWhilePruning) {
+  survive_sigkills("prune: {density: 0.3, start_step: 2, end_step: 14, every: 3}\n");
 }
 
 }  // namespace
