@@ -194,6 +194,29 @@ TEST_F(DataParallel, ANaNGradientOnOneRankSkipsTheStepOnEveryRank) {
   }
 }
 
+// Pruning masks are computed on every rank from its own copy of the weights, with no exchange:
+// dist.check_every=1 proves the weights (masked after every update) stay identical across ranks.
+TEST_F(DataParallel, PruningMasksAgreeOnEveryRank) {
+  auto r = train(2, "prune2",
+                 "prune.density=0.3 prune.start_step=2 prune.end_step=14 prune.every=4 "
+                 "dist.check_every=1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("pruning: on, 4 recurrent matrices"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prune: step 14, density"), std::string::npos) << r.output;
+  const Checkpoint ck = load_checkpoint((fs::path(dir("prune2")) / "last.ckpt").string());
+  for (const char* name : {"rnn0.fwd.U", "rnn0.bwd.U", "rnn1.fwd.U", "rnn1.bwd.U"}) {
+    const NamedTensor* mask = ck.find(std::string("prune.mask.") + name);
+    const NamedTensor* w = ck.find(name);
+    ASSERT_TRUE(mask && w) << name;
+    int64_t kept = 0;
+    for (size_t i = 0; i < mask->data.size(); ++i) {
+      kept += mask->data[i] == 1.0f;
+      if (mask->data[i] == 0.0f) ASSERT_EQ(w->data[i], 0.0f) << name << "[" << i << "]";
+    }
+    EXPECT_EQ(kept, std::llround(0.3 * 32 * 32)) << name;
+  }
+}
+
 // Global batches do not depend on the rank count: a run checkpointed by 2 ranks continues on 1
 // (and the other way round) from the same position, saying so.
 TEST_F(DataParallel, ResumesOnAnotherRankCount) {
