@@ -300,6 +300,8 @@ void CudaStepEngine::set_weight_masks(const std::vector<WeightMask>& masks) {
   int64_t total = 0;
   for (const WeightMask& m : masks_) mask_starts_.push_back(total), total += m.numel;
   device_masks_.reserve(std::max<int64_t>(1, total));  // allocates on the first call only
+  // live_weights() fills it at mask updates inside the loop: sized here, before the loop.
+  host_scratch_.resize(static_cast<size_t>(model_->params().num_parameters()));
   // Synchronous copies from pageable memory: the host masks may change right after this call.
   for (size_t k = 0; k < masks_.size(); ++k)
     DS2_CUDA_CHECK(cudaMemcpyAsync(device_masks_.data() + mask_starts_[k], masks_[k].mask,
