@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "support/checkpoint_compare.h"
 #include "train/acoustic_model.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -52,23 +52,6 @@ inline int halvings_until_finite(const Config& cfg, int start_exponent) {
     if (std::isfinite(norm)) return k;
   }
   return -1;
-}
-
-// Every tensor of checkpoint `a` (weights, live weights, average, optimizer moments) equals
-// its namesake in `b` bit for bit.
-inline void expect_same_tensors(const std::filesystem::path& a, const std::filesystem::path& b) {
-  const Checkpoint x = load_checkpoint(a.string()), y = load_checkpoint(b.string());
-  ASSERT_EQ(x.tensors.size(), y.tensors.size());
-  for (const auto& t : x.tensors) {
-    const NamedTensor* u = y.find(t.name);
-    ASSERT_NE(u, nullptr) << t.name;
-    ASSERT_EQ(t.data.size(), u->data.size()) << t.name;
-    size_t differ = 0;
-    for (size_t i = 0; i < t.data.size(); ++i)
-      differ += std::memcmp(&t.data[i], &u->data[i], sizeof(float)) != 0 ? 1 : 0;
-    EXPECT_EQ(differ, 0u) << "tensor " << t.name << ": " << differ << " of " << t.data.size()
-                          << " values differ";
-  }
 }
 
 // The "train" records of RUN/metrics.jsonl.

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "support/checkpoint_compare.h"
 #include "support/fsdd_fixture.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
@@ -43,14 +44,9 @@ Config make_config(const fs::path& run, const std::string& manifest) {
 }
 
 void expect_same_weights(const fs::path& a, const fs::path& b) {
-  const Checkpoint x = load_checkpoint(a.string()), y = load_checkpoint(b.string());
-  ASSERT_EQ(x.tensors.size(), y.tensors.size());
-  for (const auto& t : x.tensors) {
-    const NamedTensor* u = y.find(t.name);
-    ASSERT_NE(u, nullptr) << t.name;
-    EXPECT_TRUE(t.data == u->data) << "tensor " << t.name << " differs";
-  }
-  EXPECT_EQ(x.meta("train.step"), y.meta("train.step"));
+  testing::expect_same_tensors(a, b);
+  EXPECT_EQ(load_checkpoint(a.string()).meta("train.step"),
+            load_checkpoint(b.string()).meta("train.step"));
 }
 
 TEST(Resume, StoppedRunContinuesBitForBit) {

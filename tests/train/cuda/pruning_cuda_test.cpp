@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "support/checkpoint_compare.h"
 #include "support/cuda_compare.h"
 #include "support/fsdd_fixture.h"
 #include "support/temp_dir.h"
@@ -58,14 +59,8 @@ TEST(PruningCuda, PrunedWeightsStayZeroAndResumeIsExact) {
   second.run.resume = "required";
   const TrainSummary rest = Trainer(second).run();
   EXPECT_EQ(rest.steps, full.steps);
-  const Checkpoint a = load_checkpoint((temp.path() / "full" / "last.ckpt").string());
-  const Checkpoint b = load_checkpoint((temp.path() / "split" / "last.ckpt").string());
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  for (const auto& t : a.tensors) {
-    const NamedTensor* u = b.find(t.name);
-    ASSERT_NE(u, nullptr) << t.name;
-    EXPECT_TRUE(t.data == u->data) << "tensor " << t.name << " differs";
-  }
+  testing::expect_same_tensors(temp.path() / "full" / "last.ckpt",
+                               temp.path() / "split" / "last.ckpt");
 }
 
 }  // namespace
