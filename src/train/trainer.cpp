@@ -26,6 +26,7 @@
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/evaluate.h"
+#include "train/loss_scaler.h"
 #include "train/optimizer.h"
 #include "train/pruning.h"
 #include "train/step_engine.h"
@@ -50,81 +51,6 @@ std::string scientific(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3e", v);
   return buf;
-}
-
-// Dynamic loss scaling (train.loss_scaling=dynamic): the scale S multiplies dL/dlogits so that
-// small gradients keep their precision; the engines unscale after the allreduce. Every rank sees
-// the same reduced norm, so every rank takes the same decisions here.
-class LossScaler {
- public:
-  // Growth stops here: ample headroom for small gradients in the formats ds2 reduces in (fp32,
-  // bf16), and a scale that keeps walking up only walks into the next overflow.
-  static constexpr double kMaxGrowth = 16777216.0;  // 2^24
-
-  explicit LossScaler(const TrainLoopConfig& cfg)
-      : dynamic_(cfg.loss_scaling == "dynamic"),
-        interval_(cfg.loss_scale_growth_interval),
-        scale_(dynamic_ ? cfg.loss_scale_init : 1.0) {}
-
-  bool dynamic() const { return dynamic_; }
-  double scale() const { return scale_; }
-  // A step with finite losses and non-finite gradients: an overflow of the scaled gradients
-  // while S > 1 (S halves; returns true), else a plain non-finite step (returns false).
-  bool overflow() {
-    clean_ = 0;
-    if (!dynamic_ || scale_ <= 1) return false;
-    scale_ = std::max(1.0, scale_ / 2);
-    return true;
-  }
-  // Any other skipped step breaks a run of clean steps.
-  void skipped() { clean_ = 0; }
-  // After an optimizer step; returns true when S doubled.
-  bool clean_step() {
-    if (!dynamic_ || ++clean_ < interval_) return false;
-    clean_ = 0;
-    if (scale_ >= kMaxGrowth) return false;
-    scale_ = std::min(kMaxGrowth, scale_ * 2);
-    return true;
-  }
-  void save(Checkpoint* ck) const {
-    if (!dynamic_) return;
-    char text[400];
-    std::snprintf(text, sizeof text, "%.0f", scale_);  // exact: S is an integer
-    ck->metadata["train.loss_scale"] = text;
-    ck->metadata["train.loss_scale_clean_steps"] = std::to_string(clean_);
-  }
-  // Continues a dynamic run's scale; a checkpoint without one (another setting, or older) leaves
-  // the configured start.
-  void restore(const Checkpoint& ck) {
-    const auto scale = ck.metadata.find("train.loss_scale");
-    if (!dynamic_ || scale == ck.metadata.end()) return;
-    int exponent = 0;
-    double s = 0;
-    try {
-      s = std::stod(scale->second);
-      clean_ = std::stoll(ck.meta("train.loss_scale_clean_steps"));
-    } catch (const std::logic_error&) {
-      s = 0;
-    }
-    DS2_CHECK(s >= 1 && std::frexp(s, &exponent) == 0.5 && exponent <= 128 && clean_ >= 0,
-              ck.path << ": metadata 'train.loss_scale' (" << scale->second
-                      << ") or 'train.loss_scale_clean_steps' is not a valid loss scale state");
-    scale_ = s;
-  }
-
- private:
-  bool dynamic_;
-  int64_t interval_;
-  double scale_;
-  int64_t clean_ = 0;
-};
-
-// "65536" up to the growth limit, "2^120" beyond.
-std::string scale_text(double scale) {
-  if (scale <= LossScaler::kMaxGrowth) return std::to_string(static_cast<int64_t>(scale));
-  int exponent = 0;
-  std::frexp(scale, &exponent);
-  return "2^" + std::to_string(exponent - 1);
 }
 
 // Global feature statistics over (up to) the first 1000 training utterances.
