@@ -175,7 +175,7 @@ std::string PersistentRnnPlan::describe() const {
   const int reg_rows = t.register_groups * kRowGroup;
   std::ostringstream s;
   s << "persistent RNN hidden " << t.hidden << ", batch <= " << t.max_batch << ", "
-    << (t.bf16_weights ? "bf16" : "fp32") << " weights, "
+    << precision_name(precision()) << " weights, "
     << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
     << " threads, " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
