@@ -6,6 +6,7 @@
 #include "core/bf16.h"
 #include "core/cuda/check.h"
 #include "core/error.h"
+#include "kernels/async_copy.cuh"
 #include "kernels/persistent_rnn.h"
 
 namespace ds2::kernels {
@@ -114,17 +115,6 @@ __device__ __forceinline__ void reduce_scatter_store(float (&v)[V], float* dst, 
 #pragma unroll
   for (int i = 0; i < n5; ++i)
     if (i < len) dst[base + i] = v[i];
-}
-
-__device__ __forceinline__ void cp_async4(float* smem_dst, const float* gmem_src) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem_src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 // Columns c0 .. c0 + 3 of output row k: U[k, j] (forward) or U[j, k] (backward-data); zero

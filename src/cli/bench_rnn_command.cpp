@@ -23,6 +23,7 @@ int bench_rnn(const BenchRnnArgs& args) {
   o.warmup = args.warmup;
   o.repeats = args.repeats;
   o.precision = args.precision;
+  o.density = args.density;
   std::cout << run_rnn_bench(o) << std::flush;
   return 0;
 #else

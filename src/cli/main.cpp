@@ -181,6 +181,11 @@ int main(int argc, char** argv) {
                    "fp32 or bf16 (our weights on chip, cuDNN data)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
+  bench_rnn_cmd
+      ->add_option("--density", bench_rnn.density,
+                   "Keep this fraction of U (random mask); < 1 adds the sparse persistent kernel")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   bench_rnn_cmd->add_option("--repeats", bench_rnn.repeats, "Timed runs (median)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -22,6 +22,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/rnn.h"
 #include "nn/cuda/persistent_rnn.h"
+#include "nn/cuda/sparse_persistent_rnn.h"
 
 #ifdef DS2_HAVE_CUDNN
 #include <cuda_fp16.h>
@@ -39,6 +40,7 @@ struct Row {
   double fwd_us = -1.0, bwd_us = -1.0;  // per timestep; < 0: not run
   std::string note;
   bool strict_cudnn = false;  // a cuDNN row in strict fp32 (the reference for the ratio)
+  bool sparse = false;        // ours, sparse persistent (--density)
 };
 
 class Events {
@@ -326,8 +328,12 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   CudaContext ctx(o.device);
   cudaStream_t s = ctx.stream();
   std::ostringstream rep;
+  DS2_CHECK(o.density > 0.0 && o.density <= 1.0,
+            "bench rnn: --density must be in (0, 1], got " << o.density);
   rep << "ds2 bench rnn: hidden " << H << ", batch " << B << ", " << T << " steps, " << o.precision
-      << ", one direction, clipped ReLU; " << ctx.description() << "\n";
+      << ", one direction, clipped ReLU";
+  if (o.density < 1.0) rep << ", recurrent density " << o.density << " (random mask)";
+  rep << "; " << ctx.description() << "\n";
 
   // Inputs: U ~ U(-1/sqrt(H), 1/sqrt(H)) (the layer's init), pre-activations and dL/dh ~ U(-1, 1)
   // (never zeros), every utterance T frames long.
@@ -336,6 +342,17 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   const float a = 1.0f / std::sqrt(static_cast<float>(H));
   std::vector<float> hu(int64_t{H} * H), hx(n), hdy(n);
   for (auto& v : hu) v = rng.uniform(-a, a);
+  // --density D: a random mask keeps each weight with probability D; every row then runs the
+  // masked U (dense rows too: the sparse kernel is compared with the best dense option on the
+  // same matrix).
+  std::vector<uint8_t> mask;
+  if (o.density < 1.0) {
+    mask.resize(hu.size());
+    for (size_t i = 0; i < hu.size(); ++i) {
+      mask[i] = rng.uniform(0.0f, 1.0f) < o.density ? 1 : 0;
+      if (!mask[i]) hu[i] = 0.0f;
+    }
+  }
   for (auto& v : hx) v = rng.uniform(-1.0f, 1.0f);
   for (auto& v : hdy) v = rng.uniform(-1.0f, 1.0f);
   DeviceArray<float> u(int64_t{H} * H), x(n), dy(n), h(n), dpre(n), pre_work(n), hg(n), dpre_g(n);
@@ -380,6 +397,66 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     persistent.note = "does not fit";
   }
   rows.push_back(persistent);
+
+  // Ours, sparse persistent (with --density): only the kept weights on chip.
+  if (!mask.empty()) {
+    Row sparse(std::string("ours: sparse persistent (") + o.precision + ")");
+    sparse.sparse = true;
+    const int fullest = max_row_nonzeros(mask.data(), H);
+    SparsePersistentRnnPlan splan(H, B, fullest, 1, o.device, precision);
+    rep << "sparse plan: " << splan.describe() << "\n";
+    for (const Precision p : {Precision::kFp32, Precision::kBf16})
+      rep << "largest hidden size that runs sparse persistently at this batch and density, "
+          << precision_name(p)
+          << " weights: " << SparsePersistentRnnPlan::max_hidden(B, o.density, 1, o.device, p)
+          << "\n";
+    if (splan.fits()) {
+      SparseRnnLayoutStats stats;
+      const std::vector<uint32_t> fwd_words = splan.layout(mask.data(), false, &stats);
+      const std::vector<uint32_t> bwd_words = splan.layout(mask.data(), true);
+      rep << "sparse layout: " << stats.nonzeros << " kept weights, " << stats.padding_slots
+          << " padding slots, " << stats.extra_wavefronts << " bank-conflict wavefronts in "
+          << stats.phases << " gather phases\n";
+      DeviceArray<int> words(static_cast<int64_t>(fwd_words.size() + bwd_words.size()));
+      DS2_CUDA_CHECK(cudaMemcpyAsync(words.data(), fwd_words.data(),
+                                     fwd_words.size() * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                     s));
+      DS2_CUDA_CHECK(cudaMemcpyAsync(words.data() + fwd_words.size(), bwd_words.data(),
+                                     bwd_words.size() * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                     s));
+      DeviceArray<float> ws(static_cast<int64_t>(splan.workspace_bytes() / sizeof(float) + 1));
+      const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+      DeviceArray<float> hs(n), dps(n);
+      PersistentRnnDirection fd{
+          u.data(),  x.data(), H,     nullptr,
+          hs.data(), H,        false, reinterpret_cast<const uint32_t*>(words.data())};
+      PersistentRnnDirection bd{
+          u.data(),   dy.data(),
+          H,          plan.fits() ? h.data() : hs.data(),
+          dps.data(), H,
+          false,      reinterpret_cast<const uint32_t*>(words.data()) + fwd_words.size()};
+      auto forward = [&] {
+        sparse_persistent_rnn_forward(splan, &fd, lengths.data(), T, B, kClip, ws.data(), ws_bytes,
+                                      s);
+      };
+      auto backward = [&] {
+        sparse_persistent_rnn_backward_data(splan, &bd, lengths.data(), T, B, kClip, ws.data(),
+                                            ws_bytes, s);
+      };
+      sparse.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
+      sparse.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+      if (plan.fits()) {
+        std::ostringstream note;
+        note << "check vs persistent: h " << std::scientific << std::setprecision(1)
+             << scaled_max_diff(download_vector(hs.data(), n, s), h_ours) << ", dpre "
+             << scaled_max_diff(download_vector(dps.data(), n, s), dpre_ours);
+        sparse.note = note.str();
+      }
+    } else {
+      sparse.note = "does not fit";
+    }
+    rows.insert(rows.begin(), sparse);
+  }
 
   // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (cuBLAS GEMM + fused step kernel).
   Row gemm_row("ours: GEMM RNN (fp32, cuBLAS/step)");
@@ -505,6 +582,21 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   for (const Row& r : rows)
     rep << std::left << std::setw(38) << r.name << std::right << cell(r.fwd_us, best_fwd)
         << cell(r.bwd_us, best_bwd) << "  " << r.note << "\n";
+  if (!mask.empty() && rows.front().fwd_us > 0) {
+    // The yardstick: the sparse kernel against the best dense option on the same
+    // matrix, whichever it is (ours persistent or GEMM, or any reference cuDNN algorithm).
+    const Row* best[2] = {nullptr, nullptr};
+    for (const Row& r : rows) {
+      if (r.sparse || !(r.strict_cudnn || r.name.rfind("ours", 0) == 0)) continue;
+      if (r.fwd_us > 0 && (!best[0] || r.fwd_us < best[0]->fwd_us)) best[0] = &r;
+      if (r.bwd_us > 0 && (!best[1] || r.bwd_us < best[1]->bwd_us)) best[1] = &r;
+    }
+    const Row& sp = rows.front();
+    if (best[0] && best[1])
+      rep << "sparse vs the best dense option: forward " << fmt(best[0]->fwd_us / sp.fwd_us, 2)
+          << "x (" << best[0]->name << "), backward-data " << fmt(best[1]->bwd_us / sp.bwd_us, 2)
+          << "x (" << best[1]->name << ")\n";
+  }
   return rep.str();
 }
 

@@ -5,7 +5,10 @@
 //   cuDNN 9: cudnnRNNForward / cudnnRNNBackwardData_v8, CUDNN_RNN_RELU, unidirectional,
 //            algorithms STANDARD, PERSIST_STATIC, PERSIST_DYNAMIC (only in builds with cuDNN), in
 //            fp32, or with --precision bf16 in bf16 (fp16 where cuDNN refuses bf16) with fp32
-//            accumulation, against our kernel with bf16 weights.
+//            accumulation, against our kernel with bf16 weights;
+//   with --density D < 1, every row runs U pruned to D by a random mask, and ours sparse
+//            persistent (nn/cuda/sparse_persistent_rnn.h) is timed first and compared with the
+//            best dense option.
 // Prints microseconds per timestep (median of repeated whole sequences, CUDA events), effective
 // TFLOP/s (2 B H^2 per step) and the speed relative to the best cuDNN algorithm, plus a numerical
 // check that the rows computed the same thing.
@@ -25,6 +28,7 @@ struct RnnBenchOptions {
   int warmup = 3;
   int repeats = 20;
   std::string precision = "fp32";  // fp32 | bf16: our kernel's weights, cuDNN's data type
+  double density = 1.0;  // < 1: U pruned by a random mask; adds the sparse persistent kernel
   int device = 0;
 };
 

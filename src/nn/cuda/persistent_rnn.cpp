@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <iomanip>
-#include <map>
-#include <mutex>
 #include <sstream>
 
 #include "core/cuda/check.h"
+#include "core/cuda/device_query.h"
 #include "core/error.h"
 
 namespace ds2 {
@@ -16,39 +15,6 @@ constexpr int kRowGroup = kernels::kPrnnRowGroup;
 
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
-}
-
-// Makes `device` current for the occupancy queries, restoring the caller's device after.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    DS2_CUDA_CHECK(cudaGetDevice(&saved_));
-    if (device != saved_) DS2_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(saved_); }  // errors ignored: destructors must not throw
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int saved_ = 0;
-};
-
-// The device's name, for messages (cudaGetDeviceProperties is slow: fetched once per device).
-std::string device_name(int device) {
-  static std::mutex mutex;
-  static std::map<int, std::string> names;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = names.find(device);
-  if (it != names.end()) return it->second;
-  cudaDeviceProp prop{};
-  DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  return names[device] = prop.name;
-}
-
-int attribute(cudaDeviceAttr attr, int device) {
-  int v = 0;
-  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, device));
-  return v;
 }
 
 std::string kb(size_t bytes) {
@@ -68,12 +34,12 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   if (device < 0) DS2_CUDA_CHECK(cudaGetDevice(&device));
   device_ = device;
   DeviceGuard guard(device);
-  sm_count_ = attribute(cudaDevAttrMultiProcessorCount, device);
-  const bool cooperative = attribute(cudaDevAttrCooperativeLaunch, device) != 0;
-  const int max_threads = attribute(cudaDevAttrMaxThreadsPerBlock, device);
-  const size_t smem_optin = attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  const size_t smem_sm = attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
-  const int regs_sm = attribute(cudaDevAttrMaxRegistersPerMultiprocessor, device);
+  sm_count_ = device_attribute(cudaDevAttrMultiProcessorCount, device);
+  const bool cooperative = device_attribute(cudaDevAttrCooperativeLaunch, device) != 0;
+  const int max_threads = device_attribute(cudaDevAttrMaxThreadsPerBlock, device);
+  const size_t smem_optin = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  const size_t smem_sm = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+  const int regs_sm = device_attribute(cudaDevAttrMaxRegistersPerMultiprocessor, device);
 
   kernels::PrnnTiling& t = tiling_;
   t.hidden = hidden;

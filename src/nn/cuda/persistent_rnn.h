@@ -84,6 +84,9 @@ struct PersistentRnnDirection {
   float* y = nullptr;        // forward: h {T, B, H}; backward-data: dpre
   int64_t ld_y = 0;
   bool reverse = false;
+  // Sparse plans only (nn/cuda/sparse_persistent_rnn.h): the device layout of U's kept weights
+  // for this pass, SparsePersistentRnnPlan::layout(mask, backward) uploaded.
+  const uint32_t* layout = nullptr;
 };
 
 // One direction (plan.directions() must be 1).

@@ -1,0 +1,231 @@
+#include "nn/cuda/sparse_persistent_rnn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <tuple>
+
+#include "core/cuda/check.h"
+#include "core/cuda/device_query.h"
+#include "core/error.h"
+
+namespace ds2 {
+namespace {
+
+int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+// The smallest slot count with a kernel that holds `needed`, or 0.
+int slots_for(int needed) {
+  for (int s : kernels::kSprnnSlotCounts)
+    if (s >= needed) return s;
+  return 0;
+}
+
+}  // namespace
+
+SparsePersistentRnnPlan::SparsePersistentRnnPlan(int hidden, int max_batch, int max_row_nonzeros,
+                                                 int directions, int device, Precision precision) {
+  DS2_CHECK(hidden > 0 && max_batch > 0 && (directions == 1 || directions == 2) &&
+                max_row_nonzeros >= 0 && max_row_nonzeros <= hidden,
+            "sparse persistent RNN plan: hidden "
+                << hidden << ", max batch " << max_batch << ", directions " << directions
+                << ", fullest row " << max_row_nonzeros << " out of range");
+  if (device < 0) DS2_CUDA_CHECK(cudaGetDevice(&device));
+  device_ = device;
+  max_row_nonzeros_ = max_row_nonzeros;
+  DeviceGuard guard(device);
+  sm_count_ = device_attribute(cudaDevAttrMultiProcessorCount, device);
+  const int max_threads = device_attribute(cudaDevAttrMaxThreadsPerBlock, device);
+  const size_t smem_optin = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+
+  kernels::SprnnTiling& t = tiling_;
+  t.hidden = hidden;
+  t.max_batch = max_batch;
+  t.directions = directions;
+  t.bf16_weights = precision == Precision::kBf16;
+  t.batch_tile = max_batch == 1 ? 1 : 4;
+
+  auto refuse = [&](const std::string& why) {
+    std::ostringstream s;
+    s << "sparse persistent RNN (hidden " << hidden << ", batch " << max_batch << ", fullest row "
+      << max_row_nonzeros << " weights, " << precision_name(precision) << ", " << directions
+      << (directions == 1 ? " direction" : " directions in one launch") << ") does not fit on "
+      << device_name(device) << " (" << sm_count_ << " SMs): " << why;
+    fits_ = false;
+    why_not_ = s.str();
+  };
+  if (device_attribute(cudaDevAttrCooperativeLaunch, device) == 0) {
+    refuse("the device has no cooperative launches");
+    return;
+  }
+  if (hidden > kSparseMaxHidden) {
+    refuse("columns are stored in 16 bits");
+    return;
+  }
+  const int ctas_max = sm_count_ / directions;  // one CTA per SM: co-resident by construction
+  if (ctas_max < 1) {
+    refuse("fewer SMs than directions");
+    return;
+  }
+
+  // Candidates (slots per CTA, lanes, slots): the gather's work per step is the slots of a CTA,
+  // padding included; ties go to more lanes (more warps to hide the gather's latency).
+  std::vector<std::tuple<int64_t, int, int, int>> candidates;
+  for (int lanes : {32, 16, 8}) {
+    const int rows = ceil_div(ceil_div(hidden, ctas_max), 32 / lanes) * (32 / lanes);
+    const int slots = slots_for(std::max(1, ceil_div(max_row_nonzeros, lanes)));
+    if (slots == 0 || rows * lanes > max_threads) continue;
+    candidates.emplace_back(int64_t{rows} * lanes * slots, -lanes, rows, slots);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  std::string reason = candidates.empty() ? "a row of " + std::to_string(max_row_nonzeros) +
+                                                " weights needs more slots than any kernel has"
+                                          : "";
+  for (int pass = 0; pass < 2 && !fits_; ++pass) {
+    for (const auto& [work, neg_lanes, rows, slots] : candidates) {
+      t.lanes_per_row = -neg_lanes;
+      t.rows_per_cta = rows;
+      t.slots = slots;
+      t.ctas_per_direction = ceil_div(hidden, rows);
+      const size_t smem = kernels::sprnn_shared_bytes(t);
+      std::ostringstream s;
+      if (smem > smem_optin) {
+        s << "the staged state needs " << smem << " bytes of shared memory per CTA, more than the "
+          << smem_optin << " allowed";
+        reason = s.str();
+        continue;
+      }
+      const kernels::SprnnKernelInfo info = kernels::sprnn_kernel_info(t);
+      if (pass == 0 && info.local_bytes > 0) continue;  // spilling kernels only as a last resort
+      if (info.blocks_per_sm < 1) {
+        s << "a CTA of " << t.threads() << " threads (" << t.lanes_per_row << " per row) x "
+          << info.registers << " registers (" << slots << " weight slots each) does not fit on "
+          << "one SM";
+        reason = s.str();
+        continue;
+      }
+      registers_ = info.registers;
+      fits_ = true;
+      break;
+    }
+  }
+  if (!fits_) refuse(reason.empty() ? "no kernel variant fits" : reason);
+}
+
+size_t SparsePersistentRnnPlan::workspace_bytes() const {
+  return fits_ ? kernels::sprnn_workspace_bytes(tiling_) : 0;
+}
+
+size_t SparsePersistentRnnPlan::shared_bytes() const {
+  return fits_ ? kernels::sprnn_shared_bytes(tiling_) : 0;
+}
+
+std::string SparsePersistentRnnPlan::describe() const {
+  if (!fits_) return why_not_;
+  const kernels::SprnnTiling& t = tiling_;
+  std::ostringstream s;
+  s << "sparse persistent RNN hidden " << t.hidden << ", batch <= " << t.max_batch
+    << ", fullest row " << max_row_nonzeros_ << " weights, " << precision_name(precision())
+    << " weights, " << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
+    << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads()
+    << " threads, " << t.rows_per_cta << " rows per CTA, " << t.lanes_per_row << " lanes per row x "
+    << t.slots << " slots, batch tile " << t.batch_tile << ", " << registers_
+    << " registers/thread, " << shared_bytes() / 1024.0 << " KB shared memory/CTA";
+  return s.str();
+}
+
+SparseRnnLayoutShape SparsePersistentRnnPlan::layout_shape() const {
+  SparseRnnLayoutShape shape;
+  shape.hidden = tiling_.hidden;
+  shape.rows_per_cta = tiling_.rows_per_cta;
+  shape.ctas = tiling_.ctas_per_direction;
+  shape.lanes_per_row = tiling_.lanes_per_row;
+  shape.slots = tiling_.slots;
+  shape.phase_lanes = 32 / tiling_.batch_tile;
+  return shape;
+}
+
+std::vector<uint32_t> SparsePersistentRnnPlan::layout(const uint8_t* mask, bool backward,
+                                                      SparseRnnLayoutStats* stats) const {
+  DS2_CHECK(fits_, "sparse persistent RNN layout: " << why_not_);
+  return build_sparse_rnn_layout(layout_shape(), mask, backward, stats);
+}
+
+int SparsePersistentRnnPlan::expected_max_row_nonzeros(int hidden, double density) {
+  const double mean = density * hidden;
+  const double sd = std::sqrt(hidden * density * (1.0 - density));
+  return std::min(hidden, static_cast<int>(std::ceil(mean + 4.0 * sd)));
+}
+
+int SparsePersistentRnnPlan::max_hidden(int max_batch, double density, int directions, int device,
+                                        Precision precision) {
+  DS2_CHECK(density > 0.0 && density <= 1.0,
+            "sparse persistent RNN: density " << density << " must be in (0, 1]");
+  auto fits = [&](int h) {
+    return SparsePersistentRnnPlan(h, max_batch, expected_max_row_nonzeros(h, density), directions,
+                                   device, precision)
+        .fits();
+  };
+  // Coarse steps of 512 up to the first miss, then every multiple of 32 below it ("fits" is not
+  // quite monotone: rows per CTA and slot counts round).
+  int h = 512;
+  while (h <= kSparseMaxHidden && fits(h)) h += 512;
+  int best = 0;
+  for (int c = std::max(32, h - 512); c < std::min(h, kSparseMaxHidden + 1); c += 32)
+    if (fits(c)) best = c;
+  return best;
+}
+
+namespace {
+
+void launch(const SparsePersistentRnnPlan& plan, bool backward, const PersistentRnnDirection* dirs,
+            const int* lengths, int T, int B, float clip, void* workspace, size_t workspace_bytes,
+            cudaStream_t stream) {
+  const char* what = backward ? "backward-data" : "forward";
+  DS2_CHECK(plan.fits(), "sparse persistent RNN " << what << ": " << plan.why_not());
+  DS2_CHECK(B <= plan.max_batch(), "sparse persistent RNN " << what << ": batch " << B
+                                                            << " exceeds the plan's maximum "
+                                                            << plan.max_batch());
+  DS2_CHECK(workspace_bytes >= plan.workspace_bytes(),
+            "sparse persistent RNN " << what << ": workspace of " << workspace_bytes
+                                     << " bytes, the plan needs " << plan.workspace_bytes());
+  DS2_CHECK(clip > 0.0f, "sparse persistent RNN: relu clip must be positive, got " << clip);
+  int device = 0;
+  DS2_CUDA_CHECK(cudaGetDevice(&device));
+  DS2_CHECK(device == plan.device(), "sparse persistent RNN " << what << ": plan made for device "
+                                                              << plan.device()
+                                                              << ", called on device " << device);
+  kernels::SprnnDirection k[2];
+  for (int i = 0; i < plan.directions(); ++i) {
+    k[i].u = dirs[i].u;
+    k[i].layout = dirs[i].layout;
+    k[i].x = dirs[i].x;
+    k[i].ld_x = dirs[i].ld_x;
+    k[i].h = dirs[i].h;
+    k[i].ld_h = plan.hidden();
+    k[i].y = dirs[i].y;
+    k[i].ld_y = dirs[i].ld_y;
+    k[i].reverse = dirs[i].reverse;
+  }
+  kernels::sprnn_launch(plan.tiling(), backward, k, lengths, T, B, clip, workspace, stream);
+}
+
+}  // namespace
+
+void sparse_persistent_rnn_forward(const SparsePersistentRnnPlan& plan,
+                                   const PersistentRnnDirection* dirs, const int* lengths, int T,
+                                   int B, float relu_clip, void* workspace, size_t workspace_bytes,
+                                   cudaStream_t stream) {
+  launch(plan, false, dirs, lengths, T, B, relu_clip, workspace, workspace_bytes, stream);
+}
+
+void sparse_persistent_rnn_backward_data(const SparsePersistentRnnPlan& plan,
+                                         const PersistentRnnDirection* dirs, const int* lengths,
+                                         int T, int B, float relu_clip, void* workspace,
+                                         size_t workspace_bytes, cudaStream_t stream) {
+  launch(plan, true, dirs, lengths, T, B, relu_clip, workspace, workspace_bytes, stream);
+}
+
+}  // namespace ds2

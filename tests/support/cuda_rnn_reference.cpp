@@ -1,0 +1,164 @@
+#include "support/cuda_rnn_reference.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/bf16.h"
+#include "core/cuda/check.h"
+#include "core/cuda/gemm.h"
+#include "kernels/elementwise.h"
+#include "kernels/rnn.h"
+#include "support/cuda_compare.h"
+
+namespace ds2 {
+
+std::vector<float> rounded_to_bf16(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+  return v;
+}
+
+// Unequal lengths: a 0 (when B > 1), a full one, the rest random in [0, T], unsorted.
+std::vector<int> make_lengths(int T, int B, Rng& rng) {
+  std::vector<int> len(B);
+  for (int b = 0; b < B; ++b) len[b] = static_cast<int>(rng.uniform_int(0, T));
+  if (B > 0) len[B / 2] = T;
+  if (B > 1) len[B - 1] = 0;
+  return len;
+}
+
+std::vector<float> random_vector(int64_t n, Rng& rng, float lo, float hi) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.uniform(lo, hi);
+  return v;
+}
+
+void to_device(const std::vector<float>& host, DeviceArray<float>& dev, cudaStream_t stream) {
+  dev.reserve(std::max<int64_t>(1, static_cast<int64_t>(host.size())));
+  if (!host.empty()) upload(host.data(), static_cast<int64_t>(host.size()), dev.data(), stream);
+}
+
+std::vector<float> to_host(const float* dev, int64_t n, cudaStream_t stream) {
+  std::vector<float> host(n);
+  if (n > 0) download(dev, n, host.data(), stream);
+  return host;
+}
+
+void upload_lengths(const std::vector<int>& len, DeviceArray<int>& dev, cudaStream_t stream) {
+  dev.reserve(std::max<int64_t>(1, static_cast<int64_t>(len.size())));
+  if (!len.empty())
+    DS2_CUDA_CHECK(cudaMemcpyAsync(dev.data(), len.data(), len.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, stream));
+}
+
+// Per t: 1 + the last batch row valid at t (CudaRnnLayer's active_rows_).
+namespace {
+
+std::vector<int> active_rows(const std::vector<int>& len, int T) {
+  std::vector<int> m(T, 0);
+  for (int t = 0; t < T; ++t)
+    for (int b = 0; b < static_cast<int>(len.size()); ++b)
+      if (t < len[b]) m[t] = b + 1;
+  return m;
+}
+
+}  // namespace
+
+// CudaRnnLayer::run_direction (relu): per step pre += h_prev U^T over the active rows, then the
+// clipped ReLU with the padding mask. `pre` is updated in place (pass a copy).
+void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h, const float* zero,
+                  const int* dlen, const std::vector<int>& len, int T, int B, int H, bool reverse,
+                  float clip) {
+  const std::vector<int> m = active_rows(len, T);
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? T - 1 - step : step;
+    const int tp = reverse ? t + 1 : t - 1;
+    const float* hp = (tp < 0 || tp >= T) ? zero : h + int64_t{tp} * B * H;
+    float* p = pre + int64_t{t} * B * P;
+    gemm(ctx, false, true, m[t], H, H, 1.0f, hp, H, u, H, 1.0f, p, P);
+    kernels::rnn_relu_step_forward(p, P, h + int64_t{t} * B * H, B, H, t, dlen, clip, ctx.stream());
+  }
+}
+
+// CudaRnnLayer::backprop_direction's loop (relu): dpre for every t; carry/next {B, H} each.
+void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const float* dy,
+                        float* dpre, int P, float* carry, float* next, const int* dlen,
+                        const std::vector<int>& len, int T, int B, int H, bool reverse,
+                        float clip) {
+  const std::vector<int> m = active_rows(len, T);
+  kernels::fill(carry, int64_t{B} * H, 0.0f, ctx.stream());
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? step : T - 1 - step;
+    float* dp = dpre + int64_t{t} * B * P;
+    kernels::rnn_relu_step_backward(h + int64_t{t} * B * H, dy + int64_t{t} * B * H, carry, dp, P,
+                                    next, B, H, t, dlen, clip, ctx.stream());
+    gemm(ctx, false, false, m[t], H, H, 1.0f, dp, P, u, H, 0.0f, next, H);
+    std::swap(carry, next);
+  }
+}
+
+// float64 references of the same recurrences (direction column offset already applied).
+std::vector<float> cpu_forward(const std::vector<float>& u, const float* pre, int P,
+                               const std::vector<int>& len, int T, int B, int H, bool reverse,
+                               float clip) {
+  std::vector<float> h(int64_t{T} * B * H, 0.0f);
+  std::vector<double> prev(int64_t{B} * H, 0.0), cur(int64_t{B} * H);
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? T - 1 - step : step;
+    for (int b = 0; b < B; ++b)
+      for (int k = 0; k < H; ++k) {
+        double v = 0.0;
+        if (t < len[b]) {
+          double s = pre[(int64_t{t} * B + b) * P + k];
+          for (int j = 0; j < H; ++j) s += prev[int64_t{b} * H + j] * u[int64_t{k} * H + j];
+          v = std::min(std::max(s, 0.0), static_cast<double>(clip));
+        }
+        cur[int64_t{b} * H + k] = v;
+        h[(int64_t{t} * B + b) * H + k] = static_cast<float>(v);
+      }
+    prev.swap(cur);
+  }
+  return h;
+}
+
+std::vector<float> cpu_backward_data(const std::vector<float>& u, const std::vector<float>& h,
+                                     const std::vector<float>& dy, const std::vector<int>& len,
+                                     int T, int B, int H, bool reverse, float clip) {
+  std::vector<float> dpre(int64_t{T} * B * H, 0.0f);  // ld H
+  std::vector<double> prev(int64_t{B} * H, 0.0), cur(int64_t{B} * H);
+  for (int step = 0; step < T; ++step) {
+    const int t = reverse ? step : T - 1 - step;
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < H; ++j) {
+        const int64_t i = (int64_t{t} * B + b) * H + j;
+        double v = 0.0;
+        if (t < len[b] && h[i] > 0.0f && h[i] < clip) {
+          double s = dy[i];
+          for (int k = 0; k < H; ++k) s += prev[int64_t{b} * H + k] * u[int64_t{k} * H + j];
+          v = s;
+        }
+        cur[int64_t{b} * H + j] = v;
+        dpre[i] = static_cast<float>(v);
+      }
+    prev.swap(cur);
+  }
+  return dpre;
+}
+
+// Columns [d*H, d*H + H) of a {rows, P} array, as a {rows, H} array.
+std::vector<float> columns(const std::vector<float>& a, int64_t rows, int P, int d, int H) {
+  std::vector<float> out(rows * H);
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(a.begin() + r * P + int64_t{d} * H, a.begin() + r * P + int64_t{d} * H + H,
+              out.begin() + r * H);
+  return out;
+}
+
+void expect_close(const std::vector<float>& ref, const std::vector<float>& got,
+                  const std::string& what, double atol, double rtol) {
+  ASSERT_EQ(ref.size(), got.size()) << what;
+  ds2::expect_close(ref.data(), got.data(), static_cast<int64_t>(ref.size()), atol, rtol, what);
+}
+
+}  // namespace ds2
