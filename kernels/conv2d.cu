@@ -1,3 +1,7 @@
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
 #include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/conv2d.h"
@@ -20,31 +24,102 @@ __device__ inline int grid_stride() {
   return gridDim.x * blockDim.x;
 }
 
-// The GEMM tiling shared by the three convolution kernels: a CTA of 128 threads computes a
-// kBM x kBN tile of its output (rows: channels, columns: positions or patch entries) over kBK-deep
-// slices of the reduction, double-buffered in shared memory with a register prefetch of the next
-// slice. Thread (ty, tx) = (tid / 32, tid % 32) owns rows [8 ty, 8 ty + 8) and columns
-// [4 tx, 4 tx + 4) and [128 + 4 tx, 128 + 4 tx + 4): 8 x 8 accumulators; per reduction step it
-// reads two float4 of A (the same for the whole warp: a broadcast) and two float4 of B (a warp
-// reads 512 consecutive bytes twice: conflict-free).
-constexpr int kBM = 32, kBN = 256, kBK = 8, kGemmThreads = 128;
-constexpr int kAStride = kBM + 4;  // padding: the transposing A stores hit 32 distinct banks
+// The GEMM tiling shared by the three convolution kernels: a CTA of 128 threads (4 warps)
+// computes a kBM x kBN tile of its output (rows: channels, columns: positions or patch entries)
+// over slices of the reduction, double-buffered in shared memory with a register prefetch of the
+// next slice (one barrier per slice). Two arithmetic modes, picked by the context's matmul
+// precision:
+// - fp32 (Mode<false>): slices of 8. Thread (ty, tx) = (tid / 32, tid % 32) owns rows
+//   [8 ty, 8 ty + 8) and columns [4 tx, 4 tx + 4) and [128 + 4 tx, 128 + 4 tx + 4): 8 x 8 FMA
+//   accumulators; per reduction step it reads two float4 of A (the same for the whole warp: a
+//   broadcast) and two float4 of B (a warp reads 512 consecutive bytes twice: conflict-free).
+// - bf16 (Mode<true>): slices of 16, operands rounded to bf16 (nearest even) when stored to shared
+//   memory as (k, k + 1) pairs, products on tensor cores (mma.sync m16n8k16, fp32 accumulation).
+//   Warp w owns all 32 rows and columns [64 w, 64 w + 64): 2 x 8 mma tiles, 64 accumulators.
+constexpr int kBM = 32, kBN = 256, kGemmThreads = 128;
 constexpr int kColsPerThread = kBN / kGemmThreads;  // B columns a thread loads: 2
-constexpr int kBLoads = kBK * kColsPerThread;       // B elements a thread loads: 16
-constexpr int kALoads = kBM * kBK / kGemmThreads;   // A elements a thread loads: 2
-static_assert(kBM * kBK == kALoads * kGemmThreads && kALoads == 2, "A tile load mapping");
 static_assert(kBM == 4 * 8 && kBN == 2 * 4 * 32, "thread tile mapping");
 
-struct SharedTiles {
-  float a[2][kBK][kAStride];  // a[buf][k][row]
-  float b[2][kBK][kBN];       // b[buf][k][col]
+template <bool kBf16>
+struct Mode;
+
+template <>
+struct Mode<false> {
+  static constexpr int kSlice = 8;
+  static constexpr int kAStride = kBM + 4;  // padding: the transposing A stores hit 32 banks
+  struct Shared {
+    float a[2][kSlice][kAStride];  // a[buf][k][row]
+    float b[2][kSlice][kBN];       // b[buf][k][col]
+  };
 };
 
-// acc[r][c] += sum_k a[k][8 ty + r] * b[k][col(c)], col(c) = 4 tx + c (c < 4), 124 + 4 tx + c.
-__device__ __forceinline__ void multiply_tile(const SharedTiles& s, int buf, int ty, int tx,
-                                              float (&acc)[8][8]) {
+template <>
+struct Mode<true> {
+  static constexpr int kSlice = 16;
+  // Row strides = 8 mod 32 words: a fragment read (k pair tig, row/column g) hits 32 banks.
+  static constexpr int kAStride = kBM + 8, kBStride = kBN + 8;
+  struct Shared {
+    uint32_t a[2][kSlice / 2][kAStride];  // bf16 pairs (k = 2 kp, 2 kp + 1) of a row
+    uint32_t b[2][kSlice / 2][kBStride];  // bf16 pairs of a column
+  };
+};
+
+// Register prefetch of one reduction slice: A elements e at (a_row(e), a_k(e)) and B elements
+// (k kk, column tid + 128 s) at index kk * 2 + s.
+template <bool kBf16>
+struct Prefetch {
+  static constexpr int kSlice = Mode<kBf16>::kSlice;
+  static constexpr int kALoads = kBM * kSlice / kGemmThreads;  // 2 or 4
+  static constexpr int kBLoads = kSlice * kColsPerThread;      // 16 or 32
+  float a[kALoads];
+  float b[kBLoads];
+};
+
+// A element e of thread tid: row tid / 8 + 16 e with k tid % 8 (fp32), or rows tid / 8 and
+// tid / 8 + 16 with the k pair (2 (tid % 8), 2 (tid % 8) + 1) (bf16).
+template <bool kBf16>
+__device__ __forceinline__ int a_row(int tid, int e) {
+  return tid / 8 + 16 * (kBf16 ? e >> 1 : e);
+}
+template <bool kBf16>
+__device__ __forceinline__ int a_k(int tid, int e) {
+  return kBf16 ? 2 * (tid % 8) + (e & 1) : tid % 8;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ void store_prefetch(const Prefetch<false>& p, Mode<false>::Shared& s,
+                                               int buf, int tid) {
 #pragma unroll
-  for (int k = 0; k < kBK; ++k) {
+  for (int e = 0; e < Prefetch<false>::kALoads; ++e)
+    s.a[buf][a_k<false>(tid, e)][a_row<false>(tid, e)] = p.a[e];
+#pragma unroll
+  for (int kk = 0; kk < Mode<false>::kSlice; ++kk)
+#pragma unroll
+    for (int sc = 0; sc < kColsPerThread; ++sc) s.b[buf][kk][tid + 128 * sc] = p.b[kk * 2 + sc];
+}
+
+__device__ __forceinline__ void store_prefetch(const Prefetch<true>& p, Mode<true>::Shared& s,
+                                               int buf, int tid) {
+#pragma unroll
+  for (int e = 0; e < Prefetch<true>::kALoads; e += 2)
+    s.a[buf][tid % 8][a_row<true>(tid, e)] = pack_bf16x2(p.a[e], p.a[e + 1]);
+#pragma unroll
+  for (int kp = 0; kp < Mode<true>::kSlice / 2; ++kp)
+#pragma unroll
+    for (int sc = 0; sc < kColsPerThread; ++sc)
+      s.b[buf][kp][tid + 128 * sc] = pack_bf16x2(p.b[4 * kp + sc], p.b[4 * kp + 2 + sc]);
+}
+
+// fp32: acc[r][c] += sum_k a[k][8 ty + r] * b[k][acc_col(c)].
+__device__ __forceinline__ void multiply_tile(const Mode<false>::Shared& s, int buf, int tid,
+                                              float (&acc)[8][8]) {
+  const int ty = tid / 32, tx = tid % 32;
+#pragma unroll
+  for (int k = 0; k < Mode<false>::kSlice; ++k) {
     const float4 a0 = *reinterpret_cast<const float4*>(&s.a[buf][k][8 * ty]);
     const float4 a1 = *reinterpret_cast<const float4*>(&s.a[buf][k][8 * ty + 4]);
     const float4 b0 = *reinterpret_cast<const float4*>(&s.b[buf][k][4 * tx]);
@@ -58,47 +133,75 @@ __device__ __forceinline__ void multiply_tile(const SharedTiles& s, int buf, int
   }
 }
 
-// Column of the tile that accumulator column c (0..7) of thread tx holds.
-__device__ __forceinline__ int acc_col(int tx, int c) {
-  return (c < 4 ? 0 : 128 - 4) + 4 * tx + c;
+// d (16 x 8, fp32) += a (16 x 16, bf16, row-major fragments) * b (16 x 8, bf16, column fragments).
+__device__ __forceinline__ void mma_bf16_16816(float& d0, float& d1, float& d2, float& d3,
+                                               uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                               uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Register prefetch of one reduction slice: A elements (row tid / 8 + 16 e, k tid % 8) and B
-// elements (k kk, column tid + 128 s) at index kk * 2 + s.
-struct Prefetch {
-  float a[kALoads];
-  float b[kBLoads];
-};
+// bf16: acc[4 mt + i][nt] is accumulator register i of mma tile (rows 16 mt.., columns
+// 64 warp + 8 nt..). Fragments (PTX ISA, m16n8k16): lane = 4 g + tig; A registers hold rows g and
+// g + 8 at k pairs tig and tig + 4; B registers column g at k pairs tig and tig + 4.
+__device__ __forceinline__ void multiply_tile(const Mode<true>::Shared& s, int buf, int tid,
+                                              float (&acc)[8][8]) {
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, tig = lane % 4;
+  uint32_t a[2][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    a[mt][0] = s.a[buf][tig][16 * mt + g];
+    a[mt][1] = s.a[buf][tig][16 * mt + g + 8];
+    a[mt][2] = s.a[buf][tig + 4][16 * mt + g];
+    a[mt][3] = s.a[buf][tig + 4][16 * mt + g + 8];
+  }
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const int n = 64 * warp + 8 * nt + g;
+    const uint32_t b0 = s.b[buf][tig][n], b1 = s.b[buf][tig + 4][n];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+      mma_bf16_16816(acc[4 * mt][nt], acc[4 * mt + 1][nt], acc[4 * mt + 2][nt], acc[4 * mt + 3][nt],
+                     a[mt][0], a[mt][1], a[mt][2], a[mt][3], b0, b1);
+  }
+}
 
-__device__ __forceinline__ void store_prefetch(const Prefetch& p, SharedTiles& s, int buf,
-                                               int tid) {
-#pragma unroll
-  for (int e = 0; e < kALoads; ++e) s.a[buf][tid % kBK][tid / kBK + 16 * e] = p.a[e];
-#pragma unroll
-  for (int kk = 0; kk < kBK; ++kk)
-#pragma unroll
-    for (int sc = 0; sc < kColsPerThread; ++sc) s.b[buf][kk][tid + 128 * sc] = p.b[kk * 2 + sc];
+// Tile row and column of accumulator acc[r][c].
+template <bool kBf16>
+__device__ __forceinline__ int acc_row(int tid, int r) {
+  // bf16: register i = r % 4 of an mma tile holds row g (i < 2) or g + 8.
+  return kBf16 ? 16 * (r / 4) + (tid % 32) / 4 + 8 * ((r % 4) / 2) : 8 * (tid / 32) + r;
+}
+template <bool kBf16>
+__device__ __forceinline__ int acc_col(int tid, int r, int c) {
+  // fp32: columns 4 tx + c (c < 4) and 128 + 4 tx + c - 4; bf16: column 2 tig + (i & 1).
+  return kBf16 ? 64 * (tid / 32) + 8 * c + 2 * (tid % 4) + (r & 1)
+               : (c < 4 ? 0 : 128 - 4) + 4 * (tid % 32) + c;
 }
 
 // The main loop every kernel shares: `load(step, prefetch)` fills the registers of reduction
 // slice `step` (zeros beyond the end), the tiles multiply slice by slice.
-template <typename Load>
-__device__ __forceinline__ void gemm_main_loop(int steps, const Load& load, SharedTiles& s,
+template <bool kBf16, typename Load>
+__device__ __forceinline__ void gemm_main_loop(int steps, const Load& load,
+                                               typename Mode<kBf16>::Shared& s,
                                                float (&acc)[8][8]) {
-  const int tid = threadIdx.x, ty = tid / 32, tx = tid % 32;
+  const int tid = threadIdx.x;
 #pragma unroll
   for (int r = 0; r < 8; ++r)
 #pragma unroll
     for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
   if (steps <= 0) return;
-  Prefetch p;
+  Prefetch<kBf16> p;
   load(0, p);
   store_prefetch(p, s, 0, tid);
   __syncthreads();
   for (int step = 0; step < steps; ++step) {
     const int buf = step & 1;
     if (step + 1 < steps) load(step + 1, p);
-    multiply_tile(s, buf, ty, tx, acc);
+    multiply_tile(s, buf, tid, acc);
     if (step + 1 < steps) {
       // The other buffer was last read in the previous step, before the barrier that ended it.
       store_prefetch(p, s, buf ^ 1, tid);
@@ -194,12 +297,14 @@ __global__ void data_taps_kernel(Conv2dGeometry g, int4* taps) {
 // ---------------------------------------------------------------------------------------------
 // Forward: rows c_out, columns output positions, reduction over the patch entries k.
 
+template <bool kBf16>
 __global__ void __launch_bounds__(kGemmThreads, 3)
     forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
                    const float* __restrict__ bias, const int4* __restrict__ positions,
                    const int* __restrict__ out_offsets, const int4* __restrict__ taps, int N,
                    Conv2dGeometry g, float* __restrict__ y) {
-  __shared__ __align__(16) SharedTiles s;
+  constexpr int kSlice = Mode<kBf16>::kSlice;
+  __shared__ __align__(16) typename Mode<kBf16>::Shared s;
   const int tid = threadIdx.x;
   const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
   const int M = g.C_out, K = g.C * g.kernel_t * g.kernel_f;
@@ -218,16 +323,15 @@ __global__ void __launch_bounds__(kGemmThreads, 3)
       xbase[sc] = 0, ilo[sc] = 0, ihi[sc] = 0, jlo[sc] = 0, jhi[sc] = 0;
     }
   }
-  const int a_k = tid % kBK, a_row = tid / kBK;
-  auto load = [&](int step, Prefetch& p) {
-    const int k0 = step * kBK;
+  auto load = [&](int step, Prefetch<kBf16>& p) {
+    const int k0 = step * kSlice;
 #pragma unroll
-    for (int e = 0; e < kALoads; ++e) {
-      const int m = m0 + a_row + 16 * e, k = k0 + a_k;
+    for (int e = 0; e < Prefetch<kBf16>::kALoads; ++e) {
+      const int m = m0 + a_row<kBf16>(tid, e), k = k0 + a_k<kBf16>(tid, e);
       p.a[e] = (m < M && k < K) ? __ldg(w + m * K + k) : 0.0f;
     }
 #pragma unroll
-    for (int kk = 0; kk < kBK; ++kk) {
+    for (int kk = 0; kk < kSlice; ++kk) {
       const int k = k0 + kk;
       const int4 tap = k < K ? __ldg(taps + k) : make_int4(0, 0, 0, 0);
       const bool k_ok = k < K;
@@ -240,32 +344,30 @@ __global__ void __launch_bounds__(kGemmThreads, 3)
     }
   };
   float acc[8][8];
-  gemm_main_loop((K + kBK - 1) / kBK, load, s, acc);
+  gemm_main_loop<kBf16>((K + kSlice - 1) / kSlice, load, s, acc);
 
-  const int ty = tid / 32, tx = tid % 32;
 #pragma unroll
-  for (int c = 0; c < 8; ++c) {
-    const int n = n0 + acc_col(tx, c);
-    if (n >= N) continue;
-    const int base = out_offsets[n];
+  for (int c = 0; c < 8; ++c)
 #pragma unroll
     for (int r = 0; r < 8; ++r) {
-      const int m = m0 + 8 * ty + r;
-      if (m < M) y[base + m * g.F_out] = acc[r][c] + (bias ? __ldg(bias + m) : 0.0f);
+      const int n = n0 + acc_col<kBf16>(tid, r, c), m = m0 + acc_row<kBf16>(tid, r);
+      if (n < N && m < M)
+        y[out_offsets[n] + m * g.F_out] = acc[r][c] + (bias ? __ldg(bias + m) : 0.0f);
     }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Backward-data: rows input channels c, columns input positions (frame, f_q) of one frequency
 // phase (blockIdx.z), reduction over that phase's taps (c_out, i, q).
 
+template <bool kBf16>
 __global__ void __launch_bounds__(kGemmThreads, 3)
     backward_data_kernel(const float* __restrict__ dy, const int* __restrict__ out_lengths,
                          const float* __restrict__ w, const int* __restrict__ in_frames,
                          int in_count, const int4* __restrict__ all_taps, Conv2dGeometry g,
                          float* __restrict__ dx) {
-  __shared__ __align__(16) SharedTiles s;
+  constexpr int kSlice = Mode<kBf16>::kSlice;
+  __shared__ __align__(16) typename Mode<kBf16>::Shared s;
   const int tid = threadIdx.x;
   const int phase = blockIdx.z;
   const Phase ph = phase_of(g, phase);
@@ -297,21 +399,17 @@ __global__ void __launch_bounds__(kGemmThreads, 3)
       dbase[sc] = 0, ilo[sc] = 0, ihi[sc] = 0, tmod[sc] = -1, qlo[sc] = 0, qhi[sc] = 0;
     }
   }
-  const int a_k = tid % kBK, a_row = tid / kBK;
   const int kk_c = g.kernel_t * g.kernel_f;  // weight stride of one input channel
-  auto load = [&](int step, Prefetch& p) {
-    const int k0 = step * kBK;
-    {
-      const int k = k0 + a_k;
-      const int woff = k < K ? __ldg(&taps[k].y) : 0;
+  auto load = [&](int step, Prefetch<kBf16>& p) {
+    const int k0 = step * kSlice;
 #pragma unroll
-      for (int e = 0; e < kALoads; ++e) {
-        const int m = m0 + a_row + 16 * e;
-        p.a[e] = (m < M && k < K) ? __ldg(w + woff + m * kk_c) : 0.0f;
-      }
+    for (int e = 0; e < Prefetch<kBf16>::kALoads; ++e) {
+      const int m = m0 + a_row<kBf16>(tid, e), k = k0 + a_k<kBf16>(tid, e);
+      const int woff = k < K ? __ldg(&taps[k].y) : 0;
+      p.a[e] = (m < M && k < K) ? __ldg(w + woff + m * kk_c) : 0.0f;
     }
 #pragma unroll
-    for (int kk = 0; kk < kBK; ++kk) {
+    for (int kk = 0; kk < kSlice; ++kk) {
       const int k = k0 + kk;
       const bool k_ok = k < K;
       const int4 tap = k_ok ? __ldg(taps + k) : make_int4(0, 0, 0, 0);
@@ -325,22 +423,17 @@ __global__ void __launch_bounds__(kGemmThreads, 3)
     }
   };
   float acc[8][8];
-  gemm_main_loop((K + kBK - 1) / kBK, load, s, acc);
+  gemm_main_loop<kBf16>((K + kSlice - 1) / kSlice, load, s, acc);
 
-  const int ty = tid / 32, tx = tid % 32;
 #pragma unroll
-  for (int c = 0; c < 8; ++c) {
-    const int n = n0 + acc_col(tx, c);
-    if (n >= N) continue;
-    const int j = n / ph.freqs, fq = n - j * ph.freqs;
-    const int frame = in_frames[j];
-    const int base = frame * g.C * g.F + fq * g.stride_f + phase;
+  for (int c = 0; c < 8; ++c)
 #pragma unroll
     for (int r = 0; r < 8; ++r) {
-      const int m = m0 + 8 * ty + r;
-      if (m < M) dx[base + m * g.F] = acc[r][c];
+      const int n = n0 + acc_col<kBf16>(tid, r, c), m = m0 + acc_row<kBf16>(tid, r);
+      if (n >= N || m >= M) continue;
+      const int j = n / ph.freqs, fq = n - j * ph.freqs;
+      dx[in_frames[j] * g.C * g.F + fq * g.stride_f + phase + m * g.F] = acc[r][c];
     }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -349,41 +442,43 @@ __global__ void __launch_bounds__(kGemmThreads, 3)
 // partials; a second kernel adds the partitions in order.
 
 struct WeightGradPlan {
-  int columns;     // K + 1 (the last column is the bias's)
-  int partitions;  // fixed by the geometry and the position count (not by the device)
-  int steps_per_partition;
+  int columns;         // K + 1 (the last column is the bias's)
+  int partitions;      // fixed by the geometry and the position count (not by the device or mode)
+  int partition_size;  // positions per partition, a multiple of both modes' slices
 };
 
 WeightGradPlan weight_grad_plan(const Conv2dGeometry& g, int out_count) {
   WeightGradPlan plan;
   plan.columns = static_cast<int>(g.patch_size()) + 1;
   const int64_t positions = int64_t{out_count} * g.F_out;
-  const int64_t steps = (positions + kBK - 1) / kBK;
+  constexpr int kUnit = Mode<true>::kSlice;
+  static_assert(kUnit % Mode<false>::kSlice == 0, "partitions hold whole slices");
+  const int64_t steps = (positions + kUnit - 1) / kUnit;
   const int64_t tiles = int64_t{(plan.columns + kBN - 1) / kBN} * ((g.C_out + kBM - 1) / kBM);
-  // About 1024 CTAs in all: several waves of 4 CTAs per SM on 132 SMs, partials <= 1024 tiles.
+  // About 1024 CTAs in all: several waves of 3 CTAs per SM on 132 SMs, partials <= 1024 tiles.
   int64_t parts = (1024 + tiles - 1) / tiles;
   parts = parts < 1 ? 1 : parts;
   parts = parts > steps ? steps : parts;
   if (steps == 0) parts = 0;
-  plan.steps_per_partition = parts > 0 ? static_cast<int>((steps + parts - 1) / parts) : 0;
-  plan.partitions =
-      parts > 0
-          ? static_cast<int>((steps + plan.steps_per_partition - 1) / plan.steps_per_partition)
-          : 0;
+  const int64_t units = parts > 0 ? (steps + parts - 1) / parts : 0;
+  plan.partition_size = static_cast<int>(units * kUnit);
+  plan.partitions = parts > 0 ? static_cast<int>((steps + units - 1) / units) : 0;
   return plan;
 }
 
+template <bool kBf16>
 __global__ void __launch_bounds__(kGemmThreads, 3)
     weight_grad_kernel(const float* __restrict__ x, const float* __restrict__ dy,
                        const int4* __restrict__ positions, const int* __restrict__ out_offsets,
-                       int N, int steps_per_partition, int columns, Conv2dGeometry g,
+                       int N, int partition_size, int columns, Conv2dGeometry g,
                        float* __restrict__ partials) {
-  __shared__ __align__(16) SharedTiles s;
+  constexpr int kSlice = Mode<kBf16>::kSlice;
+  __shared__ __align__(16) typename Mode<kBf16>::Shared s;
   const int tid = threadIdx.x;
   const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
   const int M = g.C_out, K = g.C * g.kernel_t * g.kernel_f;
-  const int p_begin = blockIdx.z * steps_per_partition * kBK;
-  const int p_end = min(N, p_begin + steps_per_partition * kBK);
+  const int p_begin = blockIdx.z * partition_size;
+  const int p_end = min(N, p_begin + partition_size);
   const int kt = g.kernel_t, kf = g.kernel_f;
 
   // This thread's B columns: patch entry k = n0 + tid + 128 s (kind 0), the bias (1) or none (2).
@@ -399,22 +494,17 @@ __global__ void __launch_bounds__(kGemmThreads, 3)
       koff[sc] = i * g.B * g.C * g.F + c * g.F + jf, ki[sc] = i, kj[sc] = jf;
     }
   }
-  // A: dy rows c_out = m0 + tid / 8 + 16 e at positions p0 + tid % 8 (the same mapping as the
-  // other kernels: the reduction index is the fast one).
-  const int a_k = tid % kBK, a_row = tid / kBK;
-  auto load = [&](int step, Prefetch& p) {
-    const int p0 = p_begin + step * kBK;
-    {
-      const int pos = p0 + a_k;
-      const int base = pos < p_end ? __ldg(out_offsets + pos) : 0;
+  // A: dy rows c_out at positions p0 + a_k (the reduction index is the fast one, as elsewhere).
+  auto load = [&](int step, Prefetch<kBf16>& p) {
+    const int p0 = p_begin + step * kSlice;
 #pragma unroll
-      for (int e = 0; e < kALoads; ++e) {
-        const int m = m0 + a_row + 16 * e;
-        p.a[e] = (m < M && pos < p_end) ? __ldg(dy + base + m * g.F_out) : 0.0f;
-      }
+    for (int e = 0; e < Prefetch<kBf16>::kALoads; ++e) {
+      const int m = m0 + a_row<kBf16>(tid, e), pos = p0 + a_k<kBf16>(tid, e);
+      const int base = pos < p_end ? __ldg(out_offsets + pos) : 0;
+      p.a[e] = (m < M && pos < p_end) ? __ldg(dy + base + m * g.F_out) : 0.0f;
     }
 #pragma unroll
-    for (int kk = 0; kk < kBK; ++kk) {
+    for (int kk = 0; kk < kSlice; ++kk) {
       const int pos = p0 + kk;
       const bool p_ok = pos < p_end;
       const int4 win = p_ok ? __ldg(positions + pos) : make_int4(0, 0, 0, 0);
@@ -430,20 +520,16 @@ __global__ void __launch_bounds__(kGemmThreads, 3)
     }
   };
   float acc[8][8];
-  gemm_main_loop(steps_per_partition, load, s, acc);
+  gemm_main_loop<kBf16>((p_end - p_begin + kSlice - 1) / kSlice, load, s, acc);
 
-  const int ty = tid / 32, tx = tid % 32;
   float* out = partials + static_cast<int64_t>(blockIdx.z) * M * columns;
 #pragma unroll
-  for (int r = 0; r < 8; ++r) {
-    const int m = m0 + 8 * ty + r;
-    if (m >= M) continue;
+  for (int r = 0; r < 8; ++r)
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-      const int k = n0 + acc_col(tx, c);
-      if (k < columns) out[m * columns + k] = acc[r][c];
+      const int k = n0 + acc_col<kBf16>(tid, r, c), m = m0 + acc_row<kBf16>(tid, r);
+      if (k < columns && m < M) out[m * columns + k] = acc[r][c];
     }
-  }
 }
 
 // dw[m, k] += sum over partitions in order; the last column goes to dbias (when there is one).
@@ -506,7 +592,7 @@ Conv2dWorkspaceSizes conv2d_workspace_sizes(const Conv2dGeometry& g, int out_cou
 
 void conv2d_forward(const float* x, const int* in_lengths, const float* w, const float* bias,
                     const int* out_frames, int out_count, const Conv2dGeometry& g,
-                    const Conv2dWorkspace& ws, float* y, cudaStream_t stream) {
+                    const Conv2dWorkspace& ws, Precision precision, float* y, cudaStream_t stream) {
   const int64_t N = int64_t{out_count} * g.F_out;
   if (N <= 0 || g.C_out <= 0) return;
   check_indexing(g);
@@ -516,14 +602,16 @@ void conv2d_forward(const float* x, const int* in_lengths, const float* w, const
   forward_taps_kernel<<<blocks_for(g.patch_size()), kThreads, 0, stream>>>(g, ws.taps);
   DS2_CUDA_CHECK_LAUNCH();
   const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), (g.C_out + kBM - 1) / kBM);
-  forward_kernel<<<grid, kGemmThreads, 0, stream>>>(x, w, bias, ws.positions, ws.out_offsets,
-                                                    ws.taps, static_cast<int>(N), g, y);
+  auto* kernel = precision == Precision::kBf16 ? forward_kernel<true> : forward_kernel<false>;
+  kernel<<<grid, kGemmThreads, 0, stream>>>(x, w, bias, ws.positions, ws.out_offsets, ws.taps,
+                                            static_cast<int>(N), g, y);
   DS2_CUDA_CHECK_LAUNCH();
 }
 
 void conv2d_backward_data(const float* dy, const int* out_lengths, const float* w,
                           const int* in_frames, int in_count, const Conv2dGeometry& g,
-                          const Conv2dWorkspace& ws, float* dx, cudaStream_t stream) {
+                          const Conv2dWorkspace& ws, Precision precision, float* dx,
+                          cudaStream_t stream) {
   if (in_count <= 0 || g.F <= 0 || g.C <= 0) return;
   check_indexing(g);
   int4* taps = ws.taps + g.patch_size();  // after the forward's
@@ -533,15 +621,16 @@ void conv2d_backward_data(const float* dy, const int* out_lengths, const float* 
   // Phase 0 has the most input frequencies.
   const int64_t N = int64_t{in_count} * phase_of(g, 0).freqs;
   const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), (g.C + kBM - 1) / kBM, g.stride_f);
-  backward_data_kernel<<<grid, kGemmThreads, 0, stream>>>(dy, out_lengths, w, in_frames, in_count,
-                                                          taps, g, dx);
+  auto* kernel =
+      precision == Precision::kBf16 ? backward_data_kernel<true> : backward_data_kernel<false>;
+  kernel<<<grid, kGemmThreads, 0, stream>>>(dy, out_lengths, w, in_frames, in_count, taps, g, dx);
   DS2_CUDA_CHECK_LAUNCH();
 }
 
 void conv2d_backward_weights(const float* x, const int* in_lengths, const float* dy,
                              const int* out_frames, int out_count, const Conv2dGeometry& g,
-                             const Conv2dWorkspace& ws, float* dw, float* dbias,
-                             cudaStream_t stream) {
+                             const Conv2dWorkspace& ws, Precision precision, float* dw,
+                             float* dbias, cudaStream_t stream) {
   const int64_t N = int64_t{out_count} * g.F_out;
   if (N <= 0 || g.C_out <= 0) return;
   check_indexing(g);
@@ -550,9 +639,11 @@ void conv2d_backward_weights(const float* x, const int* in_lengths, const float*
                                                            ws.positions, ws.out_offsets);
   DS2_CUDA_CHECK_LAUNCH();
   const dim3 grid((plan.columns + kBN - 1) / kBN, (g.C_out + kBM - 1) / kBM, plan.partitions);
-  weight_grad_kernel<<<grid, kGemmThreads, 0, stream>>>(
-      x, dy, ws.positions, ws.out_offsets, static_cast<int>(N), plan.steps_per_partition,
-      plan.columns, g, ws.partials);
+  auto* kernel =
+      precision == Precision::kBf16 ? weight_grad_kernel<true> : weight_grad_kernel<false>;
+  kernel<<<grid, kGemmThreads, 0, stream>>>(x, dy, ws.positions, ws.out_offsets,
+                                            static_cast<int>(N), plan.partition_size, plan.columns,
+                                            g, ws.partials);
   DS2_CUDA_CHECK_LAUNCH();
   const int64_t n = int64_t{g.C_out} * plan.columns;
   weight_grad_reduce_kernel<<<blocks_for(n), kThreads, 0, stream>>>(

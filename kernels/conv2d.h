@@ -1,17 +1,20 @@
-// Kernels of the GPU Conv2d (nn/cuda/conv2d_cuda.h): implicit GEMM, fp32 in memory and fp32
-// accumulation, over the valid frames only. No patch matrix is materialized: each CTA gathers
-// the input window of its tile straight into shared memory. The CPU reference of the whole op is
-// nn/conv2d.h's Conv2d (same padding, length and layout rules); tests/nn/cuda/conv2d_cuda_test.cpp
-// compares the two.
+// Kernels of the GPU Conv2d (nn/cuda/conv2d_cuda.h): implicit GEMM over the valid frames only,
+// fp32 accumulation, operands fp32 (SIMT FMAs) or, with Precision::kBf16, rounded to bf16 on the
+// way into shared memory and multiplied on tensor cores. No patch matrix is materialized: each CTA
+// gathers the input window of its tile straight into shared memory. The CPU reference of the
+// whole op is nn/conv2d.h's Conv2d (same padding, length and layout rules);
+// tests/nn/cuda/conv2d_cuda_test.cpp compares the two.
 //
 //   kernels::Conv2dGeometry g{T, B, C, F, T_out, C_out, F_out, kt, kf, st, sf};
 //   kernels::conv2d_list_frames(out_lengths, T_out, B, out_frames, stream);
 //   kernels::conv2d_list_frames(in_lengths, T, B, in_frames, stream);
-//   Conv2dWorkspace ws{...};                     // sized by conv2d_workspace(g, out_count, ...)
-//   kernels::conv2d_forward(x, in_lengths, w, bias, out_frames, out_count, g, ws, y, stream);
-//   kernels::conv2d_backward_data(dy, out_lengths, w, in_frames, in_count, g, ws, dx, stream);
-//   kernels::conv2d_backward_weights(x, in_lengths, dy, out_frames, out_count, g, ws, dw, db,
-//                                    stream);
+//   Conv2dWorkspace ws{...};              // sized by conv2d_workspace_sizes(g, out_count, true)
+//   kernels::conv2d_forward(x, in_lengths, w, bias, out_frames, out_count, g, ws,
+//                           Precision::kFp32, y, stream);
+//   kernels::conv2d_backward_data(dy, out_lengths, w, in_frames, in_count, g, ws,
+//                                 Precision::kFp32, dx, stream);
+//   kernels::conv2d_backward_weights(x, in_lengths, dy, out_frames, out_count, g, ws,
+//                                    Precision::kFp32, dw, db, stream);
 //
 // Layouts: x {T, B, C, F}; y and dy {T_out, B, C_out, F_out}; weight {C_out, C, kt, kf}.
 // GEMM views (K = C * kt * kf, a "position" is a (valid frame, frequency) pair):
@@ -28,6 +31,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "core/precision.h"
 
 namespace ds2::kernels {
 
@@ -67,20 +72,21 @@ Conv2dWorkspaceSizes conv2d_workspace_sizes(const Conv2dGeometry& g, int out_cou
 // x are never read). Padding frames of y are not touched.
 void conv2d_forward(const float* x, const int* in_lengths, const float* w, const float* bias,
                     const int* out_frames, int out_count, const Conv2dGeometry& g,
-                    const Conv2dWorkspace& ws, float* y, cudaStream_t stream);
+                    const Conv2dWorkspace& ws, Precision precision, float* y, cudaStream_t stream);
 
 // dx at every valid input frame (in_frames[0..in_count)) = the sum over the output positions that
 // read it of W^T dy (overwritten, not accumulated). dy is read at valid output frames only
 // (t' < out_lengths[b]); its padding may hold anything. Padding frames of dx are not touched.
 void conv2d_backward_data(const float* dy, const int* out_lengths, const float* w,
                           const int* in_frames, int in_count, const Conv2dGeometry& g,
-                          const Conv2dWorkspace& ws, float* dx, cudaStream_t stream);
+                          const Conv2dWorkspace& ws, Precision precision, float* dx,
+                          cudaStream_t stream);
 
 // dw {C_out, K} += sum over valid output positions of dy x patch^T, and dbias {C_out} (may be
 // null) += sum of dy, each sum split into the same fixed partitions and added in a fixed order.
 void conv2d_backward_weights(const float* x, const int* in_lengths, const float* dy,
                              const int* out_frames, int out_count, const Conv2dGeometry& g,
-                             const Conv2dWorkspace& ws, float* dw, float* dbias,
-                             cudaStream_t stream);
+                             const Conv2dWorkspace& ws, Precision precision, float* dw,
+                             float* dbias, cudaStream_t stream);
 
 }  // namespace ds2::kernels

@@ -91,7 +91,7 @@ void CudaConv2d::forward(const DeviceSequences& in, DeviceSequences& out, bool /
   const kernels::Conv2dWorkspace ws = workspace(g, out_count, /*weight_grad=*/false);
   kernels::conv2d_forward(in.data.data(), in.device_lengths.data(), params_.value(weight_),
                           with_bias_ ? params_.value(bias_) : nullptr, out_frames_.data(),
-                          out_count, g, ws, out.data.data(), stream);
+                          out_count, g, ws, ctx_.matmul_precision(), out.data.data(), stream);
 }
 
 void CudaConv2d::backward(const DeviceSequences& in, const DeviceSequences& out,
@@ -113,7 +113,8 @@ void CudaConv2d::backward(const DeviceSequences& in, const DeviceSequences& out,
   const kernels::Conv2dWorkspace ws = workspace(g, out_count, /*weight_grad=*/true);
   if (out_count > 0 && g.F_out > 0) {
     kernels::conv2d_backward_weights(in.data.data(), in.device_lengths.data(), grad_out.data.data(),
-                                     out_frames_.data(), out_count, g, ws, params_.grad(weight_),
+                                     out_frames_.data(), out_count, g, ws, ctx_.matmul_precision(),
+                                     params_.grad(weight_),
                                      with_bias_ ? params_.grad(bias_) : nullptr, stream);
   }
   if (!needs_input_grad_) return;
@@ -126,7 +127,7 @@ void CudaConv2d::backward(const DeviceSequences& in, const DeviceSequences& out,
   if (in_count == 0) return;
   kernels::conv2d_backward_data(grad_out.data.data(), out.device_lengths.data(),
                                 params_.value(weight_), in_frames_.data(), in_count, g, ws,
-                                grad_in.data.data(), stream);
+                                ctx_.matmul_precision(), grad_in.data.data(), stream);
 }
 
 }  // namespace ds2

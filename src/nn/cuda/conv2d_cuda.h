@@ -12,12 +12,13 @@
 //   conv.backward(x, y, dy, dx);                // dx written, dW/db accumulated (+=)
 //
 // Formulation: implicit GEMM over the *valid* frames only (padding frames cost nothing), no
-// patch matrix in memory (kernels/conv2d.h): the forward and the backward-weights kernels gather
-// each CTA's input window straight into shared memory, the backward-data kernel gathers dY the
-// same way per frequency phase. dW and db are reduced over fixed partitions of the positions and
-// added in partition order (deterministic, no atomics). Workspaces (frame lists, per-position
-// and per-tap index tables, the dW partials: a few tens of MiB at most) only grow. The frame
-// lists are built on the device from the lengths already there, so no host-to-device copy is
+// patch matrix in memory (kernels/conv2d.h), fp32 FMAs, or bf16 operands on tensor cores with fp32
+// accumulation when the context's matmul precision is bf16: the forward and the backward-weights
+// kernels gather each CTA's input window straight into shared memory, the backward-data kernel
+// gathers dY the same way per frequency phase. dW and db are reduced over fixed partitions of the
+// positions and added in partition order (deterministic, no atomics). Workspaces (frame lists,
+// per-position and per-tap index tables, the dW partials: a few tens of MiB at most) only grow. The
+// frame lists are built on the device from the lengths already there, so no host-to-device copy is
 // made per call beyond DeviceSequences::set_lengths of the output.
 #pragma once
 

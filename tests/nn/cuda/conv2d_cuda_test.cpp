@@ -11,8 +11,10 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/cuda/device_array.h"
 #include "core/error.h"
 #include "support/cuda_compare.h"
@@ -27,7 +29,17 @@ struct ConvCase {
   Shape in_shape;            // {T, B, F} (cin 1) or {T, B, C, F}
   std::vector<int> lengths;  // per utterance
   bool needs_input_grad = true;
+  Precision precision = Precision::kFp32;
 };
+
+// Rounds to bf16 and back: what the bf16 kernels multiply.
+void round_to_bf16(Tensor& t) {
+  for (int64_t i = 0; i < t.numel(); ++i) t[i] = bf16_to_float(float_to_bf16(t[i]));
+}
+void round_to_bf16(ParameterStore& store, ParamRef ref) {
+  float* v = store.value(ref);
+  for (int64_t i = 0; i < store.entry(ref).numel; ++i) v[i] = bf16_to_float(float_to_bf16(v[i]));
+}
 
 int64_t count_nan(const Tensor& t) {
   int64_t n = 0;
@@ -35,22 +47,30 @@ int64_t count_nan(const Tensor& t) {
   return n;
 }
 
-// `tol` scales the tolerances (large patches sum thousands of products in another order).
+// `tol` scales the tolerances (large patches sum thousands of products in another order). With
+// bf16 the CPU reference gets the operands the GPU rounds (x, W, dy; the weight is rounded in the
+// store, so both sides hold the same values) and the tolerances stay those of fp32: bf16 products
+// are exact in fp32, and both sides accumulate in fp32.
 void run_case(const ConvCase& c, double tol = 1.0) {
-  SCOPED_TRACE(c.what);
+  SCOPED_TRACE(c.what + (c.precision == Precision::kBf16 ? " (bf16)" : ""));
   CudaContext ctx;
+  ctx.set_matmul_precision(c.precision);
+  const bool bf16 = c.precision == Precision::kBf16;
   Rng rng(101 + c.cout * 7 + c.kt);
   ParameterStore store;
   Conv2d cpu("conv", store, c.cin, c.cout, c.kt, c.kf, c.st, c.sf, c.bias);
   cpu.set_algorithm(ConvAlgorithm::kPatches);
   store.finalize();
   store.initialize(rng);
+  if (bf16) round_to_bf16(store, cpu.weight());
   cpu.set_needs_input_grad(c.needs_input_grad);
   DeviceParameters params(ctx, store);
   CudaConv2d gpu(ctx, params, cpu);
   gpu.set_needs_input_grad(c.needs_input_grad);
 
   const Sequences x = random_sequences(c.in_shape, c.lengths, rng, -1.0f, 1.0f, 3.0f);
+  Sequences x_ref = x;  // what the CPU convolves
+  if (bf16) round_to_bf16(x_ref.data);
   const int T = static_cast<int>(c.in_shape[0]), B = static_cast<int>(c.in_shape[1]);
   const int F = static_cast<int>(c.in_shape.back());
   const Shape out_shape{cpu.output_length(T), B, c.cout, cpu.output_freq(F)};
@@ -59,7 +79,7 @@ void run_case(const ConvCase& c, double tol = 1.0) {
 
   // Forward, training then inference (the same for a convolution).
   Sequences y_ref;
-  cpu.forward(x, y_ref, true);
+  cpu.forward(x_ref, y_ref, true);
   ASSERT_EQ(y_ref.data.shape(), out_shape);
   DeviceSequences xd, yd;
   upload(x, xd, ctx.stream());
@@ -75,10 +95,12 @@ void run_case(const ConvCase& c, double tol = 1.0) {
   // Backward with random nonzero starting gradients on both sides (grads are accumulated) and
   // a grad_out whose padding is finite garbage.
   const Sequences dy = random_sequences(out_shape, y_ref.lengths, rng, -1.0f, 1.0f, -2.0f);
+  Sequences dy_ref = dy;
+  if (bf16) round_to_bf16(dy_ref.data);
   fill_uniform(store.grads(), rng);
   upload(store.grads().data(), store.grads().numel(), params.grads(), ctx.stream());
   Sequences dx_ref;
-  cpu.backward(x, y_ref, dy, dx_ref);
+  cpu.backward(x_ref, y_ref, dy_ref, dx_ref);
 
   DeviceSequences dyd, dxd;
   upload(dy, dyd, ctx.stream());
@@ -166,9 +188,37 @@ TEST(CudaConv2d, WithoutInputGradientOnlyParameterGradients) {
   run_case(c);
 }
 
-TEST(CudaConv2d, DeterministicAndAllocationFreeOnceWarm) {
+// bf16 operands on tensor cores (the context's matmul precision): the same shapes as above, in
+// every GEMM dimension and at the full DS2 kernels, against the CPU given rounded operands.
+TEST(CudaConv2d, Bf16TensorCoresMatchCpuOnRoundedOperands) {
   DS2_REQUIRE_GPU();
+  std::vector<std::pair<ConvCase, double>> cases = {
+      {{"1->5 k11x9 s2x2 F16", 1, 5, 11, 9, 2, 2, true, {23, 3, 16}, {23, 10, 0}}, 1.0},
+      {{"1->5 k11x9 s2x2 F17 batch 1", 1, 5, 11, 9, 2, 2, true, {14, 1, 17}, {14}}, 1.0},
+      {{"5->3 k5x3 s1x2 F8 no bias", 5, 3, 5, 3, 1, 2, false, {12, 4, 5, 8}, {3, 12, 1, 7}}, 1.0},
+      {{"2->4 k3x3 s3x1", 2, 4, 3, 3, 3, 1, true, {10, 3, 2, 6}, {10, 1, 5}}, 1.0},
+      {{"2->2 k3x1 s2x3 F10", 2, 2, 3, 1, 2, 3, true, {8, 2, 2, 10}, {8, 5}}, 1.0},
+      {{"33->40 k3x3 s1x1 F20", 33, 40, 3, 3, 1, 1, true, {7, 3, 33, 20}, {7, 5, 6}}, 2.0},
+      {{"4->7 k8x8 s2x1 F13", 4, 7, 8, 8, 2, 1, true, {9, 2, 4, 13}, {9, 8}}, 1.0},
+      {{"1->3 k5x5 s1x1 F50", 1, 3, 5, 5, 1, 1, true, {33, 4, 50}, {33, 31, 2, 20}}, 1.0},
+      {{"1->32 k11x41 s2x2 F161", 1, 32, 11, 41, 2, 2, true, {24, 2, 161}, {24, 17}}, 4.0},
+      {{"32->32 k11x21 s1x2 F81", 32, 32, 11, 21, 1, 2, true, {5, 2, 32, 81}, {5, 3}}, 4.0},
+      {{"all empty", 2, 3, 3, 3, 2, 2, true, {4, 2, 2, 5}, {0, 0}}, 1.0},
+  };
+  for (auto& [c, tol] : cases) {
+    c.precision = Precision::kBf16;
+    run_case(c, tol);
+  }
+  ConvCase no_dx{"1->5 k11x9 s2x2 no input grad", 1, 5, 11, 9, 2, 2, true, {17, 3, 16}, {17, 4, 9}};
+  no_dx.needs_input_grad = false;
+  no_dx.precision = Precision::kBf16;
+  run_case(no_dx);
+}
+
+void check_deterministic_and_allocation_free(Precision precision) {
+  SCOPED_TRACE(precision_name(precision));
   CudaContext ctx;
+  ctx.set_matmul_precision(precision);
   Rng rng(5);
   ParameterStore store;
   Conv2d cpu("conv", store, 5, 3, 5, 3, 1, 2, true);
@@ -214,6 +264,12 @@ TEST(CudaConv2d, DeterministicAndAllocationFreeOnceWarm) {
   gpu.backward(sd, yd, dyd, dxd);
   ctx.synchronize();
   EXPECT_EQ(device_allocations(), before);
+}
+
+TEST(CudaConv2d, DeterministicAndAllocationFreeOnceWarm) {
+  DS2_REQUIRE_GPU();
+  check_deterministic_and_allocation_free(Precision::kFp32);
+  check_deterministic_and_allocation_free(Precision::kBf16);
 }
 
 TEST(CudaConv2d, RejectsWrongChannelCount) {
