@@ -1,23 +1,38 @@
-// Kernels of the GPU Conv2d (nn/cuda/conv2d_cuda.h): an im2col + cuBLAS GEMM formulation over
-// the valid output frames only, processed in chunks of consecutive valid frames. The CPU
-// reference of the whole op is nn/conv2d.h's Conv2d (same padding, length and layout rules);
+// Kernels of the GPU Conv2d (nn/cuda/conv2d_cuda.h): implicit GEMM over the valid frames only,
+// fp32 accumulation, operands fp32 (SIMT FMAs) or, with Precision::kBf16, rounded to bf16 on the
+// way into shared memory and multiplied on tensor cores. No patch matrix is materialized: each CTA
+// gathers the input window of its tile straight into shared memory. The CPU reference of the
+// whole op is nn/conv2d.h's Conv2d (same padding, length and layout rules);
 // tests/nn/cuda/conv2d_cuda_test.cpp compares the two.
 //
 //   kernels::Conv2dGeometry g{T, B, C, F, T_out, C_out, F_out, kt, kf, st, sf};
-//   kernels::conv2d_list_frames(out_lengths, T_out, B, frames, frame_index, stream);
-//   kernels::conv2d_im2col(x, in_lengths, frames + first, count, g, col, stream);
-//   gemm(...);                                   // {C_out, count * F_out} = W * col^T
-//   kernels::conv2d_scatter_output(gemm_out, bias, frames + first, count, g, y, stream);
+//   kernels::conv2d_list_frames(out_lengths, T_out, B, out_frames, stream);
+//   kernels::conv2d_list_frames(in_lengths, T, B, in_frames, stream);
+//   Conv2dWorkspace ws{...};              // sized by conv2d_workspace_sizes(g, out_count, true)
+//   kernels::conv2d_forward(x, in_lengths, w, bias, out_frames, out_count, g, ws,
+//                           Precision::kFp32, y, stream);
+//   kernels::conv2d_backward_data(dy, out_lengths, w, in_frames, in_count, g, ws,
+//                                 Precision::kFp32, dx, stream);
+//   kernels::conv2d_backward_weights(x, in_lengths, dy, out_frames, out_count, g, ws,
+//                                    Precision::kFp32, dw, db, stream);
 //
-// Layouts: x {T, B, C, F}; y {T_out, B, C_out, F_out}; col rows (j, f') of the chunk's j-th
-// frame at output frequency f', each row one patch {C, kt, kf} (the weight's layout
-// {C_out, C, kt, kf} flattened per output channel). All kernels run on `stream` and return
-// without waiting; none uses atomics, so results are the same run to run.
+// Layouts: x {T, B, C, F}; y and dy {T_out, B, C_out, F_out}; weight {C_out, C, kt, kf}.
+// GEMM views (K = C * kt * kf, a "position" is a (valid frame, frequency) pair):
+//   forward           y  {C_out, positions}      = W {C_out, K} * patches {K, positions}
+//   backward-data     dx {C, input positions}    = W^T * d patches, per frequency phase f % sf
+//                                                  (only the taps that reach that phase)
+//   backward-weights  dW {C_out, K (+1 bias)}   += dy {C_out, positions} * patches^T, the sum
+//                                                  over positions split into fixed partitions
+//                                                  then added in partition order.
+// All kernels run on `stream` and return without waiting; none uses atomics, so results are the
+// same run to run. Every index fits in 32 bits (checked on the host).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "core/precision.h"
 
 namespace ds2::kernels {
 
@@ -30,35 +45,48 @@ struct Conv2dGeometry {
   int64_t out_frame_size() const { return int64_t{C_out} * F_out; }
 };
 
-// Valid output frames (t < out_lengths[b]) in the CPU's order (t-major, then b):
-// frames[idx] = t * B + b, and frame_index[t * B + b] = idx, or -1 for a padding frame.
-// `out_lengths` is a device array of B ints; frames holds room for sum(out_lengths) ints and
-// frame_index for T_out * B.
-void conv2d_list_frames(const int* out_lengths, int T_out, int B, int* frames, int* frame_index,
-                        cudaStream_t stream);
+// Valid frames (t < lengths[b]) in utterance-major order (neighbouring frames of a CTA's tile
+// then share most of their input windows): frames[sum of min(lengths[u], T) for u < b, + t] =
+// t * B + b. `lengths` is a device array of B ints; frames holds room for sum(lengths) ints.
+void conv2d_list_frames(const int* lengths, int T, int B, int* frames, cudaStream_t stream);
 
-// col {count * F_out, patch_size}: the input patch of output frame frames[j] at frequency f'.
-// Input positions outside [0, in_lengths[b]) x [0, F) read as zero (the padding values of x
-// are never read).
-void conv2d_im2col(const float* x, const int* in_lengths, const int* frames, int count,
-                   const Conv2dGeometry& g, float* col, cudaStream_t stream);
+// Device scratch the kernels share, sized by conv2d_workspace_sizes (grow-only in the caller).
+struct Conv2dWorkspace {
+  int4* positions = nullptr;   // per output position: input window origin and bounds
+  int* out_offsets = nullptr;  // per output position: offset of (frame, c_out = 0, f') in y
+  int4* taps = nullptr;        // per patch entry: forward taps, then the backward-data taps
+  float* partials = nullptr;   // backward-weights: per partition {C_out, K + 1} sums
+};
 
-// y[frames[j]] (a {C_out, F_out} frame) = gemm_out[c, j * F_out + f] + bias[c], where gemm_out
-// is {C_out, count * F_out} and `bias` may be null.
-void conv2d_scatter_output(const float* gemm_out, const float* bias, const int* frames, int count,
-                           const Conv2dGeometry& g, float* y, cudaStream_t stream);
+struct Conv2dWorkspaceSizes {
+  int64_t positions = 0, taps = 0, partials = 0;  // element counts of each array
+};
 
-// grad_rows {count * F_out, C_out}: row (j, f') holds dy of frame frames[j] at frequency f' for
-// every output channel (the GEMM operand layout of the backward; also column_sum's for the bias).
-void conv2d_gather_grad_output(const float* dy, const int* frames, int count,
-                               const Conv2dGeometry& g, float* grad_rows, cudaStream_t stream);
+// What the three calls need for `out_count` valid output frames. `weight_grad`: room for the
+// backward-weights partials (a few tens of MiB at most, whatever the batch).
+Conv2dWorkspaceSizes conv2d_workspace_sizes(const Conv2dGeometry& g, int out_count,
+                                            bool weight_grad);
 
-// The adjoint of conv2d_im2col for the chunk of valid frames [first, first + count) (indices
-// into conv2d_list_frames' list): every input element (t, b, c, f) with t in [t_begin, t_end)
-// and t < in_lengths[b] adds the sum of the d col entries that im2col copied from it, gathered
-// in a fixed order (no atomics). Padding frames of dx are not touched. d col is laid out as col.
-void conv2d_col2im(const float* dcol, const int* in_lengths, const int* frame_index, int first,
-                   int count, int t_begin, int t_end, const Conv2dGeometry& g, float* dx,
-                   cudaStream_t stream);
+// y at every valid output frame (out_frames[0..out_count)) = W * patches + bias (`bias` may be
+// null). Input positions outside [0, in_lengths[b]) x [0, F) read as zero (the padding values of
+// x are never read). Padding frames of y are not touched.
+void conv2d_forward(const float* x, const int* in_lengths, const float* w, const float* bias,
+                    const int* out_frames, int out_count, const Conv2dGeometry& g,
+                    const Conv2dWorkspace& ws, Precision precision, float* y, cudaStream_t stream);
+
+// dx at every valid input frame (in_frames[0..in_count)) = the sum over the output positions that
+// read it of W^T dy (overwritten, not accumulated). dy is read at valid output frames only
+// (t' < out_lengths[b]); its padding may hold anything. Padding frames of dx are not touched.
+void conv2d_backward_data(const float* dy, const int* out_lengths, const float* w,
+                          const int* in_frames, int in_count, const Conv2dGeometry& g,
+                          const Conv2dWorkspace& ws, Precision precision, float* dx,
+                          cudaStream_t stream);
+
+// dw {C_out, K} += sum over valid output positions of dy x patch^T, and dbias {C_out} (may be
+// null) += sum of dy, each sum split into the same fixed partitions and added in a fixed order.
+void conv2d_backward_weights(const float* x, const int* in_lengths, const float* dy,
+                             const int* out_frames, int out_count, const Conv2dGeometry& g,
+                             const Conv2dWorkspace& ws, Precision precision, float* dw,
+                             float* dbias, cudaStream_t stream);
 
 }  // namespace ds2::kernels

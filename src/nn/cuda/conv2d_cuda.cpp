@@ -2,17 +2,9 @@
 
 #include <algorithm>
 
-#include "core/cuda/gemm.h"
 #include "core/error.h"
-#include "kernels/elementwise.h"
 
 namespace ds2 {
-
-namespace {
-// Default im2col workspace in floats (64 MiB): big enough that a chunk's GEMM keeps the GPU busy
-// (about 55 frames of the second DS2 conv, thousands of the first), small beside the model.
-constexpr int64_t kDefaultColumnBudget = int64_t{1} << 26;
-}  // namespace
 
 CudaConv2d::CudaConv2d(CudaContext& ctx, DeviceParameters& params, const Conv2d& cpu)
     : ctx_(ctx),
@@ -26,8 +18,7 @@ CudaConv2d::CudaConv2d(CudaContext& ctx, DeviceParameters& params, const Conv2d&
       stride_f_(cpu.stride_f()),
       with_bias_(cpu.with_bias()),
       weight_(cpu.weight()),
-      bias_(cpu.bias()),
-      column_budget_(kDefaultColumnBudget) {}
+      bias_(cpu.bias()) {}
 
 int CudaConv2d::output_length(int input_length) const {
   if (input_length <= 0) return 0;
@@ -60,29 +51,30 @@ kernels::Conv2dGeometry CudaConv2d::geometry(const DeviceSequences& in) const {
   return g;
 }
 
-void CudaConv2d::list_frames(const DeviceSequences& out, const kernels::Conv2dGeometry& g) {
-  valid_frames_.clear();  // keeps its capacity: no host allocation once the largest batch ran
-  for (int t = 0; t < g.T_out; ++t)
-    for (int b = 0; b < g.B; ++b)
-      if (t < out.lengths[b]) valid_frames_.push_back(t * g.B + b);
-  const int64_t slots = int64_t{g.T_out} * g.B;
-  if (slots == 0) return;
-  frames_.reserve(std::max<int64_t>(1, static_cast<int64_t>(valid_frames_.size())));
-  frame_index_.reserve(slots);
-  kernels::conv2d_list_frames(out.device_lengths.data(), g.T_out, g.B, frames_.data(),
-                              frame_index_.data(), ctx_.stream());
+int CudaConv2d::list_frames(const DeviceSequences& seq, int T, int B, DeviceArray<int>& frames) {
+  int64_t count = 0;
+  for (int b = 0; b < B; ++b) count += std::min(seq.lengths[b], T);
+  DS2_CHECK(count < (int64_t{1} << 31), name_ << ": " << count << " frames exceed 32-bit indexing");
+  if (count == 0) return 0;
+  frames.reserve(count);
+  kernels::conv2d_list_frames(seq.device_lengths.data(), T, B, frames.data(), ctx_.stream());
+  return static_cast<int>(count);
 }
 
-int CudaConv2d::frames_per_chunk(const kernels::Conv2dGeometry& g) const {
-  const int64_t per_frame = g.patch_size() * std::max(1, g.F_out);
-  const int64_t frames = std::max<int64_t>(1, column_budget_ / per_frame);
-  return static_cast<int>(std::min<int64_t>(frames, int64_t{1} << 30));
-}
-
-void CudaConv2d::reserve_workspace(const kernels::Conv2dGeometry& g, int chunk) {
-  const int64_t rows = int64_t{chunk} * g.F_out;
-  col_.reserve(rows * g.patch_size());
-  gemm_out_.reserve(rows * g.C_out);
+kernels::Conv2dWorkspace CudaConv2d::workspace(const kernels::Conv2dGeometry& g, int out_count,
+                                               bool weight_grad) {
+  const kernels::Conv2dWorkspaceSizes sizes =
+      kernels::conv2d_workspace_sizes(g, out_count, weight_grad);
+  positions_.reserve(std::max<int64_t>(1, sizes.positions));
+  out_offsets_.reserve(std::max<int64_t>(1, sizes.positions));
+  taps_.reserve(std::max<int64_t>(1, sizes.taps));
+  if (weight_grad) partials_.reserve(std::max<int64_t>(1, sizes.partials));
+  kernels::Conv2dWorkspace ws;
+  ws.positions = positions_.data();
+  ws.out_offsets = out_offsets_.data();
+  ws.taps = taps_.data();
+  ws.partials = partials_.data();
+  return ws;
 }
 
 void CudaConv2d::forward(const DeviceSequences& in, DeviceSequences& out, bool /*training*/) {
@@ -94,26 +86,12 @@ void CudaConv2d::forward(const DeviceSequences& in, DeviceSequences& out, bool /
   out.set_lengths(out_lengths_, stream);
   // Padding frames are never written below; valid frames all are.
   zero_padding(out, stream);
-  list_frames(out, g);
-  const int total = static_cast<int>(valid_frames_.size());
-  if (total == 0 || g.F_out == 0) return;
-
-  const int chunk = std::min(frames_per_chunk(g), total);
-  reserve_workspace(g, chunk);
-  const int K = static_cast<int>(g.patch_size());
-  const float* w = params_.value(weight_);
-  const float* bias = with_bias_ ? params_.value(bias_) : nullptr;
-  for (int start = 0; start < total; start += chunk) {
-    const int count = std::min(chunk, total - start);
-    const int N = count * g.F_out;
-    const int* frames = frames_.data() + start;
-    kernels::conv2d_im2col(in.data.data(), in.device_lengths.data(), frames, count, g, col_.data(),
-                           stream);
-    // gemm_out {C_out, N} = W {C_out, K} * col^T; column (j, f') is frame j at frequency f'.
-    gemm(ctx_, false, true, g.C_out, N, K, 1.0f, w, K, col_.data(), K, 0.0f, gemm_out_.data(), N);
-    kernels::conv2d_scatter_output(gemm_out_.data(), bias, frames, count, g, out.data.data(),
-                                   stream);
-  }
+  const int out_count = list_frames(out, g.T_out, g.B, out_frames_);
+  if (out_count == 0 || g.F_out == 0) return;
+  const kernels::Conv2dWorkspace ws = workspace(g, out_count, /*weight_grad=*/false);
+  kernels::conv2d_forward(in.data.data(), in.device_lengths.data(), params_.value(weight_),
+                          with_bias_ ? params_.value(bias_) : nullptr, out_frames_.data(),
+                          out_count, g, ws, ctx_.matmul_precision(), out.data.data(), stream);
 }
 
 void CudaConv2d::backward(const DeviceSequences& in, const DeviceSequences& out,
@@ -131,44 +109,25 @@ void CudaConv2d::backward(const DeviceSequences& in, const DeviceSequences& out,
     DS2_CHECK(out.lengths[b] == output_length(in.lengths[b]),
               name_ << ": output length " << out.lengths[b] << " of utterance " << b
                     << " is not the forward's for input length " << in.lengths[b]);
-  if (needs_input_grad_) {
-    grad_in.data.resize(in.data.shape());
-    grad_in.copy_lengths(in, stream);
-    // The gather below adds only into valid frames; padding stays exactly zero.
-    kernels::fill(grad_in.data.data(), grad_in.data.numel(), 0.0f, stream);
+  const int out_count = list_frames(out, g.T_out, g.B, out_frames_);
+  const kernels::Conv2dWorkspace ws = workspace(g, out_count, /*weight_grad=*/true);
+  if (out_count > 0 && g.F_out > 0) {
+    kernels::conv2d_backward_weights(in.data.data(), in.device_lengths.data(), grad_out.data.data(),
+                                     out_frames_.data(), out_count, g, ws, ctx_.matmul_precision(),
+                                     params_.grad(weight_),
+                                     with_bias_ ? params_.grad(bias_) : nullptr, stream);
   }
-  list_frames(out, g);
-  const int total = static_cast<int>(valid_frames_.size());
-  if (total == 0 || g.F_out == 0) return;
-
-  const int chunk = std::min(frames_per_chunk(g), total);
-  reserve_workspace(g, chunk);
-  const int K = static_cast<int>(g.patch_size());
-  const float* w = params_.value(weight_);
-  float* dw = params_.grad(weight_);
-  float* dbias = with_bias_ ? params_.grad(bias_) : nullptr;
-  for (int start = 0; start < total; start += chunk) {
-    const int count = std::min(chunk, total - start);
-    const int N = count * g.F_out;
-    const int* frames = frames_.data() + start;
-    float* dy_rows = gemm_out_.data();  // {N, C_out}
-    kernels::conv2d_gather_grad_output(grad_out.data.data(), frames, count, g, dy_rows, stream);
-    if (dbias) kernels::column_sum(dy_rows, N, g.C_out, dbias, /*accumulate=*/true, stream);
-    kernels::conv2d_im2col(in.data.data(), in.device_lengths.data(), frames, count, g, col_.data(),
-                           stream);
-    // dW {C_out, K} += dY^T {C_out, N} * col {N, K}
-    gemm(ctx_, true, false, g.C_out, K, N, 1.0f, dy_rows, g.C_out, col_.data(), K, 1.0f, dw, K);
-    if (!needs_input_grad_) continue;
-    // d col {N, K} = dY {N, C_out} * W {C_out, K}, overwriting the patches (stream-ordered after
-    // the dW GEMM that read them), then folded back onto the input frames this chunk read.
-    gemm(ctx_, false, false, N, K, g.C_out, 1.0f, dy_rows, g.C_out, w, K, 0.0f, col_.data(), K);
-    const int t_first = valid_frames_[start] / g.B;
-    const int t_last = valid_frames_[start + count - 1] / g.B;
-    const int t_begin = std::max(0, t_first * g.stride_t - g.kernel_t / 2);
-    const int t_end = std::min(g.T, t_last * g.stride_t - g.kernel_t / 2 + g.kernel_t);
-    kernels::conv2d_col2im(col_.data(), in.device_lengths.data(), frame_index_.data(), start, count,
-                           t_begin, t_end, g, grad_in.data.data(), stream);
-  }
+  if (!needs_input_grad_) return;
+  grad_in.data.resize(in.data.shape());
+  grad_in.copy_lengths(in, stream);
+  // The kernel writes every valid input frame (zeros where no output reads it); padding frames
+  // are zeroed here.
+  zero_padding(grad_in, stream);
+  const int in_count = list_frames(in, g.T, g.B, in_frames_);
+  if (in_count == 0) return;
+  kernels::conv2d_backward_data(grad_out.data.data(), out.device_lengths.data(),
+                                params_.value(weight_), in_frames_.data(), in_count, g, ws,
+                                ctx_.matmul_precision(), grad_in.data.data(), stream);
 }
 
 }  // namespace ds2

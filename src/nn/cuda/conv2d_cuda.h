@@ -11,16 +11,15 @@
 //   conv.forward(x, y, /*training=*/true);      // DeviceSequences {T, B, 161} -> {T', B, 32, 81}
 //   conv.backward(x, y, dy, dx);                // dx written, dW/db accumulated (+=)
 //
-// Formulation: im2col patches {C, kt, kf} of the *valid* output frames only (padding frames cost
-// nothing), one cuBLAS GEMM per chunk of consecutive valid frames. Chunks bound the im2col
-// workspace by a column budget (set_column_budget; default 64M floats = 256 MiB, at least one
-// frame's patches), because the full batch's patches can be gigabytes (the second DS2 conv has
-// 7392-long patches at each of 41 frequencies). The backward gathers dY per chunk, adds its
-// column sums to dbias, accumulates dW += dY^T * col by GEMM, and for dx computes d col = dY * W
-// and folds it back with a gather (each input element sums its own contributions in a fixed
-// order: deterministic, no atomics). Workspaces only grow. The frame lists are built on the
-// device from the lengths already there, so no host-to-device copy is made per call beyond
-// DeviceSequences::set_lengths of the output.
+// Formulation: implicit GEMM over the *valid* frames only (padding frames cost nothing), no
+// patch matrix in memory (kernels/conv2d.h), fp32 FMAs, or bf16 operands on tensor cores with fp32
+// accumulation when the context's matmul precision is bf16: the forward and the backward-weights
+// kernels gather each CTA's input window straight into shared memory, the backward-data kernel
+// gathers dY the same way per frequency phase. dW and db are reduced over fixed partitions of the
+// positions and added in partition order (deterministic, no atomics). Workspaces (frame lists,
+// per-position and per-tap index tables, the dW partials: a few tens of MiB at most) only grow. The
+// frame lists are built on the device from the lengths already there, so no host-to-device copy is
+// made per call beyond DeviceSequences::set_lengths of the output.
 #pragma once
 
 #include <cstdint>
@@ -46,17 +45,14 @@ class CudaConv2d : public CudaLayer {
   void backward(const DeviceSequences& in, const DeviceSequences& out,
                 const DeviceSequences& grad_out, DeviceSequences& grad_in) override;
 
-  // Caps the im2col workspace in floats (at least one output frame's patches are always used).
-  void set_column_budget(int64_t floats) { column_budget_ = floats; }
-
  private:
   // Validates `in` (sequence shape and channel count) and returns its geometry.
   kernels::Conv2dGeometry geometry(const DeviceSequences& in) const;
-  // Lists the valid frames of `out` (host copy for chunk planning, device copy for the kernels).
-  void list_frames(const DeviceSequences& out, const kernels::Conv2dGeometry& g);
-  int frames_per_chunk(const kernels::Conv2dGeometry& g) const;
-  // Grows the chunk workspaces for chunks of up to `chunk` frames.
-  void reserve_workspace(const kernels::Conv2dGeometry& g, int chunk);
+  // Lists the valid frames of `seq` (T frames) into `frames` on the device; returns their count.
+  int list_frames(const DeviceSequences& seq, int T, int B, DeviceArray<int>& frames);
+  // Grows the workspaces for `out_count` valid output frames and returns views of them.
+  kernels::Conv2dWorkspace workspace(const kernels::Conv2dGeometry& g, int out_count,
+                                     bool weight_grad);
 
   CudaContext& ctx_;
   DeviceParameters& params_;
@@ -64,14 +60,14 @@ class CudaConv2d : public CudaLayer {
   int in_channels_, out_channels_, kernel_t_, kernel_f_, stride_t_, stride_f_;
   bool with_bias_;
   ParamRef weight_, bias_;
-  int64_t column_budget_;
 
-  std::vector<int> out_lengths_;   // host scratch for the forward's output lengths
-  std::vector<int> valid_frames_;  // host: t' * B + b of the valid output frames, t'-major
-  DeviceArray<int> frames_;        // device: the same list
-  DeviceArray<int> frame_index_;   // device: position in the list of frame t' * B + b, or -1
-  DeviceArray<float> col_;         // patches of a chunk, or their gradients
-  DeviceArray<float> gemm_out_;    // forward {C_out, N}; backward dY rows {N, C_out}
+  std::vector<int> out_lengths_;  // host scratch for the forward's output lengths
+  DeviceArray<int> out_frames_;   // t' * B + b of the valid output frames, utterance-major
+  DeviceArray<int> in_frames_;    // t * B + b of the valid input frames (backward-data)
+  DeviceArray<int4> positions_;   // per output position: input window origin and bounds
+  DeviceArray<int> out_offsets_;  // per output position: its offset in y
+  DeviceArray<int4> taps_;        // per patch entry: forward and backward-data taps
+  DeviceArray<float> partials_;   // backward-weights partition sums
 };
 
 }  // namespace ds2
