@@ -7,6 +7,8 @@ PyTorch).
 
     python3 scripts/compare-pytorch.py --ds2 build/ds2                  # batches 4 and 32, 10 s
     python3 scripts/compare-pytorch.py --batches 4 16 32 --seconds 5
+    python3 scripts/compare-pytorch.py --precision bf16     # ds2 train.precision=bf16 beside
+                                                            # PyTorch autocast bf16
 
 Needs a GPU, a CUDA build of ds2, and PyTorch with CUDA (the GPU machines have it).
 """
@@ -40,16 +42,20 @@ def main():
     p.add_argument("--batches", type=int, nargs="+", default=[4, 32])
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="both sides: ds2's train.precision, PyTorch's autocast")
     a = p.parse_args()
     rows = []
     for b in a.batches:
         common = ["--batch", str(b), "--seconds", str(a.seconds), "--steps", str(a.steps)]
-        ours = run([a.ds2, "bench", "step", a.config] + common)
-        ref = run([sys.executable, os.path.join(HERE, "bench-pytorch-ds2.py")] + common)
+        ours = run([a.ds2, "bench", "step", a.config] + common + [f"train.precision={a.precision}"])
+        ref = run([sys.executable, os.path.join(HERE, "bench-pytorch-ds2.py")] + common +
+                  ["--precision", a.precision])
         if not rows:
             print(f"# {ours[2]}\n# {ref[2]}")
         rows.append((b, ours, ref))
-    print(f"# {os.path.basename(a.config)}, {a.seconds:g} s utterances, {a.steps} timed steps")
+    print(f"# {os.path.basename(a.config)}, {a.precision}, {a.seconds:g} s utterances, "
+          f"{a.steps} timed steps")
     print(f"{'batch':>5} {'ds2 ms':>9} {'ds2 audio-s/s':>14} {'PyTorch ms':>11} "
           f"{'PyTorch audio-s/s':>18} {'ratio':>6}  target")
     for b, ours, ref in rows:

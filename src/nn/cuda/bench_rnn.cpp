@@ -405,6 +405,9 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     const int fullest = max_row_nonzeros(mask.data(), H);
     SparsePersistentRnnPlan splan(H, B, fullest, 1, o.device, precision);
     rep << "sparse plan: " << splan.describe() << "\n";
+    if (splan.fits())
+      rep << "sparse slots / dense weights: " << fmt(sparse_work_ratio(splan), 3)
+          << " (a layer prefers sparse: " << (prefer_sparse(splan, &plan) ? "yes" : "no") << ")\n";
     for (const Precision p : {Precision::kFp32, Precision::kBf16})
       rep << "largest hidden size that runs sparse persistently at this batch and density, "
           << precision_name(p)

@@ -30,6 +30,9 @@ class DeviceParameters {
   int64_t num_parameters() const { return num_values_; }
   int64_t num_buffers() const { return num_buffers_; }
 
+  // Where `ref` starts in values()/grads() (or buffers()): the host store's offset.
+  int64_t offset(ParamRef ref) const;
+
   void zero_grads();
   // Values and buffers host -> device, and device -> host (waits for the stream).
   void upload_from(const ParameterStore& host);
@@ -37,8 +40,6 @@ class DeviceParameters {
   void download_grads(Tensor& host) const;
 
  private:
-  int64_t offset(ParamRef ref) const;
-
   const CudaContext& ctx_;
   const ParameterStore& layout_;
   int64_t num_values_, num_buffers_;

@@ -131,6 +131,19 @@ std::string CudaModel::describe_recurrences() const {
   return out;
 }
 
+void CudaModel::set_recurrent_masks(const std::map<int64_t, const uint8_t*>& by_offset) {
+  for (auto& layer : layers_) {
+    auto* rnn = dynamic_cast<CudaRnnLayer*>(layer.get());
+    if (!rnn) continue;
+    const uint8_t* masks[2] = {nullptr, nullptr};
+    for (int d = 0; d < rnn->directions(); ++d) {
+      auto it = by_offset.find(params_.offset(rnn->u(d)));
+      if (it != by_offset.end()) masks[d] = it->second;
+    }
+    rnn->set_recurrent_masks(masks[0], masks[1]);
+  }
+}
+
 void CudaModel::set_timing(bool on) {
   if (timing_) {
     for (auto e : timing_->begin) cudaEventDestroy(e);

@@ -45,6 +45,11 @@ class CudaModel {
   // recurrence (...)", as chosen by the last forward.
   std::string describe_recurrences() const;
 
+  // Pruning masks of recurrent matrices by their offset in the flat parameters (H x H bytes,
+  // 0 = pruned), for every RNN layer's U: layers with masks may run the sparse persistent
+  // recurrence (CudaRnnLayer::set_recurrent_masks). An empty map clears them.
+  void set_recurrent_masks(const std::map<int64_t, const uint8_t*>& by_offset);
+
   void set_timing(bool on);
   // Milliseconds per layer kind, forward + backward, summed since set_timing(true); waits for
   // the stream.

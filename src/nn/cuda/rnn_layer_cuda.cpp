@@ -94,10 +94,9 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
     hidden_candidate_.resize({directions_, T, B, H});
     step_hidden_gates_.resize({directions_, B, GH});
   }
-  const PersistentRnnPlan* plan = persistent_plan(B);
-  ran_persistent_ = plan != nullptr;
-  if (plan) {
-    run_persistent(*plan, /*backward=*/false, T, B, in.device_lengths.data(), nullptr);
+  ran_persistent_ = plan_persistent(B);
+  if (ran_persistent_) {
+    run_persistent(/*backward=*/false, T, B, in.device_lengths.data(), nullptr);
   } else {
     // Everything so far is on the main stream; the backward direction's recurrence waits for it
     // on the side stream and the main stream waits for that before summing.
@@ -181,17 +180,17 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   if (type_ == RnnType::kGru) grad_hidden_gates_.resize({directions_, T, B, GH});
   carry_.resize({directions_, 2, B, hidden_});
 
-  const PersistentRnnPlan* plan = persistent_plan(B);
-  ran_persistent_ = plan != nullptr;
-  if (plan)
-    run_persistent(*plan, /*backward=*/true, T, B, in.device_lengths.data(), grad_out.data.data());
+  const bool persistent = plan_persistent(B);
+  ran_persistent_ = persistent;
+  if (persistent)
+    run_persistent(/*backward=*/true, T, B, in.device_lengths.data(), grad_out.data.data());
   auto backprop = [&] {
     if (directions_ == 2) ctx_.fork_to_side();
     for (int d = 0; d < directions_; ++d)
-      backprop_direction(d, T, B, in.device_lengths.data(), grad_out.data.data(), plan != nullptr);
+      backprop_direction(d, T, B, in.device_lengths.data(), grad_out.data.data(), persistent);
     if (directions_ == 2) ctx_.join_from_side();
   };
-  if (plan) {
+  if (persistent) {
     backprop();  // a handful of launches: nothing to gain from a graph
   } else {
     std::vector<int64_t> key = {
@@ -302,8 +301,8 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
                             true, s);
 }
 
-const PersistentRnnPlan* CudaRnnLayer::persistent_plan(int B) {
-  if (type_ != RnnType::kRelu || !use_persistent_) return nullptr;  // GRU: not yet persistent
+bool CudaRnnLayer::plan_persistent(int B) {
+  if (type_ != RnnType::kRelu || !use_persistent_) return false;  // GRU: not yet persistent
   const int batch = std::max(B, 1);
   // A plan covers batches up to its maximum; it is rebuilt for a larger batch, or for a smaller
   // one when it did not fit (a batch too large for the chip must not pin the layer to GEMMs).
@@ -315,33 +314,107 @@ const PersistentRnnPlan* CudaRnnLayer::persistent_plan(int B) {
     if (!plan->fits() && directions_ == 2)
       plan = std::make_unique<PersistentRnnPlan>(hidden_, batch, 1, ctx_.device(), precision);
     prnn_plan_ = std::move(plan);
-    std::string choice;
-    if (!prnn_plan_->fits())
-      choice = "GEMM recurrence (" + prnn_plan_->why_not() + ")";
-    else if (prnn_plan_->directions() == directions_)
-      choice = "persistent recurrence (" + prnn_plan_->describe() + ")";
-    else
-      choice =
-          "persistent recurrence, one direction after the other (" + prnn_plan_->describe() + ")";
-    // The trainer logs it (recurrence_path()); library code prints nothing.
-    recurrence_path_ = choice;
+    masks_changed_ = masks_changed_ || !masks_[0].empty();  // replan the sparse side as well
   }
-  if (!prnn_plan_->fits()) return nullptr;
-  prnn_workspace_.reserve(
-      static_cast<int64_t>((prnn_plan_->workspace_bytes() + sizeof(float) - 1) / sizeof(float)));
-  return prnn_plan_.get();
+  if (masks_changed_ ||
+      (sprnn_plan_ && (batch > sprnn_plan_->max_batch() || sprnn_plan_->precision() != precision)))
+    plan_sparse(batch);
+  std::string choice;
+  if (sparse_chosen_)
+    choice = sparse_path_;
+  else if (!prnn_plan_->fits())
+    choice = "GEMM recurrence (" + prnn_plan_->why_not() + ")";
+  else if (prnn_plan_->directions() == directions_)
+    choice = "persistent recurrence (" + prnn_plan_->describe() + ")";
+  else
+    choice =
+        "persistent recurrence, one direction after the other (" + prnn_plan_->describe() + ")";
+  if (!sparse_chosen_ && !sparse_path_.empty()) choice += "; " + sparse_path_;
+  // The trainer logs it (recurrence_path()); library code prints nothing.
+  recurrence_path_ = choice;
+  const size_t bytes = sparse_chosen_       ? sprnn_plan_->workspace_bytes()
+                       : prnn_plan_->fits() ? prnn_plan_->workspace_bytes()
+                                            : 0;
+  if (bytes == 0) return false;
+  prnn_workspace_.reserve(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+  return true;
 }
 
-void CudaRnnLayer::run_persistent(const PersistentRnnPlan& plan, bool backward, int T, int B,
-                                  const int* lengths, const float* dy) {
+void CudaRnnLayer::set_recurrent_masks(const uint8_t* fwd, const uint8_t* bwd) {
+  const uint8_t* masks[2] = {fwd, bwd};
+  const size_t n = size_t(hidden_) * hidden_;
+  for (int d = 0; d < 2; ++d) {
+    if (d < directions_ && masks[d])
+      masks_[d].assign(masks[d], masks[d] + n);
+    else
+      masks_[d].clear();
+  }
+  DS2_CHECK(masks_[0].empty() == (directions_ == 1 || masks_[1].empty()),
+            name_ << ": set_recurrent_masks needs a mask for every direction or for none");
+  masks_changed_ = true;
+  // With a batch already planned (after the engine's reserve), plan now: between steps.
+  if (prnn_plan_ && type_ == RnnType::kRelu && use_persistent_)
+    plan_sparse(prnn_plan_->max_batch());
+}
+
+void CudaRnnLayer::plan_sparse(int batch) {
+  masks_changed_ = false;
+  sparse_chosen_ = false;
+  sparse_path_.clear();
+  if (masks_[0].empty()) {
+    sprnn_plan_.reset();
+    return;
+  }
+  int fullest = 0;
+  for (int d = 0; d < directions_; ++d)
+    fullest = std::max(fullest, max_row_nonzeros(masks_[d].data(), hidden_));
+  const Precision precision = ctx_.matmul_precision();
+  auto plan = std::make_unique<SparsePersistentRnnPlan>(hidden_, batch, fullest, directions_,
+                                                        ctx_.device(), precision);
+  if (!plan->fits() && directions_ == 2)
+    plan = std::make_unique<SparsePersistentRnnPlan>(hidden_, batch, fullest, 1, ctx_.device(),
+                                                     precision);
+  sprnn_plan_ = std::move(plan);
+  const PersistentRnnPlan* dense = prnn_plan_ && prnn_plan_->fits() ? prnn_plan_.get() : nullptr;
+  if (!sprnn_plan_->fits()) {
+    sparse_path_ = "not sparse: " + sprnn_plan_->why_not();
+    return;
+  }
+  if (!prefer_sparse(*sprnn_plan_, dense)) {
+    sparse_path_ = "not sparse: the dense kernel is expected faster at a fullest row of " +
+                   std::to_string(fullest) + " of " + std::to_string(hidden_) + " weights";
+    return;
+  }
+  const int64_t words = kernels::sprnn_layout_words(sprnn_plan_->tiling());
+  sprnn_layouts_.reserve(2 * directions_ * words);  // grows only; a smaller mask reuses it
+  for (int d = 0; d < directions_; ++d)
+    for (int pass = 0; pass < 2; ++pass) {
+      const std::vector<uint32_t> layout = sprnn_plan_->layout(masks_[d].data(), pass == 1);
+      // Synchronous: the host vector is freed right after.
+      DS2_CUDA_CHECK(cudaMemcpy(sprnn_layouts_.data() + (2 * d + pass) * words, layout.data(),
+                                layout.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+    }
+  sparse_chosen_ = true;
+  sparse_path_ =
+      std::string("sparse persistent recurrence") +
+      (sprnn_plan_->directions() == directions_ ? "" : ", one direction after the other") + " (" +
+      sprnn_plan_->describe() + ")";
+}
+
+void CudaRnnLayer::run_persistent(bool backward, int T, int B, const int* lengths,
+                                  const float* dy) {
   const int H = hidden_, P = projection_size();
   const float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
+  const int64_t words = sparse_chosen_ ? kernels::sprnn_layout_words(sprnn_plan_->tiling()) : 0;
   PersistentRnnDirection dirs[2];
   for (int d = 0; d < directions_; ++d) {
     PersistentRnnDirection& p = dirs[d];
     float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
     p.u = params_.value(u_[d]);
     p.reverse = d == 1;
+    if (sparse_chosen_)
+      p.layout = reinterpret_cast<const uint32_t*>(sprnn_layouts_.data()) +
+                 (2 * d + (backward ? 1 : 0)) * words;
     if (!backward) {
       p.x = pre + int64_t{d} * H;  // read only: backward needs h, not U h (BN reads its input)
       p.ld_x = P;
@@ -358,14 +431,21 @@ void CudaRnnLayer::run_persistent(const PersistentRnnPlan& plan, bool backward, 
   const size_t bytes = static_cast<size_t>(prnn_workspace_.capacity()) * sizeof(float);
   // Two cooperative kernels on two streams are not guaranteed co-resident, so without a
   // two-direction plan the directions run one after the other on the main stream.
-  const int launches = plan.directions() == directions_ ? 1 : directions_;
+  const int planned = sparse_chosen_ ? sprnn_plan_->directions() : prnn_plan_->directions();
+  const int launches = planned == directions_ ? 1 : directions_;
   for (int i = 0; i < launches; ++i) {
-    if (backward)
-      persistent_rnn_backward_data(plan, dirs + i, lengths, T, B, relu_clip_,
+    if (sparse_chosen_ && backward)
+      sparse_persistent_rnn_backward_data(*sprnn_plan_, dirs + i, lengths, T, B, relu_clip_,
+                                          prnn_workspace_.data(), bytes, ctx_.stream());
+    else if (sparse_chosen_)
+      sparse_persistent_rnn_forward(*sprnn_plan_, dirs + i, lengths, T, B, relu_clip_,
+                                    prnn_workspace_.data(), bytes, ctx_.stream());
+    else if (backward)
+      persistent_rnn_backward_data(*prnn_plan_, dirs + i, lengths, T, B, relu_clip_,
                                    prnn_workspace_.data(), bytes, ctx_.stream());
     else
-      persistent_rnn_forward(plan, dirs + i, lengths, T, B, relu_clip_, prnn_workspace_.data(),
-                             bytes, ctx_.stream());
+      persistent_rnn_forward(*prnn_plan_, dirs + i, lengths, T, B, relu_clip_,
+                             prnn_workspace_.data(), bytes, ctx_.stream());
   }
 }
 

@@ -12,8 +12,11 @@
 // Clipped-ReLU layers run the recurrence (forward and backward-data) in the persistent kernel
 // instead (nn/cuda/persistent_rnn.h) when its plan fits the GPU and batch: both directions in one
 // cooperative launch on ctx.stream() when that fits, else one direction after the other; the
-// projection and weight-gradient GEMMs are unchanged. The choice is logged to stderr once (and
-// again only if it changes); set_use_persistent(false) forces the GEMM recurrence.
+// projection and weight-gradient GEMMs are unchanged. With pruning masks on U
+// (set_recurrent_masks) the sparse persistent kernel (nn/cuda/sparse_persistent_rnn.h) runs
+// instead where prefer_sparse() picks it; its layouts are built and uploaded when the masks are
+// set (between steps), not in a step. recurrence_path() says which recurrence runs and why;
+// set_use_persistent(false) forces the GEMM recurrence.
 //
 //   RnnLayer cpu("rnn0", store, 672, 1152, RnnType::kRelu, true, true, 20.0f, 0.1f);
 //   store.finalize();  store.initialize(rng);
@@ -34,6 +37,7 @@
 #include "nn/cuda/batch_norm_cuda.h"
 #include "nn/cuda/cuda_layer.h"
 #include "nn/cuda/persistent_rnn.h"
+#include "nn/cuda/sparse_persistent_rnn.h"
 #include "nn/rnn_layer.h"
 
 namespace ds2 {
@@ -60,6 +64,12 @@ class CudaRnnLayer : public CudaLayer {
   bool use_persistent() const { return use_persistent_; }
   // Whether the last forward or backward ran the persistent kernel.
   bool ran_persistent() const { return ran_persistent_; }
+  // U's pruning masks per direction (H x H bytes, 0 = pruned; copied), or nulls when unpruned.
+  // The weights themselves must already be masked (the engines keep them so).
+  void set_recurrent_masks(const uint8_t* fwd, const uint8_t* bwd);
+  // Whether the last forward or backward ran the sparse persistent kernel.
+  bool ran_sparse() const { return ran_persistent_ && sparse_chosen_; }
+  const ParamRef& u(int d) const { return u_[d]; }
   // Forward and backward recurrences replayed from a captured CUDA graph so far.
   int64_t graph_replays() const { return forward_graph_.replays() + backward_graph_.replays(); }
 
@@ -74,13 +84,14 @@ class CudaRnnLayer : public CudaLayer {
   // dU and the bias gradients of direction d.
   void backprop_direction(int d, int T, int B, const int* lengths, const float* dy,
                           bool recurrence_done);
-  // The persistent plan for batch B, with its workspace reserved; null when the GEMM recurrence
-  // runs (GRU, disabled, or the plan does not fit).
-  const PersistentRnnPlan* persistent_plan(int B);
+  // Plans the recurrence for batch B (dense or sparse persistent, workspace reserved); false when
+  // the GEMM recurrence runs (GRU, disabled, or no persistent plan fits).
+  bool plan_persistent(int B);
+  // The sparse plan for the current masks and batch, and its layouts (uploaded), or none.
+  void plan_sparse(int batch);
   // Forward (h into hidden_states_) or backward-data (dpre into grad_preactivation_) of every
-  // direction through the persistent kernel, on ctx.stream().
-  void run_persistent(const PersistentRnnPlan& plan, bool backward, int T, int B,
-                      const int* lengths, const float* dy);
+  // direction through the planned persistent kernel, on ctx.stream().
+  void run_persistent(bool backward, int T, int B, const int* lengths, const float* dy);
 
   CudaContext& ctx_;
   DeviceParameters& params_;
@@ -115,6 +126,13 @@ class CudaRnnLayer : public CudaLayer {
   bool ran_persistent_ = false;
   std::unique_ptr<PersistentRnnPlan> prnn_plan_;  // directions_ (one launch) or 1 directions
   DeviceArray<float> prnn_workspace_;
+  // Sparse persistent recurrence (pruned U).
+  std::vector<uint8_t> masks_[2];  // empty: unpruned
+  bool masks_changed_ = false;
+  bool sparse_chosen_ = false;
+  std::unique_ptr<SparsePersistentRnnPlan> sprnn_plan_;
+  DeviceArray<int> sprnn_layouts_;  // [direction][forward | backward-data] layout words
+  std::string sparse_path_;         // the sparse choice and why, for recurrence_path_
   // The GEMM recurrence's per-step launches, replayed as graphs when a shape repeats.
   StepGraph forward_graph_, backward_graph_;
   std::string recurrence_path_;  // which recurrence the last plan chose, and why

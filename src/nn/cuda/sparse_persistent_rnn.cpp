@@ -178,6 +178,18 @@ int SparsePersistentRnnPlan::max_hidden(int max_batch, double density, int direc
   return best;
 }
 
+double sparse_work_ratio(const SparsePersistentRnnPlan& sparse) {
+  const kernels::SprnnTiling& t = sparse.tiling();
+  const double slots = double(t.ctas_per_direction) * t.threads() * t.slots;
+  return slots / (double(t.hidden) * t.hidden);
+}
+
+bool prefer_sparse(const SparsePersistentRnnPlan& sparse, const PersistentRnnPlan* dense) {
+  if (!sparse.fits()) return false;
+  if (!dense || !dense->fits()) return true;
+  return sparse_work_ratio(sparse) <= kSparseWorkRatio;
+}
+
 namespace {
 
 void launch(const SparsePersistentRnnPlan& plan, bool backward, const PersistentRnnDirection* dirs,

@@ -76,6 +76,16 @@ class SparsePersistentRnnPlan {
   std::string why_not_;
 };
 
+// Whether a layer with this sparse plan should run it rather than the dense one (`dense`: its
+// plan, or null when it has none that fits): always when the dense kernel does not fit, else when
+// the sparse kernel's slots (padding included) are at most kSparseWorkRatio of the dense
+// weights, H^2. `ds2 bench rnn --density` on an H200 (kernels/NOTES.md): sparse was faster at
+// every ratio measured, 1.74x at 0.16 (H 2304, 10%), 1.12x at 0.56 and 1.03x at 0.89 (H 1152,
+// 50% and 70%); 0.75 keeps a margin. A rule, not a timing, so a run and its resume choose alike.
+constexpr double kSparseWorkRatio = 0.75;
+double sparse_work_ratio(const SparsePersistentRnnPlan& sparse);
+bool prefer_sparse(const SparsePersistentRnnPlan& sparse, const PersistentRnnPlan* dense);
+
 // The dense calls' contract (nn/cuda/persistent_rnn.h) with each direction's `layout` set to
 // the uploaded plan.layout(mask, backward) of its pass.
 void sparse_persistent_rnn_forward(const SparsePersistentRnnPlan& plan,

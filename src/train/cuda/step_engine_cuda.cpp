@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "core/cuda/check.h"
 #include "core/precision.h"
@@ -307,6 +308,11 @@ void CudaStepEngine::set_weight_masks(const std::vector<WeightMask>& masks) {
     DS2_CUDA_CHECK(cudaMemcpyAsync(device_masks_.data() + mask_starts_[k], masks_[k].mask,
                                    masks_[k].numel, cudaMemcpyHostToDevice, ctx_.stream()));
   apply_masks(model_->params().values());
+  // Recurrent layers may run their pruned U in the sparse persistent kernel (the masks name
+  // exactly the RNN layers' U matrices).
+  std::map<int64_t, const uint8_t*> by_offset;
+  for (const WeightMask& m : masks_) by_offset[m.offset] = m.mask;
+  model_->set_recurrent_masks(by_offset);
   // The average of a weight that is 0 from now on decays towards 0 but never reaches it; masking
   // it keeps what checkpoints and exports hold sparse.
   if (use_average_) apply_masks(average_.data());
