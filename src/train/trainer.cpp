@@ -257,9 +257,22 @@ TrainSummary Trainer::run() {
     engine->reserve(synthetic_batch(rank_batch, frames, am.featurizer->num_features(),
                                     static_cast<int>(longest_label), model.num_classes(),
                                     static_cast<uint64_t>(cfg.run.seed)));
-    std::istringstream layers(engine->describe_layers());
-    for (std::string line; std::getline(layers, line);) log("layer " + line);
   }
+  // How the recurrent layers run, now and whenever pruning changes which kernel runs (dense or
+  // sparse persistent; the details of a plan change at every mask update and are not repeated).
+  std::string kinds_logged;
+  auto log_layers = [&] {
+    const std::string layers = engine->describe_layers();
+    std::string kinds;  // each line up to its first " (": "rnn0: sparse persistent recurrence"
+    std::istringstream lines(layers);
+    for (std::string line; std::getline(lines, line);)
+      kinds += line.substr(0, line.find(" (")) + "\n";
+    if (kinds == kinds_logged) return;
+    std::istringstream again(layers);
+    for (std::string line; std::getline(again, line);) log("layer " + line);
+    kinds_logged = kinds;
+  };
+  log_layers();
 
   std::vector<double> losses;
   LossScaler scaler(cfg.train);
@@ -479,6 +492,7 @@ TrainSummary Trainer::run() {
         pruner.update(step, engine->live_weights());
         engine->set_weight_masks(pruner.masks());
         log(pruner.describe_update(step));
+        log_layers();
       }
       if (use_ema) update_ema();
       const double mean_loss = loss_sum / finite;

@@ -319,6 +319,17 @@ bool CudaRnnLayer::plan_persistent(int B) {
   if (masks_changed_ ||
       (sprnn_plan_ && (batch > sprnn_plan_->max_batch() || sprnn_plan_->precision() != precision)))
     plan_sparse(batch);
+  describe_choice();
+  const size_t bytes = sparse_chosen_       ? sprnn_plan_->workspace_bytes()
+                       : prnn_plan_->fits() ? prnn_plan_->workspace_bytes()
+                                            : 0;
+  if (bytes == 0) return false;
+  prnn_workspace_.reserve(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+  return true;
+}
+
+void CudaRnnLayer::describe_choice() {
+  if (!prnn_plan_) return;
   std::string choice;
   if (sparse_chosen_)
     choice = sparse_path_;
@@ -332,12 +343,6 @@ bool CudaRnnLayer::plan_persistent(int B) {
   if (!sparse_chosen_ && !sparse_path_.empty()) choice += "; " + sparse_path_;
   // The trainer logs it (recurrence_path()); library code prints nothing.
   recurrence_path_ = choice;
-  const size_t bytes = sparse_chosen_       ? sprnn_plan_->workspace_bytes()
-                       : prnn_plan_->fits() ? prnn_plan_->workspace_bytes()
-                                            : 0;
-  if (bytes == 0) return false;
-  prnn_workspace_.reserve(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
-  return true;
 }
 
 void CudaRnnLayer::set_recurrent_masks(const uint8_t* fwd, const uint8_t* bwd) {
@@ -378,11 +383,13 @@ void CudaRnnLayer::plan_sparse(int batch) {
   const PersistentRnnPlan* dense = prnn_plan_ && prnn_plan_->fits() ? prnn_plan_.get() : nullptr;
   if (!sprnn_plan_->fits()) {
     sparse_path_ = "not sparse: " + sprnn_plan_->why_not();
+    describe_choice();
     return;
   }
   if (!prefer_sparse(*sprnn_plan_, dense)) {
     sparse_path_ = "not sparse: the dense kernel is expected faster at a fullest row of " +
                    std::to_string(fullest) + " of " + std::to_string(hidden_) + " weights";
+    describe_choice();
     return;
   }
   const int64_t words = kernels::sprnn_layout_words(sprnn_plan_->tiling());
@@ -395,10 +402,13 @@ void CudaRnnLayer::plan_sparse(int batch) {
                                 layout.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
     }
   sparse_chosen_ = true;
+  prnn_workspace_.reserve(
+      static_cast<int64_t>((sprnn_plan_->workspace_bytes() + sizeof(float) - 1) / sizeof(float)));
   sparse_path_ =
       std::string("sparse persistent recurrence") +
       (sprnn_plan_->directions() == directions_ ? "" : ", one direction after the other") + " (" +
       sprnn_plan_->describe() + ")";
+  describe_choice();
 }
 
 void CudaRnnLayer::run_persistent(bool backward, int T, int B, const int* lengths,

@@ -89,6 +89,8 @@ class CudaRnnLayer : public CudaLayer {
   bool plan_persistent(int B);
   // The sparse plan for the current masks and batch, and its layouts (uploaded), or none.
   void plan_sparse(int batch);
+  // recurrence_path_ from the current plans.
+  void describe_choice();
   // Forward (h into hidden_states_) or backward-data (dpre into grad_preactivation_) of every
   // direction through the planned persistent kernel, on ctx.stream().
   void run_persistent(bool backward, int T, int B, const int* lengths, const float* dy);
