@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "dist/world.h"
 #include "train/acoustic_model.h"
+#include "train/pruning.h"
 #include "train/step_engine.h"
 
 namespace ds2 {
@@ -28,6 +29,15 @@ StepBenchResult bench_step(const Config& cfg, const StepBenchOptions& o) {
   AcousticModel am = AcousticModel::create(cfg);
   auto engine = make_step_engine(cfg, am, /*use_average=*/false, world.local_rank());
   engine->join(world, cfg.dist);
+  // prune.density < 1: the recurrent matrices pruned to the final density now (by magnitude, from
+  // the initial weights), so the step runs what a pruned model trains with (the sparse
+  // persistent kernel where the layers choose it).
+  Pruner pruner(cfg.prune, am.model->parameters());
+  if (pruner.enabled()) {
+    pruner.update(cfg.prune.end_step, engine->live_weights());
+    engine->set_weight_masks(pruner.masks());
+    r.model_note = pruner.describe_update(cfg.prune.end_step);
+  }
   r.engine = engine->describe();
   r.model = std::to_string(am.model->parameters().num_parameters()) + " parameters, " +
             std::to_string(am.model->layers().size()) + " layers";
@@ -84,6 +94,7 @@ std::string format_step_bench(const StepBenchResult& r) {
   char line[256];
   out << "engine: " << r.engine << "\n";
   out << "model: " << r.model << "\n";
+  if (!r.model_note.empty()) out << r.model_note << "\n";
   out << r.layers;
   std::snprintf(line, sizeof line, "batch %d x %.1f s audio (%d frames in, %d out, labels of %d)\n",
                 r.batch, r.seconds, r.frames, r.output_frames, r.label_length);

@@ -3,7 +3,9 @@
 // number is the step itself. Prints ms per step, utterances/s, audio-seconds/s, peak device
 // memory and where the time goes per layer kind. Under mpirun the batch is the global one, split
 // evenly over the ranks, and every step includes the gradient allreduce; the result then also
-// gives the time per step spent waiting on communication that backward did not hide.
+// gives the time per step spent waiting on communication that backward did not hide. With
+// `prune.density=D prune.end_step=1` the recurrent matrices are pruned to D first (magnitude, at
+// the initial weights), so pruned layers run as in training (sparse persistent where chosen).
 //
 //   ds2::StepBenchOptions o;  o.batch = 4;  o.seconds = 10;
 //   ds2::StepBenchResult r = ds2::bench_step(load_config("configs/ds2-large.yaml", {}), o);
@@ -27,10 +29,11 @@ struct StepBenchOptions {
 };
 
 struct StepBenchResult {
-  std::string engine;  // StepEngine::describe()
-  std::string model;   // one line: parameters and layers
-  std::string layers;  // StepEngine::describe_layers(): how the recurrent layers run
-  int batch = 0;       // global: over all ranks
+  std::string engine;      // StepEngine::describe()
+  std::string model;       // one line: parameters and layers
+  std::string layers;      // StepEngine::describe_layers(): how the recurrent layers run
+  std::string model_note;  // with prune.density < 1: the pruning applied before timing
+  int batch = 0;           // global: over all ranks
   int ranks = 1;
   double seconds = 0;
   int frames = 0, output_frames = 0, label_length = 0;
