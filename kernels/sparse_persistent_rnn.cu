@@ -59,8 +59,8 @@ SmemLayout smem_layout(const SprnnTiling& t, int nbuf) {
   return l;
 }
 
-// Two state buffers let a CTA stage the next batch tile while slow threads still gather from the
-// last one; they only matter with several tiles, and only when both fit.
+// Two state buffers let a CTA copy the next batch tile's state in while it gathers from this
+// one; they only matter with several tiles, and only when both fit.
 SmemLayout smem_layout(const SprnnTiling& t) {
   int device = 0, optin = 0;
   DS2_CUDA_CHECK(cudaGetDevice(&device));
@@ -175,7 +175,6 @@ __global__ void sprnn_kernel(const Args a) {
   };
   if (T > 0) prefetch(0);
 
-  int pass = 0;  // batch tiles staged so far, over all steps: picks the state buffer
   for (int s = 0; s < T; ++s) {
     const int t = d.descending ? T - 1 - s : s;
     const float* xin = d.xbuf + ((s + 1) & 1) * xbuf_parity;  // the state step s - 1 wrote
@@ -183,18 +182,23 @@ __global__ void sprnn_kernel(const Args a) {
     const float* epx = ep + (s & 1) * ep_parity + lr * BT + q;
     cp_async_wait_all();
 
-    for (int tile = 0; tile < tiles; ++tile, ++pass) {
-      float* hb = hs + (pass % a.nbuf) * hs_buf;
-      if (a.nbuf == 1 && tile > 0) __syncthreads();  // every lane is done with the last tile
-      // Stage the tile's previous state: the exchange array holds it as {hpad, BT} already, so
-      // this is one contiguous copy, every 16-byte piece in flight at once (one L2 round trip),
-      // through L2 only (other CTAs wrote it before the grid barrier). Zeros before step 0.
-      {
-        const float* src = xin + int64_t{tile} * hs_buf;
-        for (int i = tid; i < hs_buf / 4; i += nt) cp_async16_cg(hb + 4 * i, src + 4 * i, s > 0);
-        cp_async_wait_all();
-      }
-      __syncthreads();
+    // Stage a tile's previous state: the exchange array holds it as {hpad, BT} already, so this
+    // is one contiguous copy, every 16-byte piece in flight at once (one L2 round trip), through
+    // L2 only (other CTAs wrote it before the grid barrier). Zeros before step 0.
+    auto stage = [&](int tile) {
+      float* dst = hs + (a.nbuf == 2 ? (tile & 1) : 0) * hs_buf;
+      const float* src = xin + int64_t{tile} * hs_buf;
+      for (int i = tid; i < hs_buf / 4; i += nt) cp_async16_cg(dst + 4 * i, src + 4 * i, s > 0);
+      cp_async_commit();
+    };
+    stage(0);
+    for (int tile = 0; tile < tiles; ++tile) {
+      const float* hb = hs + (a.nbuf == 2 ? (tile & 1) : 0) * hs_buf;
+      cp_async_wait_all();  // this thread's pieces of `tile`, the only copy in flight
+      __syncthreads();      // everyone's pieces landed, and everyone is done with tile - 1
+      // With two buffers the next tile's copy runs behind this tile's gather (into the buffer
+      // tile - 1 used); with one, after it.
+      if (a.nbuf == 2 && tile + 1 < tiles) stage(tile + 1);
 
       float acc[BT];
 #pragma unroll
@@ -239,6 +243,10 @@ __global__ void sprnn_kernel(const Args a) {
           d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
           xout[(int64_t{tile} * hpad + k) * BT + q] = out;
         }
+      }
+      if (a.nbuf == 1 && tile + 1 < tiles) {
+        __syncthreads();  // every lane is done with this tile's state
+        stage(tile + 1);
       }
     }
     if (s + 1 < T) {
