@@ -1,5 +1,6 @@
 #include "core/bf16.h"
 #include "core/cuda/check.h"
+#include "kernels/clipped_relu.cuh"
 #include "kernels/elementwise.h"
 
 namespace ds2::kernels {
@@ -35,14 +36,11 @@ __global__ void zero_padding_kernel(float* data, int T, int B, int64_t frame, co
   }
 }
 __global__ void clipped_relu_kernel(const float* x, float* y, int64_t n, float clip) {
-  DS2_GRID_STRIDE(i, n) y[i] = fminf(fmaxf(x[i], 0.0f), clip);
+  DS2_GRID_STRIDE(i, n) y[i] = clipped_relu(x[i], clip);
 }
 __global__ void clipped_relu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n,
                                              float clip) {
-  DS2_GRID_STRIDE(i, n) {
-    const float v = y[i];
-    dx[i] = (v > 0.0f && v < clip) ? dy[i] : 0.0f;
-  }
+  DS2_GRID_STRIDE(i, n) dx[i] = clipped_relu_grad(y[i], dy[i], clip);
 }
 __global__ void add_row_bias_kernel(float* y, const float* bias, int64_t rows, int cols) {
   DS2_GRID_STRIDE(i, rows * cols) y[i] += bias[i % cols];

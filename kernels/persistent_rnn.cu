@@ -7,6 +7,7 @@
 #include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
+#include "kernels/clipped_relu.cuh"
 #include "kernels/persistent_rnn.h"
 
 namespace ds2::kernels {
@@ -271,10 +272,10 @@ __global__ void prnn_kernel(const Args a) {
           for (int i = 0; i < nw; ++i) acc += r[i * V];
           const float x = epx[tile * vals + o];
           if (!bwd) {
-            out = fminf(fmaxf(x + acc, 0.0f), clip);
+            out = clipped_relu(x + acc, clip);
           } else {
             const float hv = epx[ep_h + tile * vals + o];
-            out = (hv > 0.0f && hv < clip) ? x + acc : 0.0f;
+            out = clipped_relu_grad(hv, x + acc, clip);
           }
         }
         d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;

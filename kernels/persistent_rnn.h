@@ -81,6 +81,8 @@ struct PrnnDirection {
   float* y = nullptr;  // forward: h; backward-data: dpre
   int64_t ld_y = 0;
   bool reverse = false;  // the layer's backward-in-time direction
+  // The sparse kernel only (kernels/sparse_persistent_rnn.h): where U's kept weights sit.
+  const uint32_t* layout = nullptr;
 };
 
 // Runs the recurrence of `t.directions` directions (dirs[0..t.directions)) on `stream` with a

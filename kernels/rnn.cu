@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "core/cuda/check.h"
+#include "kernels/clipped_relu.cuh"
 #include "kernels/rnn.h"
 
 namespace ds2::kernels {
@@ -36,7 +37,7 @@ __global__ void relu_step_forward_kernel(const float* __restrict__ pre, int ld_p
                                          const int* __restrict__ lengths, float clip) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
-    h[i] = t < lengths[b] ? fminf(fmaxf(pre[int64_t{b} * ld_pre + k], 0.0f), clip) : 0.0f;
+    h[i] = t < lengths[b] ? clipped_relu(pre[int64_t{b} * ld_pre + k], clip) : 0.0f;
   }
 }
 
@@ -80,7 +81,7 @@ __global__ void relu_step_backward_kernel(const float* __restrict__ h, const flo
       continue;
     }
     const float v = h[i];
-    *dp = (v > 0.0f && v < clip) ? dy[i] + carry[i] : 0.0f;
+    *dp = clipped_relu_grad(v, dy[i] + carry[i], clip);
   }
 }
 

@@ -7,6 +7,7 @@
 #include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
+#include "kernels/clipped_relu.cuh"
 #include "kernels/sparse_persistent_rnn.h"
 
 namespace ds2::kernels {
@@ -234,10 +235,10 @@ __global__ void sprnn_kernel(const Args a) {
             for (int i = 1; i < BT; ++i) sum = q == i ? acc[i] : sum;
             const float x = epx[tile * ep_vals];
             if (!bwd) {
-              out = fminf(fmaxf(x + sum, 0.0f), clip);
+              out = clipped_relu(x + sum, clip);
             } else {
               const float hv_t = epx[ep_h + tile * ep_vals];
-              out = (hv_t > 0.0f && hv_t < clip) ? x + sum : 0.0f;
+              out = clipped_relu_grad(hv_t, x + sum, clip);
             }
           }
           d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
@@ -336,13 +337,13 @@ int64_t sprnn_layout_words(const SprnnTiling& t) {
   return int64_t{t.ctas_per_direction} * t.slots * t.threads();
 }
 
-SprnnKernelInfo sprnn_kernel_info(const SprnnTiling& t) {
+PrnnKernelInfo sprnn_kernel_info(const SprnnTiling& t) {
   check_tiling(t);
   const KernelFn fn = kernel_for(t);
   int device = 0, optin = 0;
   DS2_CUDA_CHECK(cudaGetDevice(&device));
   DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  SprnnKernelInfo info;
+  PrnnKernelInfo info;
   cudaFuncAttributes attr{};
   DS2_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fn)));
   info.registers = attr.numRegs;
@@ -361,7 +362,7 @@ SprnnKernelInfo sprnn_kernel_info(const SprnnTiling& t) {
   return info;
 }
 
-void sprnn_launch(const SprnnTiling& t, bool backward, const SprnnDirection* dirs,
+void sprnn_launch(const SprnnTiling& t, bool backward, const PrnnDirection* dirs,
                   const int* lengths, int T, int B, float clip, void* workspace,
                   cudaStream_t stream) {
   DS2_CHECK(T >= 0 && B >= 0, "sparse persistent RNN: negative sizes T " << T << ", B " << B);
@@ -390,7 +391,7 @@ void sprnn_launch(const SprnnTiling& t, bool backward, const SprnnDirection* dir
   a.len_off = static_cast<int>(layout.len_off);
   float* ws = static_cast<float*>(workspace);
   for (int i = 0; i < t.directions; ++i) {
-    const SprnnDirection& p = dirs[i];
+    const PrnnDirection& p = dirs[i];
     DS2_CHECK(p.u && p.layout && p.x && p.y && (!backward || p.h),
               "sparse persistent RNN: null operand of direction " << i);
     DirArgs& d = a.dir[i];

@@ -22,7 +22,7 @@
 // The forward takes the layout of U's rows, backward-data the layout of U^T's rows (transpose).
 //
 //   kernels::SprnnTiling t = plan.tiling();
-//   kernels::SprnnDirection d{u, layout, pre, P, nullptr, 0, h, H, /*reverse=*/false};
+//   kernels::PrnnDirection d{u, pre, P, nullptr, 0, h, H, /*reverse=*/false, layout};
 //   kernels::sprnn_launch(t, /*backward=*/false, &d, lengths, T, B, clip, workspace, stream);
 #pragma once
 
@@ -30,6 +30,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "kernels/persistent_rnn.h"
 
 namespace ds2::kernels {
 
@@ -58,28 +60,14 @@ size_t sprnn_workspace_bytes(const SprnnTiling& t);
 // Layout words of one direction and pass (nn/sparse_rnn_layout.h's words()).
 int64_t sprnn_layout_words(const SprnnTiling& t);
 
-struct SprnnKernelInfo {
-  int registers = 0;       // per thread
-  size_t local_bytes = 0;  // stack frame / spills per thread (0 wanted)
-  int blocks_per_sm = 0;   // CTAs of t.threads() threads that fit on one SM (0: none)
-};
-SprnnKernelInfo sprnn_kernel_info(const SprnnTiling& t);
+// Registers, spills and CTAs per SM of the kernel `t` selects (as prnn_kernel_info).
+PrnnKernelInfo sprnn_kernel_info(const SprnnTiling& t);
 
-struct SprnnDirection {
-  const float* u = nullptr;          // U {H, H} row-major (read at the layout's positions only)
-  const uint32_t* layout = nullptr;  // sprnn_layout_words(t) words: U's rows (forward) or U^T's
-  const float* x = nullptr;          // forward: pre; backward-data: dL/dh from above
-  int64_t ld_x = 0;
-  const float* h = nullptr;  // backward-data: the forward's hidden states
-  int64_t ld_h = 0;
-  float* y = nullptr;  // forward: h; backward-data: dpre
-  int64_t ld_y = 0;
-  bool reverse = false;
-};
-
+// The operands are the dense kernel's (PrnnDirection) with `layout` set: sprnn_layout_words(t)
+// words of U's rows (forward) or U^T's rows (backward-data); U is read at those positions only.
 // Same calling rules as prnn_launch: a cooperative launch of directions * ctas_per_direction CTAs
 // on `stream`; throws ds2::Error when the grid cannot be co-resident; T == 0 or B == 0: nothing.
-void sprnn_launch(const SprnnTiling& t, bool backward, const SprnnDirection* dirs,
+void sprnn_launch(const SprnnTiling& t, bool backward, const PrnnDirection* dirs,
                   const int* lengths, int T, int B, float clip, void* workspace,
                   cudaStream_t stream);
 

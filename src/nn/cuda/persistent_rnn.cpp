@@ -162,39 +162,47 @@ int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device, Pre
   return best;
 }
 
-namespace {
-
-void check_call(const PersistentRnnPlan& plan, int B, size_t workspace_bytes, const char* what) {
-  DS2_CHECK(plan.fits(), "persistent RNN " << what << ": " << plan.why_not());
-  DS2_CHECK(B <= plan.max_batch(), "persistent RNN " << what << ": batch " << B
-                                                     << " exceeds the plan's maximum batch "
-                                                     << plan.max_batch());
-  DS2_CHECK(workspace_bytes >= plan.workspace_bytes(),
-            "persistent RNN " << what << ": workspace of " << workspace_bytes
-                              << " bytes, the plan needs " << plan.workspace_bytes());
+void check_persistent_call(const char* kernel, const char* what, bool fits,
+                           const std::string& why_not, int B, int max_batch, size_t workspace_bytes,
+                           size_t needed_bytes, int plan_device, float clip) {
+  DS2_CHECK(fits, kernel << " " << what << ": " << why_not);
+  DS2_CHECK(B <= max_batch, kernel << " " << what << ": batch " << B
+                                   << " exceeds the plan's maximum batch " << max_batch);
+  DS2_CHECK(workspace_bytes >= needed_bytes, kernel << " " << what << ": workspace of "
+                                                    << workspace_bytes << " bytes, the plan needs "
+                                                    << needed_bytes);
   int device = 0;
   DS2_CUDA_CHECK(cudaGetDevice(&device));
-  DS2_CHECK(device == plan.device(), "persistent RNN " << what << ": plan made for device "
-                                                       << plan.device() << ", called on device "
-                                                       << device);
+  DS2_CHECK(device == plan_device, kernel << " " << what << ": plan made for device " << plan_device
+                                          << ", called on device " << device);
+  DS2_CHECK(clip > 0.0f, kernel << ": relu clip must be positive, got " << clip);
 }
+
+void to_kernel_directions(const PersistentRnnDirection* dirs, int n, int hidden,
+                          kernels::PrnnDirection* out) {
+  for (int i = 0; i < n; ++i) {
+    out[i].u = dirs[i].u;
+    out[i].x = dirs[i].x;
+    out[i].ld_x = dirs[i].ld_x;
+    out[i].h = dirs[i].h;
+    out[i].ld_h = hidden;
+    out[i].y = dirs[i].y;
+    out[i].ld_y = dirs[i].ld_y;
+    out[i].reverse = dirs[i].reverse;
+    out[i].layout = dirs[i].layout;
+  }
+}
+
+namespace {
 
 void launch(const PersistentRnnPlan& plan, bool backward, const PersistentRnnDirection* dirs,
             const int* lengths, int T, int B, float clip, void* workspace, size_t workspace_bytes,
             cudaStream_t stream) {
-  check_call(plan, B, workspace_bytes, backward ? "backward-data" : "forward");
-  DS2_CHECK(clip > 0.0f, "persistent RNN: relu clip must be positive, got " << clip);
+  check_persistent_call("persistent RNN", backward ? "backward-data" : "forward", plan.fits(),
+                        plan.why_not(), B, plan.max_batch(), workspace_bytes,
+                        plan.workspace_bytes(), plan.device(), clip);
   kernels::PrnnDirection k[2];
-  for (int i = 0; i < plan.directions(); ++i) {
-    k[i].u = dirs[i].u;
-    k[i].x = dirs[i].x;
-    k[i].ld_x = dirs[i].ld_x;
-    k[i].h = dirs[i].h;
-    k[i].ld_h = plan.hidden();
-    k[i].y = dirs[i].y;
-    k[i].ld_y = dirs[i].ld_y;
-    k[i].reverse = dirs[i].reverse;
-  }
+  to_kernel_directions(dirs, plan.directions(), plan.hidden(), k);
   kernels::prnn_launch(plan.tiling(), backward, k, lengths, T, B, clip, workspace, stream);
 }
 

@@ -89,6 +89,15 @@ struct PersistentRnnDirection {
   const uint32_t* layout = nullptr;
 };
 
+// Shared by the dense and sparse calls (`kernel` names which in messages): the checks every call
+// makes (plan fits, batch, workspace, device, clip), and the kernel-level operands of `n`
+// directions (h of the forward at ld `hidden`).
+void check_persistent_call(const char* kernel, const char* what, bool fits,
+                           const std::string& why_not, int B, int max_batch, size_t workspace_bytes,
+                           size_t needed_bytes, int plan_device, float clip);
+void to_kernel_directions(const PersistentRnnDirection* dirs, int n, int hidden,
+                          kernels::PrnnDirection* out);
+
 // One direction (plan.directions() must be 1).
 void persistent_rnn_forward(const PersistentRnnPlan& plan, const float* u, const float* pre,
                             int64_t ld_pre, float* h_out, const int* lengths, int T, int B,

@@ -97,7 +97,7 @@ SparsePersistentRnnPlan::SparsePersistentRnnPlan(int hidden, int max_batch, int 
         reason = s.str();
         continue;
       }
-      const kernels::SprnnKernelInfo info = kernels::sprnn_kernel_info(t);
+      const kernels::PrnnKernelInfo info = kernels::sprnn_kernel_info(t);
       if (pass == 0 && info.local_bytes > 0) continue;  // spilling kernels only as a last resort
       if (info.blocks_per_sm < 1) {
         s << "a CTA of " << t.threads() << " threads (" << t.lanes_per_row << " per row) x "
@@ -195,32 +195,11 @@ namespace {
 void launch(const SparsePersistentRnnPlan& plan, bool backward, const PersistentRnnDirection* dirs,
             const int* lengths, int T, int B, float clip, void* workspace, size_t workspace_bytes,
             cudaStream_t stream) {
-  const char* what = backward ? "backward-data" : "forward";
-  DS2_CHECK(plan.fits(), "sparse persistent RNN " << what << ": " << plan.why_not());
-  DS2_CHECK(B <= plan.max_batch(), "sparse persistent RNN " << what << ": batch " << B
-                                                            << " exceeds the plan's maximum "
-                                                            << plan.max_batch());
-  DS2_CHECK(workspace_bytes >= plan.workspace_bytes(),
-            "sparse persistent RNN " << what << ": workspace of " << workspace_bytes
-                                     << " bytes, the plan needs " << plan.workspace_bytes());
-  DS2_CHECK(clip > 0.0f, "sparse persistent RNN: relu clip must be positive, got " << clip);
-  int device = 0;
-  DS2_CUDA_CHECK(cudaGetDevice(&device));
-  DS2_CHECK(device == plan.device(), "sparse persistent RNN " << what << ": plan made for device "
-                                                              << plan.device()
-                                                              << ", called on device " << device);
-  kernels::SprnnDirection k[2];
-  for (int i = 0; i < plan.directions(); ++i) {
-    k[i].u = dirs[i].u;
-    k[i].layout = dirs[i].layout;
-    k[i].x = dirs[i].x;
-    k[i].ld_x = dirs[i].ld_x;
-    k[i].h = dirs[i].h;
-    k[i].ld_h = plan.hidden();
-    k[i].y = dirs[i].y;
-    k[i].ld_y = dirs[i].ld_y;
-    k[i].reverse = dirs[i].reverse;
-  }
+  check_persistent_call("sparse persistent RNN", backward ? "backward-data" : "forward",
+                        plan.fits(), plan.why_not(), B, plan.max_batch(), workspace_bytes,
+                        plan.workspace_bytes(), plan.device(), clip);
+  kernels::PrnnDirection k[2];
+  to_kernel_directions(dirs, plan.directions(), plan.hidden(), k);
   kernels::sprnn_launch(plan.tiling(), backward, k, lengths, T, B, clip, workspace, stream);
 }
 

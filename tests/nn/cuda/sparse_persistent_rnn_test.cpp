@@ -5,10 +5,11 @@
 //  - a float64 CPU loop (cases small enough for the host).
 // Masks are random at densities 5-50%, uniform or with rows of very different fullness (as
 // magnitude pruning leaves them); batch 1 to 32; hidden sizes odd, at the DS2 size, and past the
-// dense fp32 limit (2624 at batch 4 on an H200): 4001 in fp32, 5248 and 6000 in bf16. Outputs and the workspace are poisoned with NaN first;
-// backward-data must leave the other direction's columns of dpre alone.
-// Tolerance 1e-5 relative + absolute: fp32 sums in another order than the references. bf16 plans
-// are checked against references given the masked U rounded to bf16 (the kernel's contract).
+// dense fp32 limit (2624 at batch 4 on an H200): 4001 in fp32, 5248 and 6000 in bf16. Outputs and
+// the workspace are poisoned with NaN first; backward-data must leave the other direction's columns
+// of dpre alone. Tolerance 1e-5 relative + absolute: fp32 sums in another order than the
+// references. bf16 plans are checked against references given the masked U rounded to bf16 (the
+// kernel's contract).
 #include "nn/cuda/sparse_persistent_rnn.h"
 
 #include <gtest/gtest.h>
