@@ -29,14 +29,13 @@ struct DirArgs {
 struct Args {
   DirArgs dir[2];
   const int* lengths;
-  int T, B, H, hpad, rows, ctas_per_dir, lanes, tiles_max, max_batch, nbuf;
+  int T, B, H, hpad, rows, ctas_per_dir, lanes, tiles_max, nbuf;
   float clip;
   int backward;
   int ep_off, len_off;  // bytes; the staged state is at 0
 };
 
 struct SmemLayout {
-  int nbuf;
   size_t ep_off, len_off, total;
 };
 
@@ -48,26 +47,15 @@ int tiles_max(const SprnnTiling& t) {
   return (t.max_batch + t.batch_tile - 1) / t.batch_tile;
 }
 
-SmemLayout smem_layout(const SprnnTiling& t, int nbuf) {
+SmemLayout smem_layout(const SprnnTiling& t) {
   SmemLayout l{};
-  l.nbuf = nbuf;
-  size_t off = size_t(nbuf) * padded_hidden(t) * t.batch_tile * sizeof(float);
+  size_t off = size_t(t.state_buffers) * padded_hidden(t) * t.batch_tile * sizeof(float);
   l.ep_off = off;
   off += size_t(2) * 2 * tiles_max(t) * t.rows_per_cta * t.batch_tile * sizeof(float);
   l.len_off = off;
   off += size_t(t.max_batch) * sizeof(int);
   l.total = (off + 15) / 16 * 16;
   return l;
-}
-
-// Two state buffers let a CTA copy the next batch tile's state in while it gathers from this
-// one; they only matter with several tiles, and only when both fit.
-SmemLayout smem_layout(const SprnnTiling& t) {
-  int device = 0, optin = 0;
-  DS2_CUDA_CHECK(cudaGetDevice(&device));
-  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const SmemLayout two = smem_layout(t, 2);
-  return tiles_max(t) > 1 && two.total <= static_cast<size_t>(optin) ? two : smem_layout(t, 1);
 }
 
 // A slot of a bf16 kernel is one word: the weight's bf16 bits above its column. Splitting it is
@@ -310,6 +298,7 @@ void check_tiling(const SprnnTiling& t) {
   const int L = t.lanes_per_row;
   DS2_CHECK(
       t.hidden > 0 && t.hidden <= (1 << 16) && t.max_batch > 0 &&
+          (t.state_buffers == 1 || t.state_buffers == 2) &&
           (t.directions == 1 || t.directions == 2) && t.rows_per_cta > 0 &&
           (L == 8 || L == 16 || L == 32) && t.threads() % 32 == 0 && t.ctas_per_direction > 0 &&
           int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden && kernel_for(t) != nullptr,
@@ -383,8 +372,7 @@ void sprnn_launch(const SprnnTiling& t, bool backward, const PrnnDirection* dirs
   a.ctas_per_dir = t.ctas_per_direction;
   a.lanes = t.lanes_per_row;
   a.tiles_max = tiles_max(t);
-  a.max_batch = t.max_batch;
-  a.nbuf = layout.nbuf;
+  a.nbuf = t.state_buffers;
   a.clip = clip;
   a.backward = backward ? 1 : 0;
   a.ep_off = static_cast<int>(layout.ep_off);

@@ -45,6 +45,9 @@ struct SprnnTiling {
   int lanes_per_row = 0;       // 8, 16 or 32
   int slots = 0;               // kept weights per thread (an instantiated count)
   bool bf16_weights = false;   // values held as bf16 (rounded to nearest even), math in fp32
+  // Shared-memory copies of the staged state: 2 lets the next batch tile be copied in while the
+  // current one is gathered (only useful with several tiles, and only when both fit).
+  int state_buffers = 1;
 
   int threads() const { return rows_per_cta * lanes_per_row; }
 };

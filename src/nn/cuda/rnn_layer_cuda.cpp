@@ -307,6 +307,7 @@ bool CudaRnnLayer::plan_persistent(int B) {
   // A plan covers batches up to its maximum; it is rebuilt for a larger batch, or for a smaller
   // one when it did not fit (a batch too large for the chip must not pin the layer to GEMMs).
   const Precision precision = ctx_.matmul_precision();
+  bool replanned = false;
   if (!prnn_plan_ || batch > prnn_plan_->max_batch() || prnn_plan_->precision() != precision ||
       (!prnn_plan_->fits() && batch < prnn_plan_->max_batch())) {
     auto plan =
@@ -315,11 +316,14 @@ bool CudaRnnLayer::plan_persistent(int B) {
       plan = std::make_unique<PersistentRnnPlan>(hidden_, batch, 1, ctx_.device(), precision);
     prnn_plan_ = std::move(plan);
     masks_changed_ = masks_changed_ || !masks_[0].empty();  // replan the sparse side as well
+    replanned = true;
   }
-  if (masks_changed_ ||
-      (sprnn_plan_ && (batch > sprnn_plan_->max_batch() || sprnn_plan_->precision() != precision)))
+  if (masks_changed_ || (sprnn_plan_ && (batch > sprnn_plan_->max_batch() ||
+                                         sprnn_plan_->precision() != precision))) {
     plan_sparse(batch);
-  describe_choice();
+    replanned = true;
+  }
+  if (replanned) describe_choice();  // not per call: this runs in every forward and backward
   const size_t bytes = sparse_chosen_       ? sprnn_plan_->workspace_bytes()
                        : prnn_plan_->fits() ? prnn_plan_->workspace_bytes()
                                             : 0;
@@ -358,8 +362,10 @@ void CudaRnnLayer::set_recurrent_masks(const uint8_t* fwd, const uint8_t* bwd) {
             name_ << ": set_recurrent_masks needs a mask for every direction or for none");
   masks_changed_ = true;
   // With a batch already planned (after the engine's reserve), plan now: between steps.
-  if (prnn_plan_ && type_ == RnnType::kRelu && use_persistent_)
+  if (prnn_plan_ && type_ == RnnType::kRelu && use_persistent_) {
     plan_sparse(prnn_plan_->max_batch());
+    describe_choice();
+  }
 }
 
 void CudaRnnLayer::plan_sparse(int batch) {
@@ -383,13 +389,11 @@ void CudaRnnLayer::plan_sparse(int batch) {
   const PersistentRnnPlan* dense = prnn_plan_ && prnn_plan_->fits() ? prnn_plan_.get() : nullptr;
   if (!sprnn_plan_->fits()) {
     sparse_path_ = "not sparse: " + sprnn_plan_->why_not();
-    describe_choice();
     return;
   }
   if (!prefer_sparse(*sprnn_plan_, dense)) {
     sparse_path_ = "not sparse: the dense kernel is expected faster at a fullest row of " +
                    std::to_string(fullest) + " of " + std::to_string(hidden_) + " weights";
-    describe_choice();
     return;
   }
   const int64_t words = kernels::sprnn_layout_words(sprnn_plan_->tiling());
@@ -408,7 +412,6 @@ void CudaRnnLayer::plan_sparse(int batch) {
       std::string("sparse persistent recurrence") +
       (sprnn_plan_->directions() == directions_ ? "" : ", one direction after the other") + " (" +
       sprnn_plan_->describe() + ")";
-  describe_choice();
 }
 
 void CudaRnnLayer::run_persistent(bool backward, int T, int B, const int* lengths,

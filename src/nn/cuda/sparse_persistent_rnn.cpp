@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 #include <tuple>
 
@@ -89,6 +90,8 @@ SparsePersistentRnnPlan::SparsePersistentRnnPlan(int hidden, int max_batch, int 
       t.rows_per_cta = rows;
       t.slots = slots;
       t.ctas_per_direction = ceil_div(hidden, rows);
+      t.state_buffers = t.max_batch > t.batch_tile ? 2 : 1;
+      if (t.state_buffers == 2 && kernels::sprnn_shared_bytes(t) > smem_optin) t.state_buffers = 1;
       const size_t smem = kernels::sprnn_shared_bytes(t);
       std::ostringstream s;
       if (smem > smem_optin) {
@@ -132,7 +135,8 @@ std::string SparsePersistentRnnPlan::describe() const {
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads()
     << " threads, " << t.rows_per_cta << " rows per CTA, " << t.lanes_per_row << " lanes per row x "
     << t.slots << " slots, batch tile " << t.batch_tile << ", " << registers_
-    << " registers/thread, " << shared_bytes() / 1024.0 << " KB shared memory/CTA";
+    << " registers/thread, " << std::fixed << std::setprecision(1) << shared_bytes() / 1024.0
+    << " KB shared memory/CTA";
   return s.str();
 }
 

@@ -51,13 +51,13 @@ std::vector<uint8_t> random_mask(int H, double density, bool skewed, Rng& rng) {
   return mask;
 }
 
-std::vector<uint32_t> upload_layout(const std::vector<uint32_t>& words, DeviceArray<float>& dev,
-                                    cudaStream_t stream) {
+void upload_layout(const std::vector<uint32_t>& words, DeviceArray<float>& dev,
+                   cudaStream_t stream) {
   static_assert(sizeof(float) == sizeof(uint32_t), "layout words ride in a float array");
   dev.reserve(static_cast<int64_t>(words.size()));
   DS2_CUDA_CHECK(cudaMemcpyAsync(dev.data(), words.data(), words.size() * sizeof(uint32_t),
                                  cudaMemcpyHostToDevice, stream));
-  return words;
+  DS2_CUDA_CHECK(cudaStreamSynchronize(stream));  // `words` is usually a temporary
 }
 
 const uint32_t* words_of(const DeviceArray<float>& dev) {
@@ -84,7 +84,8 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   const std::vector<float> pre = random_vector(int64_t{T} * B * P, rng, -1.0f, 1.0f);
   const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
 
-  SparsePersistentRnnPlan plan(H, B, max_row_nonzeros(mask.data(), H), 1, -1, c.precision);
+  const int fullest = max_row_nonzeros(mask.data(), H);
+  SparsePersistentRnnPlan plan(H, B, fullest, 1, -1, c.precision);
   ASSERT_TRUE(plan.fits()) << plan.why_not();
   std::cout << plan.describe() << "\n";
   SparseRnnLayoutStats stats;
@@ -106,7 +107,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   for (auto* arr : {&zero, &carry, &next}) arr->reserve(std::max(1, B * H));
   kernels::fill(zero.data(), int64_t{B} * H, 0.0f, s);
   PersistentRnnPlan dense(H, B, 1, -1, c.precision);
-  SparsePersistentRnnPlan plan2(H, B, max_row_nonzeros(mask.data(), H), 2, -1, c.precision);
+  SparsePersistentRnnPlan plan2(H, B, fullest, 2, -1, c.precision);
   ws.reserve(static_cast<int64_t>(
       std::max({plan.workspace_bytes(), plan2.workspace_bytes(), dense.workspace_bytes()}) /
           sizeof(float) +
