@@ -7,8 +7,8 @@ can run side by side on one machine:
     ds2 bench step configs/ds2-large.yaml --batch 4 --seconds 10 [train.precision=bf16]
 
 Model (configs/ds2-large.yaml): 161-bin spectrogram frames, conv 32ch k(41f x 11t) s(2,2),
-conv 32ch k(21f x 11t) s(2f,1t), each with batch norm and clipped ReLU; 5 bidirectional ReLU
-RNN layers of 1152 (cuDNN, directions summed) with sequence-wise batch norm on their input;
+conv 32ch k(21f x 11t) s(2f,1t), each with batch norm and clipped ReLU; 7 bidirectional ReLU
+RNN layers of 1920 (cuDNN, directions summed) with sequence-wise batch norm on their input;
 linear to 29 classes; CTC loss. PyTorch's cuDNN RNN has no ReLU clip, which costs nothing.
 """
 import argparse
@@ -29,7 +29,7 @@ class SequenceWiseBN(nn.Module):
 
 
 class DS2(nn.Module):
-    def __init__(self, features=161, hidden=1152, layers=5, classes=29):
+    def __init__(self, features=161, hidden=1920, layers=7, classes=29):
         super().__init__()
         self.conv = nn.Sequential(
             nn.Conv2d(1, 32, (41, 11), (2, 2), (20, 5), bias=False), nn.BatchNorm2d(32),
