@@ -5,6 +5,7 @@
 #include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/conv2d.h"
+#include "kernels/mma.cuh"
 
 namespace ds2::kernels {
 namespace {
@@ -131,17 +132,6 @@ __device__ __forceinline__ void multiply_tile(const Mode<false>::Shared& s, int 
 #pragma unroll
       for (int c = 0; c < 8; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
   }
-}
-
-// d (16 x 8, fp32) += a (16 x 16, bf16, row-major fragments) * b (16 x 8, bf16, column fragments).
-__device__ __forceinline__ void mma_bf16_16816(float& d0, float& d1, float& d2, float& d3,
-                                               uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                               uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // bf16: acc[4 mt + i][nt] is accumulator register i of mma tile (rows 16 mt.., columns

@@ -9,6 +9,7 @@
 #include "kernels/async_copy.cuh"
 #include "kernels/clipped_relu.cuh"
 #include "kernels/persistent_rnn.h"
+#include "kernels/persistent_rnn_mma.h"
 
 namespace ds2::kernels {
 namespace {
@@ -358,56 +359,66 @@ KernelFn kernel_for(const PrnnTiling& t) {
   }
 }
 
+// The kernel t selects: the fp32-math kernel or the tensor-core one.
+const void* kernel_ptr(const PrnnTiling& t) {
+  return t.tensor_cores ? prnn_mma_kernel(t) : reinterpret_cast<const void*>(kernel_for(t));
+}
+
 void check_tiling(const PrnnTiling& t) {
-  DS2_CHECK(t.hidden > 0 && t.max_batch > 0 && (t.directions == 1 || t.directions == 2) &&
-                t.rows_per_cta > 0 && t.rows_per_cta % kRg == 0 && t.ctas_per_direction > 0 &&
-                int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden && t.threads % 32 == 0 &&
-                int64_t{t.threads} * 4 >= t.hidden &&
-                t.threads >= (t.rows_per_cta / kRg) * kRg * t.batch_tile &&
-                t.register_groups >= 0 && t.register_groups <= t.rows_per_cta / kRg &&
-                kernel_for(t) != nullptr,
-            "persistent RNN: invalid tiling (hidden "
-                << t.hidden << ", batch " << t.max_batch << ", rows/CTA " << t.rows_per_cta
-                << ", threads " << t.threads << ", register groups " << t.register_groups << ")");
+  const bool common = t.hidden > 0 && t.max_batch > 0 && (t.directions == 1 || t.directions == 2) &&
+                      t.rows_per_cta > 0 && t.ctas_per_direction > 0 &&
+                      int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden &&
+                      kernel_ptr(t) != nullptr;
+  const bool own = t.tensor_cores
+                       ? t.threads == kPrnnMmaThreads && t.rows_per_cta % 16 == 0
+                       : t.rows_per_cta % kRg == 0 && t.threads % 32 == 0 &&
+                             int64_t{t.threads} * 4 >= t.hidden &&
+                             t.threads >= (t.rows_per_cta / kRg) * kRg * t.batch_tile &&
+                             t.register_groups >= 0 && t.register_groups <= t.rows_per_cta / kRg;
+  DS2_CHECK(common && own, "persistent RNN: invalid tiling (hidden "
+                               << t.hidden << ", batch " << t.max_batch << ", rows/CTA "
+                               << t.rows_per_cta << ", threads " << t.threads
+                               << ", register groups " << t.register_groups
+                               << (t.tensor_cores ? ", tensor cores" : "") << ")");
 }
 
 }  // namespace
 
 bool prnn_has_kernel(const PrnnTiling& t) {
-  return kernel_for(t) != nullptr;
+  return kernel_ptr(t) != nullptr;
 }
 
 int prnn_padded_hidden(const PrnnTiling& t) {
-  return 4 * t.threads;
+  return t.tensor_cores ? prnn_mma_state_stride(t) : 4 * t.threads;
 }
 
 size_t prnn_shared_bytes(const PrnnTiling& t) {
-  return smem_layout(t).total;
+  return t.tensor_cores ? prnn_mma_shared_bytes(t) : smem_layout(t).total;
 }
 
 size_t prnn_workspace_bytes(const PrnnTiling& t) {
+  if (t.tensor_cores) return prnn_mma_workspace_bytes(t);
   return size_t(t.directions) * 2 * t.max_batch * prnn_padded_hidden(t) * sizeof(float);
 }
 
 PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t) {
   check_tiling(t);
-  const KernelFn fn = kernel_for(t);
+  const void* fn = kernel_ptr(t);
   int device = 0, optin = 0;
   DS2_CUDA_CHECK(cudaGetDevice(&device));
   DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   const size_t smem = prnn_shared_bytes(t);
   PrnnKernelInfo info;
   cudaFuncAttributes attr{};
-  DS2_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fn)));
+  DS2_CUDA_CHECK(cudaFuncGetAttributes(&attr, fn));
   info.registers = attr.numRegs;
   info.local_bytes = attr.localSizeBytes;
   info.max_threads = attr.maxThreadsPerBlock;
   if (smem > static_cast<size_t>(optin) || t.threads > attr.maxThreadsPerBlock) return info;
-  DS2_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   int blocks = 0;
-  const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks, reinterpret_cast<const void*>(fn), t.threads, smem);
+  const cudaError_t err =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, t.threads, smem);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();  // an unlaunchable configuration: report "does not fit"
     blocks = 0;
@@ -424,6 +435,10 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   DS2_CHECK(B <= t.max_batch,
             "persistent RNN: batch " << B << " exceeds the plan's maximum " << t.max_batch);
   DS2_CHECK(workspace != nullptr && lengths != nullptr, "persistent RNN: null workspace/lengths");
+  if (t.tensor_cores) {
+    prnn_mma_launch(t, backward, dirs, lengths, T, B, clip, workspace, stream);
+    return;
+  }
   const SmemLayout layout = smem_layout(t);
   Args a{};
   a.lengths = lengths;
@@ -460,25 +475,28 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   }
   if (t.directions == 1) a.dir[1] = a.dir[0];
 
-  const KernelFn fn = kernel_for(t);
+  prnn_cooperative_launch(t, reinterpret_cast<const void*>(kernel_for(t)), &a, layout.total,
+                          stream);
+}
+
+void prnn_cooperative_launch(const PrnnTiling& t, const void* fn, void* args, size_t smem,
+                             cudaStream_t stream) {
   int device = 0, optin = 0;
   DS2_CUDA_CHECK(cudaGetDevice(&device));
   DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  DS2_CHECK(layout.total <= static_cast<size_t>(optin),
-            "persistent RNN: needs " << layout.total << " bytes of shared memory per CTA, the GPU "
+  DS2_CHECK(smem <= static_cast<size_t>(optin),
+            "persistent RNN: needs " << smem << " bytes of shared memory per CTA, the GPU "
                                      << "allows " << optin);
-  DS2_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   const dim3 grid(t.directions * t.ctas_per_direction), block(t.threads);
-  void* params[] = {&a};
-  const cudaError_t err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn), grid,
-                                                      block, params, layout.total, stream);
+  void* params[] = {args};
+  const cudaError_t err = cudaLaunchCooperativeKernel(fn, grid, block, params, smem, stream);
   if (err == cudaErrorCooperativeLaunchTooLarge) {
     (void)cudaGetLastError();
-    DS2_FAIL("persistent RNN: " << grid.x << " CTAs of " << t.threads << " threads and "
-                                << layout.total << " bytes of shared memory cannot all be "
-                                << "resident on this GPU at once (cooperative launch too large); "
-                                << "the plan did not fit this device, use the GEMM RNN");
+    DS2_FAIL("persistent RNN: " << grid.x << " CTAs of " << t.threads << " threads and " << smem
+                                << " bytes of shared memory cannot all be resident on this GPU "
+                                << "at once (cooperative launch too large); the plan did not fit "
+                                << "this device, use the GEMM RNN");
   }
   DS2_CUDA_CHECK(err);
 }

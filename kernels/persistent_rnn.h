@@ -1,5 +1,6 @@
-// Persistent clipped-ReLU RNN recurrence (version 2): ONE cooperative kernel runs all T
-// timesteps of one or both directions of a layer. Each CTA owns `rows_per_cta` consecutive output
+// Persistent clipped-ReLU RNN recurrence (version 2; bf16 plans that fit use the tensor-core
+// kernel of kernels/persistent_rnn_mma.h, version 3, through the same calls): ONE cooperative
+// kernel runs all T timesteps of one or both directions of a layer. Each CTA owns `rows_per_cta` consecutive output
 // neurons and keeps their rows of U (forward) or of U^T (backward-data) on chip for the whole
 // launch, in fp32 or in bf16 (`bf16_weights`: half the bytes, so more rows fit; products and sums
 // stay fp32): register_groups * 4 rows in registers, the rest in shared memory. Thread i owns the
@@ -50,11 +51,16 @@ struct PrnnTiling {
   int threads = 0;             // multiple of 32, at least ceil(hidden / 4)
   int register_groups = 0;     // row groups held in registers (<= rows_per_cta / 4)
   bool bf16_weights = false;   // U kept on chip in bf16 (rounded to nearest even), math in fp32
+  // bf16 only: products on tensor cores (kernels/persistent_rnn_mma.h), the state rounded to
+  // bf16 as well; threads = kPrnnMmaThreads, rows_per_cta a multiple of 16, all rows in
+  // registers, batch_tile 8, 16 or 32 (batch columns per pass).
+  bool tensor_cores = false;
 };
 
 // Whether a kernel is instantiated for t's batch tile, precision and register groups.
 bool prnn_has_kernel(const PrnnTiling& t);
-// Columns of one row of the exchange array (4 per thread, a multiple of 128).
+// Columns of one row of the exchange array (fp32: 4 per thread, a multiple of 128; tensor cores:
+// bf16 elements, see prnn_mma_state_stride).
 int prnn_padded_hidden(const PrnnTiling& t);
 // Dynamic shared memory one CTA needs.
 size_t prnn_shared_bytes(const PrnnTiling& t);

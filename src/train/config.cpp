@@ -338,6 +338,9 @@ const std::vector<Field>& schema() {
                 "gradient allreduce bucket size in MiB (buckets overlap backward)"),
       DS2_FIELD("dist.reduce_dtype", dist.reduce_dtype, std::string, "a string",
                 "fp32 | bf16: element type of the gradient allreduce"),
+      DS2_FIELD(
+          "dist.comm_ctas", dist.comm_ctas, int, "an integer",
+          "most CTAs the GPU gradient allreduce may occupy beside backward (0 = NCCL's choice)"),
       DS2_FIELD("dist.check_every", dist.check_every, int, "an integer",
                 "debug: every N steps check that all ranks hold identical weights (0 = off)"),
       DS2_FIELD("prune.density", prune.density, double, "a number",
@@ -522,6 +525,7 @@ void validate(const Config& c) {
   positive("dist.timeout_s", c.dist.timeout_s);
   positive("dist.bucket_mb", c.dist.bucket_mb);
   DS2_CHECK(c.dist.check_every >= 0, "key 'dist.check_every' must be >= 0");
+  DS2_CHECK(c.dist.comm_ctas >= 0, "key 'dist.comm_ctas' must be >= 0");
   DS2_CHECK(c.prune.density > 0 && c.prune.density <= 1,
             "key 'prune.density' must be in (0, 1], got " << c.prune.density);
   DS2_CHECK(c.prune.start_step >= 0,

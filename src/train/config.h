@@ -91,6 +91,9 @@ struct DistConfig {
   double timeout_s = 300;             // a collective waiting longer aborts the job (watchdog)
   double bucket_mb = 16;              // gradient allreduce bucket size (fp32 MiB)
   std::string reduce_dtype = "fp32";  // fp32 | bf16: element type of the gradient allreduce
+  // Most CTAs NCCL's allreduce may occupy while backward runs beside it (0: NCCL's choice). A
+  // persistent RNN kernel needs its SMs free to launch; 8 left DS2-large 4-GPU steps 2.4% faster.
+  int comm_ctas = 8;
   int check_every = 0;  // debug: every N steps, check that all ranks hold identical weights
 };
 

@@ -69,12 +69,19 @@ std::vector<int> active_rows(const std::vector<int>& len, int T) {
 // clipped ReLU with the padding mask. `pre` is updated in place (pass a copy).
 void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h, const float* zero,
                   const int* dlen, const std::vector<int>& len, int T, int B, int H, bool reverse,
-                  float clip) {
+                  float clip, bool round_state) {
   const std::vector<int> m = active_rows(len, T);
+  DeviceArray<uint16_t> packed(round_state ? int64_t{B} * H : 0);
+  DeviceArray<float> rounded(round_state ? int64_t{B} * H : 0);
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
     const int tp = reverse ? t + 1 : t - 1;
     const float* hp = (tp < 0 || tp >= T) ? zero : h + int64_t{tp} * B * H;
+    if (round_state && hp != zero) {
+      kernels::to_bf16(hp, packed.data(), int64_t{B} * H, ctx.stream());
+      kernels::from_bf16(packed.data(), rounded.data(), int64_t{B} * H, ctx.stream());
+      hp = rounded.data();
+    }
     float* p = pre + int64_t{t} * B * P;
     gemm(ctx, false, true, m[t], H, H, 1.0f, hp, H, u, H, 1.0f, p, P);
     kernels::rnn_relu_step_forward(p, P, h + int64_t{t} * B * H, B, H, t, dlen, clip, ctx.stream());
@@ -84,24 +91,42 @@ void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h,
 // CudaRnnLayer::backprop_direction's loop (relu): dpre for every t; carry/next {B, H} each.
 void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const float* dy,
                         float* dpre, int P, float* carry, float* next, const int* dlen,
-                        const std::vector<int>& len, int T, int B, int H, bool reverse,
-                        float clip) {
+                        const std::vector<int>& len, int T, int B, int H, bool reverse, float clip,
+                        bool round_state) {
   const std::vector<int> m = active_rows(len, T);
+  DeviceArray<uint16_t> packed(round_state ? int64_t{B} * H : 0);
+  DeviceArray<float> rounded(round_state ? int64_t{B} * H : 0);
   kernels::fill(carry, int64_t{B} * H, 0.0f, ctx.stream());
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
     float* dp = dpre + int64_t{t} * B * P;
     kernels::rnn_relu_step_backward(h + int64_t{t} * B * H, dy + int64_t{t} * B * H, carry, dp, P,
                                     next, B, H, t, dlen, clip, ctx.stream());
-    gemm(ctx, false, false, m[t], H, H, 1.0f, dp, P, u, H, 0.0f, next, H);
+    if (round_state) {
+      for (int b = 0; b < m[t]; ++b) {
+        kernels::to_bf16(dp + int64_t{b} * P, packed.data() + int64_t{b} * H, H, ctx.stream());
+        kernels::from_bf16(packed.data() + int64_t{b} * H, rounded.data() + int64_t{b} * H, H,
+                           ctx.stream());
+      }
+      gemm(ctx, false, false, m[t], H, H, 1.0f, rounded.data(), H, u, H, 0.0f, next, H);
+    } else {
+      gemm(ctx, false, false, m[t], H, H, 1.0f, dp, P, u, H, 0.0f, next, H);
+    }
     std::swap(carry, next);
   }
 }
 
 // float64 references of the same recurrences (direction column offset already applied).
+namespace {
+// What a tensor-core kernel multiplies by: the fp32 state rounded to bf16 (nearest even).
+double as_bf16(double v) {
+  return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+}
+}  // namespace
+
 std::vector<float> cpu_forward(const std::vector<float>& u, const float* pre, int P,
                                const std::vector<int>& len, int T, int B, int H, bool reverse,
-                               float clip) {
+                               float clip, bool round_state) {
   std::vector<float> h(int64_t{T} * B * H, 0.0f);
   std::vector<double> prev(int64_t{B} * H, 0.0), cur(int64_t{B} * H);
   for (int step = 0; step < T; ++step) {
@@ -114,7 +139,7 @@ std::vector<float> cpu_forward(const std::vector<float>& u, const float* pre, in
           for (int j = 0; j < H; ++j) s += prev[int64_t{b} * H + j] * u[int64_t{k} * H + j];
           v = std::min(std::max(s, 0.0), static_cast<double>(clip));
         }
-        cur[int64_t{b} * H + k] = v;
+        cur[int64_t{b} * H + k] = round_state ? as_bf16(v) : v;
         h[(int64_t{t} * B + b) * H + k] = static_cast<float>(v);
       }
     prev.swap(cur);
@@ -124,7 +149,8 @@ std::vector<float> cpu_forward(const std::vector<float>& u, const float* pre, in
 
 std::vector<float> cpu_backward_data(const std::vector<float>& u, const std::vector<float>& h,
                                      const std::vector<float>& dy, const std::vector<int>& len,
-                                     int T, int B, int H, bool reverse, float clip) {
+                                     int T, int B, int H, bool reverse, float clip,
+                                     bool round_state) {
   std::vector<float> dpre(int64_t{T} * B * H, 0.0f);  // ld H
   std::vector<double> prev(int64_t{B} * H, 0.0), cur(int64_t{B} * H);
   for (int step = 0; step < T; ++step) {
@@ -138,7 +164,7 @@ std::vector<float> cpu_backward_data(const std::vector<float>& u, const std::vec
           for (int k = 0; k < H; ++k) s += prev[int64_t{b} * H + k] * u[int64_t{k} * H + j];
           v = s;
         }
-        cur[int64_t{b} * H + j] = v;
+        cur[int64_t{b} * H + j] = round_state ? as_bf16(v) : v;
         dpre[i] = static_cast<float>(v);
       }
     prev.swap(cur);

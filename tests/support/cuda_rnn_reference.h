@@ -27,22 +27,26 @@ std::vector<float> to_host(const float* dev, int64_t n, cudaStream_t stream);
 void upload_lengths(const std::vector<int>& len, DeviceArray<int>& dev, cudaStream_t stream);
 
 // CudaRnnLayer::run_direction (relu): per step pre += h_prev U^T over the active rows, then the
-// clipped ReLU with the padding mask. `pre` is updated in place (pass a copy).
+// clipped ReLU with the padding mask. `pre` is updated in place (pass a copy). `round_state`:
+// the state multiplied each step is rounded to bf16 first (what tensor-core plans compute).
 void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h, const float* zero,
                   const int* dlen, const std::vector<int>& len, int T, int B, int H, bool reverse,
-                  float clip);
+                  float clip, bool round_state = false);
 // CudaRnnLayer::backprop_direction's loop (relu): dpre for every t; carry/next {B, H} each.
 void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const float* dy,
                         float* dpre, int P, float* carry, float* next, const int* dlen,
-                        const std::vector<int>& len, int T, int B, int H, bool reverse, float clip);
+                        const std::vector<int>& len, int T, int B, int H, bool reverse, float clip,
+                        bool round_state = false);
 
 // float64 references of the same recurrences (direction column offset already applied).
+// `round_state`: the state carried to the next step is rounded to bf16 first (tensor-core plans).
 std::vector<float> cpu_forward(const std::vector<float>& u, const float* pre, int P,
                                const std::vector<int>& len, int T, int B, int H, bool reverse,
-                               float clip);
+                               float clip, bool round_state = false);
 std::vector<float> cpu_backward_data(const std::vector<float>& u, const std::vector<float>& h,
                                      const std::vector<float>& dy, const std::vector<int>& len,
-                                     int T, int B, int H, bool reverse, float clip);
+                                     int T, int B, int H, bool reverse, float clip,
+                                     bool round_state = false);
 
 // Columns [d*H, d*H + H) of a {rows, P} array, as a {rows, H} array.
 std::vector<float> columns(const std::vector<float>& a, int64_t rows, int P, int d, int H);

@@ -20,7 +20,8 @@ namespace {
 
 class NcclGradientExchange : public GradientExchange {
  public:
-  NcclGradientExchange(World& world, CudaContext& ctx, float* grads, BucketPlan plan, bool bf16)
+  NcclGradientExchange(World& world, CudaContext& ctx, float* grads, BucketPlan plan, bool bf16,
+                       int max_ctas)
       : world_(world), ctx_(ctx), grads_(grads), plan_(std::move(plan)), bf16_(bf16) {
     DS2_CHECK(world.distributed(), "a gradient exchange needs more than one rank");
     ncclUniqueId id;
@@ -33,6 +34,10 @@ class NcclGradientExchange : public GradientExchange {
     std::memcpy(&id, bytes.data(), sizeof id);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // so a watchdog thread can abort a hung communicator
+    if (max_ctas > 0) {
+      config.maxCTAs = max_ctas;
+      config.minCTAs = 1;
+    }
     ncclResult_t rc = ncclCommInitRankConfig(&comm_, world.size(), id, world.rank(), &config);
     if (rc != ncclInProgress) check(rc, "ncclCommInitRankConfig");
     wait_ready("NCCL communicator setup");
@@ -138,11 +143,11 @@ class NcclGradientExchange : public GradientExchange {
 
 std::unique_ptr<GradientExchange> make_nccl_gradient_exchange(World& world, CudaContext& ctx,
                                                               float* grads, BucketPlan plan,
-                                                              bool bf16) {
+                                                              bool bf16, int max_ctas) {
 #ifdef DS2_HAVE_NCCL
-  return std::make_unique<NcclGradientExchange>(world, ctx, grads, std::move(plan), bf16);
+  return std::make_unique<NcclGradientExchange>(world, ctx, grads, std::move(plan), bf16, max_ctas);
 #else
-  (void)world, (void)ctx, (void)grads, (void)plan, (void)bf16;
+  (void)world, (void)ctx, (void)grads, (void)plan, (void)bf16, (void)max_ctas;
   DS2_FAIL(
       "this ds2 was built without NCCL (DS2_WITH_NCCL=OFF or no nccl.h found), so "
       "GPU ranks cannot exchange gradients");

@@ -7,6 +7,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/device_query.h"
 #include "core/error.h"
+#include "kernels/persistent_rnn_mma.h"
 
 namespace ds2 {
 namespace {
@@ -66,6 +67,31 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   if (ctas_max < 1) {
     refuse("fewer SMs than directions");
     return;
+  }
+
+  // bf16: products on tensor cores when every row fits in that kernel's registers (no spills);
+  // otherwise the fp32-math kernel below, which can also keep rows in shared memory.
+  if (t.bf16_weights) {
+    kernels::PrnnTiling m = t;
+    m.tensor_cores = true;
+    m.threads = kernels::kPrnnMmaThreads;
+    m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
+    m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
+    m.register_groups = m.rows_per_cta / kRowGroup;
+    // Widest batch pass first (fewer passes per step); narrower ones need fewer accumulators.
+    for (int pass : {32, 16, 8}) {
+      if (pass > 8 && pass / 2 >= max_batch) continue;
+      m.batch_tile = pass;
+      if (!kernels::prnn_has_kernel(m) || kernels::prnn_shared_bytes(m) > smem_optin) continue;
+      const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(m);
+      if (info.local_bytes == 0 && info.blocks_per_sm >= 1 &&
+          int64_t{info.blocks_per_sm} * sm_count_ >= int64_t{directions} * m.ctas_per_direction) {
+        t = m;
+        registers_ = info.registers;
+        fits_ = true;
+        return;
+      }
+    }
   }
 
   // Spread the rows over as many SMs as there are, in whole row groups (a partial group costs
@@ -145,9 +171,10 @@ std::string PersistentRnnPlan::describe() const {
     << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
     << " threads, " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
-    << t.rows_per_cta - reg_rows << " in shared memory), batch tile " << t.batch_tile << ", "
-    << registers_ << " registers/thread, " << kb(shared_bytes()) << " shared memory/CTA, workspace "
-    << kb(workspace_bytes());
+    << t.rows_per_cta - reg_rows << " in shared memory), "
+    << (t.tensor_cores ? "tensor cores (bf16 state), " : "") << "batch tile " << t.batch_tile
+    << ", " << registers_ << " registers/thread, " << kb(shared_bytes())
+    << " shared memory/CTA, workspace " << kb(workspace_bytes());
   return s.str();
 }
 

@@ -1,8 +1,9 @@
 // Persistent RNN: a small library API, modeled on cuDNN's RNN calls, for the recurrence of a
-// clipped-ReLU RNN layer (version 2: U on chip in fp32 or bf16). The whole recurrence of T
-// timesteps runs in ONE cooperative kernel that keeps U (forward) or U^T (backward-data) on chip
-// for all timesteps (kernels/persistent_rnn.h has the kernel and its design). The input projection
-// W x and the weight gradients dU, dW stay cuBLAS GEMMs done by the caller, as in CudaRnnLayer.
+// clipped-ReLU RNN layer (version 3: U on chip in fp32 or bf16; bf16 on tensor cores). The whole
+// recurrence of T timesteps runs in ONE cooperative kernel that keeps U (forward) or U^T
+// (backward-data) on chip for all timesteps (kernels/persistent_rnn.h has the kernel and its
+// design). The input projection W x and the weight gradients dU, dW stay cuBLAS GEMMs done by the
+// caller, as in CudaRnnLayer.
 //
 //   PersistentRnnPlan plan(/*hidden=*/1152, /*max_batch=*/4);     // once per (H, batch, device)
 //   if (!plan.fits()) std::cerr << plan.why_not() << "\n";         // then use the GEMM RNN
@@ -20,9 +21,13 @@
 //   forward:        h_t = min(max(pre_t + h_prev U^T, 0), clip)   (pre is only read)
 //   backward-data:  dpre_t = (0 < h_t < clip) ? dy_t + dpre_next U : 0, for every t, where
 //                   dpre_next is the previous step of the backward recurrence (zero at first).
-// A bf16 plan uses U rounded to bf16 (nearest even); h, products and sums stay fp32.
+// A bf16 plan uses U rounded to bf16 (nearest even). Where U fits in the tensor-core kernel's
+// registers (tiling().tensor_cores: H up to ~2600 with both directions in one launch on an H200)
+// the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums, as a
+// bf16 cuBLAS GEMM would compute them; otherwise h, products and sums stay fp32.
 // Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
-// reduction order) and identical for every plan of the same hidden size and precision.
+// reduction order) and identical for every plan of the same hidden size, precision and kernel
+// kind (tensor cores or not).
 #pragma once
 
 #include <cuda_runtime.h>

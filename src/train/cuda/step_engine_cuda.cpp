@@ -244,7 +244,7 @@ void CudaStepEngine::join(dist::World& world, const DistConfig& cfg) {
   world_ = &world;
   exchange_ = dist::make_nccl_gradient_exchange(world, ctx_, model_->params().grads(),
                                                 gradient_buckets(*am_.model, cfg),
-                                                cfg.reduce_dtype == "bf16");
+                                                cfg.reduce_dtype == "bf16", cfg.comm_ctas);
 }
 
 uint64_t CudaStepEngine::weights_hash() {

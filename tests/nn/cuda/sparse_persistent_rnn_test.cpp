@@ -1,7 +1,8 @@
 // The sparse persistent recurrence (nn/cuda/sparse_persistent_rnn.h) on a pruned U against
 //  - the GEMM recurrence of CudaRnnLayer on the masked U (every case: the reference beyond the
 //    dense limit),
-//  - the dense persistent kernel on the masked U (where its plan fits),
+//  - the dense persistent kernel on the masked U (where its plan fits and, like the sparse one,
+//    keeps the state in fp32: not its tensor-core plans),
 //  - a float64 CPU loop (cases small enough for the host).
 // Masks are random at densities 5-50%, uniform or with rows of very different fullness (as
 // magnitude pruning leaves them); batch 1 to 32; hidden sizes odd, at the DS2 size, and past the
@@ -137,7 +138,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
     gemm_forward(ctx, du_ref.data(), pre_copy.data() + int64_t{d} * H, P, hg.data(), zero.data(),
                  dlen.data(), len, T, B, H, reverse, clip);
     expect_close(to_host(hg.data(), int64_t{T} * B * H, s), h_s, "forward h vs GEMM recurrence");
-    if (dense.fits()) {
+    if (dense.fits() && !dense.tiling().tensor_cores) {  // the same numerics: h kept in fp32
       poison(hd.data(), nh, ctx);
       persistent_rnn_forward(dense, du_ref.data(), dpre_in.data() + int64_t{d} * H, P, hd.data(),
                              dlen.data(), T, B, reverse, clip, ws.data(), ws_bytes, s);

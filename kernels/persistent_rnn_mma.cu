@@ -1,0 +1,329 @@
+#include <cooperative_groups.h>
+
+#include <cstdint>
+
+#include "core/bf16.h"
+#include "core/error.h"
+#include "kernels/async_copy.cuh"
+#include "kernels/clipped_relu.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/persistent_rnn_mma.h"
+
+namespace ds2::kernels {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWarps = kPrnnMmaWarps;
+constexpr int kThreads = kPrnnMmaThreads;
+
+struct MmaDir {
+  const float* u;
+  const float* x;
+  const float* h;
+  float* y;
+  uint16_t* xbuf;  // exchange: [2 parities][max_batch][stride] bf16
+  long long ld_x, ld_h, ld_y;
+  int descending;
+};
+
+struct MmaArgs {
+  MmaDir dir[2];
+  const int* lengths;
+  int T, B, H, k_tiles, kpw, stride, rows, ctas_per_dir, max_batch;
+  float clip;
+  int backward;
+  int hs_off, ep_off, len_off;  // dynamic shared memory carve-up in bytes (reduction at 0)
+};
+
+int k_tiles(const PrnnTiling& t) {
+  return (t.hidden + 15) / 16;
+}
+int k_tiles_per_warp(const PrnnTiling& t) {
+  return (k_tiles(t) + kWarps - 1) / kWarps;
+}
+// Pitch of one batch row of the reduction array: R + 4 floats puts the stores of a warp's
+// accumulator fragments (rows g, columns 2q) on 32 distinct banks.
+int red_pitch(const PrnnTiling& t) {
+  return t.rows_per_cta + 4;
+}
+
+struct MmaSmem {
+  size_t hs_off, ep_off, len_off, total;
+};
+
+MmaSmem mma_smem(const PrnnTiling& t) {
+  MmaSmem l{};
+  size_t off = size_t(kWarps) * t.batch_tile * red_pitch(t) * sizeof(float);
+  l.hs_off = off;
+  off += size_t(t.batch_tile) * prnn_mma_state_stride(t) * sizeof(uint16_t);
+  off = (off + 15) / 16 * 16;
+  l.ep_off = off;
+  off += size_t(2) * 2 * t.max_batch * t.rows_per_cta * sizeof(float);  // [parity][x | h][b][m]
+  l.len_off = off;
+  off += size_t(t.max_batch) * sizeof(int);
+  l.total = (off + 15) / 16 * 16;
+  return l;
+}
+
+__device__ __forceinline__ float weight(const float* __restrict__ u, int H, int k, int j,
+                                        bool transpose) {
+  if (k >= H || j >= H) return 0.0f;
+  return transpose ? u[size_t(j) * H + k] : u[size_t(k) * H + j];
+}
+__device__ __forceinline__ uint32_t weight_pair(const float* __restrict__ u, int H, int k, int j,
+                                                bool transpose) {
+  return uint32_t{float_to_bf16(weight(u, H, k, j, transpose))} |
+         (uint32_t{float_to_bf16(weight(u, H, k, j + 1, transpose))} << 16);
+}
+
+// MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
+// least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT).
+template <int MT, int KPW, int NT>
+__global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
+  constexpr int kPass = 8 * NT;  // batch rows per pass
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* red = reinterpret_cast<float*>(smem);                  // [warps][kPass][R + 4]
+  uint16_t* hs = reinterpret_cast<uint16_t*>(smem + a.hs_off);  // [kPass][stride] bf16
+  float* ep = reinterpret_cast<float*>(smem + a.ep_off);        // [2][x | h][max_batch][R]
+  int* len_s = reinterpret_cast<int*>(smem + a.len_off);        // [B]
+
+  cg::grid_group grid = cg::this_grid();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int di = static_cast<int>(blockIdx.x) >= a.ctas_per_dir ? 1 : 0;
+  const int cta = blockIdx.x - di * a.ctas_per_dir;
+  const MmaDir d = di ? a.dir[1] : a.dir[0];
+  const int H = a.H, B = a.B, T = a.T, R = a.rows, stride = a.stride;
+  const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
+  const int r0 = cta * R;
+  const int pitch = R + 4, red_warp = kPass * pitch;
+  const int passes = (B + kPass - 1) / kPass;
+  const bool bwd = a.backward != 0;
+  const float clip = a.clip;
+  const int ep_parity = 2 * a.max_batch * R, ep_h = a.max_batch * R;
+  const int64_t xbuf_parity = int64_t{a.max_batch} * stride;
+  const int pieces = 2 * a.k_tiles;  // 16-byte pieces of the k_tiles * 16 bf16 of a state row
+
+  for (int i = tid; i < B; i += kThreads) len_s[i] = a.lengths[i];
+  if (cta == 0) {
+    // Columns H .. 16 k_tiles of the exchange are never written by a step but are multiplied
+    // (by zero weights): zero them once; the first read is after a grid barrier.
+    const int padw = 16 * a.k_tiles - H;
+    for (int i = tid; i < 2 * a.max_batch * padw; i += kThreads)
+      d.xbuf[int64_t{i / padw} * stride + H + i % padw] = 0;
+  }
+
+  // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H.
+  uint32_t af[KPW][MT][4];
+#pragma unroll
+  for (int kk = 0; kk < KPW; ++kk)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int k = r0 + 16 * mt + g, j = 16 * (kt0 + kk) + 2 * q;
+      const bool mine = kt0 + kk < kt_end;
+      af[kk][mt][0] = mine ? weight_pair(d.u, H, k, j, bwd) : 0u;
+      af[kk][mt][1] = mine ? weight_pair(d.u, H, k + 8, j, bwd) : 0u;
+      af[kk][mt][2] = mine ? weight_pair(d.u, H, k, j + 8, bwd) : 0u;
+      af[kk][mt][3] = mine ? weight_pair(d.u, H, k + 8, j + 8, bwd) : 0u;
+    }
+  __syncthreads();
+
+  // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
+  auto prefetch = [&](int s) {
+    const int t = d.descending ? T - 1 - s : s;
+    float* dst = ep + (s & 1) * ep_parity;
+    for (int o = tid; o < B * R; o += kThreads) {
+      const int b = o / R, m = o % R, k = r0 + m;
+      if (k >= H || t >= len_s[b]) continue;
+      const int64_t row = int64_t{t} * B + b;
+      cp_async4(dst + o, d.x + row * d.ld_x + k);
+      if (bwd) cp_async4(dst + ep_h + o, d.h + row * d.ld_h + k);
+    }
+    cp_async_commit();
+  };
+  if (T > 0) prefetch(0);
+
+  for (int s = 0; s < T; ++s) {
+    const int t = d.descending ? T - 1 - s : s;
+    const uint16_t* xin = d.xbuf + ((s + 1) & 1) * xbuf_parity;  // the state step s - 1 wrote
+    uint16_t* xout = d.xbuf + (s & 1) * xbuf_parity;
+    const float* epx = ep + (s & 1) * ep_parity;
+    for (int pass = 0; pass < passes; ++pass) {
+      // Stage this pass's rows of the state (zeros before the first step and past B).
+      for (int i = tid; i < kPass * pieces; i += kThreads) {
+        const int bl = i / pieces, p = i % pieces, b = pass * kPass + bl;
+        const bool valid = s > 0 && b < B;
+        cp_async16_cg(reinterpret_cast<float*>(hs + int64_t{bl} * stride) + 4 * p,
+                      reinterpret_cast<const float*>(xin + int64_t{valid ? b : 0} * stride) + 4 * p,
+                      valid);
+      }
+      cp_async_commit();
+      cp_async_wait_all();
+      __syncthreads();
+
+      float acc[MT][NT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < KPW; ++kk) {
+        if (kt0 + kk >= kt_end) break;
+        const uint16_t* col = hs + 16 * (kt0 + kk) + 2 * q;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint16_t* row = col + (8 * nt + g) * stride;
+          const uint32_t b0 = *reinterpret_cast<const uint32_t*>(row);
+          const uint32_t b1 = *reinterpret_cast<const uint32_t*>(row + 8);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
+                           af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], b0, b1);
+        }
+      }
+      // Partial sums of this warp's k range, as [batch column][row].
+      float* mine = red + warp * red_warp;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int m = 16 * mt + g, n = 8 * nt + 2 * q;
+          mine[n * pitch + m] = acc[mt][nt][0];
+          mine[(n + 1) * pitch + m] = acc[mt][nt][1];
+          mine[n * pitch + m + 8] = acc[mt][nt][2];
+          mine[(n + 1) * pitch + m + 8] = acc[mt][nt][3];
+        }
+      __syncthreads();
+
+      // Warps summed in order, then the cell (clipped ReLU or its derivative) and the padding.
+      for (int o = tid; o < kPass * R; o += kThreads) {
+        const int bl = o / R, m = o % R, b = pass * kPass + bl, k = r0 + m;
+        if (k >= H || b >= B) continue;
+        float out = 0.0f;
+        if (t < len_s[b]) {
+          const float* r = red + bl * pitch + m;
+          float sum = 0.0f;
+#pragma unroll
+          for (int w = 0; w < kWarps; ++w) sum += r[w * red_warp];
+          const float x = epx[b * R + m];
+          out = bwd ? clipped_relu_grad(epx[ep_h + b * R + m], x + sum, clip)
+                    : clipped_relu(x + sum, clip);
+        }
+        d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
+        xout[int64_t{b} * stride + k] = float_to_bf16(out);
+      }
+      if (pass + 1 < passes) __syncthreads();  // the next pass reuses hs and red
+    }
+    if (s + 1 < T) {
+      prefetch(s + 1);
+      // Orders this step's exchange writes before every CTA's reads of them in step s + 1, and
+      // this CTA's reads of hs and red before their overwrites.
+      grid.sync();
+    }
+  }
+}
+
+template <int MT, int NT>
+const void* kernel_for_kpw(int kpw) {
+  if (kpw <= 2) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 2, NT>);
+  if (kpw <= 4) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 4, NT>);
+  if (kpw <= 5) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 5, NT>);
+  if (kpw <= 6) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 6, NT>);
+  if (kpw <= 8) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 8, NT>);
+  if (kpw <= 10) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 10, NT>);
+  if (kpw <= 12) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 12, NT>);
+  return nullptr;
+}
+
+template <int NT>
+const void* kernel_for_mt(int mt, int kpw) {
+  switch (mt) {
+    case 1:
+      return kernel_for_kpw<1, NT>(kpw);
+    case 2:
+      return kernel_for_kpw<2, NT>(kpw);
+    case 3:
+      return kernel_for_kpw<3, NT>(kpw);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+const void* prnn_mma_kernel(const PrnnTiling& t) {
+  if (!t.tensor_cores || !t.bf16_weights || t.threads != kThreads || t.rows_per_cta % 16 != 0)
+    return nullptr;
+  const int mt = t.rows_per_cta / 16, kpw = k_tiles_per_warp(t);
+  switch (t.batch_tile) {
+    case 8:
+      return kernel_for_mt<1>(mt, kpw);
+    case 16:
+      return kernel_for_mt<2>(mt, kpw);
+    case 32:
+      return kernel_for_mt<4>(mt, kpw);
+    default:
+      return nullptr;
+  }
+}
+
+int prnn_mma_state_stride(const PrnnTiling& t) {
+  // 8 bf16 past the k-tiles: a row pitch of 4 (mod 8) words puts the 8 rows g of a B fragment
+  // load on distinct banks; rows stay 16-byte aligned for the staging copy.
+  return 16 * k_tiles(t) + 8;
+}
+
+size_t prnn_mma_shared_bytes(const PrnnTiling& t) {
+  return mma_smem(t).total;
+}
+
+size_t prnn_mma_workspace_bytes(const PrnnTiling& t) {
+  return size_t(t.directions) * 2 * t.max_batch * prnn_mma_state_stride(t) * sizeof(uint16_t);
+}
+
+void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
+                     const int* lengths, int T, int B, float clip, void* workspace,
+                     cudaStream_t stream) {
+  const void* fn = prnn_mma_kernel(t);
+  DS2_CHECK(fn != nullptr, "persistent RNN (tensor cores): no kernel for this tiling");
+  const MmaSmem layout = mma_smem(t);
+  MmaArgs a{};
+  a.lengths = lengths;
+  a.T = T;
+  a.B = B;
+  a.H = t.hidden;
+  a.k_tiles = k_tiles(t);
+  a.kpw = k_tiles_per_warp(t);
+  a.stride = prnn_mma_state_stride(t);
+  a.rows = t.rows_per_cta;
+  a.ctas_per_dir = t.ctas_per_direction;
+  a.max_batch = t.max_batch;
+  a.clip = clip;
+  a.backward = backward ? 1 : 0;
+  a.hs_off = static_cast<int>(layout.hs_off);
+  a.ep_off = static_cast<int>(layout.ep_off);
+  a.len_off = static_cast<int>(layout.len_off);
+  uint16_t* ws = static_cast<uint16_t*>(workspace);
+  for (int i = 0; i < t.directions; ++i) {
+    const PrnnDirection& p = dirs[i];
+    DS2_CHECK(p.u && p.x && p.y && (!backward || p.h),
+              "persistent RNN: null operand of direction " << i);
+    MmaDir& d = a.dir[i];
+    d.u = p.u;
+    d.x = p.x;
+    d.h = p.h;
+    d.y = p.y;
+    d.xbuf = ws + int64_t{i} * 2 * t.max_batch * a.stride;
+    d.ld_x = p.ld_x;
+    d.ld_h = p.ld_h;
+    d.ld_y = p.ld_y;
+    d.descending = p.reverse != backward ? 1 : 0;
+  }
+  if (t.directions == 1) a.dir[1] = a.dir[0];
+  prnn_cooperative_launch(t, fn, &a, layout.total, stream);
+}
+
+}  // namespace ds2::kernels

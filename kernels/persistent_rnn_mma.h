@@ -1,0 +1,46 @@
+// The tensor-core variant of the persistent RNN recurrence (PrnnTiling::tensor_cores, bf16
+// plans only), behind the entry points of kernels/persistent_rnn.h, which dispatch to it.
+//
+// U (forward) or U^T (backward-data) is rounded to bf16 and held in registers as mma.sync A
+// fragments for the whole launch; every step the previous state, rounded to bf16, is staged into
+// shared memory (one contiguous cp.async copy of B rows from an exchange array already in the
+// staging layout) and multiplied with mma.sync m16n8k16 (fp32 accumulation). The K dimension is
+// split over kPrnnMmaWarps warps in a way that depends on H only (warp w: k-tiles
+// [w kpw, w kpw + kpw), kpw = ceil(ceil(H / 16) / warps)), and the warps' partial sums are added
+// in warp order: deterministic, and identical for every tensor-core plan of the same H. Batch
+// rows go through in passes of batch_tile (8, 16 or 32) columns of n-tiles.
+// Contract: persistent_rnn.h's, with the state rounded to bf16 before each product too (what the
+// GEMM recurrence computes in bf16: cuBLAS rounds both operands).
+//
+//   PrnnTiling t = ...;  t.tensor_cores = true;  t.bf16_weights = true;
+//   if (prnn_mma_kernel(t)) prnn_mma_launch(t, false, dirs, lengths, T, B, clip, ws, stream);
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "kernels/persistent_rnn.h"
+
+namespace ds2::kernels {
+
+constexpr int kPrnnMmaWarps = 16;
+constexpr int kPrnnMmaThreads = 32 * kPrnnMmaWarps;
+
+// The kernel instantiation for t (nullptr when none: rows_per_cta / 16 or the k-tiles per warp
+// or the batch tile outside what is instantiated).
+const void* prnn_mma_kernel(const PrnnTiling& t);
+// bf16 elements per row of the state exchange (and of its shared-memory copy).
+int prnn_mma_state_stride(const PrnnTiling& t);
+size_t prnn_mma_shared_bytes(const PrnnTiling& t);
+size_t prnn_mma_workspace_bytes(const PrnnTiling& t);
+void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
+                     const int* lengths, int T, int B, float clip, void* workspace,
+                     cudaStream_t stream);
+
+// Shared with the fp32-math kernel: the cooperative launch of `fn` over t's grid, raising its
+// shared-memory limit first; a grid that cannot be co-resident raises ds2::Error, never hangs.
+void prnn_cooperative_launch(const PrnnTiling& t, const void* fn, void* args, size_t smem,
+                             cudaStream_t stream);
+
+}  // namespace ds2::kernels
