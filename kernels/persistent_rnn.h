@@ -1,15 +1,15 @@
-// Persistent clipped-ReLU RNN recurrence (version 2; bf16 plans that fit use the tensor-core
-// kernel of kernels/persistent_rnn_mma.h, version 3, through the same calls): ONE cooperative
-// kernel runs all T timesteps of one or both directions of a layer. Each CTA owns `rows_per_cta` consecutive output
-// neurons and keeps their rows of U (forward) or of U^T (backward-data) on chip for the whole
-// launch, in fp32 or in bf16 (`bf16_weights`: half the bytes, so more rows fit; products and sums
-// stay fp32): register_groups * 4 rows in registers, the rest in shared memory. Thread i owns the
-// 4 input columns [4i, 4i + 4) of every row. Per step every CTA reads the previous step's state
+// Persistent clipped-ReLU RNN recurrence (version 2; bf16 plans that fit use the tensor-core kernel
+// of kernels/persistent_rnn_mma.h, version 3, through the same calls): ONE cooperative kernel runs
+// all T timesteps of one or both directions of a layer. Each CTA owns `rows_per_cta` consecutive
+// output neurons and keeps their rows of U (forward) or of U^T (backward-data) on chip for the
+// whole launch, in fp32 or in bf16 (`bf16_weights`: half the bytes, so more rows fit; products and
+// sums stay fp32): register_groups * 4 rows in registers, the rest in shared memory. Thread i owns
+// the 4 input columns [4i, 4i + 4) of every row. Per step every CTA reads the previous step's state
 // {B, H} from a double-buffered exchange array in the workspace (L2, ld.global.cg), multiplies,
-// reduces across its threads (warp reduce-scatter, then the warps in a fixed order:
-// deterministic), applies the clipped ReLU (or its derivative) and the padding mask, writes its
-// slice of the output and of the exchange array, and the grid synchronizes
-// (cooperative_groups grid.sync()). kernels/NOTES.md has the designs tried and their timings.
+// reduces across its threads (warp reduce-scatter, then the warps in a fixed order: deterministic),
+// applies the clipped ReLU (or its derivative) and the padding mask, writes its slice of the output
+// and of the exchange array, and the grid synchronizes (cooperative_groups grid.sync()).
+// kernels/NOTES.md has the designs tried and their timings.
 //
 // This is the kernel layer: nn/cuda/persistent_rnn.h chooses the tiling for the device (the plan)
 // and is the API layers use. It computes exactly what CudaRnnLayer's GEMM recurrence computes:
