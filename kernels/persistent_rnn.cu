@@ -389,7 +389,7 @@ bool prnn_has_kernel(const PrnnTiling& t) {
 }
 
 int prnn_padded_hidden(const PrnnTiling& t) {
-  return t.tensor_cores ? prnn_mma_state_stride(t) : 4 * t.threads;
+  return 4 * t.threads;
 }
 
 size_t prnn_shared_bytes(const PrnnTiling& t) {

@@ -59,8 +59,7 @@ struct PrnnTiling {
 
 // Whether a kernel is instantiated for t's batch tile, precision and register groups.
 bool prnn_has_kernel(const PrnnTiling& t);
-// Columns of one row of the exchange array (fp32: 4 per thread, a multiple of 128; tensor cores:
-// bf16 elements, see prnn_mma_state_stride).
+// Columns of one row of the fp32-math kernel's exchange array (4 per thread, a multiple of 128).
 int prnn_padded_hidden(const PrnnTiling& t);
 // Dynamic shared memory one CTA needs.
 size_t prnn_shared_bytes(const PrnnTiling& t);

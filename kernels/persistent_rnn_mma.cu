@@ -22,7 +22,7 @@ struct MmaDir {
   const float* x;
   const float* h;
   float* y;
-  uint16_t* xbuf;  // exchange: [2 parities][max_batch][stride] bf16
+  uint16_t* xbuf;  // exchange: [2 parities][k_tiles][n_tiles][32 lanes][4] bf16 (B fragments)
   long long ld_x, ld_h, ld_y;
   int descending;
 };
@@ -30,10 +30,10 @@ struct MmaDir {
 struct MmaArgs {
   MmaDir dir[2];
   const int* lengths;
-  int T, B, H, k_tiles, kpw, stride, rows, ctas_per_dir, max_batch;
+  int T, B, H, k_tiles, kpw, n_tiles, rows, ctas_per_dir, max_batch;
   float clip;
   int backward;
-  int hs_off, ep_off, len_off;  // dynamic shared memory carve-up in bytes (reduction at 0)
+  int ep_off, len_off;  // dynamic shared memory carve-up in bytes (reduction at 0)
 };
 
 int k_tiles(const PrnnTiling& t) {
@@ -42,6 +42,14 @@ int k_tiles(const PrnnTiling& t) {
 int k_tiles_per_warp(const PrnnTiling& t) {
   return (k_tiles(t) + kWarps - 1) / kWarps;
 }
+// 8-row n-tiles of the largest batch: the exchange holds B fragments for all of them.
+int n_tiles(const PrnnTiling& t) {
+  return (t.max_batch + 7) / 8;
+}
+// bf16 elements of one parity of the exchange.
+int64_t exchange_elements(const PrnnTiling& t) {
+  return int64_t{k_tiles(t)} * n_tiles(t) * 32 * 4;
+}
 // Pitch of one batch row of the reduction array: R + 4 floats puts the stores of a warp's
 // accumulator fragments (rows g, columns 2q) on 32 distinct banks.
 int red_pitch(const PrnnTiling& t) {
@@ -49,21 +57,26 @@ int red_pitch(const PrnnTiling& t) {
 }
 
 struct MmaSmem {
-  size_t hs_off, ep_off, len_off, total;
+  size_t ep_off, len_off, total;
 };
 
 MmaSmem mma_smem(const PrnnTiling& t) {
   MmaSmem l{};
   size_t off = size_t(kWarps) * t.batch_tile * red_pitch(t) * sizeof(float);
-  l.hs_off = off;
-  off += size_t(t.batch_tile) * prnn_mma_state_stride(t) * sizeof(uint16_t);
-  off = (off + 15) / 16 * 16;
   l.ep_off = off;
   off += size_t(2) * 2 * t.max_batch * t.rows_per_cta * sizeof(float);  // [parity][x | h][b][m]
   l.len_off = off;
   off += size_t(t.max_batch) * sizeof(int);
   l.total = (off + 15) / 16 * 16;
   return l;
+}
+
+// Where state element (batch row b, column k) sits in the exchange: in the B fragment of k-tile
+// k / 16 and n-tile b / 8, lane 4 (b % 8) + (k % 8) / 2, register (k % 16) / 8, half k % 2 (PTX
+// ISA m16n8k16 layout). A warp then reads a whole fragment as one coalesced 256-byte load.
+__device__ __forceinline__ int64_t fragment_index(int b, int k, int n_tiles) {
+  const int kk = k & 15, lane = (b & 7) * 4 + ((kk & 7) >> 1);
+  return ((int64_t{k >> 4} * n_tiles + (b >> 3)) * 32 + lane) * 4 + (kk >> 3) * 2 + (kk & 1);
 }
 
 __device__ __forceinline__ float weight(const float* __restrict__ u, int H, int k, int j,
@@ -83,10 +96,9 @@ template <int MT, int KPW, int NT>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
   constexpr int kPass = 8 * NT;  // batch rows per pass
   extern __shared__ __align__(16) unsigned char smem[];
-  float* red = reinterpret_cast<float*>(smem);                  // [warps][kPass][R + 4]
-  uint16_t* hs = reinterpret_cast<uint16_t*>(smem + a.hs_off);  // [kPass][stride] bf16
-  float* ep = reinterpret_cast<float*>(smem + a.ep_off);        // [2][x | h][max_batch][R]
-  int* len_s = reinterpret_cast<int*>(smem + a.len_off);        // [B]
+  float* red = reinterpret_cast<float*>(smem);            // [warps][kPass][R + 4]
+  float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][max_batch][R]
+  int* len_s = reinterpret_cast<int*>(smem + a.len_off);  // [B]
 
   cg::grid_group grid = cg::this_grid();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -94,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int di = static_cast<int>(blockIdx.x) >= a.ctas_per_dir ? 1 : 0;
   const int cta = blockIdx.x - di * a.ctas_per_dir;
   const MmaDir d = di ? a.dir[1] : a.dir[0];
-  const int H = a.H, B = a.B, T = a.T, R = a.rows, stride = a.stride;
+  const int H = a.H, B = a.B, T = a.T, R = a.rows, ntx = a.n_tiles;
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = R + 4, red_warp = kPass * pitch;
@@ -102,16 +114,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
   const int ep_parity = 2 * a.max_batch * R, ep_h = a.max_batch * R;
-  const int64_t xbuf_parity = int64_t{a.max_batch} * stride;
-  const int pieces = 2 * a.k_tiles;  // 16-byte pieces of the k_tiles * 16 bf16 of a state row
+  const int64_t xbuf_parity = int64_t{a.k_tiles} * ntx * 32 * 4;
 
   for (int i = tid; i < B; i += kThreads) len_s[i] = a.lengths[i];
   if (cta == 0) {
-    // Columns H .. 16 k_tiles of the exchange are never written by a step but are multiplied
-    // (by zero weights): zero them once; the first read is after a grid barrier.
-    const int padw = 16 * a.k_tiles - H;
-    for (int i = tid; i < 2 * a.max_batch * padw; i += kThreads)
-      d.xbuf[int64_t{i / padw} * stride + H + i % padw] = 0;
+    // Rows past B and columns past H are never written by a step but are read (and multiplied
+    // by zero weights, or fill unused mma columns): zero them once, in both parities; the first
+    // read is after a grid barrier, and no step writes these places.
+    const int rows = 8 * ntx, cols = 16 * a.k_tiles;
+    for (int i = tid; i < 2 * rows * cols; i += kThreads) {
+      const int parity = i / (rows * cols), b = i / cols % rows, k = i % cols;
+      if (b >= B || k >= H) d.xbuf[parity * xbuf_parity + fragment_index(b, k, ntx)] = 0;
+    }
   }
 
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H.
@@ -149,19 +163,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     const uint16_t* xin = d.xbuf + ((s + 1) & 1) * xbuf_parity;  // the state step s - 1 wrote
     uint16_t* xout = d.xbuf + (s & 1) * xbuf_parity;
     const float* epx = ep + (s & 1) * ep_parity;
+    cp_async_wait_all();  // this step's epilogue inputs (other threads': after the barrier)
+    const uint2* frags = reinterpret_cast<const uint2*>(xin);
     for (int pass = 0; pass < passes; ++pass) {
-      // Stage this pass's rows of the state (zeros before the first step and past B).
-      for (int i = tid; i < kPass * pieces; i += kThreads) {
-        const int bl = i / pieces, p = i % pieces, b = pass * kPass + bl;
-        const bool valid = s > 0 && b < B;
-        cp_async16_cg(reinterpret_cast<float*>(hs + int64_t{bl} * stride) + 4 * p,
-                      reinterpret_cast<const float*>(xin + int64_t{valid ? b : 0} * stride) + 4 * p,
-                      valid);
-      }
-      cp_async_commit();
-      cp_async_wait_all();
-      __syncthreads();
-
       float acc[MT][NT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -170,18 +174,24 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
 #pragma unroll
-      for (int kk = 0; kk < KPW; ++kk) {
-        if (kt0 + kk >= kt_end) break;
-        const uint16_t* col = hs + 16 * (kt0 + kk) + 2 * q;
+      for (int nt = 0; nt < NT; ++nt) {
+        const int ntg = pass * NT + nt;
+        if (s == 0 || 8 * ntg >= B) continue;  // the zero state, or a tile of padding rows only
+        // The B fragments of this warp's k-tiles, straight from L2 (ld.global.cg: never a stale
+        // L1 line; other CTAs wrote them before the grid barrier), all loads in flight at once.
+        uint2 bf[KPW];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const uint16_t* row = col + (8 * nt + g) * stride;
-          const uint32_t b0 = *reinterpret_cast<const uint32_t*>(row);
-          const uint32_t b1 = *reinterpret_cast<const uint32_t*>(row + 8);
+        for (int kk = 0; kk < KPW; ++kk)
+          if (kt0 + kk < kt_end)
+            bf[kk] = __ldcg(frags + (int64_t{kt0 + kk} * ntx + ntg) * 32 + lane);
+#pragma unroll
+        for (int kk = 0; kk < KPW; ++kk) {
+          if (kt0 + kk >= kt_end) break;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
             mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
-                           af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], b0, b1);
+                           af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
+                           bf[kk].y);
         }
       }
       // Partial sums of this warp's k range, as [batch column][row].
@@ -213,14 +223,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                     : clipped_relu(x + sum, clip);
         }
         d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
-        xout[int64_t{b} * stride + k] = float_to_bf16(out);
+        xout[fragment_index(b, k, ntx)] = float_to_bf16(out);
       }
-      if (pass + 1 < passes) __syncthreads();  // the next pass reuses hs and red
+      if (pass + 1 < passes) __syncthreads();  // the next pass reuses red
     }
     if (s + 1 < T) {
       prefetch(s + 1);
       // Orders this step's exchange writes before every CTA's reads of them in step s + 1, and
-      // this CTA's reads of hs and red before their overwrites.
+      // this CTA's reads of red before their overwrites.
       grid.sync();
     }
   }
@@ -270,18 +280,12 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
   }
 }
 
-int prnn_mma_state_stride(const PrnnTiling& t) {
-  // 8 bf16 past the k-tiles: a row pitch of 4 (mod 8) words puts the 8 rows g of a B fragment
-  // load on distinct banks; rows stay 16-byte aligned for the staging copy.
-  return 16 * k_tiles(t) + 8;
-}
-
 size_t prnn_mma_shared_bytes(const PrnnTiling& t) {
   return mma_smem(t).total;
 }
 
 size_t prnn_mma_workspace_bytes(const PrnnTiling& t) {
-  return size_t(t.directions) * 2 * t.max_batch * prnn_mma_state_stride(t) * sizeof(uint16_t);
+  return size_t(t.directions) * 2 * exchange_elements(t) * sizeof(uint16_t);
 }
 
 void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
@@ -297,13 +301,12 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.H = t.hidden;
   a.k_tiles = k_tiles(t);
   a.kpw = k_tiles_per_warp(t);
-  a.stride = prnn_mma_state_stride(t);
+  a.n_tiles = n_tiles(t);
   a.rows = t.rows_per_cta;
   a.ctas_per_dir = t.ctas_per_direction;
   a.max_batch = t.max_batch;
   a.clip = clip;
   a.backward = backward ? 1 : 0;
-  a.hs_off = static_cast<int>(layout.hs_off);
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);
   uint16_t* ws = static_cast<uint16_t*>(workspace);
@@ -316,7 +319,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     d.x = p.x;
     d.h = p.h;
     d.y = p.y;
-    d.xbuf = ws + int64_t{i} * 2 * t.max_batch * a.stride;
+    d.xbuf = ws + int64_t{i} * 2 * exchange_elements(t);
     d.ld_x = p.ld_x;
     d.ld_h = p.ld_h;
     d.ld_y = p.ld_y;

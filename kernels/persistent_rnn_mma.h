@@ -2,15 +2,15 @@
 // plans only), behind the entry points of kernels/persistent_rnn.h, which dispatch to it.
 //
 // U (forward) or U^T (backward-data) is rounded to bf16 and held in registers as mma.sync A
-// fragments for the whole launch; every step the previous state, rounded to bf16, is staged into
-// shared memory (one contiguous cp.async copy of B rows from an exchange array already in the
-// staging layout) and multiplied with mma.sync m16n8k16 (fp32 accumulation). The K dimension is
-// split over kPrnnMmaWarps warps in a way that depends on H only (warp w: k-tiles
-// [w kpw, w kpw + kpw), kpw = ceil(ceil(H / 16) / warps)), and the warps' partial sums are added
-// in warp order: deterministic, and identical for every tensor-core plan of the same H. Batch
-// rows go through in passes of batch_tile (8, 16 or 32) columns of n-tiles.
-// Contract: persistent_rnn.h's, with the state rounded to bf16 before each product too (what the
-// GEMM recurrence computes in bf16: cuBLAS rounds both operands).
+// fragments for the whole launch; every step each warp reads the previous state, rounded to bf16,
+// straight from L2 as mma.sync B fragments (the exchange array is stored in fragment order, one
+// coalesced load per fragment) and multiplies with mma.sync m16n8k16 (fp32 accumulation). The K
+// dimension is split over kPrnnMmaWarps warps in a way that depends on H only (warp w: k-tiles [w
+// kpw, w kpw + kpw), kpw = ceil(ceil(H / 16) / warps)), and the warps' partial sums are added in
+// warp order: deterministic, and identical for every tensor-core plan of the same H. Batch rows go
+// through in passes of batch_tile (8, 16 or 32) columns of n-tiles. Contract: persistent_rnn.h's,
+// with the state rounded to bf16 before each product too (what the GEMM recurrence computes in
+// bf16: cuBLAS rounds both operands).
 //
 //   PrnnTiling t = ...;  t.tensor_cores = true;  t.bf16_weights = true;
 //   if (prnn_mma_kernel(t)) prnn_mma_launch(t, false, dirs, lengths, T, B, clip, ws, stream);
@@ -30,8 +30,6 @@ constexpr int kPrnnMmaThreads = 32 * kPrnnMmaWarps;
 // The kernel instantiation for t (nullptr when none: rows_per_cta / 16 or the k-tiles per warp
 // or the batch tile outside what is instantiated).
 const void* prnn_mma_kernel(const PrnnTiling& t);
-// bf16 elements per row of the state exchange (and of its shared-memory copy).
-int prnn_mma_state_stride(const PrnnTiling& t);
 size_t prnn_mma_shared_bytes(const PrnnTiling& t);
 size_t prnn_mma_workspace_bytes(const PrnnTiling& t);
 void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
