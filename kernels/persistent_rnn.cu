@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/clipped_relu.cuh"
+#include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn.h"
 #include "kernels/persistent_rnn_mma.h"
 
@@ -475,30 +476,8 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   }
   if (t.directions == 1) a.dir[1] = a.dir[0];
 
-  prnn_cooperative_launch(t, reinterpret_cast<const void*>(kernel_for(t)), &a, layout.total,
-                          stream);
-}
-
-void prnn_cooperative_launch(const PrnnTiling& t, const void* fn, void* args, size_t smem,
-                             cudaStream_t stream) {
-  int device = 0, optin = 0;
-  DS2_CUDA_CHECK(cudaGetDevice(&device));
-  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  DS2_CHECK(smem <= static_cast<size_t>(optin),
-            "persistent RNN: needs " << smem << " bytes of shared memory per CTA, the GPU "
-                                     << "allows " << optin);
-  DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  const dim3 grid(t.directions * t.ctas_per_direction), block(t.threads);
-  void* params[] = {args};
-  const cudaError_t err = cudaLaunchCooperativeKernel(fn, grid, block, params, smem, stream);
-  if (err == cudaErrorCooperativeLaunchTooLarge) {
-    (void)cudaGetLastError();
-    DS2_FAIL("persistent RNN: " << grid.x << " CTAs of " << t.threads << " threads and " << smem
-                                << " bytes of shared memory cannot all be resident on this GPU "
-                                << "at once (cooperative launch too large); the plan did not fit "
-                                << "this device, use the GEMM RNN");
-  }
-  DS2_CUDA_CHECK(err);
+  cooperative_launch("persistent RNN", reinterpret_cast<const void*>(kernel_for(t)),
+                     t.directions * t.ctas_per_direction, t.threads, &a, layout.total, stream);
 }
 
 }  // namespace ds2::kernels

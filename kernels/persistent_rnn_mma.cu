@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/clipped_relu.cuh"
+#include "kernels/cooperative_launch.h"
 #include "kernels/mma.cuh"
 #include "kernels/persistent_rnn_mma.h"
 
@@ -326,7 +327,8 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     d.descending = p.reverse != backward ? 1 : 0;
   }
   if (t.directions == 1) a.dir[1] = a.dir[0];
-  prnn_cooperative_launch(t, fn, &a, layout.total, stream);
+  cooperative_launch("persistent RNN (tensor cores)", fn, t.directions * t.ctas_per_direction,
+                     t.threads, &a, layout.total, stream);
 }
 
 }  // namespace ds2::kernels

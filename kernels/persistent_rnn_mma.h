@@ -36,9 +36,4 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
                      const int* lengths, int T, int B, float clip, void* workspace,
                      cudaStream_t stream);
 
-// Shared with the fp32-math kernel: the cooperative launch of `fn` over t's grid, raising its
-// shared-memory limit first; a grid that cannot be co-resident raises ds2::Error, never hangs.
-void prnn_cooperative_launch(const PrnnTiling& t, const void* fn, void* args, size_t smem,
-                             cudaStream_t stream);
-
 }  // namespace ds2::kernels

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/clipped_relu.cuh"
+#include "kernels/cooperative_launch.h"
 #include "kernels/sparse_persistent_rnn.h"
 
 namespace ds2::kernels {
@@ -396,27 +397,8 @@ void sprnn_launch(const SprnnTiling& t, bool backward, const PrnnDirection* dirs
   }
   if (t.directions == 1) a.dir[1] = a.dir[0];
 
-  const KernelFn fn = kernel_for(t);
-  int device = 0, optin = 0;
-  DS2_CUDA_CHECK(cudaGetDevice(&device));
-  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  DS2_CHECK(layout.total <= static_cast<size_t>(optin),
-            "sparse persistent RNN: needs " << layout.total << " bytes of shared memory per CTA, "
-                                            << "the GPU allows " << optin);
-  DS2_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  const dim3 grid(t.directions * t.ctas_per_direction), block(t.threads());
-  void* params[] = {&a};
-  const cudaError_t err = cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn), grid,
-                                                      block, params, layout.total, stream);
-  if (err == cudaErrorCooperativeLaunchTooLarge) {
-    (void)cudaGetLastError();
-    DS2_FAIL("sparse persistent RNN: " << grid.x << " CTAs of " << t.threads() << " threads and "
-                                       << layout.total << " bytes of shared memory cannot all be "
-                                       << "resident on this GPU at once; the plan did not fit "
-                                       << "this device");
-  }
-  DS2_CUDA_CHECK(err);
+  cooperative_launch("sparse persistent RNN", reinterpret_cast<const void*>(kernel_for(t)),
+                     t.directions * t.ctas_per_direction, t.threads(), &a, layout.total, stream);
 }
 
 }  // namespace ds2::kernels
