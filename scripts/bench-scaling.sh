@@ -2,7 +2,11 @@
 # Strong scaling of the training step: a fixed global batch split over 1, 2, 4, ... GPUs of one
 # host (per-GPU batch = global / GPUs), synthetic utterances, ds2's own engine and NCCL gradient
 # allreduce. Prints step time, audio-seconds/s, speedup and efficiency against 1 GPU, and the time
-# per step spent waiting on communication that backward did not hide.
+# per step spent waiting on communication that backward did not hide. For several GPUs it also
+# times one GPU alone at the per-GPU batch, which splits the efficiency into two factors:
+#   per-GPU batch: 1-GPU step at the global batch / (GPUs x 1-GPU step at the per-GPU batch),
+#                  what smaller per-GPU batches cost even with free communication;
+#   overhead:      step - 1-GPU step at the per-GPU batch, what running together adds.
 #
 #   scripts/bench-scaling.sh                                   # GPUs 1 2 4, global batch 16 and 32
 #   scripts/bench-scaling.sh --gpus "1 2 4 8" --batches 32     # issue 10's 8-GPU table
@@ -49,8 +53,22 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_E
 
 echo "# strong scaling: $(basename "$CONFIG"), ${SECONDS_PER_UTT} s utterances, $STEPS timed steps"
 echo "# transport: $TRANSPORT; GPUs visible: $VISIBLE; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
-printf "%-6s %-5s %-8s %10s %12s %8s %10s %12s %8s\n" batch GPUs per-GPU "step ms" "audio-s/s" \
-  speedup efficiency "comm wait" "share"
+printf "%-6s %-5s %-8s %10s %12s %8s %10s %12s %8s %14s %9s\n" batch GPUs per-GPU "step ms" \
+  "audio-s/s" speedup efficiency "comm wait" "share" "per-GPU batch" "overhead"
+# One GPU's step time at a batch size (ms), each size timed once.
+declare -A ALONE=()
+step_ms() { sed -n 's/^step \([0-9.]*\) ms.*/\1/p' <<<"$1"; }
+alone_ms() {
+  local b=$1
+  if [ -z "${ALONE[$b]:-}" ]; then
+    local out
+    out=$("$DS2" bench step "$CONFIG" --batch "$b" --seconds "$SECONDS_PER_UTT" --steps "$STEPS" \
+          "${OVERRIDES[@]}" 2>&1) ||
+      { echo "$out" >&2; echo "bench-scaling: 1-GPU run at batch $b failed" >&2; exit 1; }
+    ALONE[$b]=$(step_ms "$out")
+  fi
+}
+
 for batch in $BATCHES; do
   base=""
   for n in $GPUS; do
@@ -63,13 +81,23 @@ for batch in $BATCHES; do
          "${OVERRIDES[@]}")
     if [ "$n" -gt 1 ]; then cmd=("${MPIRUN[@]}" -np "$n" "${cmd[@]}"); fi
     out=$("${cmd[@]}" 2>&1) || { echo "$out" >&2; echo "bench-scaling: run failed: ${cmd[*]}" >&2; exit 1; }
-    ms=$(sed -n 's/^step \([0-9.]*\) ms.*/\1/p' <<<"$out")
+    ms=$(step_ms "$out")
     audio=$(sed -n 's/.*| *\([0-9.]*\) audio-s\/s$/\1/p' <<<"$out")
     wait_ms=$(sed -n 's/^communication wait not hidden by backward \([0-9.]*\) ms.*/\1/p' <<<"$out")
     wait_ms=${wait_ms:-0}
     [ -n "$base" ] || base=$ms
-    awk -v b="$batch" -v n="$n" -v ms="$ms" -v a="$audio" -v base="$base" -v w="$wait_ms" 'BEGIN {
-      printf "%-6s %-5s %-8s %10.2f %12.1f %8.2f %9.1f%% %9.2f ms %7.1f%%\n", b, n, b / n, ms, a,
-             base / ms, 100 * base / (ms * n), w, 100 * w / ms }'
+    if [ "$n" -eq 1 ]; then
+      ALONE[$batch]=${ALONE[$batch]:-$ms}
+      alone=""
+    else
+      alone_ms $((batch / n))
+      alone=${ALONE[$((batch / n))]}
+    fi
+    awk -v b="$batch" -v n="$n" -v ms="$ms" -v a="$audio" -v base="$base" -v w="$wait_ms" \
+        -v alone="$alone" 'BEGIN {
+      printf "%-6s %-5s %-8s %10.2f %12.1f %8.2f %9.1f%% %9.2f ms %7.1f%%", b, n, b / n, ms, a,
+             base / ms, 100 * base / (ms * n), w, 100 * w / ms
+      if (alone == "") printf "\n"
+      else printf " %13.1f%% %6.2f ms\n", 100 * base / (n * alone), ms - alone }'
   done
 done

@@ -1,8 +1,9 @@
 // The multi-GPU scripts run where CI can run them: bench-scaling.sh with CPU ranks (the table,
-// speedup and efficiency columns), and launch-multinode.sh's dry run (rank count, mapping, NCCL
-// environment).
+// speedup and efficiency columns, the per-GPU-batch and overhead split), and launch-multinode.sh's
+// dry run (rank count, mapping, NCCL environment).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "support/run_command.h"
@@ -29,6 +30,12 @@ TEST(BenchScaling, CpuRanksGiveATableWithEfficiency) {
   EXPECT_NE(r.output.find("\n4      1     4 "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("1.00     100.0%"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\n4      2     2 "), std::string::npos) << r.output;
+  // Several ranks: one rank alone at the per-GPU batch splits the efficiency (two more columns).
+  EXPECT_NE(r.output.find("per-GPU batch  overhead"), std::string::npos) << r.output;
+  const size_t row = r.output.find("\n4      2     2 ");
+  const std::string line = r.output.substr(row + 1, r.output.find('\n', row + 1) - row - 1);
+  EXPECT_EQ(std::count(line.begin(), line.end(), '%'), 3) << line;
+  EXPECT_EQ(line.substr(line.size() - 3), " ms") << line;
 }
 
 TEST(BenchScaling, RejectsAnUnknownOption) {
