@@ -55,6 +55,8 @@ TEST(Config, BadTypesAndValuesNameTheKey) {
   EXPECT_NE(error_of("", {"optim.name=adamw"}).find("'adamw' is not one of: adam, sgd"),
             std::string::npos);
   EXPECT_NE(error_of("", {"optim.lr=-1"}).find("optim.lr"), std::string::npos);
+  EXPECT_NE(error_of("", {"dist.comm_ctas=-1"}).find("key 'dist.comm_ctas' must be >= 0"),
+            std::string::npos);
   EXPECT_NE(error_of("", {"nokey"}).find("expected key.path=value"), std::string::npos);
   EXPECT_NE(error_of("optim: [1, 2]\n").find("must be a section"), std::string::npos);
   EXPECT_NE(error_of("a: [\n").find("invalid YAML"), std::string::npos);
