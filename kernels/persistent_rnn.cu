@@ -11,6 +11,7 @@
 #include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn.h"
 #include "kernels/persistent_rnn_mma.h"
+#include "kernels/persistent_rnn_operands.h"
 
 namespace ds2::kernels {
 namespace {
@@ -19,15 +20,8 @@ namespace cg = cooperative_groups;
 
 constexpr int kRg = kPrnnRowGroup;
 
-struct DirArgs {
-  const float* u;
-  const float* x;
-  const float* h;
-  float* y;
-  float* xbuf;  // exchange: [2 parities][max_batch][hpad]
-  long long ld_x, ld_h, ld_y;
-  int descending;  // steps visit t = T-1 .. 0
-};
+// Exchange: [2 parities][max_batch][hpad] fp32.
+using DirArgs = PrnnDeviceDirection<float>;
 
 struct Args {
   DirArgs dir[2];
@@ -458,22 +452,9 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);
   float* ws = static_cast<float*>(workspace);
-  for (int i = 0; i < t.directions; ++i) {
-    const PrnnDirection& p = dirs[i];
-    DS2_CHECK(p.u && p.x && p.y && (!backward || p.h),
-              "persistent RNN: null operand of direction " << i);
-    DirArgs& d = a.dir[i];
-    d.u = p.u;
-    d.x = p.x;
-    d.h = p.h;
-    d.y = p.y;
-    d.xbuf = ws + int64_t{i} * 2 * t.max_batch * a.hpad;
-    d.ld_x = p.ld_x;
-    d.ld_h = p.ld_h;
-    d.ld_y = p.ld_y;
-    // The forward visits the reverse direction from T - 1 down; backward-data the opposite.
-    d.descending = p.reverse != backward ? 1 : 0;
-  }
+  for (int i = 0; i < t.directions; ++i)
+    a.dir[i] = prnn_device_direction("persistent RNN", dirs[i], i, backward,
+                                     ws + int64_t{i} * 2 * t.max_batch * a.hpad);
   if (t.directions == 1) a.dir[1] = a.dir[0];
 
   cooperative_launch("persistent RNN", reinterpret_cast<const void*>(kernel_for(t)),

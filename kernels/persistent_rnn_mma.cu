@@ -9,6 +9,7 @@
 #include "kernels/cooperative_launch.h"
 #include "kernels/mma.cuh"
 #include "kernels/persistent_rnn_mma.h"
+#include "kernels/persistent_rnn_operands.h"
 
 namespace ds2::kernels {
 namespace {
@@ -18,15 +19,8 @@ namespace cg = cooperative_groups;
 constexpr int kWarps = kPrnnMmaWarps;
 constexpr int kThreads = kPrnnMmaThreads;
 
-struct MmaDir {
-  const float* u;
-  const float* x;
-  const float* h;
-  float* y;
-  uint16_t* xbuf;  // exchange: [2 parities][k_tiles][n_tiles][32 lanes][4] bf16 (B fragments)
-  long long ld_x, ld_h, ld_y;
-  int descending;
-};
+// Exchange: [2 parities][k_tiles][n_tiles][32 lanes][4] bf16 (B fragments).
+using MmaDir = PrnnDeviceDirection<uint16_t>;
 
 struct MmaArgs {
   MmaDir dir[2];
@@ -53,8 +47,8 @@ int64_t exchange_elements(const PrnnTiling& t) {
 }
 // Pitch of one batch row of the reduction array: R + 4 floats puts the stores of a warp's
 // accumulator fragments (rows g, columns 2q) on 32 distinct banks.
-int red_pitch(const PrnnTiling& t) {
-  return t.rows_per_cta + 4;
+__host__ __device__ constexpr int red_pitch(int rows) {
+  return rows + 4;
 }
 
 struct MmaSmem {
@@ -63,7 +57,7 @@ struct MmaSmem {
 
 MmaSmem mma_smem(const PrnnTiling& t) {
   MmaSmem l{};
-  size_t off = size_t(kWarps) * t.batch_tile * red_pitch(t) * sizeof(float);
+  size_t off = size_t(kWarps) * t.batch_tile * red_pitch(t.rows_per_cta) * sizeof(float);
   l.ep_off = off;
   off += size_t(2) * 2 * t.max_batch * t.rows_per_cta * sizeof(float);  // [parity][x | h][b][m]
   l.len_off = off;
@@ -110,7 +104,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int H = a.H, B = a.B, T = a.T, R = a.rows, ntx = a.n_tiles;
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
-  const int pitch = R + 4, red_warp = kPass * pitch;
+  const int pitch = red_pitch(R), red_warp = kPass * pitch;
   const int passes = (B + kPass - 1) / kPass;
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
@@ -311,21 +305,9 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);
   uint16_t* ws = static_cast<uint16_t*>(workspace);
-  for (int i = 0; i < t.directions; ++i) {
-    const PrnnDirection& p = dirs[i];
-    DS2_CHECK(p.u && p.x && p.y && (!backward || p.h),
-              "persistent RNN: null operand of direction " << i);
-    MmaDir& d = a.dir[i];
-    d.u = p.u;
-    d.x = p.x;
-    d.h = p.h;
-    d.y = p.y;
-    d.xbuf = ws + int64_t{i} * 2 * exchange_elements(t);
-    d.ld_x = p.ld_x;
-    d.ld_h = p.ld_h;
-    d.ld_y = p.ld_y;
-    d.descending = p.reverse != backward ? 1 : 0;
-  }
+  for (int i = 0; i < t.directions; ++i)
+    a.dir[i] = prnn_device_direction("persistent RNN (tensor cores)", dirs[i], i, backward,
+                                     ws + int64_t{i} * 2 * exchange_elements(t));
   if (t.directions == 1) a.dir[1] = a.dir[0];
   cooperative_launch("persistent RNN (tensor cores)", fn, t.directions * t.ctas_per_direction,
                      t.threads, &a, layout.total, stream);

@@ -9,6 +9,7 @@
 #include "kernels/async_copy.cuh"
 #include "kernels/clipped_relu.cuh"
 #include "kernels/cooperative_launch.h"
+#include "kernels/persistent_rnn_operands.h"
 #include "kernels/sparse_persistent_rnn.h"
 
 namespace ds2::kernels {
@@ -16,16 +17,8 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-struct DirArgs {
-  const float* u;
-  const uint32_t* layout;
-  const float* x;
-  const float* h;
-  float* y;
-  float* xbuf;  // exchange: [2 parities][tiles_max][hpad][batch_tile]
-  long long ld_x, ld_h, ld_y;
-  int descending;
-};
+// Exchange: [2 parities][tiles_max][hpad][batch_tile] fp32.
+using DirArgs = PrnnDeviceDirection<float>;
 
 struct Args {
   DirArgs dir[2];
@@ -379,22 +372,10 @@ void sprnn_launch(const SprnnTiling& t, bool backward, const PrnnDirection* dirs
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);
   float* ws = static_cast<float*>(workspace);
-  for (int i = 0; i < t.directions; ++i) {
-    const PrnnDirection& p = dirs[i];
-    DS2_CHECK(p.u && p.layout && p.x && p.y && (!backward || p.h),
-              "sparse persistent RNN: null operand of direction " << i);
-    DirArgs& d = a.dir[i];
-    d.u = p.u;
-    d.layout = p.layout;
-    d.x = p.x;
-    d.h = p.h;
-    d.y = p.y;
-    d.xbuf = ws + int64_t{i} * 2 * a.tiles_max * t.batch_tile * a.hpad;
-    d.ld_x = p.ld_x;
-    d.ld_h = p.ld_h;
-    d.ld_y = p.ld_y;
-    d.descending = p.reverse != backward ? 1 : 0;
-  }
+  for (int i = 0; i < t.directions; ++i)
+    a.dir[i] = prnn_device_direction("sparse persistent RNN", dirs[i], i, backward,
+                                     ws + int64_t{i} * 2 * a.tiles_max * t.batch_tile * a.hpad,
+                                     /*needs_layout=*/true);
   if (t.directions == 1) a.dir[1] = a.dir[0];
 
   cooperative_launch("sparse persistent RNN", reinterpret_cast<const void*>(kernel_for(t)),
