@@ -10,6 +10,7 @@
 #include "kernels/clipped_relu.cuh"
 #include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn.h"
+#include "kernels/persistent_rnn_cluster.h"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
 
@@ -356,6 +357,7 @@ KernelFn kernel_for(const PrnnTiling& t) {
 
 // The kernel t selects: the fp32-math kernel or the tensor-core one.
 const void* kernel_ptr(const PrnnTiling& t) {
+  if (t.cluster) return prnn_cluster_kernel(t);
   return t.tensor_cores ? prnn_mma_kernel(t) : reinterpret_cast<const void*>(kernel_for(t));
 }
 
@@ -388,10 +390,12 @@ int prnn_padded_hidden(const PrnnTiling& t) {
 }
 
 size_t prnn_shared_bytes(const PrnnTiling& t) {
+  if (t.cluster) return prnn_cluster_shared_bytes(t);
   return t.tensor_cores ? prnn_mma_shared_bytes(t) : smem_layout(t).total;
 }
 
 size_t prnn_workspace_bytes(const PrnnTiling& t) {
+  if (t.cluster) return 0;  // the exchange lives in the cluster's shared memory
   if (t.tensor_cores) return prnn_mma_workspace_bytes(t);
   return size_t(t.directions) * 2 * t.max_batch * prnn_padded_hidden(t) * sizeof(float);
 }
@@ -419,6 +423,7 @@ PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t) {
     blocks = 0;
   }
   info.blocks_per_sm = blocks;
+  if (t.cluster) info.max_clusters = prnn_cluster_max_active(t);
   return info;
 }
 
@@ -429,7 +434,12 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   check_tiling(t);
   DS2_CHECK(B <= t.max_batch,
             "persistent RNN: batch " << B << " exceeds the plan's maximum " << t.max_batch);
-  DS2_CHECK(workspace != nullptr && lengths != nullptr, "persistent RNN: null workspace/lengths");
+  DS2_CHECK(lengths != nullptr && (workspace != nullptr || prnn_workspace_bytes(t) == 0),
+            "persistent RNN: null workspace/lengths");
+  if (t.cluster) {
+    prnn_cluster_launch(t, backward, dirs, lengths, T, B, clip, stream);
+    return;
+  }
   if (t.tensor_cores) {
     prnn_mma_launch(t, backward, dirs, lengths, T, B, clip, workspace, stream);
     return;

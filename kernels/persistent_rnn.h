@@ -55,6 +55,10 @@ struct PrnnTiling {
   // bf16 as well; threads = kPrnnMmaThreads, rows_per_cta a multiple of 16, all rows in
   // registers, batch_tile 8, 16 or 32 (batch columns per pass).
   bool tensor_cores = false;
+  // Tensor-core plans only: the CTAs of a direction form one thread-block cluster that exchanges
+  // the state through distributed shared memory and synchronizes with the cluster barrier
+  // (kernels/persistent_rnn_cluster.h); batch_tile 8, max_batch <= 8.
+  bool cluster = false;
 };
 
 // Whether a kernel is instantiated for t's batch tile, precision and register groups.
@@ -71,6 +75,7 @@ struct PrnnKernelInfo {
   size_t local_bytes = 0;  // stack frame / spills per thread (0 wanted)
   int max_threads = 0;     // the most threads per CTA the kernel can launch with
   int blocks_per_sm = 0;   // CTAs of `t.threads` threads that fit on one SM (0: none)
+  int max_clusters = 0;    // cluster plans: clusters of ctas_per_direction CTAs resident at once
 };
 // Resources of the kernel instantiation `t` selects on the current device. Raises that kernel's
 // dynamic shared memory limit to prnn_shared_bytes(t) first (when the device allows it).

@@ -8,6 +8,7 @@
 #include "kernels/clipped_relu.cuh"
 #include "kernels/cooperative_launch.h"
 #include "kernels/mma.cuh"
+#include "kernels/persistent_rnn_fragments.cuh"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
 
@@ -66,25 +67,6 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   return l;
 }
 
-// Where state element (batch row b, column k) sits in the exchange: in the B fragment of k-tile
-// k / 16 and n-tile b / 8, lane 4 (b % 8) + (k % 8) / 2, register (k % 16) / 8, half k % 2 (PTX
-// ISA m16n8k16 layout). A warp then reads a whole fragment as one coalesced 256-byte load.
-__device__ __forceinline__ int64_t fragment_index(int b, int k, int n_tiles) {
-  const int kk = k & 15, lane = (b & 7) * 4 + ((kk & 7) >> 1);
-  return ((int64_t{k >> 4} * n_tiles + (b >> 3)) * 32 + lane) * 4 + (kk >> 3) * 2 + (kk & 1);
-}
-
-__device__ __forceinline__ float weight(const float* __restrict__ u, int H, int k, int j,
-                                        bool transpose) {
-  if (k >= H || j >= H) return 0.0f;
-  return transpose ? u[size_t(j) * H + k] : u[size_t(k) * H + j];
-}
-__device__ __forceinline__ uint32_t weight_pair(const float* __restrict__ u, int H, int k, int j,
-                                                bool transpose) {
-  return uint32_t{float_to_bf16(weight(u, H, k, j, transpose))} |
-         (uint32_t{float_to_bf16(weight(u, H, k, j + 1, transpose))} << 16);
-}
-
 // MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
 // least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT).
 template <int MT, int KPW, int NT>
@@ -119,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     const int rows = 8 * ntx, cols = 16 * a.k_tiles;
     for (int i = tid; i < 2 * rows * cols; i += kThreads) {
       const int parity = i / (rows * cols), b = i / cols % rows, k = i % cols;
-      if (b >= B || k >= H) d.xbuf[parity * xbuf_parity + fragment_index(b, k, ntx)] = 0;
+      if (b >= B || k >= H) d.xbuf[parity * xbuf_parity + prnn_fragment_index(b, k, ntx)] = 0;
     }
   }
 
@@ -131,10 +113,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     for (int mt = 0; mt < MT; ++mt) {
       const int k = r0 + 16 * mt + g, j = 16 * (kt0 + kk) + 2 * q;
       const bool mine = kt0 + kk < kt_end;
-      af[kk][mt][0] = mine ? weight_pair(d.u, H, k, j, bwd) : 0u;
-      af[kk][mt][1] = mine ? weight_pair(d.u, H, k + 8, j, bwd) : 0u;
-      af[kk][mt][2] = mine ? weight_pair(d.u, H, k, j + 8, bwd) : 0u;
-      af[kk][mt][3] = mine ? weight_pair(d.u, H, k + 8, j + 8, bwd) : 0u;
+      af[kk][mt][0] = mine ? prnn_weight_pair(d.u, H, k, j, bwd) : 0u;
+      af[kk][mt][1] = mine ? prnn_weight_pair(d.u, H, k + 8, j, bwd) : 0u;
+      af[kk][mt][2] = mine ? prnn_weight_pair(d.u, H, k, j + 8, bwd) : 0u;
+      af[kk][mt][3] = mine ? prnn_weight_pair(d.u, H, k + 8, j + 8, bwd) : 0u;
     }
   __syncthreads();
 
@@ -218,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                     : clipped_relu(x + sum, clip);
         }
         d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
-        xout[fragment_index(b, k, ntx)] = float_to_bf16(out);
+        xout[prnn_fragment_index(b, k, ntx)] = float_to_bf16(out);
       }
       if (pass + 1 < passes) __syncthreads();  // the next pass reuses red
     }

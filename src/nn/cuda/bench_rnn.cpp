@@ -378,25 +378,36 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(B, 2, o.device, p)
         << ")\n";
   std::vector<float> h_ours, dpre_ours;
-  if (plan.fits()) {
-    DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+  // Times one plan's forward and backward-data into `row`; the outputs stay in h and dpre.
+  auto time_plan = [&](const PersistentRnnPlan& p, Row& row) {
+    DeviceArray<float> ws(static_cast<int64_t>(p.workspace_bytes() / sizeof(float) + 1));
     const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
     auto forward = [&] {
-      persistent_rnn_forward(plan, u.data(), x.data(), H, h.data(), lengths.data(), T, B, false,
-                             kClip, ws.data(), ws_bytes, s);
+      persistent_rnn_forward(p, u.data(), x.data(), H, h.data(), lengths.data(), T, B, false, kClip,
+                             ws.data(), ws_bytes, s);
     };
     auto backward = [&] {
-      persistent_rnn_backward_data(plan, u.data(), h.data(), dy.data(), H, dpre.data(), H,
+      persistent_rnn_backward_data(p, u.data(), h.data(), dy.data(), H, dpre.data(), H,
                                    lengths.data(), T, B, false, kClip, ws.data(), ws_bytes, s);
     };
-    persistent.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
-    persistent.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
+    row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+  };
+  Row grid_row(std::string("ours: persistent, grid-wide (") + o.precision + ")");
+  if (plan.fits()) {
+    // The grid-wide tensor-core kernel beside the cluster one the plan picked, in the same run.
+    if (plan.tiling().cluster) {
+      const PersistentRnnPlan grid(H, B, 1, o.device, precision, /*allow_cluster=*/false);
+      if (grid.fits()) time_plan(grid, grid_row);
+    }
+    time_plan(plan, persistent);
     h_ours = download_vector(h.data(), n, s);
     dpre_ours = download_vector(dpre.data(), n, s);
   } else {
     persistent.note = "does not fit";
   }
   rows.push_back(persistent);
+  if (grid_row.fwd_us > 0) rows.push_back(grid_row);
 
   // Ours, sparse persistent (with --density): only the kept weights on chip.
   if (!mask.empty()) {

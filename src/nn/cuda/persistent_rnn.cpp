@@ -7,6 +7,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/device_query.h"
 #include "core/error.h"
+#include "kernels/persistent_rnn_cluster.h"
 #include "kernels/persistent_rnn_mma.h"
 
 namespace ds2 {
@@ -27,7 +28,7 @@ std::string kb(size_t bytes) {
 }  // namespace
 
 PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, int device,
-                                     Precision precision) {
+                                     Precision precision, bool allow_cluster) {
   DS2_CHECK(hidden > 0 && max_batch > 0 && (directions == 1 || directions == 2),
             "persistent RNN plan: hidden " << hidden << ", max batch " << max_batch
                                            << " and directions " << directions
@@ -67,6 +68,33 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   if (ctas_max < 1) {
     refuse("fewer SMs than directions");
     return;
+  }
+
+  // bf16 at batch <= 8: one thread-block cluster per direction when U fits in 16 SMs' registers
+  // (no grid barrier; the state exchanged through distributed shared memory), if the device can
+  // hold a cluster per direction at once. With 4 m-tiles per CTA (H > 768) the cluster's 16 SMs
+  // carry 4x version 3's tensor work per SM, which at batch 8 costs more than the barrier saves
+  // (kernels/NOTES.md, version 4).
+  const int tiles = ceil_div(hidden, 16), n = ceil_div(tiles, kernels::kPrnnMmaWarps);
+  if (allow_cluster && t.bf16_weights && max_batch <= kernels::kPrnnClusterMaxBatch &&
+      (n < kernels::kPrnnClusterMaxTiles ||
+       (n == kernels::kPrnnClusterMaxTiles && max_batch <= 4))) {
+    kernels::PrnnTiling c = t;
+    c.tensor_cores = c.cluster = true;
+    c.threads = kernels::kPrnnMmaThreads;
+    c.batch_tile = kernels::kPrnnClusterMaxBatch;
+    c.rows_per_cta = 16 * n;
+    c.ctas_per_direction = ceil_div(tiles, n);
+    c.register_groups = c.rows_per_cta / kRowGroup;
+    if (kernels::prnn_has_kernel(c) && kernels::prnn_shared_bytes(c) <= smem_optin) {
+      const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
+      if (info.local_bytes == 0 && info.blocks_per_sm >= 1 && info.max_clusters >= directions) {
+        t = c;
+        registers_ = info.registers;
+        fits_ = true;
+        return;
+      }
+    }
   }
 
   // bf16: products on tensor cores when every row fits in that kernel's registers (no spills);
@@ -172,8 +200,9 @@ std::string PersistentRnnPlan::describe() const {
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
     << " threads, " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
     << t.rows_per_cta - reg_rows << " in shared memory), "
-    << (t.tensor_cores ? "tensor cores (bf16 state), " : "") << "batch tile " << t.batch_tile
-    << ", " << registers_ << " registers/thread, " << kb(shared_bytes())
+    << (t.tensor_cores ? "tensor cores (bf16 state), " : "")
+    << (t.cluster ? "one cluster per direction (distributed shared memory), " : "") << "batch tile "
+    << t.batch_tile << ", " << registers_ << " registers/thread, " << kb(shared_bytes())
     << " shared memory/CTA, workspace " << kb(workspace_bytes());
   return s.str();
 }

@@ -46,8 +46,10 @@ class PersistentRnnPlan {
   // `directions` = 2 plans one launch running both directions of a bidirectional layer at once
   // (the SMs split between them). device -1: the current device. `precision`: how U is held on
   // chip, fp32 or bf16 (rounded to nearest even; more rows fit); h, products and sums are fp32.
+  // `allow_cluster` false keeps bf16 plans off the cluster kernel (benchmarks and tests compare
+  // it with the grid-wide one).
   PersistentRnnPlan(int hidden, int max_batch, int directions = 1, int device = -1,
-                    Precision precision = Precision::kFp32);
+                    Precision precision = Precision::kFp32, bool allow_cluster = true);
 
   // Whether this layer runs on this GPU; if not, why_not() says why (the caller falls back).
   bool fits() const { return fits_; }

@@ -217,20 +217,102 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PersistentRnnCase, ::testing::ValuesIn(kCases),
                          });
 
 // bf16: odd sizes, batch 1 to 40 (tensor-core passes of 8, 16 and 32 batch columns, a partial
-// last pass), the DS2-large width, and hidden sizes past what fits in fp32 (about 2600 at batch
+// last pass; cluster plans at batch <= 8 and H <= 1024, with 1 to 4 m-tiles per CTA), the
+// DS2-large width, and hidden sizes past what fits in fp32 (about 2600 at batch
 // 4) where the fp32-math kernel holds bf16 rows in shared memory (2752, 2999).
 constexpr Precision kBf16 = Precision::kBf16;
 const Case kBf16Cases[] = {
     {1, 1, 37, kBf16},     {7, 3, 37, kBf16},     {64, 8, 128, kBf16},   {7, 1, 1000, kBf16},
     {64, 4, 1152, kBf16},  {300, 4, 1152, kBf16}, {64, 32, 1152, kBf16}, {300, 1, 2048, kBf16},
     {32, 4, 2999, kBf16},  {16, 3, 2752, kBf16},  {7, 40, 200, kBf16},   {64, 16, 1920, kBf16},
-    {300, 4, 1920, kBf16},
+    {300, 4, 1920, kBf16}, {300, 4, 1000, kBf16}, {33, 8, 512, kBf16},   {64, 2, 700, kBf16},
 };
 
 INSTANTIATE_TEST_SUITE_P(Bf16, PersistentRnnCase, ::testing::ValuesIn(kBf16Cases),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return case_name(info.param);
                          });
+
+// The cluster kernel (bf16, batch <= 8, H <= 1024) and the grid-wide tensor-core kernel split K
+// over the warps the same way and add in the same order: their outputs must agree bit for bit,
+// forward and backward-data, one direction and both in one launch. Shapes: one m-tile per CTA
+// and fewer than 16 CTAs (37, 200), 2, 3 and 4 m-tiles (512, 700, 1000), batch 1 to 8.
+TEST(PersistentRnn, ClusterKernelMatchesGridKernelBitForBit) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  cudaStream_t s = ctx.stream();
+  struct Shape {
+    int T, B, H;
+  };
+  int checked = 0;
+  for (const Shape& c : {Shape{7, 1, 37}, Shape{64, 3, 200}, Shape{33, 8, 512}, Shape{50, 5, 700},
+                         Shape{300, 4, 1000}, Shape{20, 1, 1000}}) {
+    SCOPED_TRACE(case_name({c.T, c.B, c.H, Precision::kBf16}));
+    const int T = c.T, B = c.B, H = c.H;
+    Rng rng(77 + T + B + H);
+    const std::vector<int> len = make_lengths(T, B, rng);
+    const float a = 1.0f / std::sqrt(static_cast<float>(H));
+    DeviceArray<float> du[2], dx, ddy, ws;
+    for (auto& u : du) to_device(random_vector(int64_t{H} * H, rng, -a, a), u, s);
+    to_device(random_vector(int64_t{T} * B * 2 * H, rng, -1.0f, 1.0f), dx, s);
+    to_device(random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f), ddy, s);
+    DeviceArray<int> dlen;
+    upload_lengths(len, dlen, s);
+    const int64_t nh = int64_t{T} * B * H;
+    // Forward h of both directions, then backward-data dpre {T, B, 2H}, from one launch of `dirs`
+    // directions of `plan` (or one launch per direction).
+    auto run = [&](const PersistentRnnPlan& plan, std::vector<float>* h, std::vector<float>* dp) {
+      ws.reserve(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+      const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+      DeviceArray<float> hd[2], dpre;
+      PersistentRnnDirection dirs[2];
+      dpre.reserve(2 * nh);
+      poison(dpre.data(), 2 * nh, ctx);
+      for (int d = 0; d < 2; ++d) {
+        hd[d].reserve(nh);
+        poison(hd[d].data(), nh, ctx);
+        dirs[d].u = du[d].data();
+        dirs[d].x = dx.data() + int64_t{d} * H;
+        dirs[d].ld_x = 2 * H;
+        dirs[d].y = hd[d].data();
+        dirs[d].ld_y = H;
+        dirs[d].reverse = d == 1;
+      }
+      poison(ws.data(), ws.capacity(), ctx);
+      const int launches = plan.directions() == 2 ? 1 : 2;
+      for (int i = 0; i < launches; ++i)
+        persistent_rnn_forward(plan, dirs + i, dlen.data(), T, B, 0.8f, ws.data(), ws_bytes, s);
+      for (int d = 0; d < 2; ++d) {
+        dirs[d].x = ddy.data();
+        dirs[d].ld_x = H;
+        dirs[d].h = hd[d].data();
+        dirs[d].y = dpre.data() + int64_t{d} * H;
+        dirs[d].ld_y = 2 * H;
+      }
+      for (int i = 0; i < launches; ++i)
+        persistent_rnn_backward_data(plan, dirs + i, dlen.data(), T, B, 0.8f, ws.data(), ws_bytes,
+                                     s);
+      for (int d = 0; d < 2; ++d) h[d] = to_host(hd[d].data(), nh, s);
+      *dp = to_host(dpre.data(), 2 * nh, s);
+    };
+    const PersistentRnnPlan grid(H, B, 1, -1, Precision::kBf16, /*allow_cluster=*/false);
+    ASSERT_TRUE(grid.fits() && grid.tiling().tensor_cores && !grid.tiling().cluster)
+        << grid.describe();
+    std::vector<float> h_ref[2], dp_ref;
+    run(grid, h_ref, &dp_ref);
+    for (int directions : {1, 2}) {
+      const PersistentRnnPlan cluster(H, B, directions, -1, Precision::kBf16);
+      if (!cluster.fits() || !cluster.tiling().cluster) continue;  // e.g. no 16-CTA clusters
+      SCOPED_TRACE(cluster.describe());
+      std::vector<float> h[2], dp;
+      run(cluster, h, &dp);
+      for (int d = 0; d < 2; ++d) expect_close(h_ref[d], h[d], "forward h, cluster vs grid", 0, 0);
+      expect_close(dp_ref, dp, "backward-data dpre, cluster vs grid", 0, 0);
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "this GPU runs no cluster plan (thread-block clusters: sm_90+)";
+}
 
 TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
   DS2_REQUIRE_GPU();
@@ -273,6 +355,16 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     std::cout << bf16.describe() << "\n";
     if (prop.multiProcessorCount >= 100 && prop.major >= 8)
       EXPECT_TRUE(bf16.fits() && bf16.tiling().tensor_cores) << bf16.describe();
+  }
+  // bf16 layers up to H 768 at batch <= 8 run as one thread-block cluster per direction on
+  // sm_90: no workspace (the exchange is in shared memory).
+  for (int directions : {1, 2}) {
+    PersistentRnnPlan small(768, 8, directions, -1, Precision::kBf16);
+    std::cout << small.describe() << "\n";
+    if (prop.multiProcessorCount >= 100 && prop.major >= 9) {
+      EXPECT_TRUE(small.fits() && small.tiling().cluster) << small.describe();
+      EXPECT_EQ(small.workspace_bytes(), 0u);
+    }
   }
   EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
   EXPECT_THROW(parse_precision("fp8"), Error);
