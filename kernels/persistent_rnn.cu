@@ -215,6 +215,9 @@ __global__ void prnn_kernel(const Args a) {
     float* xout = d.xbuf + (s & 1) * xbuf_parity;
     const float* epx = ep + (s & 1) * ep_parity;
     cp_async_wait_all();
+    // The next step's inputs load during this whole step (their buffer was last read in step
+    // s - 1, before the barrier).
+    if (s + 1 < T) prefetch(s + 1);
 
     // State of batch rows tile * BT .. + BT, this thread's 4 columns; zero before the first step.
     // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the grid barrier).
@@ -282,7 +285,6 @@ __global__ void prnn_kernel(const Args a) {
       for (int i = 0; i < BT; ++i) hcur[i] = hnext[i];
     }
     if (s + 1 < T) {
-      prefetch(s + 1);
       // Orders this step's exchange writes before every CTA's reads of them in step s + 1 (the
       // barrier fences at GPU scope), and the reads of step s before the overwrites in s + 1.
       grid.sync();

@@ -190,8 +190,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_cluster_kernel_t(const Clust
     if (s + 1 < T) {
       __syncthreads();  // this CTA's slice of the new state is complete
       // Push it into every other CTA of the cluster (distributed shared memory), each thread a
-      // 16-byte piece, destinations staggered by rank.
-      // Only the lanes of real batch rows change (b < B: the first 2 B of a k-tile's 16 pieces).
+      // 16-byte piece, destinations staggered by rank; only the lanes of real batch rows change
+      // (b < B: the first 2 B of a k-tile's 16 pieces).
       const uint4* src = reinterpret_cast<const uint4*>(xout) + rank * N * 16;
       const int per_tile = 2 * B, pieces = N * per_tile;
       for (int i = tid; i < (C - 1) * pieces; i += kThreads) {
