@@ -1,5 +1,6 @@
 // Persistent clipped-ReLU RNN recurrence (version 2; bf16 plans that fit use the tensor-core kernel
-// of kernels/persistent_rnn_mma.h, version 3, through the same calls): ONE cooperative kernel runs
+// of kernels/persistent_rnn_mma.h, version 3, or its cluster form,
+// kernels/persistent_rnn_cluster.h, version 4, through the same calls): ONE cooperative kernel runs
 // all T timesteps of one or both directions of a layer. Each CTA owns `rows_per_cta` consecutive
 // output neurons and keeps their rows of U (forward) or of U^T (backward-data) on chip for the
 // whole launch, in fp32 or in bf16 (`bf16_weights`: half the bytes, so more rows fit; products and
