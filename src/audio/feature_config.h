@@ -10,14 +10,15 @@
 namespace ds2 {
 
 struct FeatureConfig {
-  int sample_rate = 16000;              // audio is resampled to this rate before featurizing
-  double window_ms = 20.0;              // analysis window length
-  double hop_ms = 10.0;                 // frame shift
-  std::string window = "hamming";       // hamming | hann
-  std::string type = "linear";          // linear: log power spectrogram (DS2); mel: log-mel
-  int n_mels = 40;                      // mel bands when type == mel
-  bool remove_dc = false;               // subtract each frame's mean before windowing
-  double preemphasis = 0.0;             // x[i] -= p * x[i-1] per frame (0 = off; 0.97 is common)
+  int sample_rate = 16000;         // audio is resampled to this rate before featurizing
+  double window_ms = 20.0;         // analysis window length
+  double hop_ms = 10.0;            // frame shift
+  std::string window = "hamming";  // hamming | hann
+  std::string type = "linear";  // linear: log power spectrogram (DS2); mel: log-mel; mfcc: cepstra
+  int n_mels = 40;              // mel bands when type == mel or mfcc
+  int n_ceps = 13;              // cepstra kept when type == mfcc (orthonormal DCT-II of log-mel)
+  bool remove_dc = false;       // subtract each frame's mean before windowing
+  double preemphasis = 0.0;     // x[i] -= p * x[i-1] per frame (0 = off; 0.97 is common)
   std::string normalize = "utterance";  // utterance | global | none
 };
 

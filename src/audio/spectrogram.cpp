@@ -68,11 +68,23 @@ FeatureExtractor::FeatureExtractor(const FeatureConfig& config) : config_(config
     window_fn_[i] = static_cast<float>(a0 - (1.0 - a0) * std::cos(2.0 * M_PI * i / window_));
   }
 
-  if (config.type == "mel") {
+  if (config.type == "mel" || config.type == "mfcc") {
     mel_.emplace(config.n_mels, window_, config.sample_rate);
   } else {
     DS2_CHECK(config.type == "linear",
-              "features.type must be 'linear' or 'mel', got '" << config.type << "'");
+              "features.type must be 'linear', 'mel' or 'mfcc', got '" << config.type << "'");
+  }
+  if (config.type == "mfcc") {
+    const int m_count = mel_->num_filters(), n_ceps = config.n_ceps;
+    DS2_CHECK(n_ceps > 0 && n_ceps <= m_count, "features.n_ceps must be in [1, features.n_mels = "
+                                                   << m_count << "], got " << n_ceps);
+    dct_.resize(size_t(n_ceps) * m_count);
+    for (int k = 0; k < n_ceps; ++k) {
+      const double scale = std::sqrt((k == 0 ? 1.0 : 2.0) / m_count);
+      for (int m = 0; m < m_count; ++m)
+        dct_[size_t(k) * m_count + m] =
+            static_cast<float>(scale * std::cos(M_PI * k * (m + 0.5) / m_count));
+    }
   }
 
   auto in = fftw_alloc<float>(window_);
@@ -88,6 +100,7 @@ FeatureExtractor::~FeatureExtractor() {
 }
 
 int FeatureExtractor::num_features() const {
+  if (!dct_.empty()) return config_.n_ceps;
   return mel_ ? mel_->num_filters() : num_bins_;
 }
 
@@ -118,7 +131,8 @@ void FeatureExtractor::compute(const float* samples, int64_t n, Tensor& out) con
 
   auto frame = fftw_alloc<float>(window_);
   auto spectrum = fftw_alloc<fftwf_complex>(num_bins_);
-  std::vector<float> power(mel_ ? num_bins_ : 0);
+  const int bands = mel_ ? mel_->num_filters() : 0;
+  std::vector<float> power(mel_ ? num_bins_ : 0), log_mel(dct_.empty() ? 0 : bands);
   for (int64_t t = 0; t < frames; ++t) {
     const float* src = samples + t * hop_;
     std::copy(src, src + window_, frame.get());
@@ -130,8 +144,17 @@ void FeatureExtractor::compute(const float* samples, int64_t n, Tensor& out) con
     for (int k = 0; k < num_bins_; ++k) {
       dest[k] = spectrum[k][0] * spectrum[k][0] + spectrum[k][1] * spectrum[k][1];
     }
-    if (mel_) mel_->apply(power.data(), row);
-    for (int k = 0; k < features; ++k) row[k] = std::log(row[k] + kLogPowerEpsilon);
+    float* logs = dct_.empty() ? row : log_mel.data();  // where the log spectrum goes
+    if (mel_) mel_->apply(power.data(), logs);
+    const int n_logs = mel_ ? bands : num_bins_;
+    for (int k = 0; k < n_logs; ++k) logs[k] = std::log(logs[k] + kLogPowerEpsilon);
+    if (dct_.empty()) continue;
+    for (int k = 0; k < features; ++k) {
+      const float* basis = dct_.data() + size_t(k) * bands;
+      double c = 0.0;
+      for (int m = 0; m < bands; ++m) c += double(basis[m]) * logs[m];
+      row[k] = static_cast<float>(c);
+    }
   }
 }
 

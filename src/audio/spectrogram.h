@@ -1,4 +1,5 @@
-// Log spectrogram features (FFTW): linear-frequency log power (Deep Speech 2) or log-mel.
+// Log spectrogram features (FFTW): linear-frequency log power (Deep Speech 2), log-mel, or
+// mel-frequency cepstra (MFCC).
 //
 //   ds2::FeatureConfig fc;                      // 16 kHz, 20 ms Hamming window, 10 ms hop
 //   ds2::FeatureExtractor fx(fc);               // plan, window and filterbank built once
@@ -16,7 +17,11 @@
 //             0.5 - 0.5 cos(2 pi i / N), i = 0..N-1 (the DFT-even form used for spectral analysis).
 //   power   = |X_k|^2 of the unnormalised DFT of the windowed frame (no pre-emphasis, no DC
 //             removal, no dither).
-//   linear  = log(power + 1e-10);  mel = log(MelFilterbank(power) + 1e-10).
+//   linear  = log(power + 1e-10);  mel = log(MelFilterbank(power) + 1e-10);
+//   mfcc    = the first n_ceps coefficients of the orthonormal DCT-II of mel:
+//             c_k = s_k sum_m mel_m cos(pi k (m + 1/2) / M), s_0 = sqrt(1 / M), s_k = sqrt(2 / M)
+//             (M = n_mels; no liftering). The smooth spectral envelope, without the pitch
+//             harmonics that fine mel bands still resolve.
 //
 // compute() is const and may run concurrently on one extractor from several loader threads:
 // each call executes the shared FFTW plan on its own buffers.
@@ -64,7 +69,8 @@ class FeatureExtractor {
   int hop_;
   int num_bins_;  // window_ / 2 + 1
   std::vector<float> window_fn_;
-  std::optional<MelFilterbank> mel_;  // set when config_.type == "mel"
+  std::optional<MelFilterbank> mel_;  // set when config_.type == "mel" or "mfcc"
+  std::vector<float> dct_;            // {n_ceps, n_mels} when config_.type == "mfcc"
   fftwf_plan_s* plan_ = nullptr;
 };
 

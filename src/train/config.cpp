@@ -222,8 +222,11 @@ const std::vector<Field>& schema() {
       DS2_FIELD("features.hop_ms", features.hop_ms, double, "a number", "frame shift"),
       DS2_FIELD("features.window", features.window, std::string, "a string", "hamming | hann"),
       DS2_FIELD("features.type", features.type, std::string, "a string",
-                "linear (log power spectrogram) | mel (log-mel)"),
-      DS2_FIELD("features.n_mels", features.n_mels, int, "an integer", "mel bands (type: mel)"),
+                "linear (log power spectrogram) | mel (log-mel) | mfcc (cepstra of the log-mel)"),
+      DS2_FIELD("features.n_mels", features.n_mels, int, "an integer",
+                "mel bands (type: mel or mfcc)"),
+      DS2_FIELD("features.n_ceps", features.n_ceps, int, "an integer",
+                "cepstral coefficients kept, c0 first (type: mfcc)"),
       DS2_FIELD("features.remove_dc", features.remove_dc, bool, "true or false",
                 "subtract each frame's mean before windowing"),
       DS2_FIELD("features.preemphasis", features.preemphasis, double, "a number",
@@ -474,7 +477,7 @@ void validate(const Config& c) {
   require_one_of("run.resume", c.run.resume, {"auto", "required", "never"});
   require_one_of("data.digits", c.data.digits, {"spell", "keep"});
   require_one_of("features.window", c.features.window, {"hamming", "hann"});
-  require_one_of("features.type", c.features.type, {"linear", "mel"});
+  require_one_of("features.type", c.features.type, {"linear", "mel", "mfcc"});
   require_one_of("features.normalize", c.features.normalize, {"utterance", "global", "none"});
   require_one_of("model.rnn_type", c.model.rnn_type, {"rnn", "gru"});
   require_one_of("optim.name", c.optim.name, {"adam", "sgd"});
@@ -483,6 +486,15 @@ void validate(const Config& c) {
   positive("features.window_ms", c.features.window_ms);
   positive("features.hop_ms", c.features.hop_ms);
   positive("features.n_mels", c.features.n_mels);
+  positive("features.n_ceps", c.features.n_ceps);
+  DS2_CHECK(c.features.type != "mfcc" || c.features.n_ceps <= c.features.n_mels,
+            "key 'features.n_ceps' ("
+                << c.features.n_ceps << ") must not exceed 'features.n_mels' (" << c.features.n_mels
+                << ")");
+  // The warp moves energy between neighbouring bins; cepstra are not bins.
+  DS2_CHECK(c.features.type != "mfcc" || c.augment.freq_warp == 0,
+            "key 'augment.freq_warp' warps spectral bins: it needs features.type linear or mel, "
+            "not mfcc");
   positive("model.rnn_hidden", c.model.rnn_hidden);
   positive("model.relu_clip", c.model.relu_clip);
   positive("optim.lr", c.optim.lr);

@@ -8,7 +8,7 @@ src/audio/mel_filterbank.h. Only numpy is needed; CI uses the committed output.
     python3 tests/audio/make_golden.py     # rewrites tests/audio/fixtures/
 
 Files: cases.txt lists one case per line:
-    name sample_rate window_ms hop_ms window type n_mels input_file expected_file
+    name sample_rate window_ms hop_ms window type n_mels n_ceps input_file expected_file
 and each .f32 file is: int32 rows, int32 cols (little endian), then rows*cols float32 values.
 """
 import os
@@ -50,16 +50,28 @@ def mel_weights(n_mels, n_fft, rate):
     return np.maximum(0.0, np.minimum(rising, falling))
 
 
-def features(x, rate, window_ms, hop_ms, window, kind, n_mels):
+def dct_ii_orthonormal(n_ceps, n_in):
+    # c_k = s_k sum_m x_m cos(pi k (m + 1/2) / M), s_0 = sqrt(1/M), s_k = sqrt(2/M)
+    k = np.arange(n_ceps)[:, None]
+    m = np.arange(n_in)[None, :]
+    basis = np.cos(np.pi * k * (m + 0.5) / n_in) * np.sqrt(2.0 / n_in)
+    basis[0, :] = np.sqrt(1.0 / n_in)
+    return basis
+
+
+def features(x, rate, window_ms, hop_ms, window, kind, n_mels, n_ceps):
     n_win = int(round(window_ms * rate / 1000))
     hop = int(round(hop_ms * rate / 1000))
     n_frames = 1 + (len(x) - n_win) // hop
     idx = np.arange(n_win)[None, :] + hop * np.arange(n_frames)[:, None]
     frames = x.astype(np.float64)[idx] * periodic_window(window, n_win)[None, :]
     power = np.abs(np.fft.rfft(frames, axis=1)) ** 2
-    if kind == "mel":
+    if kind in ("mel", "mfcc"):
         power = power @ mel_weights(n_mels, n_win, rate).T
-    return np.log(power + LOG_EPS)
+    logs = np.log(power + LOG_EPS)
+    if kind == "mfcc":
+        return logs @ dct_ii_orthonormal(n_ceps, n_mels).T
+    return logs
 
 
 def write_matrix(name, matrix):
@@ -70,12 +82,14 @@ def write_matrix(name, matrix):
 
 
 CASES = [
-    # name, rate, window_ms, hop_ms, window, type, n_mels
-    ("linear_8k_hamming", 8000, 20.0, 10.0, "hamming", "linear", 40),
-    ("linear_16k_hamming", 16000, 20.0, 10.0, "hamming", "linear", 40),
-    ("linear_16k_hann_25ms", 16000, 25.0, 10.0, "hann", "linear", 40),
-    ("mel_8k_hamming", 8000, 20.0, 10.0, "hamming", "mel", 40),
-    ("mel_16k_hann", 16000, 20.0, 10.0, "hann", "mel", 64),
+    # name, rate, window_ms, hop_ms, window, type, n_mels, n_ceps
+    ("linear_8k_hamming", 8000, 20.0, 10.0, "hamming", "linear", 40, 13),
+    ("linear_16k_hamming", 16000, 20.0, 10.0, "hamming", "linear", 40, 13),
+    ("linear_16k_hann_25ms", 16000, 25.0, 10.0, "hann", "linear", 40, 13),
+    ("mel_8k_hamming", 8000, 20.0, 10.0, "hamming", "mel", 40, 13),
+    ("mel_16k_hann", 16000, 20.0, 10.0, "hann", "mel", 64, 13),
+    ("mfcc_8k_hamming_23", 8000, 20.0, 10.0, "hamming", "mfcc", 23, 13),
+    ("mfcc_16k_hann_40", 16000, 25.0, 10.0, "hann", "mfcc", 40, 20),
 ]
 
 
@@ -86,10 +100,10 @@ def main():
         signals[rate] = make_signal(rate, 0.3, seed=rate)
         write_matrix(f"signal_{rate // 1000}k.f32", signals[rate])
     lines = []
-    for name, rate, window_ms, hop_ms, window, kind, n_mels in CASES:
-        expected = features(signals[rate], rate, window_ms, hop_ms, window, kind, n_mels)
+    for name, rate, window_ms, hop_ms, window, kind, n_mels, n_ceps in CASES:
+        expected = features(signals[rate], rate, window_ms, hop_ms, window, kind, n_mels, n_ceps)
         write_matrix(f"{name}.f32", expected)
-        lines.append(f"{name} {rate} {window_ms} {hop_ms} {window} {kind} {n_mels} "
+        lines.append(f"{name} {rate} {window_ms} {hop_ms} {window} {kind} {n_mels} {n_ceps} "
                      f"signal_{rate // 1000}k.f32 {name}.f32")
     with open(os.path.join(OUT, "cases.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -52,7 +52,7 @@ TEST(Spectrogram, MatchesNumpyGolden) {
     std::string name, input_file, expected_file;
     FeatureConfig fc;
     fields >> name >> fc.sample_rate >> fc.window_ms >> fc.hop_ms >> fc.window >> fc.type >>
-        fc.n_mels >> input_file >> expected_file;
+        fc.n_mels >> fc.n_ceps >> input_file >> expected_file;
     ASSERT_FALSE(fields.fail()) << line;
     SCOPED_TRACE(name);
     const Tensor signal = load_matrix(input_file);
@@ -71,7 +71,7 @@ TEST(Spectrogram, MatchesNumpyGolden) {
     EXPECT_LE(worst, 1.0) << "worst error in units of (atol + rtol|ref|)";
     ++checked;
   }
-  EXPECT_EQ(checked, 5);
+  EXPECT_EQ(checked, 7);
 }
 
 TEST(Spectrogram, WindowHopAndFeatureCounts) {
@@ -177,7 +177,11 @@ TEST(Spectrogram, InvalidConfigIsAnError) {
   fc.window = "blackman";
   EXPECT_THROW(FeatureExtractor{fc}, Error);
   fc = FeatureConfig{};
+  fc.type = "cqt";
+  EXPECT_THROW(FeatureExtractor{fc}, Error);
+  fc = FeatureConfig{};
   fc.type = "mfcc";
+  fc.n_ceps = fc.n_mels + 1;  // more cepstra than bands
   EXPECT_THROW(FeatureExtractor{fc}, Error);
   fc = FeatureConfig{};
   fc.hop_ms = 0.0;

@@ -57,6 +57,13 @@ TEST(Config, BadTypesAndValuesNameTheKey) {
   EXPECT_NE(error_of("", {"optim.lr=-1"}).find("optim.lr"), std::string::npos);
   EXPECT_NE(error_of("", {"dist.comm_ctas=-1"}).find("key 'dist.comm_ctas' must be >= 0"),
             std::string::npos);
+  EXPECT_NE(error_of("", {"features.type=mfcc", "features.n_mels=12", "features.n_ceps=13"})
+                .find("key 'features.n_ceps' (13) must not exceed 'features.n_mels' (12)"),
+            std::string::npos);
+  EXPECT_NE(error_of("", {"features.type=mfcc", "augment.freq_warp=0.1"})
+                .find("key 'augment.freq_warp' warps spectral bins"),
+            std::string::npos);
+  EXPECT_EQ(error_of("", {"features.type=mfcc", "features.n_mels=23"}), "");
   EXPECT_NE(error_of("", {"nokey"}).find("expected key.path=value"), std::string::npos);
   EXPECT_NE(error_of("optim: [1, 2]\n").find("must be a section"), std::string::npos);
   EXPECT_NE(error_of("a: [\n").find("invalid YAML"), std::string::npos);
