@@ -17,6 +17,7 @@
 #include "data/dataset.h"
 #include "data/kaldi_import.h"
 #include "train/acoustic_model.h"
+#include "train/adapt_batch_norm.h"
 #include "train/evaluate.h"
 #include "train/export_model.h"
 #include "train/text_decoder.h"
@@ -93,10 +94,17 @@ std::unique_ptr<InferenceEngine> run_on_device(AcousticModel& am, const DecodeAr
 
 int eval(const EvalArgs& args) {
   AcousticModel am = AcousticModel::load(args.checkpoint);
-  const auto device = run_on_device(am, args.decode);
   DatasetChecks checks = am.dataset_checks();
   Dataset ds = load_dataset(args.manifest, checks, args.threads);
   for (const auto& p : ds.problems) std::cerr << "skip: " << p << "\n";
+  if (args.adapt_bn > 0) {
+    // On the host model, before a GPU engine copies the weights and statistics.
+    adapt_batch_norm(am, ds, args.adapt_bn, args.batch_size, args.threads);
+    std::cout << "batch-norm statistics adapted to " << ds.examples.size()
+              << " utterances of this manifest, " << args.adapt_bn
+              << " passes (transcripts unused)\n";
+  }
+  const auto device = run_on_device(am, args.decode);
   const TextDecoder decoder = make_decoder(am, args.decode);
   EvalResult r = evaluate(am, ds, decoder, args.batch_size, args.threads);
   for (const auto& f : r.failures) std::cerr << "skip: " << f << "\n";

@@ -38,6 +38,7 @@ struct EvalArgs {
   int threads = 2;
   int show_worst = 5;
   std::string trn_prefix;  // write PREFIX.ref.trn / PREFIX.hyp.trn for sclite
+  int adapt_bn = 0;        // passes of unsupervised batch-norm adaptation to the manifest's audio
   DecodeArgs decode;
 };
 int eval(const EvalArgs& args);

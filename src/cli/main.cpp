@@ -84,6 +84,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   eval_cmd->add_option("--worst", eval.show_worst, "Print the N worst utterances");
   eval_cmd->add_option("--trn", eval.trn_prefix, "Write PREFIX.ref.trn and PREFIX.hyp.trn");
+  eval_cmd
+      ->add_option("--adapt-bn", eval.adapt_bn,
+                   "First re-estimate batch-norm statistics on the manifest's audio, N passes "
+                   "(unsupervised adaptation: transcripts unused)")
+      ->check(CLI::NonNegativeNumber);
   add_decode_options(eval_cmd, &eval.decode);
 
   ds2::cli::TranscribeArgs tr;

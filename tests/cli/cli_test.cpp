@@ -145,6 +145,16 @@ TEST(CliEndToEnd, TrainThenTranscribeAndEvaluate) {
   EXPECT_NE(r.output.find("utterances 24 (skipped 0)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" N=24)"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(run_dir + "/score.hyp.trn"));
+  // Unsupervised batch-norm adaptation first, then the same scoring; a negative count is refused.
+  r = run("eval " + run_dir + "/best.ckpt " + (temp.path() / "train.jsonl").string() +
+          " --adapt-bn 2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("batch-norm statistics adapted to 24 utterances of this manifest, 2 "
+                          "passes (transcripts unused)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" N=24)"), std::string::npos) << r.output;
+  EXPECT_NE(run("eval " + run_dir + "/best.ckpt x.jsonl --adapt-bn -1").code, 0);
 
   // Beam search with a word LM, from the command line.
   const std::string lm = (temp.path() / "digits.arpa").string();
