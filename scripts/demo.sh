@@ -36,6 +36,8 @@ echo "== eval on the held-out speaker (greedy)"
 "$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --greedy
 echo "== eval on the held-out speaker (beam search + LM, configs/fsdd.yaml decode:)"
 "$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --worst 0
+echo "== the same after adapting batch-norm statistics to that speaker's audio (no transcripts)"
+"$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --worst 0 --adapt-bn 2
 echo "== transcribe (beam search + LM)"
 mapfile -t files < <(python3 - "$CORPUS/test.jsonl" <<'PY'
 import json, os, sys
