@@ -9,6 +9,7 @@
 #include "kernels/clipped_relu.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/persistent_rnn_cluster.h"
+#include "kernels/persistent_rnn_epilogue.cuh"
 #include "kernels/persistent_rnn_fragments.cuh"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
@@ -102,30 +103,16 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_cluster_kernel_t(const Clust
 #pragma unroll
   for (int kk = 0; kk < N; ++kk)
 #pragma unroll
-    for (int mt = 0; mt < N; ++mt) {
-      const int k = r0 + 16 * mt + g, j = 16 * (kt0 + kk) + 2 * q;
-      const bool mine = kt0 + kk < kt_end;
-      af[kk][mt][0] = mine ? prnn_weight_pair(d.u, H, k, j, bwd) : 0u;
-      af[kk][mt][1] = mine ? prnn_weight_pair(d.u, H, k + 8, j, bwd) : 0u;
-      af[kk][mt][2] = mine ? prnn_weight_pair(d.u, H, k, j + 8, bwd) : 0u;
-      af[kk][mt][3] = mine ? prnn_weight_pair(d.u, H, k + 8, j + 8, bwd) : 0u;
-    }
+    for (int mt = 0; mt < N; ++mt)
+      prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, kt0 + kk < kt_end);
   // Every CTA of the cluster is running and has zeroed its exchange before the first remote
   // write into it; also orders this CTA's shared-memory set-up.
   cluster.sync();
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
   auto prefetch = [&](int s) {
-    const int t = d.descending ? T - 1 - s : s;
-    float* dst = ep + (s & 1) * kEpParity;
-    for (int o = tid; o < B * R; o += kThreads) {
-      const int b = o / R, m = o % R, k = r0 + m;
-      if (k >= H || t >= len_s[b]) continue;
-      const int64_t row = int64_t{t} * B + b;
-      cp_async4(dst + o, d.x + row * d.ld_x + k);
-      if (bwd) cp_async4(dst + kEpH + o, d.h + row * d.ld_h + k);
-    }
-    cp_async_commit();
+    prnn_prefetch_epilogue(ep + (s & 1) * kEpParity, kEpH, d, d.descending ? T - 1 - s : s, B, R,
+                           r0, H, len_s, bwd, tid, kThreads);
   };
   if (T > 0) prefetch(0);
 
@@ -160,13 +147,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_cluster_kernel_t(const Clust
     // Partial sums of this warp's k range, as [batch column][row].
     float* mine = red + warp * kRedWarp;
 #pragma unroll
-    for (int mt = 0; mt < N; ++mt) {
-      const int m = 16 * mt + g, n = 2 * q;
-      mine[n * kPitch + m] = acc[mt][0];
-      mine[(n + 1) * kPitch + m] = acc[mt][1];
-      mine[n * kPitch + m + 8] = acc[mt][2];
-      mine[(n + 1) * kPitch + m + 8] = acc[mt][3];
-    }
+    for (int mt = 0; mt < N; ++mt) prnn_store_partials(mine, kPitch, 16 * mt, 0, g, q, acc[mt]);
     __syncthreads();
 
     // Warps summed in order, then the cell (clipped ReLU or its derivative) and the padding; the
@@ -174,16 +155,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_cluster_kernel_t(const Clust
     for (int o = tid; o < B * R; o += kThreads) {
       const int b = o / R, m = o % R, k = r0 + m;
       if (k >= H) continue;
-      float out = 0.0f;
-      if (t < len_s[b]) {
-        const float* r = red + b * kPitch + m;
-        float sum = 0.0f;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) sum += r[w * kRedWarp];
-        const float x = epx[b * R + m];
-        out = bwd ? clipped_relu_grad(epx[kEpH + b * R + m], x + sum, clip)
-                  : clipped_relu(x + sum, clip);
-      }
+      const float out = t < len_s[b] ? prnn_cell_from_partials(
+                                           red + b * kPitch + m, kRedWarp, kWarps, epx[b * R + m],
+                                           bwd ? epx[kEpH + b * R + m] : 0.0f, bwd, clip)
+                                     : 0.0f;
       d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
       xout[prnn_fragment_index(b, k, 1)] = float_to_bf16(out);
     }

@@ -1,9 +1,11 @@
 // mma.sync fragment layouts shared by the tensor-core persistent RNN kernels (version 3, which
 // exchanges the state through L2, and the cluster kernel, which exchanges it through distributed
-// shared memory): U's A fragments built from the fp32 weights, and where a state element sits in
-// an exchange kept in B-fragment order. See kernels/mma.cuh for the m16n8k16 fragment layout.
+// shared memory): U's A fragments built from the fp32 weights, where a state element sits in
+// an exchange kept in B-fragment order, and where a warp's partial sums go. See kernels/mma.cuh
+// for the m16n8k16 fragment layout.
 //
-//   af[0] = weight_pair(u, H, row, col, transpose);           // rows k, columns j and j + 1
+//   prnn_a_fragment(af[kk][mt], u, H, r0 + 16 * mt, kt, g, q, backward, kt < kt_end);
+//   prnn_store_partials(red + warp * red_warp, pitch, 16 * mt, 8 * nt, g, q, acc[mt][nt]);
 //   xbuf[fragment_index(b, k, n_tiles)] = float_to_bf16(h);   // then one 8-byte load per lane
 #pragma once
 
@@ -25,6 +27,29 @@ __device__ __forceinline__ uint32_t prnn_weight_pair(const float* __restrict__ u
                                                      int j, bool transpose) {
   return uint32_t{float_to_bf16(prnn_weight(u, H, k, j, transpose))} |
          (uint32_t{float_to_bf16(prnn_weight(u, H, k, j + 1, transpose))} << 16);
+}
+
+// The A fragment (kernels/mma.cuh layout) of U, or U^T for backward-data, for output rows
+// [m0, m0 + 16) and k-tile kt; zeros when `mine` is false (a k-tile past the warp's share).
+__device__ __forceinline__ void prnn_a_fragment(uint32_t (&a)[4], const float* __restrict__ u,
+                                                int H, int m0, int kt, int g, int q, bool transpose,
+                                                bool mine) {
+  const int k = m0 + g, j = 16 * kt + 2 * q;
+  a[0] = mine ? prnn_weight_pair(u, H, k, j, transpose) : 0u;
+  a[1] = mine ? prnn_weight_pair(u, H, k + 8, j, transpose) : 0u;
+  a[2] = mine ? prnn_weight_pair(u, H, k, j + 8, transpose) : 0u;
+  a[3] = mine ? prnn_weight_pair(u, H, k + 8, j + 8, transpose) : 0u;
+}
+
+// Stores a warp's accumulator fragment c (rows m0 + g and m0 + g + 8, batch columns n0 + 2q and
+// n0 + 2q + 1) into a [batch column][row] array of row pitch `pitch`.
+__device__ __forceinline__ void prnn_store_partials(float* __restrict__ out, int pitch, int m0,
+                                                    int n0, int g, int q, const float (&c)[4]) {
+  const int m = m0 + g, n = n0 + 2 * q;
+  out[n * pitch + m] = c[0];
+  out[(n + 1) * pitch + m] = c[1];
+  out[n * pitch + m + 8] = c[2];
+  out[(n + 1) * pitch + m + 8] = c[3];
 }
 
 // Where state element (batch row b, column k) sits in an exchange of B fragments: in the fragment

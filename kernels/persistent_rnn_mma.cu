@@ -8,6 +8,7 @@
 #include "kernels/clipped_relu.cuh"
 #include "kernels/cooperative_launch.h"
 #include "kernels/mma.cuh"
+#include "kernels/persistent_rnn_epilogue.cuh"
 #include "kernels/persistent_rnn_fragments.cuh"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
@@ -110,28 +111,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      const int k = r0 + 16 * mt + g, j = 16 * (kt0 + kk) + 2 * q;
-      const bool mine = kt0 + kk < kt_end;
-      af[kk][mt][0] = mine ? prnn_weight_pair(d.u, H, k, j, bwd) : 0u;
-      af[kk][mt][1] = mine ? prnn_weight_pair(d.u, H, k + 8, j, bwd) : 0u;
-      af[kk][mt][2] = mine ? prnn_weight_pair(d.u, H, k, j + 8, bwd) : 0u;
-      af[kk][mt][3] = mine ? prnn_weight_pair(d.u, H, k + 8, j + 8, bwd) : 0u;
-    }
+    for (int mt = 0; mt < MT; ++mt)
+      prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, kt0 + kk < kt_end);
   __syncthreads();
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
   auto prefetch = [&](int s) {
-    const int t = d.descending ? T - 1 - s : s;
-    float* dst = ep + (s & 1) * ep_parity;
-    for (int o = tid; o < B * R; o += kThreads) {
-      const int b = o / R, m = o % R, k = r0 + m;
-      if (k >= H || t >= len_s[b]) continue;
-      const int64_t row = int64_t{t} * B + b;
-      cp_async4(dst + o, d.x + row * d.ld_x + k);
-      if (bwd) cp_async4(dst + ep_h + o, d.h + row * d.ld_h + k);
-    }
-    cp_async_commit();
+    prnn_prefetch_epilogue(ep + (s & 1) * ep_parity, ep_h, d, d.descending ? T - 1 - s : s, B, R,
+                           r0, H, len_s, bwd, tid, kThreads);
   };
   if (T > 0) prefetch(0);
 
@@ -176,29 +163,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int m = 16 * mt + g, n = 8 * nt + 2 * q;
-          mine[n * pitch + m] = acc[mt][nt][0];
-          mine[(n + 1) * pitch + m] = acc[mt][nt][1];
-          mine[n * pitch + m + 8] = acc[mt][nt][2];
-          mine[(n + 1) * pitch + m + 8] = acc[mt][nt][3];
-        }
+        for (int nt = 0; nt < NT; ++nt)
+          prnn_store_partials(mine, pitch, 16 * mt, 8 * nt, g, q, acc[mt][nt]);
       __syncthreads();
 
       // Warps summed in order, then the cell (clipped ReLU or its derivative) and the padding.
       for (int o = tid; o < kPass * R; o += kThreads) {
         const int bl = o / R, m = o % R, b = pass * kPass + bl, k = r0 + m;
         if (k >= H || b >= B) continue;
-        float out = 0.0f;
-        if (t < len_s[b]) {
-          const float* r = red + bl * pitch + m;
-          float sum = 0.0f;
-#pragma unroll
-          for (int w = 0; w < kWarps; ++w) sum += r[w * red_warp];
-          const float x = epx[b * R + m];
-          out = bwd ? clipped_relu_grad(epx[ep_h + b * R + m], x + sum, clip)
-                    : clipped_relu(x + sum, clip);
-        }
+        const float out = t < len_s[b] ? prnn_cell_from_partials(
+                                             red + bl * pitch + m, red_warp, kWarps, epx[b * R + m],
+                                             bwd ? epx[ep_h + b * R + m] : 0.0f, bwd, clip)
+                                       : 0.0f;
         d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
         xout[prnn_fragment_index(b, k, ntx)] = float_to_bf16(out);
       }

@@ -1,0 +1,46 @@
+// The per-step epilogue the tensor-core persistent RNN kernels share (version 3 and the cluster
+// kernel): loading a step's epilogue inputs ahead of time, and turning the warps' partial sums of
+// an output into the cell's output.
+//
+//   prnn_prefetch_epilogue(ep_next, ep_h, d, t, B, R, r0, H, len_s, backward, tid, threads);
+//   out = prnn_cell_from_partials(red + b * pitch + m, red_warp, warps, x, h, backward, clip);
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/async_copy.cuh"
+#include "kernels/clipped_relu.cuh"
+
+namespace ds2::kernels {
+
+// Copies (cp.async, one commit group) step t's epilogue inputs of the CTA's rows [r0, r0 + R):
+// x (pre or dL/dh) into dst[b * R + m] and, for backward-data, h into dst[h_offset + b * R + m],
+// for the B batch rows; padded frames (t >= len[b]) and rows past H are not read.
+template <class Dir>
+__device__ __forceinline__ void prnn_prefetch_epilogue(float* dst, int h_offset, const Dir& d,
+                                                       int t, int B, int R, int r0, int H,
+                                                       const int* len, bool backward, int tid,
+                                                       int threads) {
+  for (int o = tid; o < B * R; o += threads) {
+    const int b = o / R, m = o % R, k = r0 + m;
+    if (k >= H || t >= len[b]) continue;
+    const int64_t row = int64_t{t} * B + b;
+    cp_async4(dst + o, d.x + row * d.ld_x + k);
+    if (backward) cp_async4(dst + h_offset + o, d.h + row * d.ld_h + k);
+  }
+  cp_async_commit();
+}
+
+// One output of a step: the `warps` partial sums at partial[w * warp_stride] added in warp order
+// (deterministic, the same for every plan of a hidden size), then the clipped ReLU of x + sum
+// (forward) or its gradient given the forward's h (backward-data).
+__device__ __forceinline__ float prnn_cell_from_partials(const float* partial, int warp_stride,
+                                                         int warps, float x, float h, bool backward,
+                                                         float clip) {
+  float sum = 0.0f;
+#pragma unroll 16
+  for (int w = 0; w < warps; ++w) sum += partial[w * warp_stride];
+  return backward ? clipped_relu_grad(h, x + sum, clip) : clipped_relu(x + sum, clip);
+}
+
+}  // namespace ds2::kernels
