@@ -1,12 +1,12 @@
 #include <cooperative_groups.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/bf16.h"
 #include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
-#include "kernels/clipped_relu.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/persistent_rnn_cluster.h"
 #include "kernels/persistent_rnn_epilogue.cuh"
@@ -35,11 +35,6 @@ struct ClusterArgs {
   int red_off, ep_off, len_off;  // shared memory carve-up in bytes (exchange at 0)
 };
 
-// Pitch of one batch row of the reduction array (as version 3: conflict-free fragment stores).
-__host__ __device__ constexpr int red_pitch(int rows) {
-  return rows + 4;
-}
-
 struct ClusterSmem {
   size_t red_off, ep_off, len_off, total;
 };
@@ -51,7 +46,7 @@ ClusterSmem cluster_smem(const PrnnTiling& t) {
   ClusterSmem l{};
   size_t off = size_t(2) * t.ctas_per_direction * n * 32 * 4 * sizeof(uint16_t);
   l.red_off = off;
-  off += size_t(kWarps) * kBatch * red_pitch(rows) * sizeof(float);
+  off += size_t(kWarps) * kBatch * prnn_mma_partial_pitch(rows) * sizeof(float);
   l.ep_off = off;
   off += size_t(2) * 2 * kBatch * rows * sizeof(float);
   l.len_off = off;
@@ -70,7 +65,7 @@ __device__ __forceinline__ void cluster_wait_acquire() {
 // N: m-tiles per CTA, which is also the k-tiles per warp (both ceil(ceil(H / 16) / 16)).
 template <int N>
 __global__ void __launch_bounds__(kThreads, 1) prnn_cluster_kernel_t(const ClusterArgs a) {
-  constexpr int R = 16 * N, kPitch = red_pitch(R);
+  constexpr int R = 16 * N, kPitch = prnn_mma_partial_pitch(R);
   constexpr int kRedWarp = kBatch * kPitch;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* xch = reinterpret_cast<uint16_t*>(smem);        // [2][k-tiles][32][4]
@@ -198,10 +193,6 @@ const void* kernel_for_tiles(int n) {
   }
 }
 
-int k_tiles(const PrnnTiling& t) {
-  return (t.hidden + 15) / 16;
-}
-
 // The launch configuration of t (attributes point into `attr`).
 cudaLaunchConfig_t launch_config(const PrnnTiling& t, cudaLaunchAttribute* attr,
                                  cudaStream_t stream) {
@@ -229,14 +220,29 @@ void allow_launch(const void* fn, const PrnnTiling& t) {
 
 }  // namespace
 
+PrnnTiling prnn_cluster_tiling(int hidden, int max_batch, int directions) {
+  PrnnTiling t;
+  t.hidden = hidden;
+  t.max_batch = max_batch;
+  t.directions = directions;
+  t.bf16_weights = t.tensor_cores = t.cluster = true;
+  t.threads = kThreads;
+  t.batch_tile = kBatch;
+  const int n = std::max(1, prnn_mma_k_tiles_per_warp(hidden));  // m-tiles per CTA = kpw
+  t.rows_per_cta = 16 * n;
+  t.ctas_per_direction = (prnn_mma_k_tiles(hidden) + n - 1) / n;
+  t.register_groups = t.rows_per_cta / kPrnnRowGroup;
+  return t;
+}
+
 const void* prnn_cluster_kernel(const PrnnTiling& t) {
-  const int n = t.rows_per_cta / 16;
-  const bool valid = t.cluster && t.tensor_cores && t.bf16_weights && t.threads == kThreads &&
-                     t.rows_per_cta % 16 == 0 && t.batch_tile == kBatch && t.max_batch <= kBatch &&
-                     t.ctas_per_direction >= 1 && t.ctas_per_direction <= kPrnnClusterMaxCtas &&
-                     n == (k_tiles(t) + kWarps - 1) / kWarps &&
-                     t.ctas_per_direction == (k_tiles(t) + n - 1) / n;
-  return valid ? kernel_for_tiles(n) : nullptr;
+  const PrnnTiling own = prnn_cluster_tiling(t.hidden, t.max_batch, t.directions);
+  const bool valid = t.hidden > 0 && t.cluster && t.tensor_cores && t.bf16_weights &&
+                     t.threads == own.threads && t.batch_tile == own.batch_tile &&
+                     t.max_batch <= kBatch && t.rows_per_cta == own.rows_per_cta &&
+                     t.ctas_per_direction == own.ctas_per_direction &&
+                     t.ctas_per_direction <= kPrnnClusterMaxCtas;
+  return valid ? kernel_for_tiles(t.rows_per_cta / 16) : nullptr;
 }
 
 size_t prnn_cluster_shared_bytes(const PrnnTiling& t) {
@@ -268,7 +274,7 @@ void prnn_cluster_launch(const PrnnTiling& t, bool backward, const PrnnDirection
   a.T = T;
   a.B = B;
   a.H = t.hidden;
-  a.k_tiles = k_tiles(t);
+  a.k_tiles = prnn_mma_k_tiles(t.hidden);
   a.ctas_per_dir = t.ctas_per_direction;
   a.clip = clip;
   a.backward = backward ? 1 : 0;

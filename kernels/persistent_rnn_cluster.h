@@ -13,7 +13,7 @@
 // so the results are bit-identical to version 3's for the same H. Each CTA owns kpw m-tiles
 // (rows_per_cta = 16 kpw), all in registers.
 //
-//   PrnnTiling t = ...;  t.tensor_cores = t.cluster = true;  t.rows_per_cta = 16 * kpw;
+//   PrnnTiling t = prnn_cluster_tiling(/*hidden=*/768, /*max_batch=*/4, /*directions=*/2);
 //   if (prnn_cluster_kernel(t) && prnn_cluster_max_active(t) >= t.directions)
 //     prnn_cluster_launch(t, /*backward=*/false, dirs, lengths, T, B, clip, stream);
 #pragma once
@@ -30,6 +30,10 @@ constexpr int kPrnnClusterMaxCtas = 16;  // non-portable cluster size (sm_90)
 constexpr int kPrnnClusterMaxTiles = 4;  // m-tiles per CTA (= k-tiles per warp), in registers
 constexpr int kPrnnClusterMaxBatch = 8;  // one n-tile
 
+// The cluster tiling of a layer: 16 kpw rows per CTA (kpw = prnn_mma_k_tiles_per_warp), as many
+// CTAs per direction as that takes (whether they are few enough, and a kernel exists, is
+// prnn_cluster_kernel's answer).
+PrnnTiling prnn_cluster_tiling(int hidden, int max_batch, int directions);
 // The kernel instantiation for t (nullptr when t is not a cluster tiling this kernel runs).
 const void* prnn_cluster_kernel(const PrnnTiling& t);
 size_t prnn_cluster_shared_bytes(const PrnnTiling& t);

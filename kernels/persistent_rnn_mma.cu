@@ -5,7 +5,6 @@
 #include "core/bf16.h"
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
-#include "kernels/clipped_relu.cuh"
 #include "kernels/cooperative_launch.h"
 #include "kernels/mma.cuh"
 #include "kernels/persistent_rnn_epilogue.cuh"
@@ -34,10 +33,7 @@ struct MmaArgs {
 };
 
 int k_tiles(const PrnnTiling& t) {
-  return (t.hidden + 15) / 16;
-}
-int k_tiles_per_warp(const PrnnTiling& t) {
-  return (k_tiles(t) + kWarps - 1) / kWarps;
+  return prnn_mma_k_tiles(t.hidden);
 }
 // 8-row n-tiles of the largest batch: the exchange holds B fragments for all of them.
 int n_tiles(const PrnnTiling& t) {
@@ -47,19 +43,14 @@ int n_tiles(const PrnnTiling& t) {
 int64_t exchange_elements(const PrnnTiling& t) {
   return int64_t{k_tiles(t)} * n_tiles(t) * 32 * 4;
 }
-// Pitch of one batch row of the reduction array: R + 4 floats puts the stores of a warp's
-// accumulator fragments (rows g, columns 2q) on 32 distinct banks.
-__host__ __device__ constexpr int red_pitch(int rows) {
-  return rows + 4;
-}
-
 struct MmaSmem {
   size_t ep_off, len_off, total;
 };
 
 MmaSmem mma_smem(const PrnnTiling& t) {
   MmaSmem l{};
-  size_t off = size_t(kWarps) * t.batch_tile * red_pitch(t.rows_per_cta) * sizeof(float);
+  size_t off =
+      size_t(kWarps) * t.batch_tile * prnn_mma_partial_pitch(t.rows_per_cta) * sizeof(float);
   l.ep_off = off;
   off += size_t(2) * 2 * t.max_batch * t.rows_per_cta * sizeof(float);  // [parity][x | h][b][m]
   l.len_off = off;
@@ -87,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int H = a.H, B = a.B, T = a.T, R = a.rows, ntx = a.n_tiles;
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
-  const int pitch = red_pitch(R), red_warp = kPass * pitch;
+  const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
   const int passes = (B + kPass - 1) / kPass;
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
@@ -220,7 +211,7 @@ const void* kernel_for_mt(int mt, int kpw) {
 const void* prnn_mma_kernel(const PrnnTiling& t) {
   if (!t.tensor_cores || !t.bf16_weights || t.threads != kThreads || t.rows_per_cta % 16 != 0)
     return nullptr;
-  const int mt = t.rows_per_cta / 16, kpw = k_tiles_per_warp(t);
+  const int mt = t.rows_per_cta / 16, kpw = prnn_mma_k_tiles_per_warp(t.hidden);
   switch (t.batch_tile) {
     case 8:
       return kernel_for_mt<1>(mt, kpw);
@@ -253,7 +244,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.B = B;
   a.H = t.hidden;
   a.k_tiles = k_tiles(t);
-  a.kpw = k_tiles_per_warp(t);
+  a.kpw = prnn_mma_k_tiles_per_warp(t.hidden);
   a.n_tiles = n_tiles(t);
   a.rows = t.rows_per_cta;
   a.ctas_per_dir = t.ctas_per_direction;

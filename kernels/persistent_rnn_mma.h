@@ -27,6 +27,20 @@ namespace ds2::kernels {
 constexpr int kPrnnMmaWarps = 16;
 constexpr int kPrnnMmaThreads = 32 * kPrnnMmaWarps;
 
+// The K split every tensor-core kernel uses (version 3 and the cluster kernel alike, so their
+// sums agree bit for bit): 16-wide k-tiles of H, and warp w takes k-tiles [w kpw, w kpw + kpw).
+__host__ __device__ constexpr int prnn_mma_k_tiles(int hidden) {
+  return (hidden + 15) / 16;
+}
+__host__ __device__ constexpr int prnn_mma_k_tiles_per_warp(int hidden) {
+  return (prnn_mma_k_tiles(hidden) + kPrnnMmaWarps - 1) / kPrnnMmaWarps;
+}
+// Row pitch (floats) of a batch column of the warps' partial sums for `rows` output rows: + 4
+// puts the stores of a warp's accumulator fragments (rows g, columns 2q) on 32 distinct banks.
+__host__ __device__ constexpr int prnn_mma_partial_pitch(int rows) {
+  return rows + 4;
+}
+
 // The kernel instantiation for t (nullptr when none: rows_per_cta / 16 or the k-tiles per warp
 // or the batch tile outside what is instantiated).
 const void* prnn_mma_kernel(const PrnnTiling& t);

@@ -10,40 +10,26 @@
 namespace ds2::kernels {
 namespace {
 
-// The tiling PersistentRnnPlan builds for a cluster plan of hidden size `hidden`.
-PrnnTiling cluster_tiling(int hidden, int max_batch, int directions = 1) {
-  PrnnTiling t;
-  t.hidden = hidden;
-  t.max_batch = max_batch;
-  t.directions = directions;
-  t.bf16_weights = t.tensor_cores = t.cluster = true;
-  t.threads = kPrnnMmaThreads;
-  t.batch_tile = kPrnnClusterMaxBatch;
-  const int tiles = (hidden + 15) / 16, n = (tiles + kPrnnMmaWarps - 1) / kPrnnMmaWarps;
-  t.rows_per_cta = 16 * n;
-  t.ctas_per_direction = (tiles + n - 1) / n;
-  t.register_groups = t.rows_per_cta / kPrnnRowGroup;
-  return t;
-}
-
 TEST(PersistentRnnCluster, RunsUpToFourTilesPerCtaAndBatchEight) {
   // 1 m-tile on 3 CTAs, 2 on 16, 4 on 16 (the largest: H 1024), one and two directions.
   for (int h : {37, 200, 512, 700, 1000, 1024})
     for (int b : {1, 4, 8})
       for (int dirs : {1, 2}) {
-        const PrnnTiling t = cluster_tiling(h, b, dirs);
+        const PrnnTiling t = prnn_cluster_tiling(h, b, dirs);
         EXPECT_NE(prnn_cluster_kernel(t), nullptr) << "H " << h << ", batch " << b;
         EXPECT_LE(t.ctas_per_direction, kPrnnClusterMaxCtas);
         EXPECT_EQ(prnn_workspace_bytes(t), 0u) << "the exchange lives in shared memory";
       }
-  EXPECT_EQ(cluster_tiling(37, 1).ctas_per_direction, 3);
-  EXPECT_EQ(cluster_tiling(1024, 1).ctas_per_direction, 16);
+  EXPECT_EQ(prnn_cluster_tiling(37, 1, 1).ctas_per_direction, 3);
+  EXPECT_EQ(prnn_cluster_tiling(1024, 1, 1).ctas_per_direction, 16);
+  EXPECT_EQ(prnn_cluster_tiling(1000, 8, 2).rows_per_cta, 64);  // 63 k-tiles: 4 per warp
+  EXPECT_EQ(prnn_cluster_tiling(200, 8, 2).rows_per_cta, 16);
 }
 
 TEST(PersistentRnnCluster, RefusesWhatItDoesNotRun) {
   // H 1152 would need 5 m-tiles per CTA (their A fragments spill): no kernel.
-  EXPECT_EQ(prnn_cluster_kernel(cluster_tiling(1152, 4)), nullptr);
-  PrnnTiling t = cluster_tiling(512, 4);
+  EXPECT_EQ(prnn_cluster_kernel(prnn_cluster_tiling(1152, 4, 1)), nullptr);
+  PrnnTiling t = prnn_cluster_tiling(512, 4, 1);
   ASSERT_NE(prnn_cluster_kernel(t), nullptr);
   auto without = [&](auto change) {
     PrnnTiling c = t;
@@ -61,7 +47,7 @@ TEST(PersistentRnnCluster, RefusesWhatItDoesNotRun) {
 
 TEST(PersistentRnnCluster, SharedMemoryIsTheExchangeReductionAndEpilogue) {
   // H 1000: 63 k-tiles, 4 m-tiles (64 rows) on each of 16 CTAs.
-  const PrnnTiling t = cluster_tiling(1000, 8);
+  const PrnnTiling t = prnn_cluster_tiling(1000, 8, 1);
   const size_t exchange = 2 * 16 * 4 * 32 * 4 * 2;  // [2][ctas x 4 k-tiles][32 lanes][4] bf16
   const size_t reduction = 16 * 8 * (64 + 4) * 4;   // [16 warps][8 columns][64 rows + 4] fp32
   const size_t epilogue = 2 * 2 * 8 * 64 * 4;       // [2 steps][x | h][8][64] fp32

@@ -75,27 +75,26 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // hold a cluster per direction at once. With 4 m-tiles per CTA (H > 768) the cluster's 16 SMs
   // carry 4x version 3's tensor work per SM, which at batch 8 costs more than the barrier saves
   // (kernels/NOTES.md, version 4).
-  const int tiles = ceil_div(hidden, 16), n = ceil_div(tiles, kernels::kPrnnMmaWarps);
+  // A tensor-core tiling is taken when its kernel exists, fits in shared memory, does not spill,
+  // and its CTAs (one cluster per direction, or the whole cooperative grid) can be resident.
+  auto take_tensor_tiling = [&](const kernels::PrnnTiling& c) {
+    if (!kernels::prnn_has_kernel(c) || kernels::prnn_shared_bytes(c) > smem_optin) return false;
+    const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
+    const bool resident = c.cluster ? info.max_clusters >= directions
+                                    : int64_t{info.blocks_per_sm} * sm_count_ >=
+                                          int64_t{directions} * c.ctas_per_direction;
+    if (info.local_bytes != 0 || info.blocks_per_sm < 1 || !resident) return false;
+    t = c;
+    registers_ = info.registers;
+    fits_ = true;
+    return true;
+  };
+  const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
   if (allow_cluster && t.bf16_weights && max_batch <= kernels::kPrnnClusterMaxBatch &&
-      (n < kernels::kPrnnClusterMaxTiles ||
-       (n == kernels::kPrnnClusterMaxTiles && max_batch <= 4))) {
-    kernels::PrnnTiling c = t;
-    c.tensor_cores = c.cluster = true;
-    c.threads = kernels::kPrnnMmaThreads;
-    c.batch_tile = kernels::kPrnnClusterMaxBatch;
-    c.rows_per_cta = 16 * n;
-    c.ctas_per_direction = ceil_div(tiles, n);
-    c.register_groups = c.rows_per_cta / kRowGroup;
-    if (kernels::prnn_has_kernel(c) && kernels::prnn_shared_bytes(c) <= smem_optin) {
-      const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
-      if (info.local_bytes == 0 && info.blocks_per_sm >= 1 && info.max_clusters >= directions) {
-        t = c;
-        registers_ = info.registers;
-        fits_ = true;
-        return;
-      }
-    }
-  }
+      (kpw < kernels::kPrnnClusterMaxTiles ||
+       (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
+      take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
+    return;
 
   // bf16: products on tensor cores when every row fits in that kernel's registers (no spills);
   // otherwise the fp32-math kernel below, which can also keep rows in shared memory.
@@ -110,15 +109,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     for (int pass : {32, 16, 8}) {
       if (pass > 8 && pass / 2 >= max_batch) continue;
       m.batch_tile = pass;
-      if (!kernels::prnn_has_kernel(m) || kernels::prnn_shared_bytes(m) > smem_optin) continue;
-      const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(m);
-      if (info.local_bytes == 0 && info.blocks_per_sm >= 1 &&
-          int64_t{info.blocks_per_sm} * sm_count_ >= int64_t{directions} * m.ctas_per_direction) {
-        t = m;
-        registers_ = info.registers;
-        fits_ = true;
-        return;
-      }
+      if (take_tensor_tiling(m)) return;
     }
   }
 
