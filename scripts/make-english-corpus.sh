@@ -7,8 +7,8 @@
 #   scripts/make-english-corpus.sh large                   # -> data/english/large (~30 h)
 #   scripts/make-english-corpus.sh tiny /tmp/e --seed 2    # a few dozen utterances, for tests
 #
-# Further arguments go to the Python script (--seed N, --jobs N). The same seed and size give
-# the same bytes. configs/english-small.yaml trains on data/english/small.
+# Further arguments go to the Python script (--seed N, --jobs N, --fortunes DIR). The same seed
+# and size give the same bytes. configs/english-small.yaml trains on data/english/small.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -30,8 +30,14 @@ missing=()
 for tool in espeak-ng sox flac python3; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
-[ -e /usr/share/games/fortunes/fortunes ] || missing+=("fortunes (package fortunes-min)")
-[ -e /usr/share/games/fortunes/people ] || missing+=("fortunes (package fortunes)")
+# --fortunes DIR (passed on to the Python script) reads the collections from another folder
+fortunes=/usr/share/games/fortunes
+args=("$@")
+for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+  [ "${args[i]}" = "--fortunes" ] && fortunes="${args[i + 1]}"
+done
+[ -e "$fortunes/fortunes" ] || missing+=("fortunes (package fortunes-min)")
+[ -e "$fortunes/people" ] || missing+=("fortunes (package fortunes)")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "make-english-corpus.sh: missing ${missing[*]}; run scripts/install-deps.sh" >&2
   exit 1
