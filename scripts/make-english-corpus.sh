@@ -8,7 +8,7 @@
 #   scripts/make-english-corpus.sh tiny /tmp/e --seed 2    # a few dozen utterances, for tests
 #
 # Further arguments go to the Python script (--seed N, --jobs N, --fortunes DIR). The same seed
-# and size give the same bytes. configs/english-small.yaml trains on data/english/small.
+# and size give the same bytes. configs/english-small.yaml trains on data/english/large.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
