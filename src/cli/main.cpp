@@ -14,6 +14,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/bench_rnn_command.h"
+#include "cli/bench_stack_command.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "dist/world.h"
@@ -198,6 +199,38 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 
+  ds2::cli::BenchStackArgs bench_stack;
+  auto* bench_stack_cmd = bench_cmd->add_subcommand(
+      "stack", "Unidirectional persistent RNN stack: layer after layer vs wavefront (CUDA builds)");
+  bench_stack_cmd->add_option("--layers", bench_stack.layers, "Layers L")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_stack_cmd->add_option("--hidden", bench_stack.hidden, "Width H of every layer")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_stack_cmd->add_option("--batch", bench_stack.batch, "Batch size B")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_stack_cmd->add_option("--steps", bench_stack.steps, "Timesteps T")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_stack_cmd
+      ->add_option("--chunk", bench_stack.chunks, "Wavefront chunk sizes in steps (comma list)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_stack_cmd
+      ->add_option("--precision", bench_stack.precision,
+                   "fp32 or bf16 (GEMMs and persistent kernel; the wavefront needs bf16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  bench_stack_cmd->add_option("--repeats", bench_stack.repeats, "Timed passes (median)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench_stack_cmd->add_option("--warmup", bench_stack.warmup, "Untimed passes first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+
   auto* keys_cmd = app.add_subcommand("config-keys", "List every config key with its default");
 
   try {
@@ -232,6 +265,7 @@ int main(int argc, char** argv) {
       return rc;
     }
     if (*bench_rnn_cmd) return ds2::cli::bench_rnn(bench_rnn);
+    if (*bench_stack_cmd) return ds2::cli::bench_stack(bench_stack);
     if (*keys_cmd) {
       std::cout << ds2::describe_config_keys();
       return 0;

@@ -21,6 +21,7 @@
 #include "core/rng.h"
 #include "kernels/elementwise.h"
 #include "kernels/rnn.h"
+#include "nn/cuda/bench_timing.h"
 #include "nn/cuda/persistent_rnn.h"
 #include "nn/cuda/sparse_persistent_rnn.h"
 
@@ -43,61 +44,10 @@ struct Row {
   bool sparse = false;        // ours, sparse persistent (--density)
 };
 
-class Events {
- public:
-  Events() {
-    DS2_CUDA_CHECK(cudaEventCreate(&start_));
-    DS2_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~Events() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
-
-// Median milliseconds of `repeats` timed calls of `run` on `stream`, each after an untimed
-// `setup`, following `warmup` untimed rounds.
-double median_ms(cudaStream_t stream, int warmup, int repeats, const std::function<void()>& setup,
-                 const std::function<void()>& run) {
-  Events ev;
-  for (int i = 0; i < warmup; ++i) {
-    setup();
-    run();
-  }
-  DS2_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> ms;
-  for (int i = 0; i < repeats; ++i) {
-    setup();
-    DS2_CUDA_CHECK(cudaEventRecord(ev.start_, stream));
-    run();
-    DS2_CUDA_CHECK(cudaEventRecord(ev.stop_, stream));
-    DS2_CUDA_CHECK(cudaEventSynchronize(ev.stop_));
-    float t = 0.0f;
-    DS2_CUDA_CHECK(cudaEventElapsedTime(&t, ev.start_, ev.stop_));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 std::vector<float> download_vector(const float* dev, int64_t n, cudaStream_t stream) {
   std::vector<float> host(n);
   download(dev, n, host.data(), stream);
   return host;
-}
-
-// max |a - b| / max(1, max |a|): one number per comparison.
-double scaled_max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0.0, scale = 1.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
-    if (std::isnan(a[i]) != std::isnan(b[i])) diff = INFINITY;
-  }
-  return diff / scale;
 }
 
 std::string fmt(double v, int precision) {

@@ -1,0 +1,32 @@
+// `ds2 bench stack`: the forward pass of a stack of unidirectional clipped-ReLU RNN layers
+// (nn/cuda/rnn_stack.h: projection GEMM, persistent recurrence, residual), timed in one run with
+//   ours, layer after layer: each layer over all T steps before the next starts;
+//   ours, wavefront:         chunks of K steps, layer l on chunk c while layer l + 1 is on c - 1;
+// for each chunk size given. Prints milliseconds per forward pass (median of repeated passes,
+// CUDA events), microseconds per layer-step, the wavefront's speedup, and how far its output is
+// from the layer-after-layer output (max |a - b| / max(1, max |a|)).
+//
+//   StackBenchOptions o;  o.layers = 8;  o.hidden = 512;  o.batch = 4;  o.chunks = {16, 32, 64};
+//   std::cout << run_stack_bench(o);
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ds2 {
+
+struct StackBenchOptions {
+  int layers = 8;
+  int hidden = 512;
+  int batch = 4;
+  int steps = 256;
+  std::vector<int> chunks = {32};
+  std::string precision = "bf16";  // fp32 | bf16: the GEMMs' and the persistent kernel's
+  int warmup = 3;
+  int repeats = 20;
+};
+
+// Runs the benchmark on the current GPU and returns the report (throws ds2::Error on bad options).
+std::string run_stack_bench(const StackBenchOptions& options);
+
+}  // namespace ds2

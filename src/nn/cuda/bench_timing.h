@@ -1,0 +1,24 @@
+// Timing and comparison helpers shared by the GPU benchmarks (`ds2 bench rnn`, `ds2 bench stack`):
+// the median of repeated runs timed with CUDA events on one stream, and one number for how far two
+// results are apart.
+//
+//   double ms = median_ms(stream, /*warmup=*/3, /*repeats=*/20, [] {}, [&] { run(); });
+//   double d = scaled_max_diff(reference, result);   // max |a - b| / max(1, max |a|)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <vector>
+
+namespace ds2 {
+
+// Median milliseconds of `repeats` timed calls of `run` on `stream`, each after an untimed
+// `setup`, following `warmup` untimed rounds.
+double median_ms(cudaStream_t stream, int warmup, int repeats, const std::function<void()>& setup,
+                 const std::function<void()>& run);
+
+// max |a - b| / max(1, max |a|) over two equally long vectors; infinite where only one is NaN.
+double scaled_max_diff(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace ds2

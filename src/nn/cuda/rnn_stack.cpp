@@ -1,0 +1,207 @@
+#include "nn/cuda/rnn_stack.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/cuda/check.h"
+#include "core/cuda/gemm.h"
+#include "core/error.h"
+#include "kernels/elementwise.h"
+
+namespace ds2 {
+namespace {
+
+// The projection and carry-in GEMMs of a chunk are small; a few MB of cuBLAS workspace per
+// stream is plenty and keeps eight streams' worth modest.
+constexpr size_t kStreamBlasWorkspaceBytes = size_t{4} << 20;
+
+int chunks_of(int steps, int chunk) {
+  return (steps + chunk - 1) / chunk;
+}
+
+}  // namespace
+
+CudaRnnStack::CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, int max_batch,
+                           int max_steps, Precision precision, bool residual, int chunk,
+                           float relu_clip)
+    : ctx_(ctx),
+      layers_(layers),
+      input_(input),
+      hidden_(hidden),
+      max_batch_(max_batch),
+      max_steps_(max_steps),
+      chunk_(chunk),
+      precision_(precision),
+      residual_(residual),
+      relu_clip_(relu_clip) {
+  DS2_CHECK(layers >= 1 && input >= 1 && hidden >= 1 && max_batch >= 1 && max_steps >= 1,
+            "CudaRnnStack: layers, input, hidden, max_batch and max_steps must be positive (got "
+                << layers << ", " << input << ", " << hidden << ", " << max_batch << ", "
+                << max_steps << ")");
+  DS2_CHECK(chunk >= 1, "CudaRnnStack: chunk must be at least 1 step (got " << chunk << ")");
+  plan_ = std::make_unique<PersistentRnnPlan>(hidden, max_batch, 1, ctx.device(), precision);
+  DS2_CHECK(plan_->fits(), "CudaRnnStack: no persistent plan for hidden "
+                               << hidden << ", batch " << max_batch << ": " << plan_->why_not());
+  if (!plan_->tiling().cluster) {
+    why_not_ =
+        "the plan is not the thread-block cluster kernel (bf16, hidden <= 1024, batch <= 8): a "
+        "grid-wide persistent kernel must own its SMs";
+  } else if (layers < 2) {
+    why_not_ = "one layer";
+  } else {
+    const int clusters = kernels::prnn_kernel_info(plan_->tiling()).max_clusters;
+    concurrent_ = std::max(1, std::min(layers, clusters));
+    if (concurrent_ < 2) why_not_ = "the GPU holds one cluster of this plan at a time";
+  }
+  if (!why_not_.empty()) concurrent_ = 1;
+
+  const int64_t per_layer = int64_t{max_steps} * max_batch * hidden;
+  pre_.reserve(per_layer * layers);
+  h_.reserve(per_layer * layers);
+  outputs_.reserve(std::max<int64_t>(1, per_layer * (layers - 1)));
+  const size_t ws = std::max<size_t>(plan_->workspace_bytes(), sizeof(float));
+  workspace_.reserve(static_cast<int64_t>((ws + sizeof(float) - 1) / sizeof(float)) * concurrent_);
+  const int max_chunks = chunks_of(max_steps, chunk);
+  chunk_lengths_.reserve(int64_t{max_chunks} * max_batch);
+  host_chunk_lengths_.resize(static_cast<size_t>(max_chunks) * max_batch);
+
+  if (concurrent_ > 1) {
+    blas_workspace_.reserve(static_cast<int64_t>(kStreamBlasWorkspaceBytes) * concurrent_);
+    for (int s = 0; s < concurrent_; ++s) {
+      cudaStream_t stream = nullptr;
+      DS2_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      streams_.push_back(stream);
+      cublasHandle_t handle = nullptr;
+      DS2_CUBLAS_CHECK(cublasCreate(&handle));
+      handles_.push_back(handle);
+      DS2_CUBLAS_CHECK(cublasSetStream(handle, stream));
+      DS2_CUBLAS_CHECK(cublasSetWorkspace(
+          handle, blas_workspace_.data() + static_cast<int64_t>(kStreamBlasWorkspaceBytes) * s,
+          kStreamBlasWorkspaceBytes));
+      DS2_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
+      DS2_CUBLAS_CHECK(cublasSetAtomicsMode(handle, CUBLAS_ATOMICS_NOT_ALLOWED));
+    }
+    chunk_done_.resize(static_cast<size_t>(layers) * max_chunks);
+    for (cudaEvent_t& e : chunk_done_)
+      DS2_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    DS2_CUDA_CHECK(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming));
+  }
+}
+
+CudaRnnStack::~CudaRnnStack() {
+  // Errors ignored: destructors must not throw.
+  for (cudaEvent_t e : chunk_done_) cudaEventDestroy(e);
+  if (start_) cudaEventDestroy(start_);
+  for (cublasHandle_t h : handles_) cublasDestroy(h);
+  for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+}
+
+std::string CudaRnnStack::describe() const {
+  std::ostringstream s;
+  s << layers_ << " layers of " << hidden_ << ", chunks of " << chunk_ << " steps, ";
+  if (wavefront_possible())
+    s << "wavefront: up to " << concurrent_ << " layers at once";
+  else
+    s << "sequential only (" << why_not_ << ")";
+  s << " (plan: " << plan_->describe() << ")";
+  return s.str();
+}
+
+void CudaRnnStack::run_chunk(int l, const float* x, const RnnStackWeights& w, float* h, float* y,
+                             int t0, int steps, int B, const int* chunk_lengths, int slot) {
+  const int H = hidden_, in = layer_input(l);
+  cudaStream_t stream = slot < 0 ? ctx_.stream() : streams_[slot];
+  cublasHandle_t blas = slot < 0 ? ctx_.cublas() : handles_[slot];
+  float* pre = pre_.data() + int64_t{l} * max_steps_ * max_batch_ * H + int64_t{t0} * B * H;
+  const int64_t rows = int64_t{steps} * B;
+  // pre = x W^T + b for the chunk's steps.
+  gemm(blas, precision_, false, true, static_cast<int>(rows), H, in, 1.0f, x + int64_t{t0} * B * in,
+       in, w.w, in, 0.0f, pre, H);
+  kernels::add_row_bias(pre, w.bias, rows, H, stream);
+  // Carry-in: the chunk's first step gets U h_{t0-1} (zero rows where utterances have ended).
+  if (t0 > 0)
+    gemm(blas, precision_, false, true, B, H, H, 1.0f, h + int64_t{t0 - 1} * B * H, H, w.u, H, 1.0f,
+         pre, H);
+  const int64_t ws_floats = workspace_.capacity() / concurrent_;
+  persistent_rnn_forward(*plan_, w.u, pre, H, h + int64_t{t0} * B * H, chunk_lengths, steps, B,
+                         /*reverse=*/false, relu_clip_,
+                         workspace_.data() + ws_floats * std::max(slot, 0),
+                         static_cast<size_t>(ws_floats) * sizeof(float), stream);
+  if (!adds_input(l)) return;
+  // y = h + x; padding stays zero since both are.
+  const int64_t n = rows * H;
+  float* out = y + int64_t{t0} * B * H;
+  DS2_CUDA_CHECK(cudaMemcpyAsync(out, h + int64_t{t0} * B * H, n * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, stream));
+  kernels::axpy(out, x + int64_t{t0} * B * in, n, 1.0f, stream);
+}
+
+void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& weights,
+                           const std::vector<int>& lengths, const int* device_lengths, int T, int B,
+                           bool wavefront, float* y) {
+  DS2_CHECK(static_cast<int>(weights.size()) == layers_,
+            "CudaRnnStack::forward: " << weights.size() << " layers of weights for a stack of "
+                                      << layers_);
+  DS2_CHECK(T >= 1 && T <= max_steps_ && B >= 1 && B <= max_batch_ &&
+                static_cast<int>(lengths.size()) == B,
+            "CudaRnnStack::forward: T " << T << " (max " << max_steps_ << "), B " << B << " (max "
+                                        << max_batch_ << "), " << lengths.size() << " lengths");
+  for (int len : lengths)
+    DS2_CHECK(len >= 0 && len <= T,
+              "CudaRnnStack::forward: length " << len << " outside [0, " << T << "]");
+  const int H = hidden_;
+  const int64_t per_layer = int64_t{max_steps_} * max_batch_ * H;
+  // Layer l's h (straight into y for a last layer without a residual), and its output where
+  // layer l + 1 reads it: h itself, or the residual sum.
+  auto h_of = [&](int l) -> float* {
+    return l == layers_ - 1 && !adds_input(l) ? y : h_.data() + per_layer * l;
+  };
+  auto output_of = [&](int l) -> float* {
+    if (!adds_input(l)) return h_of(l);
+    return l == layers_ - 1 ? y : outputs_.data() + per_layer * l;
+  };
+  auto input_of = [&](int l) -> const float* { return l == 0 ? x : output_of(l - 1); };
+
+  cudaStream_t main = ctx_.stream();
+  if (!wavefront || !wavefront_possible()) {
+    for (int l = 0; l < layers_; ++l)
+      run_chunk(l, input_of(l), weights[l], h_of(l), output_of(l), 0, T, B, device_lengths, -1);
+    return;
+  }
+
+  // Each chunk's lengths relative to its first step, capped at its length, uploaded once.
+  const int chunks = chunks_of(T, chunk_);
+  for (int c = 0; c < chunks; ++c)
+    for (int b = 0; b < B; ++b)
+      host_chunk_lengths_[static_cast<size_t>(c) * B + b] =
+          std::clamp(lengths[b] - c * chunk_, 0, std::min(chunk_, T - c * chunk_));
+  lengths_staging_.copy(host_chunk_lengths_.data(), sizeof(int) * chunks * B, chunk_lengths_.data(),
+                        main);
+  DS2_CUDA_CHECK(cudaEventRecord(start_, main));
+  for (cudaStream_t s : streams_) DS2_CUDA_CHECK(cudaStreamWaitEvent(s, start_, 0));
+
+  // Issued along the anti-diagonals l + c = d: every event is recorded before it is waited on,
+  // and a stream serving several layers gets their chunks in an order that respects both
+  // dependencies (layer l - 1 chunk c, layer l chunk c - 1).
+  const int max_chunks = chunks_of(max_steps_, chunk_);
+  for (int d = 0; d < layers_ + chunks - 1; ++d) {
+    for (int l = std::max(0, d - chunks + 1); l <= std::min(d, layers_ - 1); ++l) {
+      const int c = d - l, t0 = c * chunk_, steps = std::min(chunk_, T - t0);
+      const int slot = l % concurrent_;
+      cudaStream_t s = streams_[slot];
+      if (l > 0)
+        DS2_CUDA_CHECK(
+            cudaStreamWaitEvent(s, chunk_done_[static_cast<size_t>(l - 1) * max_chunks + c], 0));
+      run_chunk(l, input_of(l), weights[l], h_of(l), output_of(l), t0, steps, B,
+                chunk_lengths_.data() + int64_t{c} * B, slot);
+      DS2_CUDA_CHECK(cudaEventRecord(chunk_done_[static_cast<size_t>(l) * max_chunks + c], s));
+    }
+  }
+  // The main stream continues once the last layer's last chunk is written, and every stream's
+  // work is done (the other layers finished earlier chunks before).
+  for (int l = 0; l < layers_; ++l)
+    DS2_CUDA_CHECK(cudaStreamWaitEvent(
+        main, chunk_done_[static_cast<size_t>(l) * max_chunks + chunks - 1], 0));
+}
+
+}  // namespace ds2

@@ -1,0 +1,107 @@
+// CudaRnnStack: the forward pass of a stack of unidirectional clipped-ReLU RNN layers of one
+// width (h_t = min(max(W x_t + b + U h_{t-1}, 0), clip), input biases, no batch norm; optional
+// residual connections y = h + x where the widths match), every recurrence in the persistent
+// kernel (nn/cuda/persistent_rnn.h), scheduled one of two ways:
+//   sequential: layer after layer, each over all T steps (one projection GEMM, one launch);
+//   wavefront:  the sequence cut into chunks of K steps; layer l runs chunk c once layer l-1 has
+//               finished chunk c and it has finished chunk c-1, on a stream of its own, so up to
+//               concurrent_layers() layers work at once on different SMs (the network-level
+//               wavefront of Appleyard et al. 2016, applied to persistent layers).
+// A chunk continues from the state the previous chunk left: before the launch, one small GEMM
+// adds U h_{t0-1} to the chunk's first pre-activation, and the kernel, which starts from a zero
+// state, then computes exactly the recurrence's next step. So the kernels are unchanged; the
+// results differ from the sequential schedule only by that GEMM's summation order (and, in bf16,
+// its rounding of h_{t0-1}, which the tensor-core kernel rounds the same way).
+// The wavefront needs persistent kernels that can share the GPU: the thread-block cluster kernel
+// (bf16 weights, H <= 1024, batch <= 8), whose CTAs the hardware schedules as one unit. The
+// grid-wide kernels must own all their SMs (two cooperative launches are not guaranteed
+// co-resident), so other plans run the sequential schedule; wavefront_why_not() says why.
+//
+//   CudaRnnStack stack(ctx, /*layers=*/8, /*input=*/512, /*hidden=*/512, /*max_batch=*/4,
+//                      /*max_steps=*/256, Precision::kBf16, /*residual=*/true, /*chunk=*/32);
+//   std::vector<RnnStackWeights> w = ...;      // per layer: W {H, in}, U {H, H}, b {H} (device)
+//   stack.forward(x, w, lengths, device_lengths, T, B, stack.wavefront_possible(), y);
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cuda/context.h"
+#include "core/cuda/device_array.h"
+#include "core/cuda/pinned_upload.h"
+#include "core/precision.h"
+#include "nn/cuda/persistent_rnn.h"
+
+namespace ds2 {
+
+// One layer's device parameters: W {hidden, in} and U {hidden, hidden} row-major, b {hidden}.
+struct RnnStackWeights {
+  const float* w = nullptr;
+  const float* u = nullptr;
+  const float* bias = nullptr;
+};
+
+class CudaRnnStack {
+ public:
+  // `precision`: the projection GEMMs' and the persistent plan's (bf16: U on chip in bf16).
+  // `residual`: layers whose input width equals `hidden` add their input to their output.
+  // Throws ds2::Error when the persistent kernel cannot run this layer shape at all.
+  CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, int max_batch, int max_steps,
+               Precision precision, bool residual, int chunk = 32, float relu_clip = 20.0f);
+  ~CudaRnnStack();
+  CudaRnnStack(const CudaRnnStack&) = delete;
+  CudaRnnStack& operator=(const CudaRnnStack&) = delete;
+
+  bool wavefront_possible() const { return why_not_.empty(); }
+  const std::string& wavefront_why_not() const { return why_not_; }
+  // Layers the wavefront runs at once (1 when it is not possible).
+  int concurrent_layers() const { return concurrent_; }
+  int chunk() const { return chunk_; }
+  const PersistentRnnPlan& plan() const { return *plan_; }
+  // "8 layers of 512, chunks of 32 steps, up to 8 layers at once (plan: ...)"
+  std::string describe() const;
+
+  // x {T, B, input} on the device (zero at padding frames), `lengths` the B lengths on the host
+  // (all <= T <= max_steps) and `device_lengths` the same on the device; writes the last layer's
+  // output y {T, B, hidden} (zero at padding). Queued on ctx.stream(): whatever is queued there
+  // before is seen, and work queued after sees y. `wavefront` false, or not possible: sequential.
+  void forward(const float* x, const std::vector<RnnStackWeights>& weights,
+               const std::vector<int>& lengths, const int* device_lengths, int T, int B,
+               bool wavefront, float* y);
+
+ private:
+  int layer_input(int l) const { return l == 0 ? input_ : hidden_; }
+  bool adds_input(int l) const { return residual_ && layer_input(l) == hidden_; }
+  // Steps [t0, t0 + steps) of layer l: projection, carry-in, recurrence into h, residual into y.
+  // `chunk_lengths`: the B device lengths relative to t0, capped at `steps`. `slot`: the
+  // concurrent stream (and its cuBLAS handle and workspace) to run on; -1 the context's stream.
+  void run_chunk(int l, const float* x, const RnnStackWeights& w, float* h, float* y, int t0,
+                 int steps, int B, const int* chunk_lengths, int slot);
+
+  CudaContext& ctx_;
+  int layers_, input_, hidden_, max_batch_, max_steps_, chunk_;
+  Precision precision_;
+  bool residual_;
+  float relu_clip_;
+  std::unique_ptr<PersistentRnnPlan> plan_;
+  std::string why_not_;
+  int concurrent_ = 1;
+
+  DeviceArray<float> pre_;        // per layer {max_steps, max_batch, hidden}: W x + b (+ U h)
+  DeviceArray<float> h_;          // per layer: the recurrence's h
+  DeviceArray<float> outputs_;    // per layer but the last: h + x when residual (else h_)
+  DeviceArray<float> workspace_;  // the plan's, per concurrent layer
+  DeviceArray<int> chunk_lengths_;
+  std::vector<int> host_chunk_lengths_;
+  PinnedUpload lengths_staging_;
+  std::vector<cudaStream_t> streams_;    // one per concurrent layer
+  std::vector<cublasHandle_t> handles_;  // bound to streams_, each with its own workspace
+  DeviceArray<char> blas_workspace_;
+  std::vector<cudaEvent_t> chunk_done_;  // [layer][chunk]: output steps of the chunk written
+  cudaEvent_t start_ = nullptr;
+};
+
+}  // namespace ds2

@@ -1,0 +1,171 @@
+// CudaRnnStack (nn/cuda/rnn_stack.h): a stack of unidirectional persistent layers, layer after
+// layer and as a wavefront of chunks, against a float64 CPU loop of the same stack (projection,
+// bias, clipped-ReLU recurrence, residual) and against each other. Fresh random inputs, unequal
+// lengths with a 0 and a full one, outputs poisoned with NaN before every pass. Shapes: batch 1
+// to 8, hidden sizes that are not multiples of the tile, chunks of 1 step up to longer than T, a
+// first layer narrower than the others (no residual there).
+// bf16: the references round W, x and U to bf16 and the state as the tensor-core kernels do; the
+// tolerance is the bf16 noise level of persistent_rnn_test.cpp, doubled for the layers stacked on
+// one another. The wavefront's chunks start with a carry-in GEMM whose summation order differs
+// from the kernel's, so it matches the sequential schedule to the same tolerance, not bit for bit.
+#include "nn/cuda/rnn_stack.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/cuda/check.h"
+#include "core/cuda/device_array.h"
+#include "core/error.h"
+#include "support/cuda_compare.h"
+#include "support/cuda_rnn_reference.h"
+
+namespace ds2 {
+namespace {
+
+struct StackCase {
+  int layers, input, hidden, batch, steps, chunk;
+  Precision precision;
+};
+
+std::string case_name(const StackCase& c) {
+  return "L" + std::to_string(c.layers) + "_In" + std::to_string(c.input) + "_H" +
+         std::to_string(c.hidden) + "_B" + std::to_string(c.batch) + "_T" +
+         std::to_string(c.steps) + "_K" + std::to_string(c.chunk) +
+         (c.precision == Precision::kBf16 ? "_bf16" : "_fp32");
+}
+
+// x {T, B, in} with zero padding frames.
+std::vector<float> random_input(int T, int B, int in, const std::vector<int>& len, Rng& rng) {
+  std::vector<float> x = random_vector(int64_t{T} * B * in, rng, -1.0f, 1.0f);
+  for (int t = 0; t < T; ++t)
+    for (int b = 0; b < B; ++b)
+      if (t >= len[b]) std::fill_n(x.begin() + (int64_t{t} * B + b) * in, in, 0.0f);
+  return x;
+}
+
+// The stack in float64 (through cpu_forward for each recurrence).
+std::vector<float> cpu_stack(const StackCase& c, const std::vector<float>& x,
+                             const std::vector<std::vector<float>>& w,
+                             const std::vector<std::vector<float>>& u,
+                             const std::vector<std::vector<float>>& bias,
+                             const std::vector<int>& len, float clip, bool round_state) {
+  const bool bf16 = c.precision == Precision::kBf16;
+  const int T = c.steps, B = c.batch, H = c.hidden;
+  std::vector<float> in = x;
+  for (int l = 0; l < c.layers; ++l) {
+    const int width = l == 0 ? c.input : H;
+    const std::vector<float> wl = bf16 ? rounded_to_bf16(w[l]) : w[l];
+    const std::vector<float> in_r = bf16 ? rounded_to_bf16(in) : in;  // what the GEMM multiplies
+    std::vector<float> pre(static_cast<size_t>(T) * B * H);
+    for (int64_t r = 0; r < int64_t{T} * B; ++r)
+      for (int k = 0; k < H; ++k) {
+        double sum = bias[l][k];
+        for (int j = 0; j < width; ++j)
+          sum += double(in_r[r * width + j]) * wl[int64_t{k} * width + j];
+        pre[r * H + k] = static_cast<float>(sum);
+      }
+    std::vector<float> h = cpu_forward(bf16 ? rounded_to_bf16(u[l]) : u[l], pre.data(), H, len, T,
+                                       B, H, /*reverse=*/false, clip, round_state);
+    if (width == H)
+      for (size_t i = 0; i < h.size(); ++i) h[i] += in[i];
+    in = std::move(h);
+  }
+  return in;
+}
+
+class RnnStackCase : public ::testing::TestWithParam<StackCase> {};
+
+TEST_P(RnnStackCase, WavefrontAndLayerAfterLayerMatchFloat64) {
+  DS2_REQUIRE_GPU();
+  const StackCase c = GetParam();
+  const int L = c.layers, In = c.input, H = c.hidden, B = c.batch, T = c.steps;
+  CudaContext ctx;
+  cudaStream_t s = ctx.stream();
+  Rng rng(1000 + H + 7 * B + 13 * T);
+  const std::vector<int> len = make_lengths(T, B, rng);
+  const float clip = 1.5f;  // reached now and then: the clip is part of the contract
+  std::vector<std::vector<float>> w, u, bias;
+  for (int l = 0; l < L; ++l) {
+    const int width = l == 0 ? In : H;
+    w.push_back(random_vector(int64_t{H} * width, rng, -1.0f / std::sqrt(float(width)),
+                              1.0f / std::sqrt(float(width))));
+    u.push_back(random_vector(int64_t{H} * H, rng, -0.7f / std::sqrt(float(H)),
+                              0.7f / std::sqrt(float(H))));
+    bias.push_back(random_vector(H, rng, -0.2f, 0.2f));
+  }
+  const std::vector<float> x = random_input(T, B, In, len, rng);
+
+  CudaRnnStack stack(ctx, L, In, H, B, T, c.precision, /*residual=*/true, c.chunk, clip);
+  const bool tensor = stack.plan().tiling().tensor_cores;
+  std::vector<DeviceArray<float>> dw(L), du(L), db(L);
+  std::vector<RnnStackWeights> weights;
+  for (int l = 0; l < L; ++l) {
+    to_device(w[l], dw[l], s);
+    to_device(u[l], du[l], s);
+    to_device(bias[l], db[l], s);
+    weights.push_back({dw[l].data(), du[l].data(), db[l].data()});
+  }
+  DeviceArray<float> dx, y;
+  to_device(x, dx, s);
+  DeviceArray<int> dlen;
+  upload_lengths(len, dlen, s);
+  const int64_t n = int64_t{T} * B * H;
+  y.reserve(n);
+
+  const std::vector<float> ref = cpu_stack(c, x, w, u, bias, len, clip, tensor);
+  const double atol = tensor ? 8e-3 : 1e-4, rtol = tensor ? 2e-2 : 1e-4;
+  poison(y.data(), n, ctx);
+  stack.forward(dx.data(), weights, len, dlen.data(), T, B, /*wavefront=*/false, y.data());
+  DS2_CUDA_CHECK(cudaGetLastError());
+  const std::vector<float> sequential = to_host(y.data(), n, s);
+  expect_close(ref, sequential, "layer after layer vs float64", atol, rtol);
+
+  // Twice: the second pass reuses the events, streams and buffers of the first.
+  for (int pass = 0; pass < 2; ++pass) {
+    poison(y.data(), n, ctx);
+    stack.forward(dx.data(), weights, len, dlen.data(), T, B, /*wavefront=*/true, y.data());
+    DS2_CUDA_CHECK(cudaGetLastError());
+    const std::vector<float> wave = to_host(y.data(), n, s);
+    expect_close(ref, wave, "wavefront vs float64, pass " + std::to_string(pass), atol, rtol);
+    expect_close(sequential, wave, "wavefront vs layer after layer", atol, rtol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RnnStackCase,
+                         ::testing::Values(StackCase{3, 128, 128, 1, 7, 3, Precision::kBf16},
+                                           StackCase{4, 40, 200, 3, 64, 16, Precision::kBf16},
+                                           StackCase{2, 512, 512, 8, 100, 32, Precision::kBf16},
+                                           StackCase{5, 96, 96, 4, 33, 1, Precision::kBf16},
+                                           StackCase{3, 64, 64, 2, 20, 64, Precision::kBf16},
+                                           StackCase{3, 24, 64, 2, 20, 6, Precision::kFp32}),
+                         [](const ::testing::TestParamInfo<StackCase>& info) {
+                           return case_name(info.param);
+                         });
+
+TEST(RnnStack, SaysWhyItRunsLayerAfterLayer) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  CudaRnnStack fp32(ctx, 4, 64, 64, 4, 32, Precision::kFp32, true);
+  EXPECT_FALSE(fp32.wavefront_possible());
+  EXPECT_NE(fp32.wavefront_why_not().find("cluster"), std::string::npos)
+      << fp32.wavefront_why_not();
+  EXPECT_EQ(fp32.concurrent_layers(), 1);
+  CudaRnnStack one(ctx, 1, 64, 64, 4, 32, Precision::kBf16, true);
+  EXPECT_FALSE(one.wavefront_possible());
+  CudaRnnStack bf16(ctx, 4, 64, 64, 4, 32, Precision::kBf16, true, 8);
+  if (bf16.plan().tiling().cluster) {
+    EXPECT_TRUE(bf16.wavefront_possible()) << bf16.wavefront_why_not();
+    EXPECT_GE(bf16.concurrent_layers(), 2);
+    EXPECT_LE(bf16.concurrent_layers(), 4);
+  }
+  EXPECT_NE(bf16.describe().find("4 layers of 64"), std::string::npos) << bf16.describe();
+  EXPECT_THROW(CudaRnnStack(ctx, 0, 64, 64, 4, 32, Precision::kBf16, true), Error);
+  EXPECT_THROW(CudaRnnStack(ctx, 2, 64, 64, 4, 32, Precision::kBf16, true, 0), Error);
+}
+
+}  // namespace
+}  // namespace ds2
