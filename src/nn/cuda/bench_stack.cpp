@@ -95,12 +95,23 @@ std::string run_stack_bench(const StackBenchOptions& o) {
     const double ms = median_ms(s, o.warmup, o.repeats, nothing, [&] {
       stack.forward(x.data(), weights, lengths, device_lengths.data(), T, B, true, y_wave.data());
     });
+    double eager_ms = -1.0;
+    if (chunk == o.chunks.front()) {  // what the CUDA graph saves, once
+      stack.set_use_graphs(false);
+      eager_ms = median_ms(s, o.warmup, o.repeats, nothing, [&] {
+        stack.forward(x.data(), weights, lengths, device_lengths.data(), T, B, true, y_wave.data());
+      });
+      stack.set_use_graphs(true);
+    }
     const double diff = scaled_max_diff(reference, download_all(y_wave.data(), n, s));
     out << "ours, wavefront, chunk " << std::setw(3) << chunk << ": " << std::setprecision(3) << ms
         << " ms per pass, " << std::setprecision(2) << 1e3 * ms / (double(L) * T)
         << " us per layer-step, " << seq_ms / ms << "x, up to " << stack.concurrent_layers()
         << " layers at once; output vs layer after layer: " << std::scientific
         << std::setprecision(1) << diff << std::fixed << "\n";
+    if (eager_ms > 0)
+      out << "  (the same launched from the host, without the CUDA graph: " << std::setprecision(3)
+          << eager_ms << " ms per pass)\n";
   }
   DS2_CUDA_CHECK(cudaStreamSynchronize(s));
   return out.str();

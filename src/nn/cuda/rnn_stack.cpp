@@ -96,6 +96,11 @@ CudaRnnStack::~CudaRnnStack() {
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);
 }
 
+void CudaRnnStack::set_use_graphs(bool on) {
+  sequential_graph_.set_enabled(on);
+  wavefront_graph_.set_enabled(on);
+}
+
 std::string CudaRnnStack::describe() const {
   std::ostringstream s;
   s << layers_ << " layers of " << hidden_ << ", chunks of " << chunk_ << " steps, ";
@@ -105,6 +110,21 @@ std::string CudaRnnStack::describe() const {
     s << "sequential only (" << why_not_ << ")";
   s << " (plan: " << plan_->describe() << ")";
   return s.str();
+}
+
+float* CudaRnnStack::h_of(int l, float* y) {
+  if (l == layers_ - 1 && !adds_input(l)) return y;
+  return h_.data() + int64_t{l} * max_steps_ * max_batch_ * hidden_;
+}
+
+float* CudaRnnStack::output_of(int l, float* y) {
+  if (!adds_input(l)) return h_of(l, y);
+  if (l == layers_ - 1) return y;
+  return outputs_.data() + int64_t{l} * max_steps_ * max_batch_ * hidden_;
+}
+
+const float* CudaRnnStack::input_of(int l, const float* x, float* y) {
+  return l == 0 ? x : output_of(l - 1, y);
 }
 
 void CudaRnnStack::run_chunk(int l, const float* x, const RnnStackWeights& w, float* h, float* y,
@@ -149,23 +169,22 @@ void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& w
   for (int len : lengths)
     DS2_CHECK(len >= 0 && len <= T,
               "CudaRnnStack::forward: length " << len << " outside [0, " << T << "]");
-  const int H = hidden_;
-  const int64_t per_layer = int64_t{max_steps_} * max_batch_ * H;
-  // Layer l's h (straight into y for a last layer without a residual), and its output where
-  // layer l + 1 reads it: h itself, or the residual sum.
-  auto h_of = [&](int l) -> float* {
-    return l == layers_ - 1 && !adds_input(l) ? y : h_.data() + per_layer * l;
-  };
-  auto output_of = [&](int l) -> float* {
-    if (!adds_input(l)) return h_of(l);
-    return l == layers_ - 1 ? y : outputs_.data() + per_layer * l;
-  };
-  auto input_of = [&](int l) -> const float* { return l == 0 ? x : output_of(l - 1); };
 
   cudaStream_t main = ctx_.stream();
+  // Replayed as CUDA graphs when the same shapes, pointers and lengths come again: a wavefront
+  // of short chunks is otherwise bound by the host's launch rate (six launches per chunk).
+  std::vector<int64_t> key = {T, B, reinterpret_cast<int64_t>(x), reinterpret_cast<int64_t>(y)};
+  for (const RnnStackWeights& w : weights)
+    for (const float* p : {w.w, w.u, w.bias}) key.push_back(reinterpret_cast<int64_t>(p));
+  key.insert(key.end(), lengths.begin(), lengths.end());
+
   if (!wavefront || !wavefront_possible()) {
-    for (int l = 0; l < layers_; ++l)
-      run_chunk(l, input_of(l), weights[l], h_of(l), output_of(l), 0, T, B, device_lengths, -1);
+    key.push_back(reinterpret_cast<int64_t>(device_lengths));
+    sequential_graph_.run(key, main, [&] {
+      for (int l = 0; l < layers_; ++l)
+        run_chunk(l, input_of(l, x, y), weights[l], h_of(l, y), output_of(l, y), 0, T, B,
+                  device_lengths, -1);
+    });
     return;
   }
 
@@ -177,9 +196,14 @@ void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& w
           std::clamp(lengths[b] - c * chunk_, 0, std::min(chunk_, T - c * chunk_));
   lengths_staging_.copy(host_chunk_lengths_.data(), sizeof(int) * chunks * B, chunk_lengths_.data(),
                         main);
+  wavefront_graph_.run(key, main, [&] { record_wavefront(weights, x, y, T, B, chunks); });
+}
+
+void CudaRnnStack::record_wavefront(const std::vector<RnnStackWeights>& weights, const float* x,
+                                    float* y, int T, int B, int chunks) {
+  cudaStream_t main = ctx_.stream();
   DS2_CUDA_CHECK(cudaEventRecord(start_, main));
   for (cudaStream_t s : streams_) DS2_CUDA_CHECK(cudaStreamWaitEvent(s, start_, 0));
-
   // Issued along the anti-diagonals l + c = d: every event is recorded before it is waited on,
   // and a stream serving several layers gets their chunks in an order that respects both
   // dependencies (layer l - 1 chunk c, layer l chunk c - 1).
@@ -192,13 +216,13 @@ void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& w
       if (l > 0)
         DS2_CUDA_CHECK(
             cudaStreamWaitEvent(s, chunk_done_[static_cast<size_t>(l - 1) * max_chunks + c], 0));
-      run_chunk(l, input_of(l), weights[l], h_of(l), output_of(l), t0, steps, B,
+      run_chunk(l, input_of(l, x, y), weights[l], h_of(l, y), output_of(l, y), t0, steps, B,
                 chunk_lengths_.data() + int64_t{c} * B, slot);
       DS2_CUDA_CHECK(cudaEventRecord(chunk_done_[static_cast<size_t>(l) * max_chunks + c], s));
     }
   }
-  // The main stream continues once the last layer's last chunk is written, and every stream's
-  // work is done (the other layers finished earlier chunks before).
+  // The main stream continues once every layer's last chunk is written (each stream's last
+  // work), which also joins the streams back for a graph capture.
   for (int l = 0; l < layers_; ++l)
     DS2_CUDA_CHECK(cudaStreamWaitEvent(
         main, chunk_done_[static_cast<size_t>(l) * max_chunks + chunks - 1], 0));

@@ -32,6 +32,7 @@
 #include "core/cuda/context.h"
 #include "core/cuda/device_array.h"
 #include "core/cuda/pinned_upload.h"
+#include "core/cuda/step_graph.h"
 #include "core/precision.h"
 #include "nn/cuda/persistent_rnn.h"
 
@@ -60,6 +61,9 @@ class CudaRnnStack {
   // Layers the wavefront runs at once (1 when it is not possible).
   int concurrent_layers() const { return concurrent_; }
   int chunk() const { return chunk_; }
+  // true (default): a pass whose shapes, pointers and lengths repeat is replayed as a CUDA graph
+  // (core/cuda/step_graph.h); false: every pass is launched from the host.
+  void set_use_graphs(bool on);
   const PersistentRnnPlan& plan() const { return *plan_; }
   // "8 layers of 512, chunks of 32 steps, up to 8 layers at once (plan: ...)"
   std::string describe() const;
@@ -75,6 +79,14 @@ class CudaRnnStack {
  private:
   int layer_input(int l) const { return l == 0 ? input_ : hidden_; }
   bool adds_input(int l) const { return residual_ && layer_input(l) == hidden_; }
+  // Layer l's h (straight into y for a last layer without a residual), its output where layer
+  // l + 1 reads it (h itself, or the residual sum), and its input.
+  float* h_of(int l, float* y);
+  float* output_of(int l, float* y);
+  const float* input_of(int l, const float* x, float* y);
+  // The wavefront's launches on its streams, forked from and joined back to ctx.stream().
+  void record_wavefront(const std::vector<RnnStackWeights>& weights, const float* x, float* y,
+                        int T, int B, int chunks);
   // Steps [t0, t0 + steps) of layer l: projection, carry-in, recurrence into h, residual into y.
   // `chunk_lengths`: the B device lengths relative to t0, capped at `steps`. `slot`: the
   // concurrent stream (and its cuBLAS handle and workspace) to run on; -1 the context's stream.
@@ -102,6 +114,7 @@ class CudaRnnStack {
   DeviceArray<char> blas_workspace_;
   std::vector<cudaEvent_t> chunk_done_;  // [layer][chunk]: output steps of the chunk written
   cudaEvent_t start_ = nullptr;
+  StepGraph sequential_graph_, wavefront_graph_;
 };
 
 }  // namespace ds2

@@ -6,7 +6,8 @@
 // first layer narrower than the others (no residual there).
 // bf16: the references round W, x and U to bf16 and the state as the tensor-core kernels do; the
 // tolerance is the bf16 noise level of persistent_rnn_test.cpp, doubled for the layers stacked on
-// one another. The wavefront's chunks start with a carry-in GEMM whose summation order differs
+// one another. Each schedule runs three times (launched, captured as a CUDA graph, replayed).
+// The wavefront's chunks start with a carry-in GEMM whose summation order differs
 // from the kernel's, so it matches the sequential schedule to the same tolerance, not bit for bit.
 #include "nn/cuda/rnn_stack.h"
 
@@ -118,14 +119,17 @@ TEST_P(RnnStackCase, WavefrontAndLayerAfterLayerMatchFloat64) {
 
   const std::vector<float> ref = cpu_stack(c, x, w, u, bias, len, clip, tensor);
   const double atol = tensor ? 8e-3 : 1e-4, rtol = tensor ? 2e-2 : 1e-4;
-  poison(y.data(), n, ctx);
-  stack.forward(dx.data(), weights, len, dlen.data(), T, B, /*wavefront=*/false, y.data());
-  DS2_CUDA_CHECK(cudaGetLastError());
-  const std::vector<float> sequential = to_host(y.data(), n, s);
-  expect_close(ref, sequential, "layer after layer vs float64", atol, rtol);
-
-  // Twice: the second pass reuses the events, streams and buffers of the first.
-  for (int pass = 0; pass < 2; ++pass) {
+  // Passes 0, 1 and 2: launched from the host, captured as a CUDA graph, replayed.
+  std::vector<float> sequential;
+  for (int pass = 0; pass < 3; ++pass) {
+    poison(y.data(), n, ctx);
+    stack.forward(dx.data(), weights, len, dlen.data(), T, B, /*wavefront=*/false, y.data());
+    DS2_CUDA_CHECK(cudaGetLastError());
+    sequential = to_host(y.data(), n, s);
+    expect_close(ref, sequential, "layer after layer vs float64, pass " + std::to_string(pass),
+                 atol, rtol);
+  }
+  for (int pass = 0; pass < 3; ++pass) {
     poison(y.data(), n, ctx);
     stack.forward(dx.data(), weights, len, dlen.data(), T, B, /*wavefront=*/true, y.data());
     DS2_CUDA_CHECK(cudaGetLastError());
