@@ -2,8 +2,8 @@
 // the fortune files, which scripts/install-deps.sh installs; skipped, saying why, without them)
 // and checks what it wrote: manifests in ds2's form whose durations are the audio's, 16 kHz
 // mono FLAC, normalized transcripts, dev and test sentences and voices never in train, an ARPA
-// LM of the training side that ds2 loads, the same bytes from the same seed, and
-// `ds2 validate-data` accepting every split.
+// LM of the training side that ds2 loads, the same bytes from the same seed (and from the tools
+// bundled by scripts/bundle-corpus-tools.sh), and `ds2 validate-data` accepting every split.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -250,6 +250,31 @@ TEST_F(EnglishCorpus, SameSeedGivesTheSameBytesForAnyJobCount) {
   const fs::path other = corpus(2, 2);
   EXPECT_NE(read_file(a / "train.jsonl"), read_file(other / "train.jsonl"));
   EXPECT_NE(read_file(a / "test.jsonl"), read_file(other / "test.jsonl"));
+}
+
+// scripts/bundle-corpus-tools.sh: the tools, libraries, voice data and fortunes copied into one
+// folder build the same corpus as the installed packages (only ATTRIBUTION.md names the folder).
+TEST_F(EnglishCorpus, BundledToolsBuildTheSameCorpus) {
+  const fs::path installed = corpus();
+  const fs::path tools = *root_ / "tools", dir = *root_ / "bundled";
+  const std::string src = DS2_SOURCE_DIR;
+  auto r = run_command(src + "/scripts/bundle-corpus-tools.sh " + shell_quote(tools.string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_command("bash -c " +
+                  shell_quote("source " + shell_quote((tools / "env.sh").string()) +
+                              " && espeak-ng --version && " + src +
+                              "/scripts/make-english-corpus.sh tiny " + shell_quote(dir.string()) +
+                              " --fortunes \"$CORPUS_TOOLS/fortunes\" --jobs 2"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("Data at: " + (tools / "share").string()), std::string::npos) << r.output;
+  size_t compared = 0;
+  for (const auto& e : fs::recursive_directory_iterator(installed)) {
+    if (!e.is_regular_file() || e.path().filename() == "ATTRIBUTION.md") continue;
+    const fs::path rel = fs::relative(e.path(), installed);
+    EXPECT_TRUE(read_file(e.path()) == read_file(dir / rel)) << rel;
+    ++compared;
+  }
+  EXPECT_GT(compared, 40u);
 }
 
 TEST_F(EnglishCorpus, ValidateDataAcceptsEverySplitWithTheRecipe) {
