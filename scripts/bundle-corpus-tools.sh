@@ -14,11 +14,12 @@ set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 OUT_DIR" >&2; exit 2; }
 OUT="$1"
 for tool in espeak-ng sox flac; do
-  command -v "$tool" >/dev/null || { echo "bundle-corpus-tools: no $tool (scripts/install-deps.sh)" >&2; exit 1; }
+  command -v "$tool" >/dev/null ||
+    { echo "bundle-corpus-tools: no $tool (scripts/install-deps.sh)" >&2; exit 1; }
 done
 FORTUNES=/usr/share/games/fortunes
 [ -e "$FORTUNES/fortunes" ] && [ -e "$FORTUNES/people" ] ||
-  { echo "bundle-corpus-tools: no fortune files in $FORTUNES (scripts/install-deps.sh)" >&2; exit 1; }
+  { echo "bundle-corpus-tools: no fortune files in $FORTUNES (install-deps.sh)" >&2; exit 1; }
 DATA=$(espeak-ng --version | sed -n 's/.*Data at: *//p')
 [ -d "$DATA" ] || { echo "bundle-corpus-tools: cannot find espeak-ng's data folder" >&2; exit 1; }
 

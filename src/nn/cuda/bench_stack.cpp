@@ -66,35 +66,55 @@ std::string run_stack_bench(const StackBenchOptions& o) {
   device_lengths.reserve(B);
   DS2_CUDA_CHECK(cudaMemcpyAsync(device_lengths.data(), lengths.data(), sizeof(int) * B,
                                  cudaMemcpyHostToDevice, s));
-  DeviceArray<float> y_seq, y_wave;
-  y_seq.reserve(n);
-  y_wave.reserve(n);
+  DeviceArray<float> y_seq, y_wave, dx_seq, dx_wave;
+  for (auto* a : {&y_seq, &y_wave, &dx_seq, &dx_wave}) a->reserve(n);
+  DeviceArray<float> dy = random_device(n, 1.0f, rng, s);
+  std::vector<DeviceArray<float>> gw(L), gu(L), gb(L);
+  std::vector<RnnStackGradients> grads;
+  for (int l = 0; l < L; ++l) {
+    gw[l].reserve(int64_t{H} * H);
+    gu[l].reserve(int64_t{H} * H);
+    gb[l].reserve(H);
+    grads.push_back({gw[l].data(), gu[l].data(), gb[l].data()});
+  }
 
   std::ostringstream out;
   out << std::fixed;
   out << "stack: " << L << " unidirectional clipped-ReLU layers of " << H << ", residual, batch "
-      << B << ", " << T << " steps, " << o.precision << "; median of " << o.repeats << " passes\n";
+      << B << ", " << T << " steps, " << o.precision << "; median of " << o.repeats
+      << " passes; forward / backward (dx, dW, dU, db)\n";
   auto nothing = [] {};
-  double seq_ms = -1.0;
-  std::vector<float> reference;
+  // Forward and backward of one schedule: ms per pass of each.
+  auto time_schedule = [&](CudaRnnStack& stack, bool wavefront, DeviceArray<float>& y,
+                           DeviceArray<float>& dx) {
+    const double fwd = median_ms(s, o.warmup, o.repeats, nothing, [&] {
+      stack.forward(x.data(), weights, lengths, device_lengths.data(), T, B, wavefront, y.data());
+    });
+    const double bwd = median_ms(s, o.warmup, o.repeats, nothing, [&] {
+      stack.backward(x.data(), y.data(), weights, dy.data(), lengths, device_lengths.data(), T, B,
+                     wavefront, dx.data(), grads);
+    });
+    return std::make_pair(fwd, bwd);
+  };
+  auto per_step = [&](double ms) { return 1e3 * ms / (double(L) * T); };
+  std::pair<double, double> seq{-1.0, -1.0};
+  std::vector<float> y_ref, dx_ref;
   for (int chunk : o.chunks) {
     CudaRnnStack stack(ctx, L, H, H, B, T, precision, /*residual=*/true, chunk);
-    if (seq_ms < 0) {
+    if (seq.first < 0) {
       out << "plan: " << stack.plan().describe() << "\n";
-      seq_ms = median_ms(s, o.warmup, o.repeats, nothing, [&] {
-        stack.forward(x.data(), weights, lengths, device_lengths.data(), T, B, false, y_seq.data());
-      });
-      reference = download_all(y_seq.data(), n, s);
-      out << std::setprecision(3) << "ours, layer after layer:  " << seq_ms << " ms per pass, "
-          << std::setprecision(2) << 1e3 * seq_ms / (double(L) * T) << " us per layer-step\n";
+      seq = time_schedule(stack, false, y_seq, dx_seq);
+      y_ref = download_all(y_seq.data(), n, s);
+      dx_ref = download_all(dx_seq.data(), n, s);
+      out << std::setprecision(3) << "ours, layer after layer:  " << seq.first << " / "
+          << seq.second << " ms per pass, " << std::setprecision(2) << per_step(seq.first) << " / "
+          << per_step(seq.second) << " us per layer-step\n";
     }
     if (!stack.wavefront_possible()) {
       out << "ours, wavefront:          not run (" << stack.wavefront_why_not() << ")\n";
       break;
     }
-    const double ms = median_ms(s, o.warmup, o.repeats, nothing, [&] {
-      stack.forward(x.data(), weights, lengths, device_lengths.data(), T, B, true, y_wave.data());
-    });
+    const std::pair<double, double> wave = time_schedule(stack, true, y_wave, dx_wave);
     double eager_ms = -1.0;
     if (chunk == o.chunks.front()) {  // what the CUDA graph saves, once
       stack.set_use_graphs(false);
@@ -102,16 +122,22 @@ std::string run_stack_bench(const StackBenchOptions& o) {
         stack.forward(x.data(), weights, lengths, device_lengths.data(), T, B, true, y_wave.data());
       });
       stack.set_use_graphs(true);
+      stack.forward(x.data(), weights, lengths, device_lengths.data(), T, B, true, y_wave.data());
+      stack.backward(x.data(), y_wave.data(), weights, dy.data(), lengths, device_lengths.data(), T,
+                     B, true, dx_wave.data(), grads);
     }
-    const double diff = scaled_max_diff(reference, download_all(y_wave.data(), n, s));
-    out << "ours, wavefront, chunk " << std::setw(3) << chunk << ": " << std::setprecision(3) << ms
-        << " ms per pass, " << std::setprecision(2) << 1e3 * ms / (double(L) * T)
-        << " us per layer-step, " << seq_ms / ms << "x, up to " << stack.concurrent_layers()
-        << " layers at once; output vs layer after layer: " << std::scientific
-        << std::setprecision(1) << diff << std::fixed << "\n";
+    const double y_diff = scaled_max_diff(y_ref, download_all(y_wave.data(), n, s));
+    const double dx_diff = scaled_max_diff(dx_ref, download_all(dx_wave.data(), n, s));
+    out << "ours, wavefront, chunk " << std::setw(3) << chunk << ": " << std::setprecision(3)
+        << wave.first << " / " << wave.second << " ms per pass, " << std::setprecision(2)
+        << per_step(wave.first) << " / " << per_step(wave.second) << " us per layer-step, "
+        << seq.first / wave.first << "x / " << seq.second / wave.second << "x, up to "
+        << stack.concurrent_layers()
+        << " layers at once; y, dx vs layer after layer: " << std::scientific
+        << std::setprecision(1) << y_diff << ", " << dx_diff << std::fixed << "\n";
     if (eager_ms > 0)
-      out << "  (the same launched from the host, without the CUDA graph: " << std::setprecision(3)
-          << eager_ms << " ms per pass)\n";
+      out << "  (the forward launched from the host, without the CUDA graph: "
+          << std::setprecision(3) << eager_ms << " ms per pass)\n";
   }
   DS2_CUDA_CHECK(cudaStreamSynchronize(s));
   return out.str();

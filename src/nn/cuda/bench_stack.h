@@ -1,10 +1,13 @@
-// `ds2 bench stack`: the forward pass of a stack of unidirectional clipped-ReLU RNN layers
-// (nn/cuda/rnn_stack.h: projection GEMM, persistent recurrence, residual), timed in one run with
+// `ds2 bench stack`: the forward and backward passes of a stack of unidirectional clipped-ReLU
+// RNN layers (nn/cuda/rnn_stack.h: projection GEMM, persistent recurrence, residual; backward:
+// dx, dW, dU, db), timed in one run with
 //   ours, layer after layer: each layer over all T steps before the next starts;
-//   ours, wavefront:         chunks of K steps, layer l on chunk c while layer l + 1 is on c - 1;
-// for each chunk size given. Prints milliseconds per forward pass (median of repeated passes,
-// CUDA events), microseconds per layer-step, the wavefront's speedup, and how far its output is
-// from the layer-after-layer output (max |a - b| / max(1, max |a|)).
+//   ours, wavefront:         chunks of K steps, layer l on chunk c while layer l + 1 is on c - 1
+//                            (backward: from the top layer and the last chunk down);
+// for each chunk size given, both replayed as CUDA graphs (and the first chunk size's forward once
+// launched from the host, to show what the graph saves). Prints milliseconds per pass (median of
+// repeated passes, CUDA events), microseconds per layer-step, the wavefront's speedup, and how far
+// its y and dx are from the layer-after-layer ones (max |a - b| / max(1, max |a|)).
 //
 //   StackBenchOptions o;  o.layers = 8;  o.hidden = 512;  o.batch = 4;  o.chunks = {16, 32, 64};
 //   std::cout << run_stack_bench(o);

@@ -59,6 +59,8 @@ CudaRnnStack::CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, 
   pre_.reserve(per_layer * layers);
   h_.reserve(per_layer * layers);
   outputs_.reserve(std::max<int64_t>(1, per_layer * (layers - 1)));
+  grad_stage_.reserve(per_layer * layers);
+  grad_links_.reserve(std::max<int64_t>(1, per_layer * (layers - 1)));
   const size_t ws = std::max<size_t>(plan_->workspace_bytes(), sizeof(float));
   workspace_.reserve(static_cast<int64_t>((ws + sizeof(float) - 1) / sizeof(float)) * concurrent_);
   const int max_chunks = chunks_of(max_steps, chunk);
@@ -84,6 +86,9 @@ CudaRnnStack::CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, 
     chunk_done_.resize(static_cast<size_t>(layers) * max_chunks);
     for (cudaEvent_t& e : chunk_done_)
       DS2_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    layer_done_.resize(static_cast<size_t>(layers));
+    for (cudaEvent_t& e : layer_done_)
+      DS2_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     DS2_CUDA_CHECK(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming));
   }
 }
@@ -91,6 +96,7 @@ CudaRnnStack::CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, 
 CudaRnnStack::~CudaRnnStack() {
   // Errors ignored: destructors must not throw.
   for (cudaEvent_t e : chunk_done_) cudaEventDestroy(e);
+  for (cudaEvent_t e : layer_done_) cudaEventDestroy(e);
   if (start_) cudaEventDestroy(start_);
   for (cublasHandle_t h : handles_) cublasDestroy(h);
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);
@@ -159,16 +165,7 @@ void CudaRnnStack::run_chunk(int l, const float* x, const RnnStackWeights& w, fl
 void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& weights,
                            const std::vector<int>& lengths, const int* device_lengths, int T, int B,
                            bool wavefront, float* y) {
-  DS2_CHECK(static_cast<int>(weights.size()) == layers_,
-            "CudaRnnStack::forward: " << weights.size() << " layers of weights for a stack of "
-                                      << layers_);
-  DS2_CHECK(T >= 1 && T <= max_steps_ && B >= 1 && B <= max_batch_ &&
-                static_cast<int>(lengths.size()) == B,
-            "CudaRnnStack::forward: T " << T << " (max " << max_steps_ << "), B " << B << " (max "
-                                        << max_batch_ << "), " << lengths.size() << " lengths");
-  for (int len : lengths)
-    DS2_CHECK(len >= 0 && len <= T,
-              "CudaRnnStack::forward: length " << len << " outside [0, " << T << "]");
+  check_call("forward", weights.size(), lengths, T, B);
 
   cudaStream_t main = ctx_.stream();
   // Replayed as CUDA graphs when the same shapes, pointers and lengths come again: a wavefront
@@ -188,15 +185,36 @@ void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& w
     return;
   }
 
-  // Each chunk's lengths relative to its first step, capped at its length, uploaded once.
+  const int chunks = upload_chunk_lengths(lengths, T, B);
+  wavefront_graph_.run(key, main, [&] { record_wavefront(weights, x, y, T, B, chunks); });
+}
+
+void CudaRnnStack::check_call(const char* what, size_t layers, const std::vector<int>& lengths,
+                              int T, int B) const {
+  DS2_CHECK(static_cast<int>(layers) == layers_, "CudaRnnStack::" << what << ": " << layers
+                                                                  << " layers of weights for a "
+                                                                     "stack of "
+                                                                  << layers_);
+  DS2_CHECK(T >= 1 && T <= max_steps_ && B >= 1 && B <= max_batch_ &&
+                static_cast<int>(lengths.size()) == B,
+            "CudaRnnStack::" << what << ": T " << T << " (max " << max_steps_ << "), B " << B
+                             << " (max " << max_batch_ << "), " << lengths.size() << " lengths");
+  for (int len : lengths)
+    DS2_CHECK(len >= 0 && len <= T,
+              "CudaRnnStack::" << what << ": length " << len << " outside [0, " << T << "]");
+}
+
+int CudaRnnStack::upload_chunk_lengths(const std::vector<int>& lengths, int T, int B) {
+  // Each chunk's lengths relative to its first step, capped at its length, uploaded once (before
+  // any graph: the copy reads host memory that a replay would not refill).
   const int chunks = chunks_of(T, chunk_);
   for (int c = 0; c < chunks; ++c)
     for (int b = 0; b < B; ++b)
       host_chunk_lengths_[static_cast<size_t>(c) * B + b] =
           std::clamp(lengths[b] - c * chunk_, 0, std::min(chunk_, T - c * chunk_));
   lengths_staging_.copy(host_chunk_lengths_.data(), sizeof(int) * chunks * B, chunk_lengths_.data(),
-                        main);
-  wavefront_graph_.run(key, main, [&] { record_wavefront(weights, x, y, T, B, chunks); });
+                        ctx_.stream());
+  return chunks;
 }
 
 void CudaRnnStack::record_wavefront(const std::vector<RnnStackWeights>& weights, const float* x,
@@ -226,6 +244,134 @@ void CudaRnnStack::record_wavefront(const std::vector<RnnStackWeights>& weights,
   for (int l = 0; l < layers_; ++l)
     DS2_CUDA_CHECK(cudaStreamWaitEvent(
         main, chunk_done_[static_cast<size_t>(l) * max_chunks + chunks - 1], 0));
+}
+
+const float* CudaRnnStack::grad_into(int l, const float* dy) {
+  if (l == layers_ - 1) return dy;
+  return grad_links_.data() + int64_t{l} * max_steps_ * max_batch_ * hidden_;
+}
+
+float* CudaRnnStack::grad_out_of(int l, float* dx) {
+  if (l == 0) return dx;
+  return grad_links_.data() + int64_t{l - 1} * max_steps_ * max_batch_ * hidden_;
+}
+
+void CudaRnnStack::run_backward_chunk(int l, const RnnStackWeights& w, const float* h,
+                                      const float* g, float* dx, int t0, int steps, int T, int B,
+                                      const int* chunk_lengths, int slot) {
+  const int H = hidden_, in = layer_input(l);
+  cudaStream_t stream = slot < 0 ? ctx_.stream() : streams_[slot];
+  cublasHandle_t blas = slot < 0 ? ctx_.cublas() : handles_[slot];
+  const int64_t layer_offset = int64_t{l} * max_steps_ * max_batch_ * H;
+  float* dpre = pre_.data() + layer_offset;
+  const int64_t rows = int64_t{steps} * B, first = int64_t{t0} * B;
+  const int t1 = t0 + steps;
+  // dL/dh of the chunk; the last chunk reads g itself, the others a copy whose last row gets the
+  // carry-in dpre_{t1} U (g is read again for the residual below, and may be the caller's dy).
+  const float* g_chunk = g + first * H;
+  if (t1 < T) {
+    float* stage = grad_stage_.data() + layer_offset + first * H;
+    DS2_CUDA_CHECK(cudaMemcpyAsync(stage, g_chunk, rows * H * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, stream));
+    gemm(blas, precision_, false, false, B, H, H, 1.0f, dpre + int64_t{t1} * B * H, H, w.u, H, 1.0f,
+         stage + (rows - B) * H, H);
+    g_chunk = stage;
+  }
+  const int64_t ws_floats = workspace_.capacity() / concurrent_;
+  persistent_rnn_backward_data(*plan_, w.u, h + first * H, g_chunk, H, dpre + first * H, H,
+                               chunk_lengths, steps, B, /*reverse=*/false, relu_clip_,
+                               workspace_.data() + ws_floats * std::max(slot, 0),
+                               static_cast<size_t>(ws_floats) * sizeof(float), stream);
+  // dx = dpre W (+ dL/dy straight through the residual).
+  const bool residual = adds_input(l);
+  if (residual)
+    DS2_CUDA_CHECK(cudaMemcpyAsync(dx + first * in, g + first * H, rows * H * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, stream));
+  gemm(blas, precision_, false, false, static_cast<int>(rows), in, H, 1.0f, dpre + first * H, H,
+       w.w, in, residual ? 1.0f : 0.0f, dx + first * in, in);
+}
+
+void CudaRnnStack::layer_weight_gradients(int l, const float* x, const float* h,
+                                          const RnnStackGradients& grads, int T, int B, int slot) {
+  const int H = hidden_, in = layer_input(l);
+  cudaStream_t stream = slot < 0 ? ctx_.stream() : streams_[slot];
+  cublasHandle_t blas = slot < 0 ? ctx_.cublas() : handles_[slot];
+  const float* dpre = pre_.data() + int64_t{l} * max_steps_ * max_batch_ * H;
+  const int64_t rows = int64_t{T} * B;
+  // dW = dpre^T x, db = sum of dpre, dU = sum over t >= 1 of dpre_t^T h_{t-1}.
+  gemm(blas, precision_, true, false, H, in, static_cast<int>(rows), 1.0f, dpre, H, x, in, 0.0f,
+       grads.w, in);
+  kernels::column_sum(dpre, rows, H, grads.bias, /*accumulate=*/false, stream);
+  if (T > 1)
+    gemm(blas, precision_, true, false, H, H, static_cast<int>(rows - B), 1.0f,
+         dpre + int64_t{B} * H, H, h, H, 0.0f, grads.u, H);
+  else
+    kernels::fill(grads.u, int64_t{H} * H, 0.0f, stream);
+}
+
+void CudaRnnStack::backward(const float* x, const float* y,
+                            const std::vector<RnnStackWeights>& weights, const float* dy,
+                            const std::vector<int>& lengths, const int* device_lengths, int T,
+                            int B, bool wavefront, float* dx,
+                            const std::vector<RnnStackGradients>& grads) {
+  check_call("backward", weights.size(), lengths, T, B);
+  DS2_CHECK(grads.size() == weights.size(), "CudaRnnStack::backward: " << grads.size()
+                                                                       << " layers of gradients "
+                                                                          "for a stack of "
+                                                                       << layers_);
+  float* out = const_cast<float*>(y);  // only read: the last layer's h when it adds no input
+  cudaStream_t main = ctx_.stream();
+  std::vector<int64_t> key = {T,
+                              B,
+                              reinterpret_cast<int64_t>(x),
+                              reinterpret_cast<int64_t>(y),
+                              reinterpret_cast<int64_t>(dy),
+                              reinterpret_cast<int64_t>(dx)};
+  for (const RnnStackWeights& w : weights)
+    for (const float* p : {w.w, w.u, w.bias}) key.push_back(reinterpret_cast<int64_t>(p));
+  for (const RnnStackGradients& g : grads)
+    for (const float* p : {g.w, g.u, g.bias}) key.push_back(reinterpret_cast<int64_t>(p));
+  key.insert(key.end(), lengths.begin(), lengths.end());
+
+  if (!wavefront || !wavefront_possible()) {
+    key.push_back(reinterpret_cast<int64_t>(device_lengths));
+    backward_sequential_graph_.run(key, main, [&] {
+      for (int l = layers_ - 1; l >= 0; --l) {
+        run_backward_chunk(l, weights[l], h_of(l, out), grad_into(l, dy), grad_out_of(l, dx), 0, T,
+                           T, B, device_lengths, -1);
+        layer_weight_gradients(l, input_of(l, x, out), h_of(l, out), grads[l], T, B, -1);
+      }
+    });
+    return;
+  }
+
+  const int chunks = upload_chunk_lengths(lengths, T, B);
+  backward_wavefront_graph_.run(key, main, [&] {
+    DS2_CUDA_CHECK(cudaEventRecord(start_, main));
+    for (cudaStream_t s : streams_) DS2_CUDA_CHECK(cudaStreamWaitEvent(s, start_, 0));
+    // The forward's anti-diagonals mirrored: r = layers from the top, q = chunks from the end.
+    // Chunk (l, c) needs layer l + 1's chunk c (its dx) and its own chunk c + 1 (the carry-in).
+    const int max_chunks = chunks_of(max_steps_, chunk_);
+    for (int d = 0; d < layers_ + chunks - 1; ++d) {
+      for (int r = std::max(0, d - chunks + 1); r <= std::min(d, layers_ - 1); ++r) {
+        const int l = layers_ - 1 - r, c = chunks - 1 - (d - r);
+        const int t0 = c * chunk_, steps = std::min(chunk_, T - t0);
+        const int slot = l % concurrent_;
+        cudaStream_t s = streams_[slot];
+        if (l < layers_ - 1)
+          DS2_CUDA_CHECK(
+              cudaStreamWaitEvent(s, chunk_done_[static_cast<size_t>(l + 1) * max_chunks + c], 0));
+        run_backward_chunk(l, weights[l], h_of(l, out), grad_into(l, dy), grad_out_of(l, dx), t0,
+                           steps, T, B, chunk_lengths_.data() + int64_t{c} * B, slot);
+        DS2_CUDA_CHECK(cudaEventRecord(chunk_done_[static_cast<size_t>(l) * max_chunks + c], s));
+        if (c == 0) {
+          layer_weight_gradients(l, input_of(l, x, out), h_of(l, out), grads[l], T, B, slot);
+          DS2_CUDA_CHECK(cudaEventRecord(layer_done_[l], s));
+        }
+      }
+    }
+    for (cudaEvent_t e : layer_done_) DS2_CUDA_CHECK(cudaStreamWaitEvent(main, e, 0));
+  });
 }
 
 }  // namespace ds2

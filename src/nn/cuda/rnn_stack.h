@@ -1,7 +1,7 @@
-// CudaRnnStack: the forward pass of a stack of unidirectional clipped-ReLU RNN layers of one
-// width (h_t = min(max(W x_t + b + U h_{t-1}, 0), clip), input biases, no batch norm; optional
-// residual connections y = h + x where the widths match), every recurrence in the persistent
-// kernel (nn/cuda/persistent_rnn.h), scheduled one of two ways:
+// CudaRnnStack: the forward and backward passes of a stack of unidirectional clipped-ReLU RNN
+// layers of one width (h_t = min(max(W x_t + b + U h_{t-1}, 0), clip), input biases, no batch norm;
+// optional residual connections y = h + x where the widths match), every recurrence in the
+// persistent kernel (nn/cuda/persistent_rnn.h), scheduled one of two ways:
 //   sequential: layer after layer, each over all T steps (one projection GEMM, one launch);
 //   wavefront:  the sequence cut into chunks of K steps; layer l runs chunk c once layer l-1 has
 //               finished chunk c and it has finished chunk c-1, on a stream of its own, so up to
@@ -9,9 +9,13 @@
 //               wavefront of Appleyard et al. 2016, applied to persistent layers).
 // A chunk continues from the state the previous chunk left: before the launch, one small GEMM
 // adds U h_{t0-1} to the chunk's first pre-activation, and the kernel, which starts from a zero
-// state, then computes exactly the recurrence's next step. So the kernels are unchanged; the
-// results differ from the sequential schedule only by that GEMM's summation order (and, in bf16,
-// its rounding of h_{t0-1}, which the tensor-core kernel rounds the same way).
+// state, then computes exactly the recurrence's next step. Backward runs the same chunks from the
+// top layer and the last chunk down: the chunk's last dL/dh row gets dpre_{t1} U added (from the
+// chunk after it), the backward-data kernel runs, and dx = dpre W (+ dL/dy through a residual)
+// goes to the layer below; a layer's dW, dU and db are one GEMM or sum over all T once its chunks
+// are done. So the kernels are unchanged, and the results differ from the sequential schedule
+// only by the carry-in GEMMs' summation order (in bf16 they round their operands as the
+// tensor-core kernels do).
 // The wavefront needs persistent kernels that can share the GPU: the thread-block cluster kernel
 // (bf16 weights, H <= 1024, batch <= 8), whose CTAs the hardware schedules as one unit. The
 // grid-wide kernels must own all their SMs (two cooperative launches are not guaranteed
@@ -21,6 +25,8 @@
 //                      /*max_steps=*/256, Precision::kBf16, /*residual=*/true, /*chunk=*/32);
 //   std::vector<RnnStackWeights> w = ...;      // per layer: W {H, in}, U {H, H}, b {H} (device)
 //   stack.forward(x, w, lengths, device_lengths, T, B, stack.wavefront_possible(), y);
+//   std::vector<RnnStackGradients> g = ...;   // per layer: dW, dU, db (device, overwritten)
+//   stack.backward(x, y, w, dy, lengths, device_lengths, T, B, true, dx, g);
 #pragma once
 
 #include <cublas_v2.h>
@@ -43,6 +49,13 @@ struct RnnStackWeights {
   const float* w = nullptr;
   const float* u = nullptr;
   const float* bias = nullptr;
+};
+
+// One layer's device gradients, shaped as RnnStackWeights.
+struct RnnStackGradients {
+  float* w = nullptr;
+  float* u = nullptr;
+  float* bias = nullptr;
 };
 
 class CudaRnnStack {
@@ -75,6 +88,16 @@ class CudaRnnStack {
   void forward(const float* x, const std::vector<RnnStackWeights>& weights,
                const std::vector<int>& lengths, const int* device_lengths, int T, int B,
                bool wavefront, float* y);
+  // What the last forward() kept of layer l, {T, B, hidden} at ld hidden (for tests): its h (y
+  // itself for a last layer without a residual) and its output (the input of layer l + 1).
+  const float* hidden_states(int l, const float* y) { return h_of(l, const_cast<float*>(y)); }
+  const float* layer_output(int l, const float* y) { return output_of(l, const_cast<float*>(y)); }
+  // After forward() with the same x, y, weights and lengths (nothing else run on this stack in
+  // between): given dy = dL/dy {T, B, hidden}, writes dx = dL/dx {T, B, input} and every
+  // layer's dW, dU and db (overwritten). Queued on ctx.stream() like forward().
+  void backward(const float* x, const float* y, const std::vector<RnnStackWeights>& weights,
+                const float* dy, const std::vector<int>& lengths, const int* device_lengths, int T,
+                int B, bool wavefront, float* dx, const std::vector<RnnStackGradients>& grads);
 
  private:
   int layer_input(int l) const { return l == 0 ? input_ : hidden_; }
@@ -87,6 +110,21 @@ class CudaRnnStack {
   // The wavefront's launches on its streams, forked from and joined back to ctx.stream().
   void record_wavefront(const std::vector<RnnStackWeights>& weights, const float* x, float* y,
                         int T, int B, int chunks);
+  // Backward of steps [t0, t0 + steps) of layer l: dL/dh staged with the carry-in from step t1 =
+  // t0 + steps (unless the last chunk), backward-data into dpre, dx = dpre W (+ g) into `dx`.
+  void run_backward_chunk(int l, const RnnStackWeights& w, const float* h, const float* g,
+                          float* dx, int t0, int steps, int T, int B, const int* chunk_lengths,
+                          int slot);
+  // dW, dU and db of layer l over all T steps (its dpre complete).
+  void layer_weight_gradients(int l, const float* x, const float* h, const RnnStackGradients& grads,
+                              int T, int B, int slot);
+  // The gradient flowing into layer l's output: dy for the last layer, else layer l + 1's dx.
+  const float* grad_into(int l, const float* dy);
+  float* grad_out_of(int l, float* dx);
+  void check_call(const char* what, size_t layers, const std::vector<int>& lengths, int T,
+                  int B) const;
+  // Fills the per-chunk device lengths and returns the number of chunks.
+  int upload_chunk_lengths(const std::vector<int>& lengths, int T, int B);
   // Steps [t0, t0 + steps) of layer l: projection, carry-in, recurrence into h, residual into y.
   // `chunk_lengths`: the B device lengths relative to t0, capped at `steps`. `slot`: the
   // concurrent stream (and its cuBLAS handle and workspace) to run on; -1 the context's stream.
@@ -102,10 +140,13 @@ class CudaRnnStack {
   std::string why_not_;
   int concurrent_ = 1;
 
-  DeviceArray<float> pre_;        // per layer {max_steps, max_batch, hidden}: W x + b (+ U h)
-  DeviceArray<float> h_;          // per layer: the recurrence's h
-  DeviceArray<float> outputs_;    // per layer but the last: h + x when residual (else h_)
-  DeviceArray<float> workspace_;  // the plan's, per concurrent layer
+  DeviceArray<float> pre_;         // per layer {max_steps, max_batch, hidden}: W x + b (+ U h);
+                                   // backward: dpre
+  DeviceArray<float> h_;           // per layer: the recurrence's h
+  DeviceArray<float> outputs_;     // per layer but the last: h + x when residual (else h_)
+  DeviceArray<float> workspace_;   // the plan's, per concurrent layer
+  DeviceArray<float> grad_stage_;  // per layer: dL/dh of a chunk with its carry-in (backward)
+  DeviceArray<float> grad_links_;  // per layer but the first: its dx, the layer below's dL/dy
   DeviceArray<int> chunk_lengths_;
   std::vector<int> host_chunk_lengths_;
   PinnedUpload lengths_staging_;
@@ -113,8 +154,10 @@ class CudaRnnStack {
   std::vector<cublasHandle_t> handles_;  // bound to streams_, each with its own workspace
   DeviceArray<char> blas_workspace_;
   std::vector<cudaEvent_t> chunk_done_;  // [layer][chunk]: output steps of the chunk written
+  std::vector<cudaEvent_t> layer_done_;  // [layer]: its weight gradients written (backward)
   cudaEvent_t start_ = nullptr;
-  StepGraph sequential_graph_, wavefront_graph_;
+  StepGraph sequential_graph_, wavefront_graph_, backward_sequential_graph_,
+      backward_wavefront_graph_;
 };
 
 }  // namespace ds2

@@ -1,14 +1,15 @@
-// CudaRnnStack (nn/cuda/rnn_stack.h): a stack of unidirectional persistent layers, layer after
-// layer and as a wavefront of chunks, against a float64 CPU loop of the same stack (projection,
-// bias, clipped-ReLU recurrence, residual) and against each other. Fresh random inputs, unequal
-// lengths with a 0 and a full one, outputs poisoned with NaN before every pass. Shapes: batch 1
-// to 8, hidden sizes that are not multiples of the tile, chunks of 1 step up to longer than T, a
-// first layer narrower than the others (no residual there).
-// bf16: the references round W, x and U to bf16 and the state as the tensor-core kernels do; the
-// tolerance is the bf16 noise level of persistent_rnn_test.cpp, doubled for the layers stacked on
-// one another. Each schedule runs three times (launched, captured as a CUDA graph, replayed).
-// The wavefront's chunks start with a carry-in GEMM whose summation order differs
-// from the kernel's, so it matches the sequential schedule to the same tolerance, not bit for bit.
+// CudaRnnStack (nn/cuda/rnn_stack.h): a stack of unidirectional persistent layers, forward and
+// backward, layer after layer and as a wavefront of chunks, against a float64 CPU loop of the same
+// stack (projection, bias, clipped-ReLU recurrence, residual; the gradients dx, dW, dU, db from
+// the GPU forward's h, so that both use the same masks) and against each other. Fresh random
+// inputs, unequal lengths with a 0 and a full one, outputs poisoned with NaN before every pass.
+// Shapes: batch 1 to 8, hidden sizes that are not multiples of the tile, chunks of 1 step up to
+// longer than T, a first layer narrower than the others (no residual there). bf16: the references
+// round W, x and U to bf16 and the state as the tensor-core kernels do; the tolerance is the bf16
+// noise level of persistent_rnn_test.cpp, doubled for the layers stacked on one another. Each
+// schedule runs three times (launched, captured as a CUDA graph, replayed). The wavefront's chunks
+// start with a carry-in GEMM whose summation order differs from the kernel's, so it matches the
+// sequential schedule to the same tolerance, not bit for bit.
 #include "nn/cuda/rnn_stack.h"
 
 #include <gtest/gtest.h>
@@ -78,9 +79,78 @@ std::vector<float> cpu_stack(const StackCase& c, const std::vector<float>& x,
   return in;
 }
 
+// The gradients of the stack in float64, given what the GPU's forward kept (each layer's h and
+// input), so that the clip and zero masks are the GPU's: dpre through cpu_backward_data, then
+// dx = dpre W (+ g), dW = dpre^T x, dU = sum_t dpre_t^T h_{t-1}, db = sum dpre, with the bf16
+// GEMMs' operands rounded as cuBLAS rounds them.
+struct StackGrads {
+  std::vector<float> dx;
+  std::vector<std::vector<float>> dw, du, db;
+};
+
+StackGrads cpu_stack_backward(const StackCase& c, const std::vector<std::vector<float>>& inputs,
+                              const std::vector<std::vector<float>>& hs,
+                              const std::vector<std::vector<float>>& w,
+                              const std::vector<std::vector<float>>& u,
+                              const std::vector<float>& dy, const std::vector<int>& len, float clip,
+                              bool round_state) {
+  const bool bf16 = c.precision == Precision::kBf16;
+  auto r = [&](const std::vector<float>& v) { return bf16 ? rounded_to_bf16(v) : v; };
+  const int T = c.steps, B = c.batch, H = c.hidden;
+  const int64_t rows = int64_t{T} * B;
+  StackGrads out;
+  out.dw.resize(c.layers);
+  out.du.resize(c.layers);
+  out.db.resize(c.layers);
+  std::vector<float> g = dy;
+  for (int l = c.layers - 1; l >= 0; --l) {
+    const int width = l == 0 ? c.input : H;
+    const std::vector<float> dpre =
+        cpu_backward_data(r(u[l]), hs[l], g, len, T, B, H, /*reverse=*/false, clip, round_state);
+    const std::vector<float> dp = r(dpre), wl = r(w[l]), xl = r(inputs[l]), hl = r(hs[l]);
+    std::vector<float> dx(static_cast<size_t>(rows) * width);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int j = 0; j < width; ++j) {
+        double sum = width == H ? g[i * H + j] : 0.0;
+        for (int k = 0; k < H; ++k) sum += double(dp[i * H + k]) * wl[int64_t{k} * width + j];
+        dx[i * width + j] = static_cast<float>(sum);
+      }
+    std::vector<double> dw(int64_t{H} * width, 0.0), du(int64_t{H} * H, 0.0), db(H, 0.0);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int k = 0; k < H; ++k) {
+        db[k] += dpre[i * H + k];
+        for (int j = 0; j < width; ++j)
+          dw[int64_t{k} * width + j] += double(dp[i * H + k]) * xl[i * width + j];
+        if (i >= B)
+          for (int j = 0; j < H; ++j)
+            du[int64_t{k} * H + j] += double(dp[i * H + k]) * hl[(i - B) * H + j];
+      }
+    out.dw[l].assign(dw.begin(), dw.end());
+    out.du[l].assign(du.begin(), du.end());
+    out.db[l].assign(db.begin(), db.end());
+    g = std::move(dx);
+  }
+  out.dx = std::move(g);
+  return out;
+}
+
+// max |got - ref| <= tol * max(1, max |ref|): gradients sum many rounded products, so they are
+// compared against their own scale.
+void expect_scaled_close(const std::vector<float>& ref, const std::vector<float>& got, double tol,
+                         const std::string& what) {
+  ASSERT_EQ(ref.size(), got.size()) << what;
+  double scale = 1.0, worst = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::fabs(double(ref[i])));
+    const double e = std::fabs(double(got[i]) - ref[i]);
+    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+  }
+  EXPECT_LE(worst, tol * scale) << what << ": max error " << worst << " at scale " << scale;
+}
+
 class RnnStackCase : public ::testing::TestWithParam<StackCase> {};
 
-TEST_P(RnnStackCase, WavefrontAndLayerAfterLayerMatchFloat64) {
+TEST_P(RnnStackCase, ForwardAndBackwardMatchFloat64BothWays) {
   DS2_REQUIRE_GPU();
   const StackCase c = GetParam();
   const int L = c.layers, In = c.input, H = c.hidden, B = c.batch, T = c.steps;
@@ -118,25 +188,58 @@ TEST_P(RnnStackCase, WavefrontAndLayerAfterLayerMatchFloat64) {
   y.reserve(n);
 
   const std::vector<float> ref = cpu_stack(c, x, w, u, bias, len, clip, tensor);
+  const std::vector<float> dy = random_input(T, B, H, len, rng);
+  DeviceArray<float> ddy, ddx;
+  to_device(dy, ddy, s);
+  const int64_t nx = int64_t{T} * B * In;
+  ddx.reserve(nx);
+  std::vector<DeviceArray<float>> gw(L), gu(L), gb(L);
+  std::vector<RnnStackGradients> grads;
+  for (int l = 0; l < L; ++l) {
+    gw[l].reserve(int64_t{H} * (l == 0 ? In : H));
+    gu[l].reserve(int64_t{H} * H);
+    gb[l].reserve(H);
+    grads.push_back({gw[l].data(), gu[l].data(), gb[l].data()});
+  }
   const double atol = tensor ? 8e-3 : 1e-4, rtol = tensor ? 2e-2 : 1e-4;
-  // Passes 0, 1 and 2: launched from the host, captured as a CUDA graph, replayed.
-  std::vector<float> sequential;
-  for (int pass = 0; pass < 3; ++pass) {
-    poison(y.data(), n, ctx);
-    stack.forward(dx.data(), weights, len, dlen.data(), T, B, /*wavefront=*/false, y.data());
-    DS2_CUDA_CHECK(cudaGetLastError());
-    sequential = to_host(y.data(), n, s);
-    expect_close(ref, sequential, "layer after layer vs float64, pass " + std::to_string(pass),
-                 atol, rtol);
+  const double gtol = tensor ? 3e-2 : 1e-4;
+
+  std::vector<float> outputs[2];
+  for (const bool wavefront : {false, true}) {
+    const std::string name = wavefront ? "wavefront" : "layer after layer";
+    // Passes 0, 1 and 2: launched from the host, captured as CUDA graphs, replayed.
+    for (int pass = 0; pass < 3; ++pass) {
+      poison(y.data(), n, ctx);
+      poison(ddx.data(), nx, ctx);
+      for (int l = 0; l < L; ++l) {
+        poison(gw[l].data(), gw[l].capacity(), ctx);
+        poison(gu[l].data(), gu[l].capacity(), ctx);
+        poison(gb[l].data(), H, ctx);
+      }
+      stack.forward(dx.data(), weights, len, dlen.data(), T, B, wavefront, y.data());
+      stack.backward(dx.data(), y.data(), weights, ddy.data(), len, dlen.data(), T, B, wavefront,
+                     ddx.data(), grads);
+      DS2_CUDA_CHECK(cudaGetLastError());
+      outputs[wavefront] = to_host(y.data(), n, s);
+      expect_close(ref, outputs[wavefront], name + " vs float64, pass " + std::to_string(pass),
+                   atol, rtol);
+    }
+    // The gradients of the last pass against float64 on that forward's h and layer inputs.
+    std::vector<std::vector<float>> hs, inputs = {x};
+    for (int l = 0; l < L; ++l) {
+      hs.push_back(to_host(stack.hidden_states(l, y.data()), n, s));
+      if (l + 1 < L) inputs.push_back(to_host(stack.layer_output(l, y.data()), n, s));
+    }
+    const StackGrads g = cpu_stack_backward(c, inputs, hs, w, u, dy, len, clip, tensor);
+    expect_scaled_close(g.dx, to_host(ddx.data(), nx, s), gtol, name + ": dx");
+    for (int l = 0; l < L; ++l) {
+      const std::string at = name + ", layer " + std::to_string(l);
+      expect_scaled_close(g.dw[l], to_host(gw[l].data(), gw[l].capacity(), s), gtol, at + ": dW");
+      expect_scaled_close(g.du[l], to_host(gu[l].data(), gu[l].capacity(), s), gtol, at + ": dU");
+      expect_scaled_close(g.db[l], to_host(gb[l].data(), H, s), gtol, at + ": db");
+    }
   }
-  for (int pass = 0; pass < 3; ++pass) {
-    poison(y.data(), n, ctx);
-    stack.forward(dx.data(), weights, len, dlen.data(), T, B, /*wavefront=*/true, y.data());
-    DS2_CUDA_CHECK(cudaGetLastError());
-    const std::vector<float> wave = to_host(y.data(), n, s);
-    expect_close(ref, wave, "wavefront vs float64, pass " + std::to_string(pass), atol, rtol);
-    expect_close(sequential, wave, "wavefront vs layer after layer", atol, rtol);
-  }
+  expect_close(outputs[0], outputs[1], "wavefront vs layer after layer", atol, rtol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RnnStackCase,
