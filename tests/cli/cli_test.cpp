@@ -1,6 +1,7 @@
 // Runs the ds2 binary as a user would and checks exit codes and the one-line error messages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -48,6 +49,27 @@ TEST_F(CliTest, HelpForEverySubcommand) {
   }
   EXPECT_NE(run("").code, 0);
   EXPECT_NE(run("fly").code, 0);
+}
+
+// The GPU benchmarks refuse bad options before anything runs, and without a usable GPU (or in a
+// build without CUDA) say so in one line and return 2; with a GPU the refusal is all this checks.
+TEST_F(CliTest, GpuBenchmarksRefuseBadOptionsAndSayWhyTheyCannotRun) {
+  for (const char* sub : {"bench rnn", "bench stack"}) {
+    CliRun r = run(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_NE(r.output.find("--hidden"), std::string::npos) << r.output;
+  }
+  EXPECT_NE(run("bench stack --chunk 0").code, 0);
+  EXPECT_NE(run("bench stack --chunk 16,x").code, 0);
+  EXPECT_NE(run("bench stack --precision fp16").code, 0);
+  EXPECT_NE(run("bench rnn --density 2").code, 0);
+  for (const char* sub : {"bench rnn", "bench stack"}) {
+    CliRun r = run(std::string(sub) + " --steps 4 --repeats 1 --warmup 0");
+    if (r.code == 0) continue;  // a GPU ran it
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(r.output.find(std::string("ds2 ") + sub + ": "), 0u) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
 }
 
 TEST_F(CliTest, ConfigErrorsAreOneLineNamingFileLineAndKey) {

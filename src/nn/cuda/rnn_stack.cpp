@@ -1,6 +1,7 @@
 #include "nn/cuda/rnn_stack.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <sstream>
 
 #include "core/cuda/check.h"
@@ -17,6 +18,18 @@ constexpr size_t kStreamBlasWorkspaceBytes = size_t{4} << 20;
 
 int chunks_of(int steps, int chunk) {
   return (steps + chunk - 1) / chunk;
+}
+
+// What a replayed graph depends on: shapes, device pointers and the lengths (chunk lengths).
+std::vector<int64_t> graph_key(int T, int B, std::initializer_list<const float*> pointers,
+                               const std::vector<RnnStackWeights>& weights,
+                               const std::vector<int>& lengths) {
+  std::vector<int64_t> key = {T, B};
+  for (const float* p : pointers) key.push_back(reinterpret_cast<int64_t>(p));
+  for (const RnnStackWeights& w : weights)
+    for (const float* p : {w.w, w.u, w.bias}) key.push_back(reinterpret_cast<int64_t>(p));
+  key.insert(key.end(), lengths.begin(), lengths.end());
+  return key;
 }
 
 }  // namespace
@@ -170,10 +183,7 @@ void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& w
   cudaStream_t main = ctx_.stream();
   // Replayed as CUDA graphs when the same shapes, pointers and lengths come again: a wavefront
   // of short chunks is otherwise bound by the host's launch rate (six launches per chunk).
-  std::vector<int64_t> key = {T, B, reinterpret_cast<int64_t>(x), reinterpret_cast<int64_t>(y)};
-  for (const RnnStackWeights& w : weights)
-    for (const float* p : {w.w, w.u, w.bias}) key.push_back(reinterpret_cast<int64_t>(p));
-  key.insert(key.end(), lengths.begin(), lengths.end());
+  std::vector<int64_t> key = graph_key(T, B, {x, y}, weights, lengths);
 
   if (!wavefront || !wavefront_possible()) {
     key.push_back(reinterpret_cast<int64_t>(device_lengths));
@@ -321,17 +331,9 @@ void CudaRnnStack::backward(const float* x, const float* y,
                                                                        << layers_);
   float* out = const_cast<float*>(y);  // only read: the last layer's h when it adds no input
   cudaStream_t main = ctx_.stream();
-  std::vector<int64_t> key = {T,
-                              B,
-                              reinterpret_cast<int64_t>(x),
-                              reinterpret_cast<int64_t>(y),
-                              reinterpret_cast<int64_t>(dy),
-                              reinterpret_cast<int64_t>(dx)};
-  for (const RnnStackWeights& w : weights)
-    for (const float* p : {w.w, w.u, w.bias}) key.push_back(reinterpret_cast<int64_t>(p));
+  std::vector<int64_t> key = graph_key(T, B, {x, y, dy, dx}, weights, lengths);
   for (const RnnStackGradients& g : grads)
     for (const float* p : {g.w, g.u, g.bias}) key.push_back(reinterpret_cast<int64_t>(p));
-  key.insert(key.end(), lengths.begin(), lengths.end());
 
   if (!wavefront || !wavefront_possible()) {
     key.push_back(reinterpret_cast<int64_t>(device_lengths));
