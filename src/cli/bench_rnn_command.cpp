@@ -21,6 +21,7 @@ int bench_rnn(const BenchRnnArgs& args) {
     o.density = args.density;
     return run_rnn_bench(o);
 #else
+    (void)args;
     return "";
 #endif
   });

@@ -22,6 +22,7 @@ int bench_stack(const BenchStackArgs& args) {
     o.repeats = args.repeats;
     return run_stack_bench(o);
 #else
+    (void)args;
     return "";
 #endif
   });
