@@ -40,11 +40,7 @@ AcousticModel AcousticModel::load(const std::string& checkpoint_path) {
     DS2_FAIL(checkpoint_path << ": corrupt alphabet metadata: " << e.what());
   }
   AcousticModel am = build(config, Alphabet(symbols));
-  if (ck.metadata.count("feature_mean")) {
-    am.featurizer->set_global_stats(
-        nlohmann::json::parse(ck.meta("feature_mean")).get<std::vector<float>>(),
-        nlohmann::json::parse(ck.meta("feature_stddev")).get<std::vector<float>>());
-  }
+  am.load_feature_stats(ck);
   am.load_weights(ck);
   return am;
 }
@@ -85,6 +81,13 @@ void AcousticModel::load_weights(const Checkpoint& ck) {
   };
   for (const auto& e : store.parameters()) load(e, store.values());
   for (const auto& e : store.buffer_entries()) load(e, store.buffers());
+}
+
+void AcousticModel::load_feature_stats(const Checkpoint& ck) {
+  if (!ck.metadata.count("feature_mean")) return;
+  featurizer->set_global_stats(
+      nlohmann::json::parse(ck.meta("feature_mean")).get<std::vector<float>>(),
+      nlohmann::json::parse(ck.meta("feature_stddev")).get<std::vector<float>>());
 }
 
 const Sequences& AcousticModel::forward_inference(const Sequences& features) {

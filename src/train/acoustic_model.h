@@ -40,6 +40,8 @@ struct AcousticModel {
   Checkpoint to_checkpoint() const;
   // Loads weights and buffers by name; every tensor must be present with the right shape.
   void load_weights(const Checkpoint& checkpoint);
+  // The global feature statistics a checkpoint holds (features.normalize: global), if any.
+  void load_feature_stats(const Checkpoint& checkpoint);
   // The data checks this model implies (its alphabet, front-end and conv striding).
   DatasetChecks dataset_checks() const;
 };

@@ -304,6 +304,9 @@ const std::vector<Field>& schema() {
                 "step checkpoints kept besides best and last"),
       DS2_FIELD("train.ema_decay", train.ema_decay, double, "a number",
                 "weight moving average used for evaluation and checkpoints (0 = off)"),
+      DS2_FIELD("train.init_from", train.init_from, std::string, "a path",
+                "checkpoint to start from (fine-tuning: same model, features and alphabet; "
+                "fresh optimizer and schedule)"),
       DS2_FIELD("train.max_consecutive_skips", train.max_consecutive_skips, int, "an integer",
                 "non-finite steps in a row that stop the run"),
       DS2_FIELD(
@@ -582,8 +585,9 @@ static Config parse_config_in(const std::string& yaml_text,
   // Data paths written in a config file are relative to that file, so a recipe works from any
   // folder; paths given as overrides are relative to the current folder, like any argument.
   if (!base_dir.empty()) {
-    for (std::string* p : {&cfg.data.train_manifest, &cfg.data.dev_manifest, &cfg.data.alphabet,
-                           &cfg.decode.lm_path, &cfg.augment.noise_manifest}) {
+    for (std::string* p :
+         {&cfg.data.train_manifest, &cfg.data.dev_manifest, &cfg.data.alphabet, &cfg.decode.lm_path,
+          &cfg.augment.noise_manifest, &cfg.train.init_from}) {
       if (!p->empty() && std::filesystem::path(*p).is_relative())
         *p = (base_dir / *p).lexically_normal().string();
     }

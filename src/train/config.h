@@ -62,6 +62,10 @@ struct TrainLoopConfig {
   int keep_checkpoints = 3;
   int max_consecutive_skips = 20;  // non-finite steps in a row that stop the run
   double ema_decay = 0.0;  // > 0: evaluate and save an exponential moving average of weights
+  // A checkpoint whose weights, batch-norm and feature statistics a new run starts from (fine-
+  // tuning; its model, features and alphabet must be this config's). Optimizer, step and
+  // schedule start fresh; a run that resumes ignores it.
+  std::string init_from;
   // none | dynamic: dL/dlogits is multiplied by a scale S (a power of two) and the gradients are
   // unscaled after the allreduce; a step whose gradients overflow is skipped and halves S, and
   // loss_scale_growth_interval clean steps in a row double it (up to 2^24).

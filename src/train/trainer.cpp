@@ -90,8 +90,15 @@ std::optional<std::string> find_resume_checkpoint(const Config& cfg) {
   return (fs::path(cfg.run.dir) / name).string();
 }
 
-// Refuses a resume whose model, features or alphabet differ from the checkpoint's (naming the
-// first differing key) and logs the keys that may change (learning rate, steps, ...).
+// The keys that shape the network and its input: a checkpoint's weights only fit a run whose
+// values for these are the checkpoint's.
+bool shapes_weights(const std::string& key) {
+  return key.rfind("model.", 0) == 0 || key.rfind("features.", 0) == 0 || key == "data.alphabet" ||
+         key == "data.digits";
+}
+
+// Refuses a resume whose model, features, alphabet or seed differ from the checkpoint's (naming
+// the first differing key) and logs the keys that may change (learning rate, steps, ...).
 void check_resume_config(const Checkpoint& ck, const Config& now,
                          const std::function<void(const std::string&)>& log) {
   const Config then = parse_config(ck.meta("config"));
@@ -99,11 +106,10 @@ void check_resume_config(const Checkpoint& ck, const Config& now,
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
     if (a[i].second == b[i].second) continue;
     const std::string& key = a[i].first;
-    const bool fixed_key = key.rfind("model.", 0) == 0 || key.rfind("features.", 0) == 0 ||
-                           key == "data.alphabet" || key == "data.digits" || key == "run.seed";
-    DS2_CHECK(!fixed_key, ck.path << ": cannot resume: key '" << key << "' was " << a[i].second
-                                  << " in the checkpoint and is " << b[i].second
-                                  << " now; use a new run.dir (or run.resume=never)");
+    DS2_CHECK(!shapes_weights(key) && key != "run.seed",
+              ck.path << ": cannot resume: key '" << key << "' was " << a[i].second
+                      << " in the checkpoint and is " << b[i].second
+                      << " now; use a new run.dir (or run.resume=never)");
     if (key != "run.resume" && key != "run.device" && key != "run.dir")
       log("resume: changed " + key + ": " + a[i].second + " -> " + b[i].second);
   }
@@ -119,6 +125,23 @@ void resume_from(const Checkpoint& ck, const Config& cfg, AcousticModel& am, Ste
   check_resume_config(ck, cfg, log);
   am.load_weights(ck);  // batch-norm statistics (and the averaged weights, replaced below)
   engine.load_state(ck);
+}
+
+// train.init_from: the checkpoint's weights, batch-norm and feature statistics into a new
+// model, before an engine copies them; refused when its model, features or alphabet differ.
+void init_from_checkpoint(const Config& cfg, AcousticModel& am,
+                          const std::function<void(const std::string&)>& log) {
+  const Checkpoint ck = load_checkpoint(cfg.train.init_from);
+  const auto a = config_values(parse_config(ck.meta("config"))), b = config_values(cfg);
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    DS2_CHECK(a[i].second == b[i].second || !shapes_weights(a[i].first),
+              cfg.source << ": key 'train.init_from': " << ck.path << " was trained with "
+                         << a[i].first << " = " << a[i].second << ", this run has " << b[i].second);
+  am.load_feature_stats(ck);
+  am.load_weights(ck);
+  log("init: weights and statistics from " + ck.path + " (its step " +
+      (ck.metadata.count("train.step") ? ck.meta("train.step") : std::string("?")) +
+      "); optimizer and schedule start fresh");
 }
 
 // step-N.ckpt files already in the run folder, oldest first (kept to keep_checkpoints).
@@ -174,6 +197,9 @@ TrainSummary Trainer::run() {
   AcousticModel am = AcousticModel::create(cfg);
   Model& model = *am.model;
   log("model: " + model.summary());
+  // Before the engine copies the weights; a resume below replaces them all again.
+  if (!cfg.train.init_from.empty())
+    init_from_checkpoint(cfg, am, [&](const std::string& line) { log(line); });
   const bool use_ema = cfg.train.ema_decay > 0;
   std::unique_ptr<StepEngine> engine = make_step_engine(cfg, am, use_ema, world.local_rank());
   const DeviceReport devices = query_devices();
@@ -216,7 +242,7 @@ TrainSummary Trainer::run() {
     log("augment: noise from " + cfg.augment.noise_manifest + " (" + fixed(seconds, 1) +
         " s of recordings)");
   }
-  if (am.featurizer->needs_global_stats() && lead_) {
+  if (am.featurizer->needs_global_stats() && am.featurizer->global_mean().empty() && lead_) {
     compute_global_stats(am, train);
     log("features: global normalization statistics from the training set");
   }

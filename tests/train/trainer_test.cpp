@@ -53,6 +53,57 @@ TEST(Trainer, LossFallsOnRealSpeechAndCheckpointRoundTrips) {
   EXPECT_DOUBLE_EQ(evaluate(am, ds, 1, 1).words.rate(), r.words.rate());
 }
 
+// train.init_from starts a new run from a checkpoint's weights (fine-tuning): its first loss is
+// the trained model's, not a fresh one's; a checkpoint of another model shape is refused naming
+// the key that differs.
+TEST(Trainer, InitFromStartsANewRunFromACheckpoint) {
+  TempDir temp;
+  const std::filesystem::path& dir = temp.path();
+  const std::string manifest = testing::write_digit_manifest(dir, "nicolas", {4, 6}, 8);
+  const std::string yaml =
+      "run: {seed: 5, threads: 2}\n"
+      "features: {sample_rate: 8000, type: mel, n_mels: 24}\n"
+      "model: {conv: [{channels: 8, kernel: [5, 5], stride: [2, 2]}], rnn_layers: 1,"
+      " rnn_hidden: 32}\n"
+      "optim: {lr: 0.003, schedule: constant}\n"
+      "train: {epochs: 25, batch_size: 8}\n";
+  Config first = parse_config(yaml);
+  first.run.dir = (dir / "first").string();
+  first.data.train_manifest = manifest;
+  first.data.dev_manifest = manifest;
+  const TrainSummary a = Trainer(first).run();
+  ASSERT_LT(a.last_loss, 0.5 * a.first_loss);
+
+  Config second = parse_config(yaml);
+  second.run.dir = (dir / "second").string();
+  second.data.train_manifest = manifest;
+  second.train.epochs = 1;
+  second.run.seed = 6;  // another seed: the weights must come from the checkpoint regardless
+  second.train.init_from = (dir / "first" / "last.ckpt").string();
+  const TrainSummary b = Trainer(second).run();
+  EXPECT_EQ(b.steps, 2);  // a fresh schedule, not the first run's step count
+  EXPECT_LT(b.first_loss, 0.5 * a.first_loss);
+  EXPECT_LT(b.first_loss, 2.0 * a.last_loss + 1.0);
+  std::ifstream log(dir / "second" / "train.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("init: weights and statistics from " + second.train.init_from),
+            std::string::npos)
+      << text;
+
+  Config wider = parse_config(yaml);
+  wider.run.dir = (dir / "wider").string();
+  wider.data.train_manifest = manifest;
+  wider.model.rnn_hidden = 48;
+  wider.train.init_from = second.train.init_from;
+  try {
+    Trainer(wider).run();
+    FAIL() << "a checkpoint of another width was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.init_from"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.rnn_hidden"), std::string::npos) << e.what();
+  }
+}
+
 // augment.noise_manifest, written relative to the config file, mixes recordings into the training
 // audio (here other speakers' digits as babble) and the run says where its noise came from.
 TEST(Trainer, MixesNoiseFromANoiseManifest) {
