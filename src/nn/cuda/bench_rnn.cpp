@@ -26,8 +26,7 @@
 #include "nn/cuda/sparse_persistent_rnn.h"
 
 #ifdef DS2_HAVE_CUDNN
-#include <cuda_fp16.h>
-#include <cudnn.h>
+#include "nn/cuda/cudnn_rnn_support.h"
 #endif
 
 namespace ds2 {
@@ -57,118 +56,6 @@ std::string fmt(double v, int precision) {
 }
 
 #ifdef DS2_HAVE_CUDNN
-
-#define DS2_CUDNN_CHECK(expr)                                            \
-  do {                                                                   \
-    const cudnnStatus_t ds2_cudnn_status_ = (expr);                      \
-    if (ds2_cudnn_status_ != CUDNN_STATUS_SUCCESS)                       \
-      DS2_FAIL(#expr << ": " << cudnnGetErrorString(ds2_cudnn_status_)); \
-  } while (0)
-
-// The cuDNN objects one benchmark row uses, released in any case.
-struct CudnnRnn {
-  cudnnRNNDescriptor_t rnn = nullptr;
-  cudnnTensorDescriptor_t m = nullptr, b = nullptr;
-  ~CudnnRnn() {
-    if (rnn) cudnnDestroyRNNDescriptor(rnn);
-    if (m) cudnnDestroyTensorDescriptor(m);
-    if (b) cudnnDestroyTensorDescriptor(b);
-  }
-};
-
-struct CudnnShared {
-  cudnnHandle_t handle = nullptr;
-  cudnnDropoutDescriptor_t dropout = nullptr;
-  cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
-  cudnnTensorDescriptor_t h = nullptr;
-  DeviceArray<float> dropout_states;
-  DeviceArray<int> seq_lengths;
-  ~CudnnShared() {
-    if (x) cudnnDestroyRNNDataDescriptor(x);
-    if (y) cudnnDestroyRNNDataDescriptor(y);
-    if (h) cudnnDestroyTensorDescriptor(h);
-    if (dropout) cudnnDestroyDropoutDescriptor(dropout);
-    if (handle) cudnnDestroy(handle);
-  }
-};
-
-size_t element_bytes(cudnnDataType_t t) {
-  return t == CUDNN_DATA_FLOAT ? 4 : 2;
-}
-
-const char* dtype_name(cudnnDataType_t t) {
-  return t == CUDNN_DATA_FLOAT ? "fp32" : t == CUDNN_DATA_BFLOAT16 ? "bf16" : "fp16";
-}
-
-// Host values in cuDNN's element type `t`, as raw bytes.
-std::vector<unsigned char> encode(const std::vector<float>& v, cudnnDataType_t t) {
-  std::vector<unsigned char> out(v.size() * element_bytes(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == CUDNN_DATA_FLOAT) {
-      std::memcpy(out.data() + 4 * i, &v[i], 4);
-    } else {
-      const uint16_t w =
-          t == CUDNN_DATA_BFLOAT16 ? float_to_bf16(v[i]) : __half_as_ushort(__float2half_rn(v[i]));
-      std::memcpy(out.data() + 2 * i, &w, 2);
-    }
-  }
-  return out;
-}
-
-std::vector<float> decode(const std::vector<unsigned char>& bytes, cudnnDataType_t t) {
-  std::vector<float> out(bytes.size() / element_bytes(t));
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (t == CUDNN_DATA_FLOAT) {
-      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
-    } else {
-      uint16_t w;
-      std::memcpy(&w, bytes.data() + 2 * i, 2);
-      out[i] = t == CUDNN_DATA_BFLOAT16 ? bf16_to_float(w) : __half2float(__ushort_as_half(w));
-    }
-  }
-  return out;
-}
-
-// Device bytes of `v` in element type `t` (a float array sized in whole floats).
-void upload_as(const std::vector<float>& v, cudnnDataType_t t, DeviceArray<float>& dst,
-               cudaStream_t stream) {
-  const std::vector<unsigned char> bytes = encode(v, t);
-  dst.reserve(static_cast<int64_t>(bytes.size() / sizeof(float) + 1));
-  DS2_CUDA_CHECK(
-      cudaMemcpyAsync(dst.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream));
-  DS2_CUDA_CHECK(cudaStreamSynchronize(stream));  // `bytes` leaves scope
-}
-
-std::vector<float> download_as(const void* src, int64_t n, cudnnDataType_t t, cudaStream_t stream) {
-  std::vector<unsigned char> bytes(static_cast<size_t>(n) * element_bytes(t));
-  DS2_CUDA_CHECK(cudaMemcpyAsync(bytes.data(), src, bytes.size(), cudaMemcpyDeviceToHost, stream));
-  DS2_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return decode(bytes, t);
-}
-
-void setup_cudnn(CudnnShared& c, cudaStream_t stream, int H, int B, int T, cudnnDataType_t dtype) {
-  DS2_CUDNN_CHECK(cudnnCreate(&c.handle));
-  DS2_CUDNN_CHECK(cudnnSetStream(c.handle, stream));
-  size_t state_bytes = 0;
-  DS2_CUDNN_CHECK(cudnnCreateDropoutDescriptor(&c.dropout));
-  DS2_CUDNN_CHECK(cudnnDropoutGetStatesSize(c.handle, &state_bytes));
-  c.dropout_states.reserve(static_cast<int64_t>(state_bytes / sizeof(float) + 1));
-  DS2_CUDNN_CHECK(cudnnSetDropoutDescriptor(c.dropout, c.handle, 0.0f, c.dropout_states.data(),
-                                            state_bytes, 0));
-  const std::vector<int> lengths(B, T);
-  c.seq_lengths.reserve(B);
-  DS2_CUDA_CHECK(cudaMemcpyAsync(c.seq_lengths.data(), lengths.data(), B * sizeof(int),
-                                 cudaMemcpyHostToDevice, stream));
-  // Sequence-major, all lengths T: the same {T, B, H} layout as ours.
-  for (cudnnRNNDataDescriptor_t* d : {&c.x, &c.y}) {
-    DS2_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(d));
-    DS2_CUDNN_CHECK(cudnnSetRNNDataDescriptor(*d, dtype, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T,
-                                              B, H, lengths.data(), nullptr));
-  }
-  const int dims[3] = {1, B, H}, strides[3] = {B * H, H, 1};
-  DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&c.h));
-  DS2_CUDNN_CHECK(cudnnSetTensorNdDescriptor(c.h, dtype, 3, dims, strides));
-}
 
 struct CudnnOutputs {
   std::vector<float> y, dx;
@@ -492,7 +379,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     }
     for (const Variant& v : variants) {
       CudnnShared c;
-      setup_cudnn(c, s, H, B, T, v.dtype);
+      setup_cudnn(c, s, H, B, T, v.dtype, 1);
       DeviceArray<float> x16, dy16;
       upload_as(hx, v.dtype, x16, s);
       upload_as(hdy, v.dtype, dy16, s);
