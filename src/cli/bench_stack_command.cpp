@@ -18,6 +18,7 @@ int bench_stack(const BenchStackArgs& args) {
     o.steps = args.steps;
     o.chunks = args.chunks;
     o.precision = args.precision;
+    o.residual = args.residual;
     o.warmup = args.warmup;
     o.repeats = args.repeats;
     return run_stack_bench(o);

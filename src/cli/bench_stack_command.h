@@ -18,6 +18,7 @@ struct BenchStackArgs {
   int steps = 256;
   std::vector<int> chunks = {32};
   std::string precision = "bf16";
+  bool residual = true;
   int warmup = 3;
   int repeats = 20;
 };

@@ -224,6 +224,10 @@ int main(int argc, char** argv) {
                    "fp32 or bf16 (GEMMs and persistent kernel; the wavefront needs bf16)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
+  bench_stack_cmd
+      ->add_option("--residual", bench_stack.residual,
+                   "true: y = h + x around every layer; false: none (cuDNN's stack, checked)")
+      ->capture_default_str();
   bench_stack_cmd->add_option("--repeats", bench_stack.repeats, "Timed passes (median)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -62,6 +62,7 @@ TEST_F(CliTest, GpuBenchmarksRefuseBadOptionsAndSayWhyTheyCannotRun) {
   EXPECT_NE(run("bench stack --chunk 0").code, 0);
   EXPECT_NE(run("bench stack --chunk 16,x").code, 0);
   EXPECT_NE(run("bench stack --precision fp16").code, 0);
+  EXPECT_NE(run("bench stack --residual maybe").code, 0);
   EXPECT_NE(run("bench rnn --density 2").code, 0);
   for (const char* sub : {"bench rnn", "bench stack"}) {
     CliRun r = run(std::string(sub) + " --steps 4 --repeats 1 --warmup 0");

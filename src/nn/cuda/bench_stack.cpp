@@ -14,15 +14,24 @@
 #include "nn/cuda/bench_timing.h"
 #include "nn/cuda/rnn_stack.h"
 
+#ifdef DS2_HAVE_CUDNN
+#include "kernels/elementwise.h"
+#include "nn/cuda/cudnn_rnn_support.h"
+#endif
+
 namespace ds2 {
 namespace {
 
-DeviceArray<float> random_device(int64_t n, float bound, Rng& rng, cudaStream_t stream) {
+std::vector<float> random_host(int64_t n, float bound, Rng& rng) {
   std::vector<float> host(static_cast<size_t>(n));
   for (float& v : host) v = rng.uniform(-bound, bound);
+  return host;
+}
+
+DeviceArray<float> to_device(const std::vector<float>& host, cudaStream_t stream) {
   DeviceArray<float> dev;
-  dev.reserve(n);
-  upload(host.data(), n, dev.data(), stream);
+  dev.reserve(static_cast<int64_t>(host.size()));
+  upload(host.data(), static_cast<int64_t>(host.size()), dev.data(), stream);
   return dev;
 }
 
@@ -31,6 +40,96 @@ std::vector<float> download_all(const float* dev, int64_t n, cudaStream_t stream
   download(dev, n, host.data(), stream);
   return host;
 }
+
+#ifdef DS2_HAVE_CUDNN
+struct CudnnStackTimes {
+  double fwd_ms = -1.0, bwd_ms = -1.0;
+  std::vector<float> y;
+  std::string note;
+};
+
+// cuDNN's multi-layer RNN on the same weights: numLayers L, CUDNN_RNN_RELU, unidirectional,
+// linear input with one input bias (W x + b + R h, as ours without the residual); forward, then
+// backward-data and backward-weights together (what our backward computes).
+CudnnStackTimes run_cudnn_stack(cudnnRNNAlgo_t algo, cudnnDataType_t dtype, cudnnMathType_t math,
+                                const std::vector<std::vector<float>>& w,
+                                const std::vector<std::vector<float>>& u,
+                                const std::vector<std::vector<float>>& bias,
+                                const std::vector<float>& x, const std::vector<float>& dy, int L,
+                                int H, int B, int T, int warmup, int repeats, cudaStream_t stream) {
+  CudnnStackTimes out;
+  try {
+    CudnnShared c;
+    setup_cudnn(c, stream, H, B, T, dtype, L);
+    DeviceArray<float> x16, dy16, staged;
+    upload_as(x, dtype, x16, stream);
+    upload_as(dy, dtype, dy16, stream);
+    CudnnRnn r;
+    DS2_CUDNN_CHECK(cudnnCreateRNNDescriptor(&r.rnn));
+    DS2_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(r.rnn, algo, CUDNN_RNN_RELU, CUDNN_RNN_SINGLE_INP_BIAS,
+                                             CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dtype,
+                                             CUDNN_DATA_FLOAT, math, H, H, H, L, c.dropout,
+                                             CUDNN_RNN_PADDED_IO_DISABLED));
+    if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
+      DS2_CUDNN_CHECK(cudnnBuildRNNDynamic(c.handle, r.rnn, B));
+    size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
+    DS2_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(c.handle, r.rnn, &weight_bytes));
+    DS2_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(c.handle, r.rnn, CUDNN_FWD_MODE_TRAINING, c.x,
+                                              &work_bytes, &reserve_bytes));
+    auto floats = [](size_t bytes) { return static_cast<int64_t>(bytes / sizeof(float) + 1); };
+    DeviceArray<float> weights(floats(weight_bytes)), dweights(floats(weight_bytes));
+    DeviceArray<float> work(floats(work_bytes)), reserve(floats(reserve_bytes));
+    const int64_t n = int64_t{T} * B * H;
+    DeviceArray<float> y(floats(static_cast<size_t>(n) * element_bytes(dtype))),
+        dx(floats(static_cast<size_t>(n) * element_bytes(dtype)));
+    kernels::fill(weights.data(), weights.capacity(), 0.0f, stream);
+    DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&r.m));
+    DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&r.b));
+    for (int l = 0; l < L; ++l)
+      for (int id = 0; id < 2; ++id) {  // 0: W (input), 1: R (recurrent), row-major {H, H}
+        void* m_addr = nullptr;
+        void* b_addr = nullptr;
+        DS2_CUDNN_CHECK(cudnnGetRNNWeightParams(c.handle, r.rnn, l, weight_bytes, weights.data(),
+                                                id, r.m, &m_addr, r.b, &b_addr));
+        DS2_CHECK(m_addr != nullptr, "cuDNN gave no matrix for layer " << l << ", id " << id);
+        upload_as(id == 0 ? w[l] : u[l], dtype, staged, stream);
+        DS2_CUDA_CHECK(cudaMemcpyAsync(m_addr, staged.data(), element_bytes(dtype) * H * H,
+                                       cudaMemcpyDeviceToDevice, stream));
+        if (id == 0 && b_addr) {
+          upload_as(bias[l], dtype, staged, stream);
+          DS2_CUDA_CHECK(cudaMemcpyAsync(b_addr, staged.data(), element_bytes(dtype) * H,
+                                         cudaMemcpyDeviceToDevice, stream));
+        }
+      }
+    auto forward = [&] {
+      DS2_CUDNN_CHECK(cudnnRNNForward(
+          c.handle, r.rnn, CUDNN_FWD_MODE_TRAINING, c.seq_lengths.data(), c.x, x16.data(), c.y,
+          y.data(), c.h, nullptr, nullptr, c.h, nullptr, nullptr, weight_bytes, weights.data(),
+          work_bytes, work.data(), reserve_bytes, reserve.data()));
+    };
+    auto backward = [&] {
+      DS2_CUDNN_CHECK(cudnnRNNBackwardData_v8(
+          c.handle, r.rnn, c.seq_lengths.data(), c.y, y.data(), dy16.data(), c.x, dx.data(), c.h,
+          nullptr, nullptr, nullptr, c.h, nullptr, nullptr, nullptr, weight_bytes, weights.data(),
+          work_bytes, work.data(), reserve_bytes, reserve.data()));
+      DS2_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
+          c.handle, r.rnn, CUDNN_WGRAD_MODE_SET, c.seq_lengths.data(), c.x, x16.data(), c.h,
+          nullptr, c.y, y.data(), weight_bytes, dweights.data(), work_bytes, work.data(),
+          reserve_bytes, reserve.data()));
+    };
+    const auto nothing = [] {};
+    out.fwd_ms = median_ms(stream, warmup, repeats, nothing, forward);
+    forward();  // the reserve space backward reads
+    out.bwd_ms = median_ms(stream, warmup, repeats, nothing, backward);
+    out.y = download_as(y.data(), n, dtype, stream);
+  } catch (const Error& e) {
+    (void)cudaGetLastError();
+    out.fwd_ms = out.bwd_ms = -1.0;
+    out.note = std::string("n/a: ") + e.what();
+  }
+  return out;
+}
+#endif  // DS2_HAVE_CUDNN
 
 }  // namespace
 
@@ -48,27 +147,33 @@ std::string run_stack_bench(const StackBenchOptions& o) {
   CudaContext ctx;
   cudaStream_t s = ctx.stream();
   Rng rng(7);
-  // U ~ U(-0.5/sqrt(H), 0.5/sqrt(H)) keeps the recurrence contractive, W ~ U(-1/sqrt(H), ..):
-  // activations stay O(1) through the stack, far below the clip.
+  // U ~ U(-0.5/sqrt(H), 0.5/sqrt(H)) keeps the recurrence contractive; W ~ U(-1/sqrt(H), ..) with
+  // the residual path, U(-sqrt(6/H), ..) without it (He's bound: the ReLU halves the second
+  // moment): activations stay O(1) through the stack, far below the clip.
   const float a = 1.0f / std::sqrt(static_cast<float>(H));
+  const float w_bound = o.residual ? a : std::sqrt(6.0f / static_cast<float>(H));
+  std::vector<std::vector<float>> hw, hu, hb;
   std::vector<DeviceArray<float>> w, u, bias;
   std::vector<RnnStackWeights> weights;
   for (int l = 0; l < L; ++l) {
-    w.push_back(random_device(int64_t{H} * H, a, rng, s));
-    u.push_back(random_device(int64_t{H} * H, 0.5f * a, rng, s));
-    bias.push_back(random_device(H, 0.1f, rng, s));
+    hw.push_back(random_host(int64_t{H} * H, w_bound, rng));
+    hu.push_back(random_host(int64_t{H} * H, 0.5f * a, rng));
+    hb.push_back(random_host(H, 0.1f, rng));
+    w.push_back(to_device(hw[l], s));
+    u.push_back(to_device(hu[l], s));
+    bias.push_back(to_device(hb[l], s));
   }
   for (int l = 0; l < L; ++l) weights.push_back({w[l].data(), u[l].data(), bias[l].data()});
   const int64_t n = int64_t{T} * B * H;
-  DeviceArray<float> x = random_device(n, 1.0f, rng, s);
+  const std::vector<float> hx = random_host(n, 1.0f, rng), hdy = random_host(n, 1.0f, rng);
+  DeviceArray<float> x = to_device(hx, s), dy = to_device(hdy, s);
   const std::vector<int> lengths(static_cast<size_t>(B), T);
   DeviceArray<int> device_lengths;
   device_lengths.reserve(B);
   DS2_CUDA_CHECK(cudaMemcpyAsync(device_lengths.data(), lengths.data(), sizeof(int) * B,
                                  cudaMemcpyHostToDevice, s));
   DeviceArray<float> y_seq, y_wave, dx_seq, dx_wave;
-  for (auto* a : {&y_seq, &y_wave, &dx_seq, &dx_wave}) a->reserve(n);
-  DeviceArray<float> dy = random_device(n, 1.0f, rng, s);
+  for (auto* arr : {&y_seq, &y_wave, &dx_seq, &dx_wave}) arr->reserve(n);
   std::vector<DeviceArray<float>> gw(L), gu(L), gb(L);
   std::vector<RnnStackGradients> grads;
   for (int l = 0; l < L; ++l) {
@@ -80,8 +185,9 @@ std::string run_stack_bench(const StackBenchOptions& o) {
 
   std::ostringstream out;
   out << std::fixed;
-  out << "stack: " << L << " unidirectional clipped-ReLU layers of " << H << ", residual, batch "
-      << B << ", " << T << " steps, " << o.precision << "; median of " << o.repeats
+  out << "stack: " << L << " unidirectional clipped-ReLU layers of " << H
+      << (o.residual ? ", residual" : ", no residual") << ", batch " << B << ", " << T << " steps, "
+      << o.precision << "; median of " << o.repeats
       << " passes; forward / backward (dx, dW, dU, db)\n";
   auto nothing = [] {};
   // Forward and backward of one schedule: ms per pass of each.
@@ -97,13 +203,18 @@ std::string run_stack_bench(const StackBenchOptions& o) {
     return std::make_pair(fwd, bwd);
   };
   auto per_step = [&](double ms) { return 1e3 * ms / (double(L) * T); };
-  std::pair<double, double> seq{-1.0, -1.0};
+  std::pair<double, double> seq{-1.0, -1.0}, best{-1.0, -1.0};
+  auto keep_best = [&](std::pair<double, double> t) {
+    if (best.first < 0 || t.first < best.first) best.first = t.first;
+    if (best.second < 0 || t.second < best.second) best.second = t.second;
+  };
   std::vector<float> y_ref, dx_ref;
   for (int chunk : o.chunks) {
-    CudaRnnStack stack(ctx, L, H, H, B, T, precision, /*residual=*/true, chunk);
+    CudaRnnStack stack(ctx, L, H, H, B, T, precision, o.residual, chunk);
     if (seq.first < 0) {
       out << "plan: " << stack.plan().describe() << "\n";
       seq = time_schedule(stack, false, y_seq, dx_seq);
+      keep_best(seq);
       y_ref = download_all(y_seq.data(), n, s);
       dx_ref = download_all(dx_seq.data(), n, s);
       out << std::setprecision(3) << "ours, layer after layer:  " << seq.first << " / "
@@ -115,6 +226,7 @@ std::string run_stack_bench(const StackBenchOptions& o) {
       break;
     }
     const std::pair<double, double> wave = time_schedule(stack, true, y_wave, dx_wave);
+    keep_best(wave);
     double eager_ms = -1.0;
     if (chunk == o.chunks.front()) {  // what the CUDA graph saves, once
       stack.set_use_graphs(false);
@@ -139,6 +251,58 @@ std::string run_stack_bench(const StackBenchOptions& o) {
       out << "  (the forward launched from the host, without the CUDA graph: "
           << std::setprecision(3) << eager_ms << " ms per pass)\n";
   }
+
+#ifdef DS2_HAVE_CUDNN
+  {
+    const int version = static_cast<int>(cudnnGetVersion());
+    out << "cuDNN " << version / 10000 << "." << (version / 100) % 100 << "." << version % 100
+        << ": " << L << "-layer CUDNN_RNN_RELU, unidirectional, linear input with one bias, "
+        << (precision == Precision::kBf16 ? "16-bit data and weights, tensor-op math"
+                                          : "fp32, CUDNN_FMA_MATH")
+        << ", fp32 accumulation; backward = backward-data + backward-weights"
+        << (o.residual ? " (no residual connections: it computes the stack without them)" : "")
+        << "\n";
+    struct Variant {
+      cudnnDataType_t dtype;
+      cudnnMathType_t math;
+    };
+    const std::vector<Variant> variants =
+        precision == Precision::kBf16
+            ? std::vector<Variant>{{CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_OP_MATH},
+                                   {CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH}}
+            : std::vector<Variant>{{CUDNN_DATA_FLOAT, CUDNN_FMA_MATH}};
+    const std::pair<cudnnRNNAlgo_t, const char*> algos[] = {
+        {CUDNN_RNN_ALGO_STANDARD, "STANDARD"},
+        {CUDNN_RNN_ALGO_PERSIST_STATIC, "PERSIST_STATIC"},
+        {CUDNN_RNN_ALGO_PERSIST_DYNAMIC, "PERSIST_DYNAMIC"}};
+    std::pair<double, double> best_cudnn{-1.0, -1.0};
+    for (const Variant& v : variants)
+      for (const auto& [algo, name] : algos) {
+        const CudnnStackTimes t = run_cudnn_stack(algo, v.dtype, v.math, hw, hu, hb, hx, hdy, L, H,
+                                                  B, T, o.warmup, o.repeats, s);
+        out << "cuDNN " << name << " (" << dtype_name(v.dtype) << "): ";
+        if (t.fwd_ms < 0) {
+          out << t.note << "\n";
+          continue;
+        }
+        if (best_cudnn.first < 0 || t.fwd_ms < best_cudnn.first) best_cudnn.first = t.fwd_ms;
+        if (best_cudnn.second < 0 || t.bwd_ms < best_cudnn.second) best_cudnn.second = t.bwd_ms;
+        out << std::setprecision(3) << t.fwd_ms << " / " << t.bwd_ms << " ms per pass, "
+            << std::setprecision(2) << per_step(t.fwd_ms) << " / " << per_step(t.bwd_ms)
+            << " us per layer-step";
+        if (!o.residual)
+          out << "; y vs ours layer after layer: " << std::scientific << std::setprecision(1)
+              << scaled_max_diff(y_ref, t.y) << std::fixed;
+        out << "\n";
+      }
+    if (best_cudnn.first > 0)
+      out << std::setprecision(2) << "ours (best schedule) against the best cuDNN algorithm: "
+          << best_cudnn.first / best.first << "x forward, " << best_cudnn.second / best.second
+          << "x backward (> 1: ours faster)\n";
+  }
+#else
+  out << "cuDNN: not in this build (CMake did not find it), no cuDNN rows\n";
+#endif
   DS2_CUDA_CHECK(cudaStreamSynchronize(s));
   return out.str();
 }

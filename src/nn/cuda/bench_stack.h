@@ -7,7 +7,10 @@
 // for each chunk size given, both replayed as CUDA graphs (and the first chunk size's forward once
 // launched from the host, to show what the graph saves). Prints milliseconds per pass (median of
 // repeated passes, CUDA events), microseconds per layer-step, the wavefront's speedup, and how far
-// its y and dx are from the layer-after-layer ones (max |a - b| / max(1, max |a|)).
+// its y and dx are from the layer-after-layer ones (max |a - b| / max(1, max |a|)). Beside them,
+// in builds with cuDNN, cuDNN's own L-layer RNN on the same weights (STANDARD, PERSIST_STATIC,
+// PERSIST_DYNAMIC; forward, and backward-data + backward-weights), with its output checked
+// against ours when the stack has no residual connections (cuDNN has none).
 //
 //   StackBenchOptions o;  o.layers = 8;  o.hidden = 512;  o.batch = 4;  o.chunks = {16, 32, 64};
 //   std::cout << run_stack_bench(o);
@@ -25,6 +28,7 @@ struct StackBenchOptions {
   int steps = 256;
   std::vector<int> chunks = {32};
   std::string precision = "bf16";  // fp32 | bf16: the GEMMs' and the persistent kernel's
+  bool residual = true;            // y = h + x around every layer (cuDNN has no such option)
   int warmup = 3;
   int repeats = 20;
 };
