@@ -1,6 +1,7 @@
 #include "nn/cuda/rnn_stack.h"
 
 #include <algorithm>
+#include <functional>
 #include <initializer_list>
 #include <sstream>
 
@@ -8,6 +9,7 @@
 #include "core/cuda/gemm.h"
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/rnn.h"
 
 namespace ds2 {
 namespace {
@@ -116,8 +118,9 @@ CudaRnnStack::~CudaRnnStack() {
 }
 
 void CudaRnnStack::set_use_graphs(bool on) {
-  sequential_graph_.set_enabled(on);
-  wavefront_graph_.set_enabled(on);
+  for (StepGraph* g : {&sequential_graph_, &wavefront_graph_, &backward_sequential_graph_,
+                       &backward_wavefront_graph_})
+    g->set_enabled(on);
 }
 
 std::string CudaRnnStack::describe() const {
@@ -131,15 +134,27 @@ std::string CudaRnnStack::describe() const {
   return s.str();
 }
 
+int64_t CudaRnnStack::layer_offset(int l) const {
+  return int64_t{l} * max_steps_ * max_batch_ * hidden_;
+}
+
+cudaStream_t CudaRnnStack::stream_of(int slot) const {
+  return slot < 0 ? ctx_.stream() : streams_[slot];
+}
+
+cublasHandle_t CudaRnnStack::blas_of(int slot) const {
+  return slot < 0 ? ctx_.cublas() : handles_[slot];
+}
+
 float* CudaRnnStack::h_of(int l, float* y) {
   if (l == layers_ - 1 && !adds_input(l)) return y;
-  return h_.data() + int64_t{l} * max_steps_ * max_batch_ * hidden_;
+  return h_.data() + layer_offset(l);
 }
 
 float* CudaRnnStack::output_of(int l, float* y) {
   if (!adds_input(l)) return h_of(l, y);
   if (l == layers_ - 1) return y;
-  return outputs_.data() + int64_t{l} * max_steps_ * max_batch_ * hidden_;
+  return outputs_.data() + layer_offset(l);
 }
 
 const float* CudaRnnStack::input_of(int l, const float* x, float* y) {
@@ -149,9 +164,9 @@ const float* CudaRnnStack::input_of(int l, const float* x, float* y) {
 void CudaRnnStack::run_chunk(int l, const float* x, const RnnStackWeights& w, float* h, float* y,
                              int t0, int steps, int B, const int* chunk_lengths, int slot) {
   const int H = hidden_, in = layer_input(l);
-  cudaStream_t stream = slot < 0 ? ctx_.stream() : streams_[slot];
-  cublasHandle_t blas = slot < 0 ? ctx_.cublas() : handles_[slot];
-  float* pre = pre_.data() + int64_t{l} * max_steps_ * max_batch_ * H + int64_t{t0} * B * H;
+  cudaStream_t stream = stream_of(slot);
+  cublasHandle_t blas = blas_of(slot);
+  float* pre = pre_.data() + layer_offset(l) + int64_t{t0} * B * H;
   const int64_t rows = int64_t{steps} * B;
   // pre = x W^T + b for the chunk's steps.
   gemm(blas, precision_, false, true, static_cast<int>(rows), H, in, 1.0f, x + int64_t{t0} * B * in,
@@ -167,12 +182,10 @@ void CudaRnnStack::run_chunk(int l, const float* x, const RnnStackWeights& w, fl
                          workspace_.data() + ws_floats * std::max(slot, 0),
                          static_cast<size_t>(ws_floats) * sizeof(float), stream);
   if (!adds_input(l)) return;
-  // y = h + x; padding stays zero since both are.
-  const int64_t n = rows * H;
-  float* out = y + int64_t{t0} * B * H;
-  DS2_CUDA_CHECK(cudaMemcpyAsync(out, h + int64_t{t0} * B * H, n * sizeof(float),
-                                 cudaMemcpyDeviceToDevice, stream));
-  kernels::axpy(out, x + int64_t{t0} * B * in, n, 1.0f, stream);
+  // y = h + x in one pass (the kernel that sums a layer's two directions); padding stays zero
+  // since both are.
+  kernels::rnn_sum_directions(h + int64_t{t0} * B * H, x + int64_t{t0} * B * in,
+                              y + int64_t{t0} * B * H, rows * H, stream);
 }
 
 void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& weights,
@@ -196,7 +209,16 @@ void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& w
   }
 
   const int chunks = upload_chunk_lengths(lengths, T, B);
-  wavefront_graph_.run(key, main, [&] { record_wavefront(weights, x, y, T, B, chunks); });
+  wavefront_graph_.run(key, main, [&] {
+    record_wavefront(
+        chunks, /*backward=*/false,
+        [&](int l, int c, int slot) {
+          const int t0 = c * chunk_;
+          run_chunk(l, input_of(l, x, y), weights[l], h_of(l, y), output_of(l, y), t0,
+                    std::min(chunk_, T - t0), B, chunk_lengths_.data() + int64_t{c} * B, slot);
+        },
+        nullptr);
+  });
 }
 
 void CudaRnnStack::check_call(const char* what, size_t layers, const std::vector<int>& lengths,
@@ -227,60 +249,64 @@ int CudaRnnStack::upload_chunk_lengths(const std::vector<int>& lengths, int T, i
   return chunks;
 }
 
-void CudaRnnStack::record_wavefront(const std::vector<RnnStackWeights>& weights, const float* x,
-                                    float* y, int T, int B, int chunks) {
+void CudaRnnStack::record_wavefront(int chunks, bool backward,
+                                    const std::function<void(int l, int c, int slot)>& unit,
+                                    const std::function<void(int l, int slot)>& finish) {
   cudaStream_t main = ctx_.stream();
   DS2_CUDA_CHECK(cudaEventRecord(start_, main));
   for (cudaStream_t s : streams_) DS2_CUDA_CHECK(cudaStreamWaitEvent(s, start_, 0));
-  // Issued along the anti-diagonals l + c = d: every event is recorded before it is waited on,
-  // and a stream serving several layers gets their chunks in an order that respects both
-  // dependencies (layer l - 1 chunk c, layer l chunk c - 1).
+  // Issued along the anti-diagonals r + q = d (r: layers from the first one the pass visits, q:
+  // chunks likewise): every event is recorded before it is waited on, and a stream serving
+  // several layers gets their chunks in an order that respects both dependencies (the feeding
+  // layer's chunk c, the layer's own previous chunk).
   const int max_chunks = chunks_of(max_steps_, chunk_);
+  auto done = [&](int l, int c) { return chunk_done_[static_cast<size_t>(l) * max_chunks + c]; };
   for (int d = 0; d < layers_ + chunks - 1; ++d) {
-    for (int l = std::max(0, d - chunks + 1); l <= std::min(d, layers_ - 1); ++l) {
-      const int c = d - l, t0 = c * chunk_, steps = std::min(chunk_, T - t0);
+    for (int r = std::max(0, d - chunks + 1); r <= std::min(d, layers_ - 1); ++r) {
+      const int l = backward ? layers_ - 1 - r : r;
+      const int c = backward ? chunks - 1 - (d - r) : d - r;
+      const int feeder = backward ? l + 1 : l - 1;
       const int slot = l % concurrent_;
       cudaStream_t s = streams_[slot];
-      if (l > 0)
-        DS2_CUDA_CHECK(
-            cudaStreamWaitEvent(s, chunk_done_[static_cast<size_t>(l - 1) * max_chunks + c], 0));
-      run_chunk(l, input_of(l, x, y), weights[l], h_of(l, y), output_of(l, y), t0, steps, B,
-                chunk_lengths_.data() + int64_t{c} * B, slot);
-      DS2_CUDA_CHECK(cudaEventRecord(chunk_done_[static_cast<size_t>(l) * max_chunks + c], s));
+      if (feeder >= 0 && feeder < layers_)
+        DS2_CUDA_CHECK(cudaStreamWaitEvent(s, done(feeder, c), 0));
+      unit(l, c, slot);
+      DS2_CUDA_CHECK(cudaEventRecord(done(l, c), s));
+      if (c == (backward ? 0 : chunks - 1)) {
+        if (finish) finish(l, slot);
+        DS2_CUDA_CHECK(cudaEventRecord(layer_done_[l], s));
+      }
     }
   }
-  // The main stream continues once every layer's last chunk is written (each stream's last
-  // work), which also joins the streams back for a graph capture.
-  for (int l = 0; l < layers_; ++l)
-    DS2_CUDA_CHECK(cudaStreamWaitEvent(
-        main, chunk_done_[static_cast<size_t>(l) * max_chunks + chunks - 1], 0));
+  // The main stream continues once every layer's last work is done, which also joins the
+  // streams back for a graph capture.
+  for (cudaEvent_t e : layer_done_) DS2_CUDA_CHECK(cudaStreamWaitEvent(main, e, 0));
 }
 
 const float* CudaRnnStack::grad_into(int l, const float* dy) {
   if (l == layers_ - 1) return dy;
-  return grad_links_.data() + int64_t{l} * max_steps_ * max_batch_ * hidden_;
+  return grad_links_.data() + layer_offset(l);
 }
 
 float* CudaRnnStack::grad_out_of(int l, float* dx) {
   if (l == 0) return dx;
-  return grad_links_.data() + int64_t{l - 1} * max_steps_ * max_batch_ * hidden_;
+  return grad_links_.data() + layer_offset(l - 1);
 }
 
 void CudaRnnStack::run_backward_chunk(int l, const RnnStackWeights& w, const float* h,
                                       const float* g, float* dx, int t0, int steps, int T, int B,
                                       const int* chunk_lengths, int slot) {
   const int H = hidden_, in = layer_input(l);
-  cudaStream_t stream = slot < 0 ? ctx_.stream() : streams_[slot];
-  cublasHandle_t blas = slot < 0 ? ctx_.cublas() : handles_[slot];
-  const int64_t layer_offset = int64_t{l} * max_steps_ * max_batch_ * H;
-  float* dpre = pre_.data() + layer_offset;
+  cudaStream_t stream = stream_of(slot);
+  cublasHandle_t blas = blas_of(slot);
+  float* dpre = pre_.data() + layer_offset(l);
   const int64_t rows = int64_t{steps} * B, first = int64_t{t0} * B;
   const int t1 = t0 + steps;
   // dL/dh of the chunk; the last chunk reads g itself, the others a copy whose last row gets the
   // carry-in dpre_{t1} U (g is read again for the residual below, and may be the caller's dy).
   const float* g_chunk = g + first * H;
   if (t1 < T) {
-    float* stage = grad_stage_.data() + layer_offset + first * H;
+    float* stage = grad_stage_.data() + layer_offset(l) + first * H;
     DS2_CUDA_CHECK(cudaMemcpyAsync(stage, g_chunk, rows * H * sizeof(float),
                                    cudaMemcpyDeviceToDevice, stream));
     gemm(blas, precision_, false, false, B, H, H, 1.0f, dpre + int64_t{t1} * B * H, H, w.u, H, 1.0f,
@@ -304,9 +330,9 @@ void CudaRnnStack::run_backward_chunk(int l, const RnnStackWeights& w, const flo
 void CudaRnnStack::layer_weight_gradients(int l, const float* x, const float* h,
                                           const RnnStackGradients& grads, int T, int B, int slot) {
   const int H = hidden_, in = layer_input(l);
-  cudaStream_t stream = slot < 0 ? ctx_.stream() : streams_[slot];
-  cublasHandle_t blas = slot < 0 ? ctx_.cublas() : handles_[slot];
-  const float* dpre = pre_.data() + int64_t{l} * max_steps_ * max_batch_ * H;
+  cudaStream_t stream = stream_of(slot);
+  cublasHandle_t blas = blas_of(slot);
+  const float* dpre = pre_.data() + layer_offset(l);
   const int64_t rows = int64_t{T} * B;
   // dW = dpre^T x, db = sum of dpre, dU = sum over t >= 1 of dpre_t^T h_{t-1}.
   gemm(blas, precision_, true, false, H, in, static_cast<int>(rows), 1.0f, dpre, H, x, in, 0.0f,
@@ -349,30 +375,17 @@ void CudaRnnStack::backward(const float* x, const float* y,
 
   const int chunks = upload_chunk_lengths(lengths, T, B);
   backward_wavefront_graph_.run(key, main, [&] {
-    DS2_CUDA_CHECK(cudaEventRecord(start_, main));
-    for (cudaStream_t s : streams_) DS2_CUDA_CHECK(cudaStreamWaitEvent(s, start_, 0));
-    // The forward's anti-diagonals mirrored: r = layers from the top, q = chunks from the end.
-    // Chunk (l, c) needs layer l + 1's chunk c (its dx) and its own chunk c + 1 (the carry-in).
-    const int max_chunks = chunks_of(max_steps_, chunk_);
-    for (int d = 0; d < layers_ + chunks - 1; ++d) {
-      for (int r = std::max(0, d - chunks + 1); r <= std::min(d, layers_ - 1); ++r) {
-        const int l = layers_ - 1 - r, c = chunks - 1 - (d - r);
-        const int t0 = c * chunk_, steps = std::min(chunk_, T - t0);
-        const int slot = l % concurrent_;
-        cudaStream_t s = streams_[slot];
-        if (l < layers_ - 1)
-          DS2_CUDA_CHECK(
-              cudaStreamWaitEvent(s, chunk_done_[static_cast<size_t>(l + 1) * max_chunks + c], 0));
-        run_backward_chunk(l, weights[l], h_of(l, out), grad_into(l, dy), grad_out_of(l, dx), t0,
-                           steps, T, B, chunk_lengths_.data() + int64_t{c} * B, slot);
-        DS2_CUDA_CHECK(cudaEventRecord(chunk_done_[static_cast<size_t>(l) * max_chunks + c], s));
-        if (c == 0) {
+    record_wavefront(
+        chunks, /*backward=*/true,
+        [&](int l, int c, int slot) {
+          const int t0 = c * chunk_;
+          run_backward_chunk(l, weights[l], h_of(l, out), grad_into(l, dy), grad_out_of(l, dx), t0,
+                             std::min(chunk_, T - t0), T, B, chunk_lengths_.data() + int64_t{c} * B,
+                             slot);
+        },
+        [&](int l, int slot) {
           layer_weight_gradients(l, input_of(l, x, out), h_of(l, out), grads[l], T, B, slot);
-          DS2_CUDA_CHECK(cudaEventRecord(layer_done_[l], s));
-        }
-      }
-    }
-    for (cudaEvent_t e : layer_done_) DS2_CUDA_CHECK(cudaStreamWaitEvent(main, e, 0));
+        });
   });
 }
 

@@ -31,6 +31,7 @@
 
 #include <cublas_v2.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,9 +108,18 @@ class CudaRnnStack {
   float* h_of(int l, float* y);
   float* output_of(int l, float* y);
   const float* input_of(int l, const float* x, float* y);
-  // The wavefront's launches on its streams, forked from and joined back to ctx.stream().
-  void record_wavefront(const std::vector<RnnStackWeights>& weights, const float* x, float* y,
-                        int T, int B, int chunks);
+  // Start of layer l's {max_steps, max_batch, hidden} block in the per-layer buffers.
+  int64_t layer_offset(int l) const;
+  // The stream and cuBLAS handle of a concurrent slot; slot -1: the context's.
+  cudaStream_t stream_of(int slot) const;
+  cublasHandle_t blas_of(int slot) const;
+  // A wavefront pass on the concurrent streams, forked from and joined back to ctx.stream():
+  // `unit(l, c, slot)` queues layer l's chunk c once the feeding layer (l - 1 forward, l + 1
+  // backward) has finished that chunk and layer l its previous one (c - 1 forward, c + 1
+  // backward); `finish(l, slot)`, if given, queues after a layer's last chunk.
+  void record_wavefront(int chunks, bool backward,
+                        const std::function<void(int l, int c, int slot)>& unit,
+                        const std::function<void(int l, int slot)>& finish);
   // Backward of steps [t0, t0 + steps) of layer l: dL/dh staged with the carry-in from step t1 =
   // t0 + steps (unless the last chunk), backward-data into dpre, dx = dpre W (+ g) into `dx`.
   void run_backward_chunk(int l, const RnnStackWeights& w, const float* h, const float* g,
@@ -154,7 +164,7 @@ class CudaRnnStack {
   std::vector<cublasHandle_t> handles_;  // bound to streams_, each with its own workspace
   DeviceArray<char> blas_workspace_;
   std::vector<cudaEvent_t> chunk_done_;  // [layer][chunk]: output steps of the chunk written
-  std::vector<cudaEvent_t> layer_done_;  // [layer]: its weight gradients written (backward)
+  std::vector<cudaEvent_t> layer_done_;  // [layer]: all its work of the pass queued so far done
   cudaEvent_t start_ = nullptr;
   StepGraph sequential_graph_, wavefront_graph_, backward_sequential_graph_,
       backward_wavefront_graph_;
