@@ -43,12 +43,6 @@ struct Row {
   bool sparse = false;        // ours, sparse persistent (--density)
 };
 
-std::vector<float> download_vector(const float* dev, int64_t n, cudaStream_t stream) {
-  std::vector<float> host(n);
-  download(dev, n, host.data(), stream);
-  return host;
-}
-
 std::string fmt(double v, int precision) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(precision) << v;

@@ -35,12 +35,6 @@ DeviceArray<float> to_device(const std::vector<float>& host, cudaStream_t stream
   return dev;
 }
 
-std::vector<float> download_all(const float* dev, int64_t n, cudaStream_t stream) {
-  std::vector<float> host(static_cast<size_t>(n));
-  download(dev, n, host.data(), stream);
-  return host;
-}
-
 #ifdef DS2_HAVE_CUDNN
 struct CudnnStackTimes {
   double fwd_ms = -1.0, bwd_ms = -1.0;
@@ -203,10 +197,11 @@ std::string run_stack_bench(const StackBenchOptions& o) {
     return std::make_pair(fwd, bwd);
   };
   auto per_step = [&](double ms) { return 1e3 * ms / (double(L) * T); };
+  // Forward and backward ms kept apart; < 0: none yet.
   std::pair<double, double> seq{-1.0, -1.0}, best{-1.0, -1.0};
-  auto keep_best = [&](std::pair<double, double> t) {
-    if (best.first < 0 || t.first < best.first) best.first = t.first;
-    if (best.second < 0 || t.second < best.second) best.second = t.second;
+  auto keep_best = [](std::pair<double, double>& kept, double fwd, double bwd) {
+    if (kept.first < 0 || fwd < kept.first) kept.first = fwd;
+    if (kept.second < 0 || bwd < kept.second) kept.second = bwd;
   };
   std::vector<float> y_ref, dx_ref;
   for (int chunk : o.chunks) {
@@ -214,9 +209,9 @@ std::string run_stack_bench(const StackBenchOptions& o) {
     if (seq.first < 0) {
       out << "plan: " << stack.plan().describe() << "\n";
       seq = time_schedule(stack, false, y_seq, dx_seq);
-      keep_best(seq);
-      y_ref = download_all(y_seq.data(), n, s);
-      dx_ref = download_all(dx_seq.data(), n, s);
+      keep_best(best, seq.first, seq.second);
+      y_ref = download_vector(y_seq.data(), n, s);
+      dx_ref = download_vector(dx_seq.data(), n, s);
       out << std::setprecision(3) << "ours, layer after layer:  " << seq.first << " / "
           << seq.second << " ms per pass, " << std::setprecision(2) << per_step(seq.first) << " / "
           << per_step(seq.second) << " us per layer-step\n";
@@ -226,20 +221,17 @@ std::string run_stack_bench(const StackBenchOptions& o) {
       break;
     }
     const std::pair<double, double> wave = time_schedule(stack, true, y_wave, dx_wave);
-    keep_best(wave);
+    keep_best(best, wave.first, wave.second);
     double eager_ms = -1.0;
     if (chunk == o.chunks.front()) {  // what the CUDA graph saves, once
       stack.set_use_graphs(false);
       eager_ms = median_ms(s, o.warmup, o.repeats, nothing, [&] {
         stack.forward(x.data(), weights, lengths, device_lengths.data(), T, B, true, y_wave.data());
       });
-      stack.set_use_graphs(true);
-      stack.forward(x.data(), weights, lengths, device_lengths.data(), T, B, true, y_wave.data());
-      stack.backward(x.data(), y_wave.data(), weights, dy.data(), lengths, device_lengths.data(), T,
-                     B, true, dx_wave.data(), grads);
+      stack.set_use_graphs(true);  // the same launches: y_wave is as the graph wrote it
     }
-    const double y_diff = scaled_max_diff(y_ref, download_all(y_wave.data(), n, s));
-    const double dx_diff = scaled_max_diff(dx_ref, download_all(dx_wave.data(), n, s));
+    const double y_diff = scaled_max_diff(y_ref, download_vector(y_wave.data(), n, s));
+    const double dx_diff = scaled_max_diff(dx_ref, download_vector(dx_wave.data(), n, s));
     out << "ours, wavefront, chunk " << std::setw(3) << chunk << ": " << std::setprecision(3)
         << wave.first << " / " << wave.second << " ms per pass, " << std::setprecision(2)
         << per_step(wave.first) << " / " << per_step(wave.second) << " us per layer-step, "
@@ -285,8 +277,7 @@ std::string run_stack_bench(const StackBenchOptions& o) {
           out << t.note << "\n";
           continue;
         }
-        if (best_cudnn.first < 0 || t.fwd_ms < best_cudnn.first) best_cudnn.first = t.fwd_ms;
-        if (best_cudnn.second < 0 || t.bwd_ms < best_cudnn.second) best_cudnn.second = t.bwd_ms;
+        keep_best(best_cudnn, t.fwd_ms, t.bwd_ms);
         out << std::setprecision(3) << t.fwd_ms << " / " << t.bwd_ms << " ms per pass, "
             << std::setprecision(2) << per_step(t.fwd_ms) << " / " << per_step(t.bwd_ms)
             << " us per layer-step";

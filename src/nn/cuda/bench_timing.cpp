@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/cuda/check.h"
+#include "core/cuda/device_tensor.h"
 
 namespace ds2 {
 namespace {
@@ -46,6 +47,12 @@ double median_ms(cudaStream_t stream, int warmup, int repeats, const std::functi
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+std::vector<float> download_vector(const float* device, int64_t n, cudaStream_t stream) {
+  std::vector<float> host(static_cast<size_t>(n));
+  download(device, n, host.data(), stream);
+  return host;
 }
 
 double scaled_max_diff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -1,13 +1,14 @@
 // Timing and comparison helpers shared by the GPU benchmarks (`ds2 bench rnn`, `ds2 bench stack`):
-// the median of repeated runs timed with CUDA events on one stream, and one number for how far two
-// results are apart.
+// the median of repeated runs timed with CUDA events on one stream, results brought to the host,
+// and one number for how far two results are apart.
 //
 //   double ms = median_ms(stream, /*warmup=*/3, /*repeats=*/20, [] {}, [&] { run(); });
-//   double d = scaled_max_diff(reference, result);   // max |a - b| / max(1, max |a|)
+//   double d = scaled_max_diff(download_vector(ref, n, s), download_vector(got, n, s));
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -17,6 +18,9 @@ namespace ds2 {
 // `setup`, following `warmup` untimed rounds.
 double median_ms(cudaStream_t stream, int warmup, int repeats, const std::function<void()>& setup,
                  const std::function<void()>& run);
+
+// n device floats on the host (waits for `stream`).
+std::vector<float> download_vector(const float* device, int64_t n, cudaStream_t stream);
 
 // max |a - b| / max(1, max |a|) over two equally long vectors; infinite where only one is NaN.
 double scaled_max_diff(const std::vector<float>& a, const std::vector<float>& b);
