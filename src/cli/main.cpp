@@ -13,9 +13,8 @@
 #include <iostream>
 
 #include "cli/bench_command.h"
-#include "cli/bench_rnn_command.h"
-#include "cli/bench_stack_command.h"
 #include "cli/commands.h"
+#include "cli/gpu_bench_commands.h"
 #include "core/error.h"
 #include "dist/world.h"
 #include "train/config.h"
@@ -170,7 +169,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_step_cmd->add_option("--warmup", bench.options.warmup, "Untimed steps first")
       ->check(CLI::NonNegativeNumber);
-  ds2::cli::BenchRnnArgs bench_rnn;
+  ds2::RnnBenchOptions bench_rnn;
   auto* bench_rnn_cmd = bench_cmd->add_subcommand(
       "rnn", "RNN recurrence µs/step: persistent kernel vs GEMM RNN vs cuDNN (CUDA builds)");
   bench_rnn_cmd->add_option("--hidden", bench_rnn.hidden, "Hidden size H")
@@ -199,7 +198,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 
-  ds2::cli::BenchStackArgs bench_stack;
+  ds2::StackBenchOptions bench_stack;
   auto* bench_stack_cmd = bench_cmd->add_subcommand(
       "stack", "Unidirectional persistent RNN stack: layer after layer vs wavefront (CUDA builds)");
   bench_stack_cmd->add_option("--layers", bench_stack.layers, "Layers L")
