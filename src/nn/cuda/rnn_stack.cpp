@@ -195,7 +195,7 @@ void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& w
 
   cudaStream_t main = ctx_.stream();
   // Replayed as CUDA graphs when the same shapes, pointers and lengths come again: a wavefront
-  // of short chunks is otherwise bound by the host's launch rate (six launches per chunk).
+  // of short chunks is otherwise bound by the host's launch rate (five launches per chunk).
   std::vector<int64_t> key = graph_key(T, B, {x, y}, weights, lengths);
 
   if (!wavefront || !wavefront_possible()) {
