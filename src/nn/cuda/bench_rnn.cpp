@@ -73,32 +73,16 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
     const bool linear = attempt % 2 == 1;
     const cudnnRNNBiasMode_t bias_mode = bias_modes[attempt / 2];
     try {
-      CudnnRnn r;
-      DS2_CUDNN_CHECK(cudnnCreateRNNDescriptor(&r.rnn));
-      DS2_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
-          r.rnn, algo, CUDNN_RNN_RELU, bias_mode, CUDNN_UNIDIRECTIONAL,
-          linear ? CUDNN_LINEAR_INPUT : CUDNN_SKIP_INPUT, dtype, CUDNN_DATA_FLOAT, math, H, H, H, 1,
-          c.dropout, CUDNN_RNN_PADDED_IO_DISABLED));
-      if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
-        DS2_CUDNN_CHECK(cudnnBuildRNNDynamic(c.handle, r.rnn, B));
-      size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
-      DS2_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(c.handle, r.rnn, &weight_bytes));
-      DS2_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(c.handle, r.rnn, CUDNN_FWD_MODE_TRAINING, c.x,
-                                                &work_bytes, &reserve_bytes));
-      DeviceArray<float> weights(static_cast<int64_t>(weight_bytes / sizeof(float) + 1));
-      DeviceArray<float> work(static_cast<int64_t>(work_bytes / sizeof(float) + 1));
-      DeviceArray<float> reserve(static_cast<int64_t>(reserve_bytes / sizeof(float) + 1));
+      CudnnRnn r(c, algo, bias_mode, linear ? CUDNN_LINEAR_INPUT : CUDNN_SKIP_INPUT, dtype, math, H,
+                 /*layers=*/1, B, stream);
       const int64_t n16 = (int64_t{T} * B * H * static_cast<int64_t>(element_bytes(dtype)) + 3) / 4;
       DeviceArray<float> y(n16), dx(n16), matrix;
-      kernels::fill(weights.data(), weights.capacity(), 0.0f, stream);
       // R = U (linLayerID 1, row-major {H, H} like PyTorch's weight_hh); W = I if present.
-      DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&r.m));
-      DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&r.b));
       for (int id = 0; id < 2; ++id) {
         void* m_addr = nullptr;
         void* b_addr = nullptr;
         const cudnnStatus_t st = cudnnGetRNNWeightParams(
-            c.handle, r.rnn, 0, weight_bytes, weights.data(), id, r.m, &m_addr, r.b, &b_addr);
+            c.handle, r.rnn, 0, r.weight_bytes, r.weights.data(), id, r.m, &m_addr, r.b, &b_addr);
         if (id == 0 && (st != CUDNN_STATUS_SUCCESS || !m_addr)) continue;  // no W (skip-input)
         DS2_CUDNN_CHECK(st);
         DS2_CHECK(m_addr != nullptr, "cuDNN gave no recurrent matrix");
@@ -112,18 +96,8 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
         DS2_CUDA_CHECK(cudaMemcpyAsync(m_addr, matrix.data(), element_bytes(dtype) * H * H,
                                        cudaMemcpyDeviceToDevice, stream));
       }
-      auto forward = [&] {
-        DS2_CUDNN_CHECK(cudnnRNNForward(
-            c.handle, r.rnn, CUDNN_FWD_MODE_TRAINING, c.seq_lengths.data(), c.x, x, c.y, y.data(),
-            c.h, nullptr, nullptr, c.h, nullptr, nullptr, weight_bytes, weights.data(), work_bytes,
-            work.data(), reserve_bytes, reserve.data()));
-      };
-      auto backward = [&] {
-        DS2_CUDNN_CHECK(cudnnRNNBackwardData_v8(
-            c.handle, r.rnn, c.seq_lengths.data(), c.y, y.data(), dy, c.x, dx.data(), c.h, nullptr,
-            nullptr, nullptr, c.h, nullptr, nullptr, nullptr, weight_bytes, weights.data(),
-            work_bytes, work.data(), reserve_bytes, reserve.data()));
-      };
+      auto forward = [&] { r.forward(c, x, y.data()); };
+      auto backward = [&] { r.backward_data(c, y.data(), dy, dx.data()); };
       const auto nothing = [] {};
       row.fwd_us = 1e3 * median_ms(stream, warmup, repeats, nothing, forward) / T;
       forward();  // the reserve space backward-data reads

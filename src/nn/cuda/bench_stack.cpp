@@ -15,7 +15,6 @@
 #include "nn/cuda/rnn_stack.h"
 
 #ifdef DS2_HAVE_CUDNN
-#include "kernels/elementwise.h"
 #include "nn/cuda/cudnn_rnn_support.h"
 #endif
 
@@ -58,33 +57,18 @@ CudnnStackTimes run_cudnn_stack(cudnnRNNAlgo_t algo, cudnnDataType_t dtype, cudn
     DeviceArray<float> x16, dy16, staged;
     upload_as(x, dtype, x16, stream);
     upload_as(dy, dtype, dy16, stream);
-    CudnnRnn r;
-    DS2_CUDNN_CHECK(cudnnCreateRNNDescriptor(&r.rnn));
-    DS2_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(r.rnn, algo, CUDNN_RNN_RELU, CUDNN_RNN_SINGLE_INP_BIAS,
-                                             CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, dtype,
-                                             CUDNN_DATA_FLOAT, math, H, H, H, L, c.dropout,
-                                             CUDNN_RNN_PADDED_IO_DISABLED));
-    if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
-      DS2_CUDNN_CHECK(cudnnBuildRNNDynamic(c.handle, r.rnn, B));
-    size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
-    DS2_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(c.handle, r.rnn, &weight_bytes));
-    DS2_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(c.handle, r.rnn, CUDNN_FWD_MODE_TRAINING, c.x,
-                                              &work_bytes, &reserve_bytes));
-    auto floats = [](size_t bytes) { return static_cast<int64_t>(bytes / sizeof(float) + 1); };
-    DeviceArray<float> weights(floats(weight_bytes)), dweights(floats(weight_bytes));
-    DeviceArray<float> work(floats(work_bytes)), reserve(floats(reserve_bytes));
+    CudnnRnn r(c, algo, CUDNN_RNN_SINGLE_INP_BIAS, CUDNN_LINEAR_INPUT, dtype, math, H, L, B,
+               stream);
+    DeviceArray<float> dweights(static_cast<int64_t>(r.weight_bytes / sizeof(float) + 1));
     const int64_t n = int64_t{T} * B * H;
-    DeviceArray<float> y(floats(static_cast<size_t>(n) * element_bytes(dtype))),
-        dx(floats(static_cast<size_t>(n) * element_bytes(dtype)));
-    kernels::fill(weights.data(), weights.capacity(), 0.0f, stream);
-    DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&r.m));
-    DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&r.b));
+    const int64_t n16 = (n * static_cast<int64_t>(element_bytes(dtype)) + 3) / 4;
+    DeviceArray<float> y(n16), dx(n16);
     for (int l = 0; l < L; ++l)
       for (int id = 0; id < 2; ++id) {  // 0: W (input), 1: R (recurrent), row-major {H, H}
         void* m_addr = nullptr;
         void* b_addr = nullptr;
-        DS2_CUDNN_CHECK(cudnnGetRNNWeightParams(c.handle, r.rnn, l, weight_bytes, weights.data(),
-                                                id, r.m, &m_addr, r.b, &b_addr));
+        DS2_CUDNN_CHECK(cudnnGetRNNWeightParams(c.handle, r.rnn, l, r.weight_bytes,
+                                                r.weights.data(), id, r.m, &m_addr, r.b, &b_addr));
         DS2_CHECK(m_addr != nullptr, "cuDNN gave no matrix for layer " << l << ", id " << id);
         upload_as(id == 0 ? w[l] : u[l], dtype, staged, stream);
         DS2_CUDA_CHECK(cudaMemcpyAsync(m_addr, staged.data(), element_bytes(dtype) * H * H,
@@ -95,21 +79,13 @@ CudnnStackTimes run_cudnn_stack(cudnnRNNAlgo_t algo, cudnnDataType_t dtype, cudn
                                          cudaMemcpyDeviceToDevice, stream));
         }
       }
-    auto forward = [&] {
-      DS2_CUDNN_CHECK(cudnnRNNForward(
-          c.handle, r.rnn, CUDNN_FWD_MODE_TRAINING, c.seq_lengths.data(), c.x, x16.data(), c.y,
-          y.data(), c.h, nullptr, nullptr, c.h, nullptr, nullptr, weight_bytes, weights.data(),
-          work_bytes, work.data(), reserve_bytes, reserve.data()));
-    };
+    auto forward = [&] { r.forward(c, x16.data(), y.data()); };
     auto backward = [&] {
-      DS2_CUDNN_CHECK(cudnnRNNBackwardData_v8(
-          c.handle, r.rnn, c.seq_lengths.data(), c.y, y.data(), dy16.data(), c.x, dx.data(), c.h,
-          nullptr, nullptr, nullptr, c.h, nullptr, nullptr, nullptr, weight_bytes, weights.data(),
-          work_bytes, work.data(), reserve_bytes, reserve.data()));
+      r.backward_data(c, y.data(), dy16.data(), dx.data());
       DS2_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
           c.handle, r.rnn, CUDNN_WGRAD_MODE_SET, c.seq_lengths.data(), c.x, x16.data(), c.h,
-          nullptr, c.y, y.data(), weight_bytes, dweights.data(), work_bytes, work.data(),
-          reserve_bytes, reserve.data()));
+          nullptr, c.y, y.data(), r.weight_bytes, dweights.data(), r.work_bytes, r.work.data(),
+          r.reserve_bytes, r.reserve.data()));
     };
     const auto nothing = [] {};
     out.fwd_ms = median_ms(stream, warmup, repeats, nothing, forward);

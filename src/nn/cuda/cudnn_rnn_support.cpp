@@ -8,6 +8,7 @@
 
 #include "core/bf16.h"
 #include "core/cuda/check.h"
+#include "kernels/elementwise.h"
 
 namespace ds2 {
 namespace {
@@ -90,6 +91,47 @@ void setup_cudnn(CudnnShared& c, cudaStream_t stream, int H, int B, int T, cudnn
   const int dims[3] = {layers, B, H}, strides[3] = {B * H, H, 1};
   DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&c.h));
   DS2_CUDNN_CHECK(cudnnSetTensorNdDescriptor(c.h, dtype, 3, dims, strides));
+}
+
+CudnnRnn::CudnnRnn(CudnnShared& c, cudnnRNNAlgo_t algo, cudnnRNNBiasMode_t bias,
+                   cudnnRNNInputMode_t input, cudnnDataType_t dtype, cudnnMathType_t math, int H,
+                   int layers, int B, cudaStream_t stream) {
+  DS2_CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn));
+  DS2_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn, algo, CUDNN_RNN_RELU, bias, CUDNN_UNIDIRECTIONAL,
+                                           input, dtype, CUDNN_DATA_FLOAT, math, H, H, H, layers,
+                                           c.dropout, CUDNN_RNN_PADDED_IO_DISABLED));
+  if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
+    DS2_CUDNN_CHECK(cudnnBuildRNNDynamic(c.handle, rnn, B));
+  DS2_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(c.handle, rnn, &weight_bytes));
+  DS2_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(c.handle, rnn, CUDNN_FWD_MODE_TRAINING, c.x,
+                                            &work_bytes, &reserve_bytes));
+  auto floats = [](size_t bytes) { return static_cast<int64_t>(bytes / sizeof(float) + 1); };
+  weights.reserve(floats(weight_bytes));
+  work.reserve(floats(work_bytes));
+  reserve.reserve(floats(reserve_bytes));
+  kernels::fill(weights.data(), weights.capacity(), 0.0f, stream);
+  DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&m));
+  DS2_CUDNN_CHECK(cudnnCreateTensorDescriptor(&b));
+}
+
+CudnnRnn::~CudnnRnn() {
+  if (rnn) cudnnDestroyRNNDescriptor(rnn);
+  if (m) cudnnDestroyTensorDescriptor(m);
+  if (b) cudnnDestroyTensorDescriptor(b);
+}
+
+void CudnnRnn::forward(CudnnShared& c, const void* x, void* y) {
+  DS2_CUDNN_CHECK(cudnnRNNForward(c.handle, rnn, CUDNN_FWD_MODE_TRAINING, c.seq_lengths.data(), c.x,
+                                  x, c.y, y, c.h, nullptr, nullptr, c.h, nullptr, nullptr,
+                                  weight_bytes, weights.data(), work_bytes, work.data(),
+                                  reserve_bytes, reserve.data()));
+}
+
+void CudnnRnn::backward_data(CudnnShared& c, const void* y, const void* dy, void* dx) {
+  DS2_CUDNN_CHECK(cudnnRNNBackwardData_v8(c.handle, rnn, c.seq_lengths.data(), c.y, y, dy, c.x, dx,
+                                          c.h, nullptr, nullptr, nullptr, c.h, nullptr, nullptr,
+                                          nullptr, weight_bytes, weights.data(), work_bytes,
+                                          work.data(), reserve_bytes, reserve.data()));
 }
 
 }  // namespace ds2

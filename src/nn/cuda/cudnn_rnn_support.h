@@ -27,17 +27,6 @@
 
 namespace ds2 {
 
-// The cuDNN objects one benchmark row uses, released in any case.
-struct CudnnRnn {
-  cudnnRNNDescriptor_t rnn = nullptr;
-  cudnnTensorDescriptor_t m = nullptr, b = nullptr;
-  ~CudnnRnn() {
-    if (rnn) cudnnDestroyRNNDescriptor(rnn);
-    if (m) cudnnDestroyTensorDescriptor(m);
-    if (b) cudnnDestroyTensorDescriptor(b);
-  }
-};
-
 struct CudnnShared {
   cudnnHandle_t handle = nullptr;
   cudnnDropoutDescriptor_t dropout = nullptr;
@@ -52,6 +41,27 @@ struct CudnnShared {
     if (dropout) cudnnDestroyDropoutDescriptor(dropout);
     if (handle) cudnnDestroy(handle);
   }
+};
+
+// One cuDNN ReLU RNN (unidirectional, input and hidden width H, fp32 math precision) with its
+// weight (zero-filled), work and reserve spaces, all released in any case.
+struct CudnnRnn {
+  cudnnRNNDescriptor_t rnn = nullptr;
+  cudnnTensorDescriptor_t m = nullptr, b = nullptr;  // for cudnnGetRNNWeightParams
+  size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
+  DeviceArray<float> weights, work, reserve;
+
+  // Throws ds2::Error (naming the call) where cuDNN refuses the combination.
+  CudnnRnn(CudnnShared& c, cudnnRNNAlgo_t algo, cudnnRNNBiasMode_t bias, cudnnRNNInputMode_t input,
+           cudnnDataType_t dtype, cudnnMathType_t math, int H, int layers, int B,
+           cudaStream_t stream);
+  ~CudnnRnn();
+  CudnnRnn(const CudnnRnn&) = delete;
+  CudnnRnn& operator=(const CudnnRnn&) = delete;
+  // Training-mode forward (the reserve space kept for backward), zero initial state; then
+  // backward-data from that forward's y.
+  void forward(CudnnShared& c, const void* x, void* y);
+  void backward_data(CudnnShared& c, const void* y, const void* dy, void* dx);
 };
 
 size_t element_bytes(cudnnDataType_t t);
