@@ -75,6 +75,9 @@ struct TrainLoopConfig {
   // fp32 | bf16 (mixed precision, CUDA only): GEMMs with bf16 operands and fp32 accumulation,
   // persistent RNN weights on chip in bf16; master weights, gradients, optimizer state fp32.
   std::string precision = "fp32";
+  // CUDA: two or more unidirectional clipped-ReLU layers in a row (no batch norm, no dropout)
+  // run as a wavefront of chunks where the GPU can (bf16, batch <= 8); false: layer after layer.
+  bool rnn_wavefront = true;
 };
 
 // How `ds2 eval` and `ds2 transcribe` turn the model's output into text (training's dev

@@ -10,6 +10,7 @@
 #include "nn/cuda/dropout_cuda.h"
 #include "nn/cuda/linear_cuda.h"
 #include "nn/cuda/rnn_layer_cuda.h"
+#include "nn/cuda/rnn_stack_layer.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
 #include "nn/rnn_layer.h"
@@ -25,25 +26,55 @@ struct CudaModel::Timing {
 
 CudaModel::CudaModel(CudaContext& ctx, Model& host)
     : ctx_(ctx), host_(host), params_(ctx, host.parameters()) {
-  for (const auto& layer : host.layers()) {
+  const auto& host_layers = host.layers();
+  for (size_t i = 0; i < host_layers.size(); ++i) {
+    const Layer* layer = host_layers[i].get();
+    // Two or more unidirectional clipped-ReLU layers in a row become one stack (a wavefront
+    // where the GPU can run one); the indices it covers after its first hold no layer.
+    std::vector<const RnnLayer*> run;
+    for (size_t j = i; j < host_layers.size(); ++j) {
+      const auto* rnn = dynamic_cast<const RnnLayer*>(host_layers[j].get());
+      if (!rnn || !CudaRnnStackLayer::can_stack(*rnn) ||
+          (!run.empty() && !CudaRnnStackLayer::can_follow(*run.back(), *rnn)))
+        break;
+      run.push_back(rnn);
+    }
+    if (run.size() >= 2) {
+      auto stack = std::make_unique<CudaRnnStackLayer>(ctx, params_, run);
+      stack->set_needs_input_grad(layer->needs_input_grad());
+      for (int k = 0; k < stack->size(); ++k) rnn_layers_.push_back(&stack->layer(k));
+      stacks_.push_back(stack.get());
+      layers_.push_back(std::move(stack));
+      kinds_.push_back("RNN");
+      spans_.push_back(static_cast<int>(run.size()));
+      for (size_t k = 1; k < run.size(); ++k) {
+        layers_.push_back(nullptr);
+        kinds_.push_back("RNN");
+        spans_.push_back(0);
+      }
+      i += run.size() - 1;
+      continue;
+    }
     std::unique_ptr<CudaLayer> gpu;
     std::string kind;
-    if (auto* conv = dynamic_cast<const Conv2d*>(layer.get())) {
+    if (auto* conv = dynamic_cast<const Conv2d*>(layer)) {
       gpu = std::make_unique<CudaConv2d>(ctx, params_, *conv);
       kind = "Conv2d";
-    } else if (auto* bn = dynamic_cast<const BatchNorm*>(layer.get())) {
+    } else if (auto* bn = dynamic_cast<const BatchNorm*>(layer)) {
       gpu = std::make_unique<CudaBatchNorm>(ctx, params_, *bn);
       kind = "BatchNorm";
-    } else if (auto* relu = dynamic_cast<const ClippedReLU*>(layer.get())) {
+    } else if (auto* relu = dynamic_cast<const ClippedReLU*>(layer)) {
       gpu = std::make_unique<CudaClippedReLU>(ctx, *relu);
       kind = "ClippedReLU";
-    } else if (auto* rnn = dynamic_cast<const RnnLayer*>(layer.get())) {
-      gpu = std::make_unique<CudaRnnLayer>(ctx, params_, *rnn);
+    } else if (auto* rnn = dynamic_cast<const RnnLayer*>(layer)) {
+      auto gpu_rnn = std::make_unique<CudaRnnLayer>(ctx, params_, *rnn);
+      rnn_layers_.push_back(gpu_rnn.get());
+      gpu = std::move(gpu_rnn);
       kind = "RNN";
-    } else if (auto* drop = dynamic_cast<const Dropout*>(layer.get())) {
+    } else if (auto* drop = dynamic_cast<const Dropout*>(layer)) {
       gpu = std::make_unique<CudaDropout>(ctx, *drop);
       kind = "Dropout";
-    } else if (auto* fc = dynamic_cast<const Linear*>(layer.get())) {
+    } else if (auto* fc = dynamic_cast<const Linear*>(layer)) {
       gpu = std::make_unique<CudaLinear>(ctx, params_, *fc);
       kind = "Linear";
     } else {
@@ -53,6 +84,7 @@ CudaModel::CudaModel(CudaContext& ctx, Model& host)
     gpu->set_needs_input_grad(layer->needs_input_grad());
     layers_.push_back(std::move(gpu));
     kinds_.push_back(kind);
+    spans_.push_back(1);
   }
   activations_.resize(layers_.size());
   layer_bytes_.assign(layers_.size(), 0);
@@ -95,11 +127,12 @@ void CudaModel::forward(const DeviceSequences& features, bool training) {
                                             << shape_str(features.data.shape()));
   input_ = &features;
   const DeviceSequences* in = &features;
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (size_t i = 0; i < layers_.size(); i += static_cast<size_t>(spans_[i])) {
+    const size_t last = i + static_cast<size_t>(spans_[i]) - 1;  // a stack writes its last's
     time_begin(i);
-    layers_[i]->forward(*in, activations_[i], training);
+    layers_[i]->forward(*in, activations_[last], training);
     time_end(i);
-    in = &activations_[i];
+    in = &activations_[last];
   }
 }
 
@@ -111,12 +144,16 @@ void CudaModel::backward(const DeviceSequences& grad_logits, BackwardListener* l
                                               << shape_str(logits().data.shape()));
   const DeviceSequences* grad_out = &grad_logits;
   DeviceSequences* grad_in = &grad_a_;
-  for (size_t i = layers_.size(); i-- > 0;) {
+  for (size_t last = layers_.size(); last-- > 0;) {
+    size_t i = last;
+    while (spans_[i] == 0) --i;  // the first layer of the stack that ends at `last`
     const DeviceSequences& in = i == 0 ? *input_ : activations_[i - 1];
     time_begin(i);
-    layers_[i]->backward(in, activations_[i], *grad_out, *grad_in);
+    layers_[i]->backward(in, activations_[last], *grad_out, *grad_in);
     time_end(i);
-    if (listener) listener->gradients_ready(i);
+    if (listener)
+      for (size_t k = last + 1; k-- > i;) listener->gradients_ready(k);
+    last = i;
     grad_out = grad_in;
     grad_in = grad_in == &grad_a_ ? &grad_b_ : &grad_a_;
   }
@@ -124,17 +161,29 @@ void CudaModel::backward(const DeviceSequences& grad_logits, BackwardListener* l
 
 std::string CudaModel::describe_recurrences() const {
   std::string out;
-  for (const auto& layer : layers_)
+  for (const auto& layer : layers_) {
     if (const auto* rnn = dynamic_cast<const CudaRnnLayer*>(layer.get()))
       out += rnn->name() + ": " +
              (rnn->recurrence_path().empty() ? "GEMM recurrence" : rnn->recurrence_path()) + "\n";
+    if (const auto* stack = dynamic_cast<const CudaRnnStackLayer*>(layer.get())) {
+      out += stack->name() + ": " + stack->path() + "\n";
+      if (!stack->ran_wavefront())
+        for (int k = 0; k < stack->size(); ++k) {
+          const CudaRnnLayer& rnn = stack->layer(k);
+          out += "  " + rnn.name() + ": " +
+                 (rnn.recurrence_path().empty() ? "GEMM recurrence" : rnn.recurrence_path()) + "\n";
+        }
+    }
+  }
   return out;
 }
 
+void CudaModel::set_use_wavefront(bool on) {
+  for (CudaRnnStackLayer* stack : stacks_) stack->set_use_wavefront(on);
+}
+
 void CudaModel::set_recurrent_masks(const std::map<int64_t, const uint8_t*>& by_offset) {
-  for (auto& layer : layers_) {
-    auto* rnn = dynamic_cast<CudaRnnLayer*>(layer.get());
-    if (!rnn) continue;
+  for (CudaRnnLayer* rnn : rnn_layers_) {
     const uint8_t* masks[2] = {nullptr, nullptr};
     for (int d = 0; d < rnn->directions(); ++d) {
       auto it = by_offset.find(params_.offset(rnn->u(d)));

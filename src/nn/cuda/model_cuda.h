@@ -22,6 +22,9 @@
 
 namespace ds2 {
 
+class CudaRnnLayer;
+class CudaRnnStackLayer;
+
 class CudaModel {
  public:
   CudaModel(CudaContext& ctx, Model& host);
@@ -44,6 +47,10 @@ class CudaModel {
   // One line per recurrent layer: "rnn0: persistent recurrence (...)" or "rnn0: GEMM
   // recurrence (...)", as chosen by the last forward.
   std::string describe_recurrences() const;
+  // Two or more unidirectional clipped-ReLU layers in a row run as one CudaRnnStackLayer: a
+  // wavefront of chunks where the GPU can (nn/cuda/rnn_stack_layer.h). true by default; false
+  // runs them layer after layer (train.rnn_wavefront).
+  void set_use_wavefront(bool on);
 
   // Pruning masks of recurrent matrices by their offset in the flat parameters (H x H bytes,
   // 0 = pruned), for every RNN layer's U: layers with masks may run the sparse persistent
@@ -68,7 +75,12 @@ class CudaModel {
   CudaContext& ctx_;
   Model& host_;
   DeviceParameters params_;
+  // One entry per host layer; a stack sits at its first layer's index and the indices it also
+  // covers hold null. spans_[i]: host layers that layers_[i] runs (0 for covered indices).
   std::vector<std::unique_ptr<CudaLayer>> layers_;
+  std::vector<int> spans_;
+  std::vector<CudaRnnStackLayer*> stacks_;
+  std::vector<CudaRnnLayer*> rnn_layers_;  // every recurrent layer, inside stacks too
   std::vector<std::string> kinds_;
   std::vector<DeviceSequences> activations_;
   DeviceSequences grad_a_, grad_b_;

@@ -67,6 +67,7 @@ class CudaRnnLayer : public CudaLayer {
   // U's pruning masks per direction (H x H bytes, 0 = pruned; copied), or nulls when unpruned.
   // The weights themselves must already be masked (the engines keep them so).
   void set_recurrent_masks(const uint8_t* fwd, const uint8_t* bwd);
+  bool has_recurrent_masks() const { return !masks_[0].empty() || !masks_[1].empty(); }
   // Whether the last forward or backward ran the sparse persistent kernel.
   bool ran_sparse() const { return ran_persistent_ && sparse_chosen_; }
   const ParamRef& u(int d) const { return u_[d]; }

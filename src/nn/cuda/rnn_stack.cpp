@@ -334,15 +334,14 @@ void CudaRnnStack::layer_weight_gradients(int l, const float* x, const float* h,
   cublasHandle_t blas = blas_of(slot);
   const float* dpre = pre_.data() + layer_offset(l);
   const int64_t rows = int64_t{T} * B;
-  // dW = dpre^T x, db = sum of dpre, dU = sum over t >= 1 of dpre_t^T h_{t-1}.
-  gemm(blas, precision_, true, false, H, in, static_cast<int>(rows), 1.0f, dpre, H, x, in, 0.0f,
+  // dW += dpre^T x, db += sum of dpre, dU += sum over t >= 1 of dpre_t^T h_{t-1} (accumulated,
+  // as every layer's gradients: nn/cuda/cuda_layer.h).
+  gemm(blas, precision_, true, false, H, in, static_cast<int>(rows), 1.0f, dpre, H, x, in, 1.0f,
        grads.w, in);
-  kernels::column_sum(dpre, rows, H, grads.bias, /*accumulate=*/false, stream);
+  kernels::column_sum(dpre, rows, H, grads.bias, /*accumulate=*/true, stream);
   if (T > 1)
     gemm(blas, precision_, true, false, H, H, static_cast<int>(rows - B), 1.0f,
-         dpre + int64_t{B} * H, H, h, H, 0.0f, grads.u, H);
-  else
-    kernels::fill(grads.u, int64_t{H} * H, 0.0f, stream);
+         dpre + int64_t{B} * H, H, h, H, 1.0f, grads.u, H);
 }
 
 void CudaRnnStack::backward(const float* x, const float* y,

@@ -25,7 +25,7 @@
 //                      /*max_steps=*/256, Precision::kBf16, /*residual=*/true, /*chunk=*/32);
 //   std::vector<RnnStackWeights> w = ...;      // per layer: W {H, in}, U {H, H}, b {H} (device)
 //   stack.forward(x, w, lengths, device_lengths, T, B, stack.wavefront_possible(), y);
-//   std::vector<RnnStackGradients> g = ...;   // per layer: dW, dU, db (device, overwritten)
+//   std::vector<RnnStackGradients> g = ...;   // per layer: dW, dU, db (device, added to)
 //   stack.backward(x, y, w, dy, lengths, device_lengths, T, B, true, dx, g);
 #pragma once
 
@@ -94,8 +94,9 @@ class CudaRnnStack {
   const float* hidden_states(int l, const float* y) { return h_of(l, const_cast<float*>(y)); }
   const float* layer_output(int l, const float* y) { return output_of(l, const_cast<float*>(y)); }
   // After forward() with the same x, y, weights and lengths (nothing else run on this stack in
-  // between): given dy = dL/dy {T, B, hidden}, writes dx = dL/dx {T, B, input} and every
-  // layer's dW, dU and db (overwritten). Queued on ctx.stream() like forward().
+  // between): given dy = dL/dy {T, B, hidden}, writes dx = dL/dx {T, B, input} (zero at
+  // padding) and adds every layer's dW, dU and db to `grads` (+=, as a CudaLayer accumulates its
+  // parameter gradients). Queued on ctx.stream() like forward().
   void backward(const float* x, const float* y, const std::vector<RnnStackWeights>& weights,
                 const float* dy, const std::vector<int>& lengths, const int* device_lengths, int T,
                 int B, bool wavefront, float* dx, const std::vector<RnnStackGradients>& grads);

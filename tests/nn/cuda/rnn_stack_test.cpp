@@ -2,7 +2,8 @@
 // backward, layer after layer and as a wavefront of chunks, against a float64 CPU loop of the same
 // stack (projection, bias, clipped-ReLU recurrence, residual; the gradients dx, dW, dU, db from
 // the GPU forward's h, so that both use the same masks) and against each other. Fresh random
-// inputs, unequal lengths with a 0 and a full one, outputs poisoned with NaN before every pass.
+// inputs, unequal lengths with a 0 and a full one, outputs poisoned with NaN before every pass,
+// gradient buffers started at random values (the stack adds to them).
 // Shapes: batch 1 to 8, hidden sizes that are not multiples of the tile, chunks of 1 step up to
 // longer than T, a first layer narrower than the others (no residual there). bf16: the references
 // round W, x and U to bf16 and the state as the tensor-core kernels do; the tolerance is the bf16
@@ -193,14 +194,24 @@ TEST_P(RnnStackCase, ForwardAndBackwardMatchFloat64BothWays) {
   to_device(dy, ddy, s);
   const int64_t nx = int64_t{T} * B * In;
   ddx.reserve(nx);
+  // The gradients are added to what the buffers hold: start them at random values, subtract after.
   std::vector<DeviceArray<float>> gw(L), gu(L), gb(L);
+  std::vector<std::vector<float>> start_w, start_u, start_b;
   std::vector<RnnStackGradients> grads;
   for (int l = 0; l < L; ++l) {
-    gw[l].reserve(int64_t{H} * (l == 0 ? In : H));
+    start_w.push_back(random_vector(int64_t{H} * (l == 0 ? In : H), rng, -1.0f, 1.0f));
+    start_u.push_back(random_vector(int64_t{H} * H, rng, -1.0f, 1.0f));
+    start_b.push_back(random_vector(H, rng, -1.0f, 1.0f));
+    gw[l].reserve(static_cast<int64_t>(start_w[l].size()));
     gu[l].reserve(int64_t{H} * H);
     gb[l].reserve(H);
     grads.push_back({gw[l].data(), gu[l].data(), gb[l].data()});
   }
+  const auto added = [&](const DeviceArray<float>& g, const std::vector<float>& start) {
+    std::vector<float> v = to_host(g.data(), static_cast<int64_t>(start.size()), s);
+    for (size_t i = 0; i < v.size(); ++i) v[i] -= start[i];
+    return v;
+  };
   const double atol = tensor ? 8e-3 : 1e-4, rtol = tensor ? 2e-2 : 1e-4;
   const double gtol = tensor ? 3e-2 : 1e-4;
 
@@ -212,9 +223,9 @@ TEST_P(RnnStackCase, ForwardAndBackwardMatchFloat64BothWays) {
       poison(y.data(), n, ctx);
       poison(ddx.data(), nx, ctx);
       for (int l = 0; l < L; ++l) {
-        poison(gw[l].data(), gw[l].capacity(), ctx);
-        poison(gu[l].data(), gu[l].capacity(), ctx);
-        poison(gb[l].data(), H, ctx);
+        to_device(start_w[l], gw[l], s);
+        to_device(start_u[l], gu[l], s);
+        to_device(start_b[l], gb[l], s);
       }
       stack.forward(dx.data(), weights, len, dlen.data(), T, B, wavefront, y.data());
       stack.backward(dx.data(), y.data(), weights, ddy.data(), len, dlen.data(), T, B, wavefront,
@@ -234,9 +245,9 @@ TEST_P(RnnStackCase, ForwardAndBackwardMatchFloat64BothWays) {
     expect_scaled_close(g.dx, to_host(ddx.data(), nx, s), gtol, name + ": dx");
     for (int l = 0; l < L; ++l) {
       const std::string at = name + ", layer " + std::to_string(l);
-      expect_scaled_close(g.dw[l], to_host(gw[l].data(), gw[l].capacity(), s), gtol, at + ": dW");
-      expect_scaled_close(g.du[l], to_host(gu[l].data(), gu[l].capacity(), s), gtol, at + ": dU");
-      expect_scaled_close(g.db[l], to_host(gb[l].data(), H, s), gtol, at + ": db");
+      expect_scaled_close(g.dw[l], added(gw[l], start_w[l]), gtol, at + ": dW");
+      expect_scaled_close(g.du[l], added(gu[l], start_u[l]), gtol, at + ": dU");
+      expect_scaled_close(g.db[l], added(gb[l], start_b[l]), gtol, at + ": db");
     }
   }
   expect_close(outputs[0], outputs[1], "wavefront vs layer after layer", atol, rtol);
