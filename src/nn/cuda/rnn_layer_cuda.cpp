@@ -324,11 +324,13 @@ bool CudaRnnLayer::plan_persistent(int B) {
     replanned = true;
   }
   if (replanned) describe_choice();  // not per call: this runs in every forward and backward
-  const size_t bytes = sparse_chosen_       ? sprnn_plan_->workspace_bytes()
-                       : prnn_plan_->fits() ? prnn_plan_->workspace_bytes()
-                                            : 0;
-  if (bytes == 0) return false;
-  prnn_workspace_.reserve(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+  if (!sparse_chosen_ && !prnn_plan_->fits()) return false;
+  // The cluster kernel needs no workspace (its exchange lives in shared memory): 0 bytes is a
+  // plan that runs, not one that does not.
+  const size_t bytes =
+      sparse_chosen_ ? sprnn_plan_->workspace_bytes() : prnn_plan_->workspace_bytes();
+  if (bytes > 0)
+    prnn_workspace_.reserve(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
   return true;
 }
 

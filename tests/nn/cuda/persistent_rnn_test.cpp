@@ -496,5 +496,67 @@ TEST(PersistentRnn, LayerMatchesCpuAndGemmRecurrence) {
   check_layer(ctx, true, true, 1152, {64, 4, 40}, {64, 50, 0, 63}, false, ++seed);
 }
 
+// bf16 layers that fit the thread-block cluster kernel (H <= 1024, batch <= 8) run it inside
+// CudaRnnLayer (its plan needs no workspace, which once read as "does not run" and silently
+// sent every such layer to the GEMM recurrence). Forward, then backward twice from the same
+// forward states (cluster kernel, GEMM recurrence); bf16 on both sides, so the comparison is by
+// relative error of whole tensors.
+TEST(PersistentRnn, Bf16LayersRunTheClusterKernel) {
+  DS2_REQUIRE_GPU();
+  const auto relative = [](const Tensor& ref, const Tensor& got) {
+    double diff = 0.0, norm = 0.0;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      diff += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+      norm += double(ref[i]) * ref[i];
+    }
+    return std::sqrt(diff / std::max(norm, 1e-30));
+  };
+  for (const bool bidirectional : {false, true}) {
+    SCOPED_TRACE(bidirectional ? "bi" : "uni");
+    CudaContext ctx;
+    ctx.set_matmul_precision(Precision::kBf16);
+    const int T = 40, B = 3, in = 24, H = 96;
+    const std::vector<int> lengths = {40, 0, 23};
+    Rng rng(bidirectional ? 61 : 60);
+    ParameterStore store;
+    RnnLayer cpu("rnn", store, in, H, RnnType::kRelu, bidirectional, false, 20.0f, 0.1f);
+    store.finalize();
+    store.initialize(rng);
+    DeviceParameters params(ctx, store);
+    CudaRnnLayer gpu(ctx, params, cpu);
+    DeviceSequences xd, dyd, yd[2], dxd;
+    upload(random_sequences({T, B, in}, lengths, rng), xd, ctx.stream());
+    upload(random_sequences({T, B, H}, lengths, rng), dyd, ctx.stream());
+    Tensor y[2], dx[2], grads[2];
+    for (int persistent = 1; persistent >= 0; --persistent) {
+      gpu.set_use_persistent(persistent == 1);
+      yd[persistent].data.resize({T, B, H});
+      poison(yd[persistent].data, ctx);
+      gpu.forward(xd, yd[persistent], true);
+      EXPECT_EQ(gpu.ran_persistent(), persistent == 1);
+      y[persistent] = download_tensor(yd[persistent].data, ctx);
+    }
+    EXPECT_NE(gpu.recurrence_path().find("one cluster per direction"), std::string::npos)
+        << gpu.recurrence_path();
+    EXPECT_LT(relative(y[0], y[1]), 1e-2) << "forward, cluster kernel vs GEMM recurrence";
+    EXPECT_EQ(nonzero_padding(y[1], lengths), 0);
+    for (int persistent = 1; persistent >= 0; --persistent) {
+      gpu.set_use_persistent(true);
+      gpu.forward(xd, yd[1], true);  // both backward passes from the cluster kernel's states
+      gpu.set_use_persistent(persistent == 1);
+      params.zero_grads();
+      dxd.data.resize({T, B, in});
+      poison(dxd.data, ctx);
+      gpu.backward(xd, yd[1], dyd, dxd);
+      EXPECT_EQ(gpu.ran_persistent(), persistent == 1);
+      dx[persistent] = download_tensor(dxd.data, ctx);
+      params.download_grads(grads[persistent]);
+    }
+    EXPECT_LT(relative(dx[0], dx[1]), 2e-2) << "dx";
+    EXPECT_EQ(nonzero_padding(dx[1], lengths), 0);
+    EXPECT_LT(relative(grads[0], grads[1]), 2e-2) << "parameter gradients";
+  }
+}
+
 }  // namespace
 }  // namespace ds2
