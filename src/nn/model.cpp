@@ -10,6 +10,7 @@
 #include "nn/conv2d.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
+#include "nn/lookahead.h"
 #include "nn/rnn_layer.h"
 
 namespace ds2 {
@@ -56,6 +57,8 @@ Model::Model(const ModelConfig& config, int input_features, int num_classes)
       add_layer(std::make_unique<Dropout>("rnn" + std::to_string(i) + ".dropout", config.dropout),
                 frame);
   }
+  if (config.lookahead > 0)
+    add_layer(std::make_unique<Lookahead>("lookahead", store_, features, config.lookahead), frame);
   add_layer(std::make_unique<Linear>("fc", store_, features, num_classes), frame);
   layers_.front()->set_needs_input_grad(false);
   store_.finalize();
@@ -145,6 +148,7 @@ std::string layer_kind(const Layer& layer) {
   if (dynamic_cast<const RnnLayer*>(&layer)) return "RNN";
   if (dynamic_cast<const Dropout*>(&layer)) return "Dropout";
   if (dynamic_cast<const Linear*>(&layer)) return "Linear";
+  if (dynamic_cast<const Lookahead*>(&layer)) return "Lookahead";
   return layer.name();
 }
 

@@ -31,6 +31,9 @@ struct ModelConfig {
   float relu_clip = 20.0f;    // clipped ReLU ceiling (DS2 uses 20)
   float batch_norm_momentum = 0.1f;  // running statistics update rate
   float dropout = 0.0f;              // dropout after each recurrent layer (0 = none)
+  // Future frames of the lookahead (row) convolution after the last recurrent layer (DS2's
+  // streaming-friendly context for unidirectional models); 0 = none.
+  int lookahead = 0;
 };
 
 }  // namespace ds2

@@ -273,6 +273,9 @@ const std::vector<Field>& schema() {
                 "update rate of batch-norm running statistics"),
       DS2_FIELD("model.dropout", model.dropout, float, "a number",
                 "dropout after each recurrent layer (0 = none)"),
+      DS2_FIELD("model.lookahead", model.lookahead, int, "an integer",
+                "future frames of a lookahead (row) convolution after the last recurrent layer "
+                "(0 = none)"),
       DS2_FIELD("optim.name", optim.name, std::string, "a string", "adam | sgd (Nesterov)"),
       DS2_FIELD("optim.lr", optim.lr, double, "a number", "peak learning rate"),
       DS2_FIELD("optim.momentum", optim.momentum, double, "a number", "sgd momentum"),
@@ -516,6 +519,8 @@ void validate(const Config& c) {
   DS2_CHECK(c.augment.noise_prob >= 0 && c.augment.noise_prob <= 1,
             "key 'augment.noise_prob' must be in [0, 1]");
   DS2_CHECK(c.model.dropout >= 0 && c.model.dropout < 1, "key 'model.dropout' must be in [0, 1)");
+  DS2_CHECK(c.model.lookahead >= 0 && c.model.lookahead <= 100,
+            "key 'model.lookahead' must be from 0 to 100 frames, got " << c.model.lookahead);
   DS2_CHECK(c.train.ema_decay >= 0 && c.train.ema_decay < 1,
             "key 'train.ema_decay' must be in [0, 1)");
   DS2_CHECK(c.optim.grad_clip >= 0, "key 'optim.grad_clip' must be >= 0");

@@ -9,10 +9,12 @@
 #include "nn/cuda/conv2d_cuda.h"
 #include "nn/cuda/dropout_cuda.h"
 #include "nn/cuda/linear_cuda.h"
+#include "nn/cuda/lookahead_cuda.h"
 #include "nn/cuda/rnn_layer_cuda.h"
 #include "nn/cuda/rnn_stack_layer.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
+#include "nn/lookahead.h"
 #include "nn/rnn_layer.h"
 
 namespace ds2 {
@@ -74,6 +76,9 @@ CudaModel::CudaModel(CudaContext& ctx, Model& host)
     } else if (auto* drop = dynamic_cast<const Dropout*>(layer)) {
       gpu = std::make_unique<CudaDropout>(ctx, *drop);
       kind = "Dropout";
+    } else if (auto* row = dynamic_cast<const Lookahead*>(layer)) {
+      gpu = std::make_unique<CudaLookahead>(ctx, params_, *row);
+      kind = "Lookahead";
     } else if (auto* fc = dynamic_cast<const Linear*>(layer)) {
       gpu = std::make_unique<CudaLinear>(ctx, params_, *fc);
       kind = "Linear";
