@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -69,6 +70,17 @@ inline void expect_close(const float* ref, const float* got, int64_t n, double a
                     << ", rtol " << rtol << "); first at " << first << ": ref "
                     << (first >= 0 ? ref[first] : 0) << " got " << (first >= 0 ? got[first] : 0)
                     << "; max abs error " << worst;
+}
+
+// ||got - ref|| / ||ref|| over whole tensors (NaN if any element is): where a few elements may
+// legitimately move by a whole step (a ReLU flipped by bf16 rounding), the tensor moves little.
+inline double relative_error(const float* ref, const float* got, int64_t n) {
+  double diff = 0.0, norm = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+    norm += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 inline void expect_close(const Tensor& ref, const Tensor& got, double atol, double rtol,

@@ -504,12 +504,7 @@ TEST(PersistentRnn, LayerMatchesCpuAndGemmRecurrence) {
 TEST(PersistentRnn, Bf16LayersRunTheClusterKernel) {
   DS2_REQUIRE_GPU();
   const auto relative = [](const Tensor& ref, const Tensor& got) {
-    double diff = 0.0, norm = 0.0;
-    for (int64_t i = 0; i < ref.numel(); ++i) {
-      diff += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
-      norm += double(ref[i]) * ref[i];
-    }
-    return std::sqrt(diff / std::max(norm, 1e-30));
+    return relative_error(ref.data(), got.data(), ref.numel());
   };
   for (const bool bidirectional : {false, true}) {
     SCOPED_TRACE(bidirectional ? "bi" : "uni");
