@@ -14,4 +14,10 @@ int bench_step(const BenchStepArgs& args) {
   return 0;
 }
 
+int bench_loader(const BenchLoaderArgs& args) {
+  const Config cfg = load_config(args.config, args.overrides);
+  std::cout << format_loader_bench(ds2::bench_loader(cfg, args.options)) << std::flush;
+  return 0;
+}
+
 }  // namespace ds2::cli

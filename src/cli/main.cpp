@@ -169,6 +169,19 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_step_cmd->add_option("--warmup", bench.options.warmup, "Untimed steps first")
       ->check(CLI::NonNegativeNumber);
+  ds2::cli::BenchLoaderArgs bench_loader;
+  auto* bench_loader_cmd = bench_cmd->add_subcommand(
+      "loader", "Data loader speed on the training manifest (read, augment, featurize)");
+  bench_loader_cmd->add_option("config", bench_loader.config, "YAML config file")->required();
+  bench_loader_cmd->add_option("overrides", bench_loader.overrides, "key.path=value overrides");
+  bench_loader_cmd->add_option("--batches", bench_loader.options.batches, "Timed batches")
+      ->check(CLI::PositiveNumber);
+  bench_loader_cmd
+      ->add_option("--hold-ms", bench_loader.options.hold_ms,
+                   "Hold each batch this long, as a training step would")
+      ->check(CLI::NonNegativeNumber);
+  bool no_augment = false;
+  bench_loader_cmd->add_flag("--no-augment", no_augment, "Featurize without augmentation");
   ds2::RnnBenchOptions bench_rnn;
   auto* bench_rnn_cmd = bench_cmd->add_subcommand(
       "rnn", "RNN recurrence µs/step: persistent kernel vs GEMM RNN vs cuDNN (CUDA builds)");
@@ -266,6 +279,10 @@ int main(int argc, char** argv) {
       const int rc = ds2::cli::bench_step(bench);
       ds2::dist::World::shutdown();
       return rc;
+    }
+    if (*bench_loader_cmd) {
+      bench_loader.options.augment = !no_augment;
+      return ds2::cli::bench_loader(bench_loader);
     }
     if (*bench_rnn_cmd) return ds2::cli::bench_rnn(bench_rnn);
     if (*bench_stack_cmd) return ds2::cli::bench_stack(bench_stack);

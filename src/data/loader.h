@@ -1,6 +1,7 @@
 // Loader: worker threads read and featurize the batches of an epoch ahead of the trainer, in
-// order. A fixed ring of `prefetch` batch slots is reused for the whole run, so once the largest
-// batch has been seen no memory is allocated for features. An utterance that fails to load
+// order, each thread a whole batch. A fixed ring of max(prefetch, threads + 1) batch slots is
+// reused for the whole run, so every thread has a batch to fill and, once the largest batch has
+// been seen, no memory is allocated for features. An utterance that fails to load
 // (e.g. a file changed since validation) is dropped from its batch with the reason recorded in
 // the batch, for the trainer to count and log.
 //
@@ -43,6 +44,8 @@ class Loader {
   void start_epoch(std::vector<std::vector<int>> batches, uint64_t seed, int epoch, bool augment);
   // The next batch in order, valid until the following call; nullptr at the end of the epoch.
   const Batch* next();
+  // Batch slots in the ring (prefetch, raised to threads + 1).
+  int slots() const { return static_cast<int>(slots_.size()); }
 
  private:
   struct Slot {

@@ -215,7 +215,7 @@ const std::vector<Field>& schema() {
       DS2_FIELD("data.loader_threads", data.loader_threads, int, "an integer",
                 "worker threads reading and featurizing audio"),
       DS2_FIELD("data.prefetch_batches", data.prefetch_batches, int, "an integer",
-                "batches prepared ahead of the trainer"),
+                "batches prepared ahead of the trainer (at least loader_threads + 1 slots)"),
       DS2_FIELD("features.sample_rate", features.sample_rate, int, "an integer",
                 "audio is resampled to this rate"),
       DS2_FIELD("features.window_ms", features.window_ms, double, "a number", "window length"),

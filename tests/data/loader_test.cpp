@@ -107,5 +107,21 @@ TEST_F(LoaderTest, EpochsCanBeRestartedAndStopEarly) {
   EXPECT_EQ(loader.next(), nullptr);
 }
 
+// Each thread fills a whole batch in a slot of its own while the trainer holds one, so the ring
+// has at least threads + 1 slots whatever prefetch_batches says (with 4 slots, 12 loader threads
+// once worked as 3), and a larger prefetch is kept.
+TEST_F(LoaderTest, EveryThreadHasASlotToFill) {
+  EXPECT_EQ(Loader(dataset_, *featurizer_, 12, 4).slots(), 13);
+  EXPECT_EQ(Loader(dataset_, *featurizer_, 2, 6).slots(), 6);
+  EXPECT_EQ(Loader(dataset_, *featurizer_, 1, 1).slots(), 2);
+  // With the trainer holding a batch while four threads fill the others, the epoch still comes
+  // out whole and in order.
+  Loader loader(dataset_, *featurizer_, 4, 1);
+  loader.start_epoch(batches_, 2, 0, true);
+  int64_t expected = 0;
+  while (const Batch* b = loader.next()) EXPECT_EQ(b->index, expected++);
+  EXPECT_EQ(expected, static_cast<int64_t>(batches_.size()));
+}
+
 }  // namespace
 }  // namespace ds2
