@@ -53,6 +53,35 @@ TEST(Trainer, LossFallsOnRealSpeechAndCheckpointRoundTrips) {
   EXPECT_DOUBLE_EQ(evaluate(am, ds, 1, 1).words.rate(), r.words.rate());
 }
 
+// A unidirectional model with a lookahead convolution (model.lookahead) trains, and its
+// checkpoint, lookahead weights included, rebuilds the same model.
+TEST(Trainer, UnidirectionalModelWithLookaheadLearnsAndRoundTrips) {
+  TempDir temp;
+  const std::filesystem::path& dir = temp.path();
+  const std::string manifest = testing::write_digit_manifest(dir, "george", {1, 2, 7}, 8);
+  Config cfg = parse_config(
+      "run: {seed: 4, threads: 2}\n"
+      "features: {sample_rate: 8000, type: mel, n_mels: 32}\n"
+      "model: {conv: [{channels: 8, kernel: [5, 5], stride: [2, 2]}], rnn_layers: 2,"
+      " rnn_hidden: 48, bidirectional: false, rnn_batch_norm: false, rnn_residual: true,"
+      " lookahead: 4}\n"
+      "optim: {lr: 0.003, schedule: constant}\n"
+      "train: {epochs: 40, batch_size: 8, log_every: 3}\n");
+  cfg.run.dir = (dir / "run").string();
+  cfg.data.train_manifest = manifest;
+  cfg.data.dev_manifest = manifest;
+  TrainSummary s = Trainer(cfg).run();
+  EXPECT_EQ(s.skipped_steps, 0);
+  EXPECT_LT(s.last_loss, 0.5 * s.first_loss);
+  AcousticModel am = AcousticModel::load((dir / "run" / "best.ckpt").string());
+  bool has_lookahead = false;
+  for (const NamedTensor& t : am.to_checkpoint().tensors)
+    has_lookahead = has_lookahead || (t.name == "lookahead.weight" && t.data.size() == 5 * 48);
+  EXPECT_TRUE(has_lookahead);
+  Dataset ds = load_dataset(manifest, am.dataset_checks(), 2);
+  EXPECT_DOUBLE_EQ(evaluate(am, ds, 5, 2).words.rate(), s.best_dev_wer);
+}
+
 // train.init_from starts a new run from a checkpoint's weights (fine-tuning): its first loss is
 // the trained model's, not a fresh one's; a checkpoint of another model shape is refused naming
 // the key that differs.
