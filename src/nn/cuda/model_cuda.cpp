@@ -165,19 +165,17 @@ void CudaModel::backward(const DeviceSequences& grad_logits, BackwardListener* l
 }
 
 std::string CudaModel::describe_recurrences() const {
+  const auto line = [](const CudaRnnLayer& rnn) {
+    return rnn.name() + ": " +
+           (rnn.recurrence_path().empty() ? "GEMM recurrence" : rnn.recurrence_path()) + "\n";
+  };
   std::string out;
   for (const auto& layer : layers_) {
-    if (const auto* rnn = dynamic_cast<const CudaRnnLayer*>(layer.get()))
-      out += rnn->name() + ": " +
-             (rnn->recurrence_path().empty() ? "GEMM recurrence" : rnn->recurrence_path()) + "\n";
+    if (const auto* rnn = dynamic_cast<const CudaRnnLayer*>(layer.get())) out += line(*rnn);
     if (const auto* stack = dynamic_cast<const CudaRnnStackLayer*>(layer.get())) {
       out += stack->name() + ": " + stack->path() + "\n";
       if (!stack->ran_wavefront())
-        for (int k = 0; k < stack->size(); ++k) {
-          const CudaRnnLayer& rnn = stack->layer(k);
-          out += "  " + rnn.name() + ": " +
-                 (rnn.recurrence_path().empty() ? "GEMM recurrence" : rnn.recurrence_path()) + "\n";
-        }
+        for (int k = 0; k < stack->size(); ++k) out += "  " + line(stack->layer(k));
     }
   }
   return out;
