@@ -19,9 +19,9 @@ __global__ void forward_kernel(const float* __restrict__ x, const float* __restr
   const int b = static_cast<int>(tb % B), t = static_cast<int>(tb / B);
   const int len = lengths[b];
   float sum = 0.0f;
-  for (int j = 0; j <= context && t + j < len; ++j)
+  for (int j = 0; j <= context && t + j < len; ++j)  // no term at all for a padding frame
     sum += w[int64_t{j} * F + f] * x[(int64_t{t + j} * B + b) * F + f];
-  y[i] = t < len ? sum : 0.0f;
+  y[i] = sum;
 }
 
 __global__ void backward_data_kernel(const float* __restrict__ dy, const float* __restrict__ w,

@@ -12,7 +12,7 @@ Loader::Loader(const Dataset& dataset, const Featurizer& featurizer, int threads
     // than threads + 1 would leave threads idle (prefetch 4 ran 12 loader threads as 3).
     : dataset_(dataset),
       featurizer_(featurizer),
-      slots_(static_cast<size_t>(std::max({2, prefetch, std::max(1, threads) + 1}))) {
+      slots_(static_cast<size_t>(std::max(prefetch, std::max(1, threads) + 1))) {
   for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { worker(); });
 }
 

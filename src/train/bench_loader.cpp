@@ -15,6 +15,7 @@ namespace ds2 {
 
 LoaderBenchResult bench_loader(const Config& cfg, const LoaderBenchOptions& o) {
   DS2_CHECK(o.batches >= 1, "bench loader: --batches must be at least 1, got " << o.batches);
+  DS2_CHECK(o.hold_ms >= 0, "bench loader: --hold-ms must not be negative, got " << o.hold_ms);
   DS2_CHECK(!cfg.data.train_manifest.empty(), "bench loader: key 'data.train_manifest' is empty");
   AcousticModel am = AcousticModel::create(cfg);
   const int threads = std::max(1, cfg.data.loader_threads);
@@ -39,7 +40,6 @@ LoaderBenchResult bench_loader(const Config& cfg, const LoaderBenchOptions& o) {
   r.batch_size = cfg.train.batch_size;
   r.augment = o.augment;
   r.hold_ms = o.hold_ms;
-  DS2_CHECK(o.hold_ms >= 0, "bench loader: --hold-ms must not be negative, got " << o.hold_ms);
   const auto start = std::chrono::steady_clock::now();
   loader.start_epoch(std::move(batches), static_cast<uint64_t>(cfg.run.seed), 1, o.augment);
   while (const Batch* b = loader.next()) {

@@ -1,7 +1,6 @@
 #include "nn/cuda/rnn_stack_layer.h"
 
 #include <algorithm>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -20,7 +19,7 @@ bool CudaRnnStackLayer::can_follow(const RnnLayer& prev, const RnnLayer& next) {
 
 CudaRnnStackLayer::CudaRnnStackLayer(CudaContext& ctx, DeviceParameters& params,
                                      const std::vector<const RnnLayer*>& layers)
-    : ctx_(ctx), params_(params), host_(layers) {
+    : ctx_(ctx), host_(layers) {
   DS2_CHECK(layers.size() >= 2, "CudaRnnStackLayer: a stack needs two or more layers");
   for (size_t i = 0; i + 1 < layers.size(); ++i)
     DS2_CHECK(can_follow(*layers[i], *layers[i + 1]),
@@ -44,32 +43,19 @@ bool CudaRnnStackLayer::has_masks() const {
   return false;
 }
 
-bool CudaRnnStackLayer::plan_wavefront(int T, int B) {
-  if (!use_wavefront_) {
-    path_ = "layer after layer (the wavefront is switched off)";
-    return false;
-  }
-  if (has_masks()) {
-    path_ = "layer after layer (pruned U: the sparse kernel runs per layer)";
-    return false;
-  }
-  if (!stack_failed_.empty()) {
-    path_ = "layer after layer (" + stack_failed_ + ")";
-    return false;
-  }
+CudaRnnStackLayer::Path CudaRnnStackLayer::plan_wavefront(int T, int B) {
+  if (!use_wavefront_) return Path::kSwitchedOff;
+  if (has_masks()) return Path::kPruned;
+  if (!stack_failed_.empty()) return Path::kNoStack;
   const RnnLayer& first = *host_.front();
-  if (B >= refused_batch_) {
-    path_ = "layer after layer (batch " + std::to_string(B) + " is beyond the cluster kernel's)";
-    return false;
-  }
+  if (B >= refused_batch_) return Path::kBatch;
   if (B > stack_batch_) {
     // A batch the cluster kernel cannot take (evaluation's, say) must not rebuild the stack into
     // one that never runs the wavefront again: ask the plan first.
     const PersistentRnnPlan plan(first.hidden(), B, 1, ctx_.device(), ctx_.matmul_precision());
     if (!plan.fits() || !plan.tiling().cluster) {
       refused_batch_ = B;
-      path_ = "layer after layer (batch " + std::to_string(B) + " is beyond the cluster kernel's)";
-      return false;
+      return Path::kBatch;
     }
   }
   if (!stack_ || T > stack_steps_ || B > stack_batch_) {
@@ -85,25 +71,41 @@ bool CudaRnnStackLayer::plan_wavefront(int T, int B) {
                                               /*chunk=*/32, first.relu_clip());
     } catch (const Error& e) {
       stack_failed_ = e.what();
-      path_ = "layer after layer (" + stack_failed_ + ")";
-      return false;
+      return Path::kNoStack;
     }
     stack_steps_ = steps;
     stack_batch_ = batch;
   }
-  if (!stack_->wavefront_possible()) {
-    path_ = "layer after layer (" + stack_->wavefront_why_not() + ")";
-    return false;
+  return stack_->wavefront_possible() ? Path::kWavefront : Path::kNoCluster;
+}
+
+std::string CudaRnnStackLayer::path() const {
+  switch (path_) {
+    case Path::kNotRun:
+      return "not run yet";
+    case Path::kWavefront:
+      return "wavefront: " + stack_->describe();
+    case Path::kSwitchedOff:
+      return "layer after layer (the wavefront is switched off)";
+    case Path::kPruned:
+      return "layer after layer (pruned U: the sparse kernel runs per layer)";
+    case Path::kNoStack:
+      return "layer after layer (" + stack_failed_ + ")";
+    case Path::kBatch:
+      return "layer after layer (batch " + std::to_string(last_batch_) +
+             " is beyond the cluster kernel's)";
+    case Path::kNoCluster:
+      return "layer after layer (" + stack_->wavefront_why_not() + ")";
   }
-  path_ = "wavefront: " + stack_->describe();
-  return true;
+  return "";
 }
 
 void CudaRnnStackLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool training) {
   check_sequences(in, name());
   const int T = static_cast<int>(in.time()), B = static_cast<int>(in.batch());
-  ran_wavefront_ = T * B > 0 && plan_wavefront(T, B);
-  if (!ran_wavefront_) {
+  last_batch_ = B;
+  path_ = T * B > 0 ? plan_wavefront(T, B) : Path::kNotRun;
+  if (!ran_wavefront()) {
     const DeviceSequences* x = &in;
     for (int i = 0; i < size(); ++i) {
       DeviceSequences& y = i + 1 < size() ? between_[static_cast<size_t>(i)] : out;
@@ -124,7 +126,7 @@ void CudaRnnStackLayer::backward(const DeviceSequences& in, const DeviceSequence
             name() << ": gradient shape " << shape_str(grad_out.data.shape())
                    << " differs from the output's " << shape_str(out.data.shape()));
   const int T = static_cast<int>(in.time()), B = static_cast<int>(in.batch());
-  if (!ran_wavefront_) {
+  if (!ran_wavefront()) {
     // Layer after layer from the top, the gradient between two layers in one of two buffers.
     const DeviceSequences* g = &grad_out;
     for (int i = size(); i-- > 0;) {

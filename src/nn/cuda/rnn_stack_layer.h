@@ -1,11 +1,11 @@
 // CudaRnnStackLayer: consecutive unidirectional clipped-ReLU RNN layers of a model (no batch norm,
 // nothing between them) run as one CudaLayer, so that the training engine can run them as a
 // wavefront (nn/cuda/rnn_stack.h): layer l + 1 works on chunk c while layer l works on chunk
-// c + 1. CudaModel builds one for every such run of two or more layers (rnn_stack_layers() says
-// which). Where the wavefront cannot run (fp32, a batch beyond the cluster kernel's, pruning
-// masks, or set_use_wavefront(false)) the layers run one after another as the CudaRnnLayers they
-// are otherwise, so those cases compute exactly what they computed before grouping.
-// Same contract as every CudaLayer: padding frames zero, parameter gradients accumulated.
+// c + 1. CudaModel builds one for every such run of two or more layers (its
+// describe_recurrences() names them). Where the wavefront cannot run (fp32, a batch beyond the
+// cluster kernel's, pruning masks, or set_use_wavefront(false)) the layers run one after another as
+// the CudaRnnLayers they are otherwise, so those cases compute exactly what they computed before
+// grouping. Same contract as every CudaLayer: padding frames zero, parameter gradients accumulated.
 //
 //   std::vector<const RnnLayer*> run = {rnn0, rnn1, rnn2};   // can_follow() holds for each pair
 //   CudaRnnStackLayer stack(ctx, params, run);
@@ -45,18 +45,18 @@ class CudaRnnStackLayer : public CudaLayer {
   const CudaRnnLayer& layer(int i) const { return *layers_[static_cast<size_t>(i)]; }
   // true (default): the wavefront wherever it can run; false: always layer after layer.
   void set_use_wavefront(bool on) { use_wavefront_ = on; }
-  // Whether the last forward ran the wavefront, and what it said: "wavefront of 30 layers ..." or
-  // why the layers ran one after another.
-  bool ran_wavefront() const { return ran_wavefront_; }
-  const std::string& path() const { return path_; }
+  // Whether the last forward ran the wavefront, and what it ran: "wavefront: 30 layers ..." or
+  // why the layers ran one after another (put into words only when asked, not every step).
+  bool ran_wavefront() const { return path_ == Path::kWavefront; }
+  std::string path() const;
 
  private:
-  // Whether this batch shape runs the wavefront: (re)builds the stack when T or B outgrow it.
-  bool plan_wavefront(int T, int B);
+  enum class Path { kNotRun, kWavefront, kSwitchedOff, kPruned, kNoStack, kBatch, kNoCluster };
+  // Which path this batch shape takes: (re)builds the stack when T or B outgrow it.
+  Path plan_wavefront(int T, int B);
   bool has_masks() const;
 
   CudaContext& ctx_;
-  DeviceParameters& params_;
   std::vector<std::unique_ptr<CudaRnnLayer>> layers_;
   std::vector<const RnnLayer*> host_;
   std::unique_ptr<CudaRnnStack> stack_;
@@ -64,8 +64,8 @@ class CudaRnnStackLayer : public CudaLayer {
   int stack_steps_ = 0, stack_batch_ = 0;
   int refused_batch_ = 1 << 30;  // the smallest batch found beyond the cluster kernel
   bool use_wavefront_ = true;
-  bool ran_wavefront_ = false;
-  std::string path_;
+  Path path_ = Path::kNotRun;
+  int last_batch_ = 0;
   std::vector<RnnStackWeights> weights_;
   std::vector<RnnStackGradients> grads_;
   // Layer after layer: the outputs between the layers and two gradient buffers in turn.
