@@ -13,7 +13,8 @@ class BackwardListener {
  public:
   virtual ~BackwardListener() = default;
   // Layer `layer` (an index into Model::layers()) has written all its parameter gradients; on the
-  // GPU, the work that writes them is queued on the compute stream.
+  // GPU, the work that writes them is queued, on the main stream or the weight-gradient stream:
+  // CudaContext::record_gradients_final marks the point where both are done.
   virtual void gradients_ready(size_t layer) = 0;
 };
 

@@ -31,6 +31,17 @@ const char* cublas_status_name(cublasStatus_t status) {
   }
 }
 
+cublasHandle_t make_cublas_handle(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
+  cublasHandle_t h = nullptr;
+  DS2_CUBLAS_CHECK(cublasCreate(&h));
+  DS2_CUBLAS_CHECK(cublasSetStream(h, stream));
+  DS2_CUBLAS_CHECK(cublasSetWorkspace(h, workspace, workspace_bytes));
+  // Bit-reproducible fp32 results run to run: no TF32 and no atomics-based algorithms.
+  DS2_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  DS2_CUBLAS_CHECK(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED));
+  return h;
+}
+
 CudaContext::CudaContext(int device) : device_(device) {
   std::string why;
   DS2_CHECK(cuda_available(&why), "cannot use the GPU: " << why);
@@ -45,21 +56,26 @@ CudaContext::CudaContext(int device) : device_(device) {
   DS2_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   DS2_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
   DS2_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
-  DS2_CUBLAS_CHECK(cublasCreate(&cublas_));
-  DS2_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  DS2_CUDA_CHECK(cudaStreamCreateWithFlags(&weight_stream_, cudaStreamNonBlocking));
+  DS2_CUDA_CHECK(cudaEventCreateWithFlags(&weight_fork_event_, cudaEventDisableTiming));
+  DS2_CUDA_CHECK(cudaEventCreateWithFlags(&weight_join_event_, cudaEventDisableTiming));
   workspace_.reserve(kCublasWorkspaceBytes);
   side_workspace_.reserve(kCublasWorkspaceBytes);
-  DS2_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace_.data(), kCublasWorkspaceBytes));
-  // Bit-reproducible fp32 results run to run: no TF32 and no atomics-based algorithms.
-  DS2_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
-  DS2_CUBLAS_CHECK(cublasSetAtomicsMode(cublas_, CUBLAS_ATOMICS_NOT_ALLOWED));
+  weight_workspace_.reserve(kCublasWorkspaceBytes);
+  cublas_ = make_cublas_handle(stream_, workspace_.data(), kCublasWorkspaceBytes);
+  weight_cublas_ =
+      make_cublas_handle(weight_stream_, weight_workspace_.data(), kCublasWorkspaceBytes);
 }
 
 CudaContext::~CudaContext() {
   // Destructors must not throw: errors here are ignored (the process is tearing down anyway).
   if (cublas_) cublasDestroy(cublas_);
+  if (weight_cublas_) cublasDestroy(weight_cublas_);
   if (fork_event_) cudaEventDestroy(fork_event_);
   if (join_event_) cudaEventDestroy(join_event_);
+  if (weight_fork_event_) cudaEventDestroy(weight_fork_event_);
+  if (weight_join_event_) cudaEventDestroy(weight_join_event_);
+  if (weight_stream_) cudaStreamDestroy(weight_stream_);
   if (side_stream_) cudaStreamDestroy(side_stream_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -76,6 +92,23 @@ void CudaContext::join_from_side() {
 
 void CudaContext::synchronize() {
   DS2_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+cudaStream_t CudaContext::fork_weight_gradients() {
+  if (!defer_weight_gradients_) return stream_;
+  DS2_CUDA_CHECK(cudaEventRecord(weight_fork_event_, stream_));
+  DS2_CUDA_CHECK(cudaStreamWaitEvent(weight_stream_, weight_fork_event_, 0));
+  return weight_stream_;
+}
+
+void CudaContext::record_gradients_final(cudaEvent_t event) {
+  // The weight-gradient stream runs in order and, after the fork, behind the main stream too.
+  DS2_CUDA_CHECK(cudaEventRecord(event, fork_weight_gradients()));
+}
+
+void CudaContext::join_weight_gradients() {
+  DS2_CUDA_CHECK(cudaEventRecord(weight_join_event_, weight_stream_));
+  DS2_CUDA_CHECK(cudaStreamWaitEvent(stream_, weight_join_event_, 0));
 }
 
 bool cuda_available(std::string* why) {

@@ -1,6 +1,7 @@
 // CudaContext: what every GPU op of one training process shares: the device, the main stream
 // every op is ordered on, a side stream (the backward direction of a bidirectional RNN runs on
-// it), the cuBLAS handle bound to the main stream, and a small device scratch for reductions.
+// it), a weight-gradient stream, the cuBLAS handles bound to the main and weight-gradient
+// streams, and a small device scratch for reductions.
 //
 //   ds2::CudaContext ctx(/*device=*/0);
 //   my_kernel<<<grid, block, 0, ctx.stream()>>>(...);
@@ -48,16 +49,40 @@ class CudaContext {
   void join_from_side();
   void synchronize();
 
+  // Deferred weight gradients. Work that only accumulates parameter gradients (nothing later in
+  // backward reads it) may run on the weight-gradient stream, where it overlaps the layers below
+  // instead of delaying them. CudaModel::backward turns deferral on and joins at its end; off,
+  // the weight-gradient stream and handle are the main ones, so a layer used alone behaves as
+  // before.
+  //   cudaStream_t s = ctx.fork_weight_gradients();  // waits for the main stream so far
+  //   gemm(ctx.weight_gradient_cublas(), ...);        // queued on s
+  //   ctx.record_gradients_final(event);  // fires when every gradient queued so far is final
+  //   ctx.join_weight_gradients();        // the main stream waits for them
+  void set_defer_weight_gradients(bool on) { defer_weight_gradients_ = on; }
+  bool defers_weight_gradients() const { return defer_weight_gradients_; }
+  cudaStream_t fork_weight_gradients();
+  cublasHandle_t weight_gradient_cublas() const {
+    return defer_weight_gradients_ ? weight_cublas_ : cublas_;
+  }
+  void record_gradients_final(cudaEvent_t event);
+  void join_weight_gradients();
+
  private:
   int device_;
-  cudaStream_t stream_ = nullptr, side_stream_ = nullptr;
+  cudaStream_t stream_ = nullptr, side_stream_ = nullptr, weight_stream_ = nullptr;
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
+  cudaEvent_t weight_fork_event_ = nullptr, weight_join_event_ = nullptr;
+  cublasHandle_t cublas_ = nullptr, weight_cublas_ = nullptr;
+  bool defer_weight_gradients_ = false;
   Precision matmul_precision_ = Precision::kFp32;
-  DeviceArray<uint8_t> workspace_, side_workspace_;
+  DeviceArray<uint8_t> workspace_, side_workspace_, weight_workspace_;
   std::string description_;
   int sm_count_ = 0;
 };
+
+// A cuBLAS handle bound to `stream` with a fixed workspace, set up as every handle of the project
+// is: no TF32, no atomics (bit-reproducible). The caller destroys it.
+cublasHandle_t make_cublas_handle(cudaStream_t stream, void* workspace, size_t workspace_bytes);
 
 // True when this build has CUDA and the machine shows at least one device; `why` says why not.
 bool cuda_available(std::string* why = nullptr);

@@ -64,7 +64,7 @@ class NcclGradientExchange : public GradientExchange {
   void gradients_ready(size_t layer) override {
     for (int b : plan_.ready_after(layer)) {
       const Bucket& bucket = plan_.buckets()[b];
-      DS2_CUDA_CHECK(cudaEventRecord(ready_[b], ctx_.stream()));
+      ctx_.record_gradients_final(ready_[b]);  // after deferred weight gradients too
       DS2_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_[b], 0));
       float* g = grads_ + bucket.offset;
       const size_t n = static_cast<size_t>(bucket.count);

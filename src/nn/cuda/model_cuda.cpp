@@ -149,6 +149,13 @@ void CudaModel::backward(const DeviceSequences& grad_logits, BackwardListener* l
                                               << shape_str(logits().data.shape()));
   const DeviceSequences* grad_out = &grad_logits;
   DeviceSequences* grad_in = &grad_a_;
+  // Layers may queue their weight-gradient GEMMs beside the layers below them (CudaContext), but
+  // not while timing per layer: a layer's time then includes its weight gradients.
+  struct Deferral {
+    CudaContext& ctx;
+    ~Deferral() { ctx.set_defer_weight_gradients(false); }
+  } deferral{ctx_};
+  ctx_.set_defer_weight_gradients(!timing_);
   for (size_t last = layers_.size(); last-- > 0;) {
     size_t i = last;
     while (spans_[i] == 0) --i;  // the first layer of the stack that ends at `last`
@@ -162,6 +169,7 @@ void CudaModel::backward(const DeviceSequences& grad_logits, BackwardListener* l
     grad_out = grad_in;
     grad_in = grad_in == &grad_a_ ? &grad_b_ : &grad_a_;
   }
+  ctx_.join_weight_gradients();
 }
 
 std::string CudaModel::describe_recurrences() const {

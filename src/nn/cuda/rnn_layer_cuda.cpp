@@ -37,15 +37,10 @@ CudaRnnLayer::CudaRnnLayer(CudaContext& ctx, DeviceParameters& params, const Rnn
     bn_ = std::make_unique<CudaBatchNorm>(ctx, params, *cpu.bn());
   }
   if (directions_ == 2) {
-    // The backward direction's recurrence runs on the side stream with its own handle, set up
-    // like the context's (no TF32, no atomics: bit-reproducible).
-    DS2_CUBLAS_CHECK(cublasCreate(&side_blas_));
-    DS2_CUBLAS_CHECK(cublasSetStream(side_blas_, ctx_.side_stream()));
-    // Layers run one after another on the side stream, so they can share its workspace.
-    DS2_CUBLAS_CHECK(cublasSetWorkspace(side_blas_, ctx_.side_cublas_workspace(),
-                                        CudaContext::kCublasWorkspaceBytes));
-    DS2_CUBLAS_CHECK(cublasSetMathMode(side_blas_, CUBLAS_DEFAULT_MATH));
-    DS2_CUBLAS_CHECK(cublasSetAtomicsMode(side_blas_, CUBLAS_ATOMICS_NOT_ALLOWED));
+    // The backward direction's recurrence runs on the side stream with its own handle. Layers
+    // run one after another on the side stream, so they can share its workspace.
+    side_blas_ = make_cublas_handle(ctx_.side_stream(), ctx_.side_cublas_workspace(),
+                                    CudaContext::kCublasWorkspaceBytes);
   }
 }
 
@@ -182,17 +177,15 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
 
   const bool persistent = plan_persistent(B);
   ran_persistent_ = persistent;
-  if (persistent)
-    run_persistent(/*backward=*/true, T, B, in.device_lengths.data(), grad_out.data.data());
-  auto backprop = [&] {
-    if (directions_ == 2) ctx_.fork_to_side();
-    for (int d = 0; d < directions_; ++d)
-      backprop_direction(d, T, B, in.device_lengths.data(), grad_out.data.data(), persistent);
-    if (directions_ == 2) ctx_.join_from_side();
-  };
   if (persistent) {
-    backprop();  // a handful of launches: nothing to gain from a graph
+    run_persistent(/*backward=*/true, T, B, in.device_lengths.data(), grad_out.data.data());
   } else {
+    auto backprop = [&] {
+      if (directions_ == 2) ctx_.fork_to_side();
+      for (int d = 0; d < directions_; ++d)
+        backprop_direction(d, T, B, in.device_lengths.data(), grad_out.data.data());
+      if (directions_ == 2) ctx_.join_from_side();
+    };
     std::vector<int64_t> key = {
         T,
         B,
@@ -206,8 +199,7 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
         reinterpret_cast<int64_t>(hidden_states_.data()),
         reinterpret_cast<int64_t>(hidden_candidate_.data()),
         reinterpret_cast<int64_t>(zero_state_.data()),
-        reinterpret_cast<int64_t>(params_.values()),
-        reinterpret_cast<int64_t>(params_.grads())};
+        reinterpret_cast<int64_t>(params_.values())};
     key.insert(key.end(), active_rows_.begin(), active_rows_.end());
     backward_graph_.run(key, main, backprop);
   }
@@ -219,10 +211,14 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
     bn_->backward(projection_, preactivation_, grad_preactivation_, grad_projection_);
     grad_projection = &grad_projection_;
   }
-  // dW {D*G*H, in} += dA^T {D*G*H, T*B} X {T*B, in}; padding rows of dA are zero.
+  // Weight gradients: read by nothing later in backward, so they may overlap the layers below.
   const float* da = grad_projection->data.data();
-  gemm(ctx_, true, false, P, input_size_, T * B, 1.0f, da, P, in.data.data(), input_size_, 1.0f,
-       params_.grad(w_[0]), input_size_);
+  const cudaStream_t ws = ctx_.fork_weight_gradients();
+  const cublasHandle_t wh = ctx_.weight_gradient_cublas();
+  for (int d = 0; d < directions_; ++d) accumulate_recurrent_gradients(d, T, B, ws, wh);
+  // dW {D*G*H, in} += dA^T {D*G*H, T*B} X {T*B, in}; padding rows of dA are zero.
+  gemm(wh, ctx_.matmul_precision(), true, false, P, input_size_, T * B, 1.0f, da, P, in.data.data(),
+       input_size_, 1.0f, params_.grad(w_[0]), input_size_);
   if (!needs_input_grad_) return;
   grad_in.data.resize(in.data.shape());
   grad_in.copy_lengths(in, main);
@@ -236,8 +232,7 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   }
 }
 
-void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, const float* dy,
-                                      bool recurrence_done) {
+void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, const float* dy) {
   const int H = hidden_, P = projection_size(), GH = gates() * H;
   const bool reverse = d == 1;
   const bool gru = type_ == RnnType::kGru;
@@ -250,10 +245,10 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
   float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
   float* carry = carry_.data() + int64_t{d} * 2 * B * H;  // dL/dh_t from the step before
   float* next = carry + int64_t{B} * H;                   // dL/dh_prev leaving this step
-  if (!recurrence_done) kernels::fill(carry, int64_t{B} * H, 0.0f, s);
+  kernels::fill(carry, int64_t{B} * H, 0.0f, s);
 
   // Backpropagation visits timesteps in the opposite order of the forward recurrence.
-  for (int step = 0; !recurrence_done && step < T; ++step) {
+  for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
     const int m = active_rows_[t];
     const int t_prev = reverse ? t + 1 : t - 1;
@@ -279,7 +274,16 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
     }
     std::swap(carry, next);
   }
+}
 
+void CudaRnnLayer::accumulate_recurrent_gradients(int d, int T, int B, cudaStream_t s,
+                                                  cublasHandle_t handle) {
+  const int H = hidden_, P = projection_size(), GH = gates() * H;
+  const bool reverse = d == 1;
+  const bool gru = type_ == RnnType::kGru;
+  const float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
+  const float* dpre = grad_preactivation_.data.data();
+  const float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
   // dU {G*H, H} += sum_t dG_t^T h_prev(t): one GEMM with the states shifted by one timestep (the
   // first step's h_prev is zero and contributes nothing).
   const float* dg_all = gru ? dgates : dpre + d * GH;

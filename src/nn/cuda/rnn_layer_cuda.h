@@ -81,10 +81,10 @@ class CudaRnnLayer : public CudaLayer {
   cudaStream_t stream(int d) const;
   cublasHandle_t blas(int d) const;
   void run_direction(int d, int T, int B, const int* lengths);
-  // The per-step recurrence (unless `recurrence_done`: the persistent kernel filled dpre), then
-  // dU and the bias gradients of direction d.
-  void backprop_direction(int d, int T, int B, const int* lengths, const float* dy,
-                          bool recurrence_done);
+  // The GEMM path's per-step backward recurrence of direction d: fills dpre (and dG for GRU).
+  void backprop_direction(int d, int T, int B, const int* lengths, const float* dy);
+  // dU and the recurrence-side bias gradients of direction d, from dpre, on stream s / handle.
+  void accumulate_recurrent_gradients(int d, int T, int B, cudaStream_t s, cublasHandle_t handle);
   // Plans the recurrence for batch B (dense or sparse persistent, workspace reserved); false when
   // the GEMM recurrence runs (GRU, disabled, or no persistent plan fits).
   bool plan_persistent(int B);

@@ -88,15 +88,9 @@ CudaRnnStack::CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, 
       cudaStream_t stream = nullptr;
       DS2_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       streams_.push_back(stream);
-      cublasHandle_t handle = nullptr;
-      DS2_CUBLAS_CHECK(cublasCreate(&handle));
-      handles_.push_back(handle);
-      DS2_CUBLAS_CHECK(cublasSetStream(handle, stream));
-      DS2_CUBLAS_CHECK(cublasSetWorkspace(
-          handle, blas_workspace_.data() + static_cast<int64_t>(kStreamBlasWorkspaceBytes) * s,
+      handles_.push_back(make_cublas_handle(
+          stream, blas_workspace_.data() + static_cast<int64_t>(kStreamBlasWorkspaceBytes) * s,
           kStreamBlasWorkspaceBytes));
-      DS2_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
-      DS2_CUBLAS_CHECK(cublasSetAtomicsMode(handle, CUBLAS_ATOMICS_NOT_ALLOWED));
     }
     chunk_done_.resize(static_cast<size_t>(layers) * max_chunks);
     for (cudaEvent_t& e : chunk_done_)
