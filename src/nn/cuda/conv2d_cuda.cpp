@@ -112,10 +112,12 @@ void CudaConv2d::backward(const DeviceSequences& in, const DeviceSequences& out,
   const int out_count = list_frames(out, g.T_out, g.B, out_frames_);
   const kernels::Conv2dWorkspace ws = workspace(g, out_count, /*weight_grad=*/true);
   if (out_count > 0 && g.F_out > 0) {
-    kernels::conv2d_backward_weights(in.data.data(), in.device_lengths.data(), grad_out.data.data(),
-                                     out_frames_.data(), out_count, g, ws, ctx_.matmul_precision(),
-                                     params_.grad(weight_),
-                                     with_bias_ ? params_.grad(bias_) : nullptr, stream);
+    // Nothing later in backward reads the weight gradient: it may overlap the input gradient and
+    // the layers below (CudaContext). It uses the positions and partials, backward-data the taps.
+    kernels::conv2d_backward_weights(
+        in.data.data(), in.device_lengths.data(), grad_out.data.data(), out_frames_.data(),
+        out_count, g, ws, ctx_.matmul_precision(), params_.grad(weight_),
+        with_bias_ ? params_.grad(bias_) : nullptr, ctx_.fork_weight_gradients());
   }
   if (!needs_input_grad_) return;
   grad_in.data.resize(in.data.shape());
