@@ -304,7 +304,8 @@ TrainSummary Trainer::run() {
   LossScaler scaler(cfg.train);
   double best_wer = std::numeric_limits<double>::infinity();
   int64_t step = 0, consecutive_skips = 0;
-  double window_loss = 0, window_audio = 0;
+  // data_wait: the share of the window the training thread spent waiting for the loader.
+  double window_loss = 0, window_audio = 0, window_wait = 0;
   int64_t window_steps = 0, window_utts = 0;
   auto window_start = std::chrono::steady_clock::now();
   std::vector<std::string> step_checkpoints;
@@ -433,7 +434,11 @@ TrainSummary Trainer::run() {
     position_epoch = epoch;
     loader.start_epoch(std::move(batches), static_cast<uint64_t>(cfg.run.seed), epoch,
                        /*augment=*/true);
-    while (const Batch* batch = loader.next()) {
+    while (true) {
+      const auto wait_start = std::chrono::steady_clock::now();
+      const Batch* batch = loader.next();
+      window_wait += seconds_since(wait_start);
+      if (!batch) break;
       ++batches_done;
       world.set_step(step);
       const bool poison_gradients = dist::inject_fault(world.rank(), step);
@@ -543,7 +548,8 @@ TrainSummary Trainer::run() {
         log("step " + std::to_string(step) + "/" + std::to_string(total_steps) + " epoch " +
                 std::to_string(epoch) + " loss " + fixed(avg, 3) + " lr " + scientific(lr) +
                 " grad_norm " + fixed(norm, 1) + " utt/s " + fixed(window_utts / dt, 1) +
-                " audio_s/s " + fixed(window_audio / dt, 1) +
+                " audio_s/s " + fixed(window_audio / dt, 1) + " data_wait " +
+                fixed(100.0 * window_wait / dt, 1) + "%" +
                 (scaler.dynamic() ? " loss_scale " + scale_text(scaler.scale()) : ""),
             /*console=*/!progress_.enabled());
         nlohmann::json record{{"event", "train"},
@@ -553,7 +559,8 @@ TrainSummary Trainer::run() {
                               {"lr", lr},
                               {"grad_norm", norm},
                               {"utt_per_s", window_utts / dt},
-                              {"audio_s_per_s", window_audio / dt}};
+                              {"audio_s_per_s", window_audio / dt},
+                              {"data_wait_fraction", window_wait / dt}};
         if (scaler.dynamic()) record["loss_scale"] = scaler.scale();
         if (pruner.enabled()) record["density"] = pruner.density();
         metrics << record.dump() << std::endl;
@@ -562,12 +569,13 @@ TrainSummary Trainer::run() {
                                               {"train/lr", lr},
                                               {"train/grad_norm", norm},
                                               {"train/utt_per_s", window_utts / dt},
-                                              {"train/audio_s_per_s", window_audio / dt}};
+                                              {"train/audio_s_per_s", window_audio / dt},
+                                              {"train/data_wait_fraction", window_wait / dt}};
           if (scaler.dynamic()) scalars.push_back({"train/loss_scale", scaler.scale()});
           if (pruner.enabled()) scalars.push_back({"train/density", pruner.density()});
           tb->add_scalars(step, scalars);
         }
-        window_loss = window_audio = 0;
+        window_loss = window_audio = window_wait = 0;
         window_steps = window_utts = 0;
         window_start = std::chrono::steady_clock::now();
       }

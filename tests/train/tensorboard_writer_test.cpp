@@ -385,7 +385,8 @@ TEST_F(TrainerTensorBoard, EventsCarryTheNumbersOfMetricsJsonl) {
                   {"train/lr", "lr"},
                   {"train/grad_norm", "grad_norm"},
                   {"train/utt_per_s", "utt_per_s"},
-                  {"train/audio_s_per_s", "audio_s_per_s"}};
+                  {"train/audio_s_per_s", "audio_s_per_s"},
+                  {"train/data_wait_fraction", "data_wait_fraction"}};
     else
       expected = {{"eval/wer", "wer"}, {"eval/cer", "cer"}};
     ASSERT_EQ(e.values.size(), expected.size());
@@ -396,6 +397,8 @@ TEST_F(TrainerTensorBoard, EventsCarryTheNumbersOfMetricsJsonl) {
   }
   EXPECT_GT(events[2].values[0].second, 1.0f);  // a CTC loss, not a placeholder
   EXPECT_GT(events[2].values[3].second, 0.0f);  // utterances per second
+  EXPECT_GE(events[2].values[5].second, 0.0f);  // a share of the window spent waiting for data
+  EXPECT_LE(events[2].values[5].second, 1.0f);
 }
 
 // TensorBoard's own loader (it checks both CRCs; a bad record would end its list early) reads
