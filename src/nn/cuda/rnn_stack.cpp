@@ -22,15 +22,18 @@ int chunks_of(int steps, int chunk) {
   return (steps + chunk - 1) / chunk;
 }
 
-// What a replayed graph depends on: shapes, device pointers and the lengths (chunk lengths).
-std::vector<int64_t> graph_key(int T, int B, std::initializer_list<const float*> pointers,
-                               const std::vector<RnnStackWeights>& weights,
-                               const std::vector<int>& lengths) {
-  std::vector<int64_t> key = {T, B};
+// Wavefront graphs kept per pass: one per number of chunks, for utterances of up to 16 chunks
+// (with 32-step chunks at 100 frames/s after a stride of 2, about 10 s) without recapturing.
+constexpr size_t kWavefrontGraphs = 16;
+
+// What a replayed graph depends on: its extent (T, or the number of chunks), the batch and the
+// device pointers. Lengths are read from device memory when the graph runs.
+std::vector<int64_t> graph_key(int extent, int B, std::initializer_list<const float*> pointers,
+                               const std::vector<RnnStackWeights>& weights) {
+  std::vector<int64_t> key = {extent, B};
   for (const float* p : pointers) key.push_back(reinterpret_cast<int64_t>(p));
   for (const RnnStackWeights& w : weights)
     for (const float* p : {w.w, w.u, w.bias}) key.push_back(reinterpret_cast<int64_t>(p));
-  key.insert(key.end(), lengths.begin(), lengths.end());
   return key;
 }
 
@@ -46,9 +49,12 @@ CudaRnnStack::CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, 
       max_batch_(max_batch),
       max_steps_(max_steps),
       chunk_(chunk),
+      padded_steps_(chunks_of(std::max(max_steps, 1), std::max(chunk, 1)) * std::max(chunk, 1)),
       precision_(precision),
       residual_(residual),
-      relu_clip_(relu_clip) {
+      relu_clip_(relu_clip),
+      wavefront_graph_(kWavefrontGraphs),
+      backward_wavefront_graph_(kWavefrontGraphs) {
   DS2_CHECK(layers >= 1 && input >= 1 && hidden >= 1 && max_batch >= 1 && max_steps >= 1,
             "CudaRnnStack: layers, input, hidden, max_batch and max_steps must be positive (got "
                 << layers << ", " << input << ", " << hidden << ", " << max_batch << ", "
@@ -70,7 +76,7 @@ CudaRnnStack::CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, 
   }
   if (!why_not_.empty()) concurrent_ = 1;
 
-  const int64_t per_layer = int64_t{max_steps} * max_batch * hidden;
+  const int64_t per_layer = int64_t{padded_steps_} * max_batch * hidden;
   pre_.reserve(per_layer * layers);
   h_.reserve(per_layer * layers);
   outputs_.reserve(std::max<int64_t>(1, per_layer * (layers - 1)));
@@ -78,6 +84,13 @@ CudaRnnStack::CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, 
   grad_links_.reserve(std::max<int64_t>(1, per_layer * (layers - 1)));
   const size_t ws = std::max<size_t>(plan_->workspace_bytes(), sizeof(float));
   workspace_.reserve(static_cast<int64_t>((ws + sizeof(float) - 1) / sizeof(float)) * concurrent_);
+  if (concurrent_ > 1) {
+    const int64_t rows = int64_t{padded_steps_} * max_batch;
+    x_pad_.reserve(rows * input);
+    dx_pad_.reserve(rows * input);
+    y_pad_.reserve(per_layer);
+    dy_pad_.reserve(per_layer);
+  }
   const int max_chunks = chunks_of(max_steps, chunk);
   chunk_lengths_.reserve(int64_t{max_chunks} * max_batch);
   host_chunk_lengths_.resize(static_cast<size_t>(max_chunks) * max_batch);
@@ -129,7 +142,7 @@ std::string CudaRnnStack::describe() const {
 }
 
 int64_t CudaRnnStack::layer_offset(int l) const {
-  return int64_t{l} * max_steps_ * max_batch_ * hidden_;
+  return int64_t{l} * padded_steps_ * max_batch_ * hidden_;
 }
 
 cudaStream_t CudaRnnStack::stream_of(int slot) const {
@@ -188,11 +201,11 @@ void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& w
   check_call("forward", weights.size(), lengths, T, B);
 
   cudaStream_t main = ctx_.stream();
-  // Replayed as CUDA graphs when the same shapes, pointers and lengths come again: a wavefront
-  // of short chunks is otherwise bound by the host's launch rate (five launches per chunk).
-  std::vector<int64_t> key = graph_key(T, B, {x, y}, weights, lengths);
-
+  // Replayed as CUDA graphs when the same shapes and pointers come again: a wavefront of short
+  // chunks is otherwise bound by the host's launch rate (five launches per chunk). The kernels
+  // read the lengths from device memory, so they are not part of the key.
   if (!wavefront || !wavefront_possible()) {
+    std::vector<int64_t> key = graph_key(T, B, {x, y}, weights);
     key.push_back(reinterpret_cast<int64_t>(device_lengths));
     sequential_graph_.run(key, main, [&] {
       for (int l = 0; l < layers_; ++l)
@@ -203,16 +216,31 @@ void CudaRnnStack::forward(const float* x, const std::vector<RnnStackWeights>& w
   }
 
   const int chunks = upload_chunk_lengths(lengths, T, B);
-  wavefront_graph_.run(key, main, [&] {
+  const int rows = chunks * chunk_;
+  float* xp = x_pad_.data();
+  float* yp = y_pad_.data();
+  stage_padded(x, T, rows, B, input_, xp);
+  wavefront_graph_.run(graph_key(chunks, B, {}, weights), main, [&] {
     record_wavefront(
         chunks, /*backward=*/false,
         [&](int l, int c, int slot) {
-          const int t0 = c * chunk_;
-          run_chunk(l, input_of(l, x, y), weights[l], h_of(l, y), output_of(l, y), t0,
-                    std::min(chunk_, T - t0), B, chunk_lengths_.data() + int64_t{c} * B, slot);
+          run_chunk(l, input_of(l, xp, yp), weights[l], h_of(l, yp), output_of(l, yp), c * chunk_,
+                    chunk_, B, chunk_lengths_.data() + int64_t{c} * B, slot);
         },
         nullptr);
   });
+  DS2_CUDA_CHECK(
+      cudaMemcpyAsync(y, yp, sizeof(float) * T * B * hidden_, cudaMemcpyDeviceToDevice, main));
+}
+
+void CudaRnnStack::stage_padded(const float* src, int T, int rows, int B, int width,
+                                float* padded) {
+  const int64_t frame = int64_t{B} * width;
+  DS2_CUDA_CHECK(cudaMemcpyAsync(padded, src, sizeof(float) * T * frame, cudaMemcpyDeviceToDevice,
+                                 ctx_.stream()));
+  if (rows > T)
+    DS2_CUDA_CHECK(
+        cudaMemsetAsync(padded + T * frame, 0, sizeof(float) * (rows - T) * frame, ctx_.stream()));
 }
 
 void CudaRnnStack::check_call(const char* what, size_t layers, const std::vector<int>& lengths,
@@ -350,11 +378,14 @@ void CudaRnnStack::backward(const float* x, const float* y,
                                                                        << layers_);
   float* out = const_cast<float*>(y);  // only read: the last layer's h when it adds no input
   cudaStream_t main = ctx_.stream();
-  std::vector<int64_t> key = graph_key(T, B, {x, y, dy, dx}, weights, lengths);
-  for (const RnnStackGradients& g : grads)
-    for (const float* p : {g.w, g.u, g.bias}) key.push_back(reinterpret_cast<int64_t>(p));
+  const auto with_grads = [&](std::vector<int64_t> key) {
+    for (const RnnStackGradients& g : grads)
+      for (const float* p : {g.w, g.u, g.bias}) key.push_back(reinterpret_cast<int64_t>(p));
+    return key;
+  };
 
   if (!wavefront || !wavefront_possible()) {
+    std::vector<int64_t> key = with_grads(graph_key(T, B, {x, y, dy, dx}, weights));
     key.push_back(reinterpret_cast<int64_t>(device_lengths));
     backward_sequential_graph_.run(key, main, [&] {
       for (int l = layers_ - 1; l >= 0; --l) {
@@ -366,20 +397,30 @@ void CudaRnnStack::backward(const float* x, const float* y,
     return;
   }
 
+  // As forward, on the padded copies; y_pad still holds the forward's output (the last layer's
+  // h when it adds no input), as the per-layer buffers hold its other states.
   const int chunks = upload_chunk_lengths(lengths, T, B);
-  backward_wavefront_graph_.run(key, main, [&] {
+  const int rows = chunks * chunk_;
+  float* xp = x_pad_.data();
+  float* yp = y_pad_.data();
+  float* dyp = dy_pad_.data();
+  float* dxp = dx_pad_.data();
+  stage_padded(x, T, rows, B, input_, xp);
+  stage_padded(dy, T, rows, B, hidden_, dyp);
+  backward_wavefront_graph_.run(with_grads(graph_key(chunks, B, {}, weights)), main, [&] {
     record_wavefront(
         chunks, /*backward=*/true,
         [&](int l, int c, int slot) {
-          const int t0 = c * chunk_;
-          run_backward_chunk(l, weights[l], h_of(l, out), grad_into(l, dy), grad_out_of(l, dx), t0,
-                             std::min(chunk_, T - t0), T, B, chunk_lengths_.data() + int64_t{c} * B,
+          run_backward_chunk(l, weights[l], h_of(l, yp), grad_into(l, dyp), grad_out_of(l, dxp),
+                             c * chunk_, chunk_, rows, B, chunk_lengths_.data() + int64_t{c} * B,
                              slot);
         },
         [&](int l, int slot) {
-          layer_weight_gradients(l, input_of(l, x, out), h_of(l, out), grads[l], T, B, slot);
+          layer_weight_gradients(l, input_of(l, xp, yp), h_of(l, yp), grads[l], rows, B, slot);
         });
   });
+  DS2_CUDA_CHECK(
+      cudaMemcpyAsync(dx, dxp, sizeof(float) * T * B * input_, cudaMemcpyDeviceToDevice, main));
 }
 
 }  // namespace ds2

@@ -78,6 +78,10 @@ class CudaRnnStack {
   // true (default): a pass whose shapes, pointers and lengths repeat is replayed as a CUDA graph
   // (core/cuda/step_graph.h); false: every pass is launched from the host.
   void set_use_graphs(bool on);
+  // Wavefront passes replayed from a CUDA graph so far, forward and backward (tests).
+  int64_t wavefront_replays() const {
+    return wavefront_graph_.replays() + backward_wavefront_graph_.replays();
+  }
   const PersistentRnnPlan& plan() const { return *plan_; }
   // "8 layers of 512, chunks of 32 steps, up to 8 layers at once (plan: ...)"
   std::string describe() const;
@@ -109,7 +113,7 @@ class CudaRnnStack {
   float* h_of(int l, float* y);
   float* output_of(int l, float* y);
   const float* input_of(int l, const float* x, float* y);
-  // Start of layer l's {max_steps, max_batch, hidden} block in the per-layer buffers.
+  // Start of layer l's {padded_steps, max_batch, hidden} block in the per-layer buffers.
   int64_t layer_offset(int l) const;
   // The stream and cuBLAS handle of a concurrent slot; slot -1: the context's.
   cudaStream_t stream_of(int slot) const;
@@ -136,6 +140,8 @@ class CudaRnnStack {
                   int B) const;
   // Fills the per-chunk device lengths and returns the number of chunks.
   int upload_chunk_lengths(const std::vector<int>& lengths, int T, int B);
+  // Copies the T rows of {T, B, width} `src` into `padded` and zeroes its rows up to `rows`.
+  void stage_padded(const float* src, int T, int rows, int B, int width, float* padded);
   // Steps [t0, t0 + steps) of layer l: projection, carry-in, recurrence into h, residual into y.
   // `chunk_lengths`: the B device lengths relative to t0, capped at `steps`. `slot`: the
   // concurrent stream (and its cuBLAS handle and workspace) to run on; -1 the context's stream.
@@ -144,6 +150,7 @@ class CudaRnnStack {
 
   CudaContext& ctx_;
   int layers_, input_, hidden_, max_batch_, max_steps_, chunk_;
+  int padded_steps_;  // max_steps rounded up to whole chunks: the per-layer buffers' rows
   Precision precision_;
   bool residual_;
   float relu_clip_;
@@ -158,6 +165,10 @@ class CudaRnnStack {
   DeviceArray<float> workspace_;   // the plan's, per concurrent layer
   DeviceArray<float> grad_stage_;  // per layer: dL/dh of a chunk with its carry-in (backward)
   DeviceArray<float> grad_links_;  // per layer but the first: its dx, the layer below's dL/dy
+  // The wavefront runs every chunk in full over padded copies of its inputs and outputs ({chunks x
+  // chunk, max_batch, width}; rows past T zero), so its CUDA graphs depend on the number of chunks
+  // and the batch, not on T or the lengths, and are replayed across batches.
+  DeviceArray<float> x_pad_, y_pad_, dy_pad_, dx_pad_;
   DeviceArray<int> chunk_lengths_;
   std::vector<int> host_chunk_lengths_;
   PinnedUpload lengths_staging_;

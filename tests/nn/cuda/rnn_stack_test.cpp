@@ -264,6 +264,71 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RnnStackCase,
                            return case_name(info.param);
                          });
 
+// The wavefront's CUDA graphs depend on the number of chunks and the batch only: batches of other
+// lengths with the same number of chunks replay the graph captured for an earlier one, and give
+// what the float64 stack gives (forward) and what the sequential schedule gives (dx).
+TEST(RnnStack, WavefrontGraphsServeEveryLengthWithTheSameNumberOfChunks) {
+  DS2_REQUIRE_GPU();
+  const int L = 3, H = 64, chunk = 16, max_T = 64, max_B = 3;
+  const float clip = 1.5f;
+  CudaContext ctx;
+  cudaStream_t s = ctx.stream();
+  Rng rng(4242);
+  CudaRnnStack stack(ctx, L, H, H, max_B, max_T, Precision::kBf16, /*residual=*/true, chunk, clip);
+  if (!stack.wavefront_possible()) GTEST_SKIP() << stack.wavefront_why_not();
+  const bool tensor = stack.plan().tiling().tensor_cores;
+  std::vector<std::vector<float>> w, u, bias;
+  std::vector<DeviceArray<float>> dw(L), du(L), db(L), gw(L), gu(L), gb(L);
+  std::vector<RnnStackWeights> weights;
+  std::vector<RnnStackGradients> grads;
+  for (int l = 0; l < L; ++l) {
+    w.push_back(random_vector(int64_t{H} * H, rng, -0.125f, 0.125f));
+    u.push_back(random_vector(int64_t{H} * H, rng, -0.08f, 0.08f));
+    bias.push_back(random_vector(H, rng, -0.2f, 0.2f));
+    to_device(w[l], dw[l], s);
+    to_device(u[l], du[l], s);
+    to_device(bias[l], db[l], s);
+    weights.push_back({dw[l].data(), du[l].data(), db[l].data()});
+    gw[l].reserve(int64_t{H} * H);
+    gu[l].reserve(int64_t{H} * H);
+    gb[l].reserve(H);
+    grads.push_back({gw[l].data(), gu[l].data(), gb[l].data()});
+  }
+  const int64_t most = int64_t{max_T} * max_B * H;
+  DeviceArray<float> x, y, dy, dx_wave, dx_seq;
+  for (auto* a : {&y, &dx_wave, &dx_seq}) a->reserve(most);
+  // Three chunks each but for the batch of 2 (its own graphs): first sightings run eagerly, the
+  // second T = 45 captures, the rest replay.
+  const std::vector<std::pair<int, int>> calls = {{40, 3}, {45, 3}, {48, 2}, {33, 3}, {45, 3}};
+  for (const auto& [T, B] : calls) {
+    SCOPED_TRACE("T " + std::to_string(T) + " B " + std::to_string(B));
+    const std::vector<int> len = make_lengths(T, B, rng);
+    const std::vector<float> xh = random_input(T, B, H, len, rng);
+    const std::vector<float> dyh = random_input(T, B, H, len, rng);
+    to_device(xh, x, s);
+    to_device(dyh, dy, s);
+    DeviceArray<int> dlen;
+    upload_lengths(len, dlen, s);
+    const int64_t n = int64_t{T} * B * H;
+    poison(y.data(), most, ctx);
+    poison(dx_wave.data(), most, ctx);
+    stack.forward(x.data(), weights, len, dlen.data(), T, B, /*wavefront=*/true, y.data());
+    const std::vector<float> y_wave = to_host(y.data(), n, s);
+    stack.backward(x.data(), y.data(), weights, dy.data(), len, dlen.data(), T, B, true,
+                   dx_wave.data(), grads);
+    const std::vector<float> dx_w = to_host(dx_wave.data(), n, s);
+    const StackCase c{L, H, H, B, T, chunk, Precision::kBf16};
+    expect_close(cpu_stack(c, xh, w, u, bias, len, clip, tensor), y_wave, "wavefront y vs float64",
+                 8e-3, 2e-2);
+    poison(dx_seq.data(), most, ctx);
+    stack.forward(x.data(), weights, len, dlen.data(), T, B, /*wavefront=*/false, y.data());
+    stack.backward(x.data(), y.data(), weights, dy.data(), len, dlen.data(), T, B, false,
+                   dx_seq.data(), grads);
+    expect_scaled_close(to_host(dx_seq.data(), n, s), dx_w, 3e-2, "wavefront dx vs sequential");
+  }
+  EXPECT_EQ(stack.wavefront_replays(), 6) << "forward and backward: T 45 (capture), 33, 45";
+}
+
 TEST(RnnStack, SaysWhyItRunsLayerAfterLayer) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
