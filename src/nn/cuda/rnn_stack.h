@@ -16,6 +16,10 @@
 // are done. So the kernels are unchanged, and the results differ from the sequential schedule
 // only by the carry-in GEMMs' summation order (in bf16 they round their operands as the
 // tensor-core kernels do).
+// Both schedules replay as CUDA graphs (core/cuda/step_graph.h). The wavefront runs every chunk in
+// full, over copies of x and dy padded with zero rows to a whole number of chunks (the kernels mask
+// steps past each utterance's length), so its graphs depend on the number of chunks and the batch
+// only and are replayed for every batch of those sizes, whatever T and the lengths.
 // The wavefront needs persistent kernels that can share the GPU: the thread-block cluster kernel
 // (bf16 weights, H <= 1024, batch <= 8), whose CTAs the hardware schedules as one unit. The
 // grid-wide kernels must own all their SMs (two cooperative launches are not guaranteed
