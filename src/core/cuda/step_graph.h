@@ -4,9 +4,9 @@
 // instead of a full launch. Capturing costs more than launching once, so a key is run eagerly the
 // first time and captured the second time it comes; from then on it is replayed. Up to
 // `capacity` graphs are kept (the least recently used one goes first), so work whose key takes a
-// few values (a stack's number of chunks, say) is replayed for each of them; capacity 1 keeps the
-// last key only, where keys that recur only in a row are the useful ones (benchmarks,
-// fixed-length batches).
+// few values (a stack's number of chunks, say) is replayed for each of them; capacity 1 keeps one
+// graph and one key seen once, for work whose keys recur in a row or not at all (benchmarks and
+// fixed-length batches, or a GEMM RNN whose key holds every batch's lengths).
 //
 //   ds2::StepGraph graph(/*capacity=*/1);
 //   graph.run({T, B, (int64_t)ptr, ...}, ctx.stream(), [&] { for (...) launch(...); });
