@@ -27,7 +27,7 @@ namespace {
 class SnapshotListener : public BackwardListener {
  public:
   SnapshotListener(CudaContext& ctx, float* grads, const std::vector<int64_t>& counts)
-      : ctx_(ctx), grads_(grads), snapshot_(0) {
+      : ctx_(ctx), grads_(grads) {
     int64_t offset = 0;
     for (int64_t n : counts) {
       offsets_.push_back(offset);
