@@ -68,6 +68,8 @@ TEST_P(ElementwiseTest, ReductionsMatchCpu) {
   DeviceArray<double> total(1), scratch(kernels::kSumSquaresPartials);
   kernels::sum_squares(xd.data(), x.numel(), scratch.data(), total.data(), ctx.stream());
   double got = 0;
+  // The context's stream does not synchronize with the legacy default stream cudaMemcpy uses.
+  DS2_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   DS2_CUDA_CHECK(cudaMemcpy(&got, total.data(), sizeof(double), cudaMemcpyDeviceToHost));
   EXPECT_NEAR(got, squares, 1e-9 * squares + 1e-12);
 }
