@@ -11,7 +11,9 @@ because real recordings never fall to exact silence and a model should not learn
 steps in the background at word boundaries.
 
 Splits keep every recording in one split only:
-  test  = the held-out speaker (--test-speaker), all takes;
+  test  = the held-out speaker (--test-speaker), takes below --test-takes (default: all);
+  adapt = the held-out speaker's other takes (only with --test-takes and --adapt N): audio of
+          the new voice for unsupervised adaptation, never the recordings the test is made of;
   train = the other speakers, takes below --dev-first-take (0-24);
   dev   = the other speakers, takes from --dev-first-take on (25-29).
 
@@ -38,7 +40,7 @@ import wave
 SAMPLE_RATE = 8000
 SAMPLE_WIDTH = 2
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-SPLITS = ("train", "dev", "test")
+SPLITS = ("train", "dev", "test", "adapt")
 MAX_DIGITS = 7
 PAUSE_MS = (50, 300)
 EDGE_MS = (0, 100)
@@ -66,8 +68,8 @@ def load_index(data_dir):
     return rows
 
 
-def split_pools(rows, test_speaker, dev_first_take):
-    """Returns {split: {speaker: {digit: [takes]}}}; each recording lands in exactly one split."""
+def split_pools(rows, test_speaker, dev_first_take, test_takes):
+    """Returns {split: {speaker: {digit: [takes]}}}; each recording lands in one split at most."""
     speakers = {row["speaker"] for row in rows}
     if test_speaker not in speakers:
         sys.exit(f"make-fsdd-corpus: unknown --test-speaker '{test_speaker}' "
@@ -75,7 +77,7 @@ def split_pools(rows, test_speaker, dev_first_take):
     pools = {split: {} for split in SPLITS}
     for row in rows:
         if row["speaker"] == test_speaker:
-            split = "test"
+            split = "test" if test_takes is None or row["take"] < test_takes else "adapt"
         elif row["take"] < dev_first_take:
             split = "train"
         else:
@@ -83,6 +85,8 @@ def split_pools(rows, test_speaker, dev_first_take):
         by_digit = pools[split].setdefault(row["speaker"], {})
         by_digit.setdefault(row["digit"], []).append(row["take"])
     for split, pool in pools.items():
+        if split == "adapt" and not pool:
+            continue
         for speaker, by_digit in pool.items():
             if len(by_digit) != len(DIGIT_WORDS):
                 sys.exit(f"make-fsdd-corpus: {split} split lacks some digits of {speaker}")
@@ -263,6 +267,10 @@ def main():
     parser.add_argument("--dev", type=int, default=200, help="dev utterances")
     parser.add_argument("--test", type=int, default=300, help="test utterances")
     parser.add_argument("--test-speaker", default="jackson", help="speaker held out as test")
+    parser.add_argument("--adapt", type=int, default=0,
+                        help="utterances of the held-out speaker's takes from --test-takes on")
+    parser.add_argument("--test-takes", type=int, default=None,
+                        help="the held-out speaker's takes below this are test (default: all)")
     parser.add_argument("--dev-first-take", type=int, default=25,
                         help="takes from here on are dev; below are train")
     parser.add_argument("--noise-std", type=float, default=None,
@@ -277,13 +285,20 @@ def main():
         if getattr(args, split) < 0:
             sys.exit(f"make-fsdd-corpus: --{split} must be >= 0")
 
+    if args.adapt > 0 and args.test_takes is None:
+        sys.exit("make-fsdd-corpus: --adapt needs --test-takes (which takes are test, which adapt)")
     rows = load_index(args.data)
-    pools = split_pools(rows, args.test_speaker, args.dev_first_take)
+    pools = split_pools(rows, args.test_speaker, args.dev_first_take, args.test_takes)
+    if args.adapt > 0 and not pools["adapt"]:
+        sys.exit(f"make-fsdd-corpus: --test-takes {args.test_takes} leaves no take of "
+                 f"{args.test_speaker} for --adapt")
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fsdd-corpus-") as tmp_dir:
         clips = decode_clips(args.data, rows, tmp_dir)
         noise = speaker_backgrounds(clips, args.seed, args.noise_std)
         for split in SPLITS:
+            if split == "adapt" and args.adapt == 0:
+                continue
             build_split(split, pools[split], getattr(args, split), args, clips, noise, tmp_dir)
     attribution = os.path.join(args.data, "ATTRIBUTION.md")
     if os.path.exists(attribution):

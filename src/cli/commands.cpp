@@ -20,6 +20,7 @@
 #include "train/adapt_batch_norm.h"
 #include "train/evaluate.h"
 #include "train/export_model.h"
+#include "train/self_training.h"
 #include "train/text_decoder.h"
 #include "train/trainer.h"
 #include "train/transcribe.h"
@@ -133,6 +134,28 @@ int eval(const EvalArgs& args) {
     }
     write_file_atomic(args.trn_prefix + ".ref.trn", ref);
     write_file_atomic(args.trn_prefix + ".hyp.trn", hyp);
+  }
+  return 0;
+}
+
+int adapt(const AdaptArgs& args) {
+  SelfTrainingOptions o;
+  o.rounds = args.rounds;
+  o.repeat = args.repeat;
+  o.adapt_bn_passes = args.adapt_bn;
+  o.batch_size = args.batch_size;
+  o.threads = args.threads;
+  o.device = args.decode.device;
+  o.make_decoder = [&](const AcousticModel& am) { return make_decoder(am, args.decode); };
+  o.overrides = args.overrides;
+  const std::vector<SelfTrainingRound> rounds =
+      self_train(args.checkpoint, args.manifest, args.out_dir, o,
+                 [](const std::string& line) { std::cout << "adapt: " << line << std::endl; });
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    const SelfTrainingRound& r = rounds[i];
+    std::cout << "adapt: round " << i + 1 << ": " << r.labelled << " pseudo-labelled recordings, "
+              << r.training.steps << " steps in " << r.training.wall_seconds << " s -> "
+              << r.checkpoint << "\n";
   }
   return 0;
 }

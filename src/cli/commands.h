@@ -43,6 +43,23 @@ struct EvalArgs {
 };
 int eval(const EvalArgs& args);
 
+// Self-training on untranscribed recordings of a new voice (train/self_training.h): each round
+// labels them with the current model (after AdaBN, with the decoder the flags select) and
+// fine-tunes on the training set plus `repeat` copies of them; OUT/adapted.ckpt is the result.
+struct AdaptArgs {
+  std::string checkpoint;
+  std::string manifest;                // its transcripts are never read
+  std::vector<std::string> overrides;  // fine-tuning config, key.path=value
+  std::string out_dir;
+  int rounds = 2;
+  int repeat = 3;
+  int adapt_bn = 2;
+  int batch_size = 16;
+  int threads = 2;
+  DecodeArgs decode;
+};
+int adapt(const AdaptArgs& args);
+
 // Prints "path<TAB>text" per recording (--format text) or one JSON object per line (--format
 // json: path, duration, text, confidence, words with start/end/confidence). "-" among the audio
 // arguments reads one path per line from stdin; --manifest adds a manifest's audio files.

@@ -1,6 +1,7 @@
 // ds2: train, evaluate and run Deep Speech 2-style speech recognition models.
 //   ds2 train configs/fsdd.yaml optim.lr=3e-4
 //   ds2 eval runs/fsdd/best.ckpt data/test.jsonl
+//   ds2 adapt runs/fsdd/best.ckpt new-voice.jsonl --out runs/fsdd-adapted
 //   ds2 transcribe runs/fsdd/best.ckpt a.wav b.flac [--format json]
 //   ds2 score test.ref.trn test.hyp.trn
 //   ds2 export runs/fsdd/best.ckpt fsdd.safetensors
@@ -110,6 +111,41 @@ int main(int argc, char** argv) {
   tr_cmd->add_option("--threads", tr.threads, "Loader and decoder threads")
       ->check(CLI::PositiveNumber);
   add_decode_options(tr_cmd, &tr.decode);
+
+  ds2::cli::AdaptArgs adapt;
+  auto* adapt_cmd = app.add_subcommand(
+      "adapt",
+      "Self-train on untranscribed recordings of a new voice: label them with the model, "
+      "fine-tune on them and the training set, repeat");
+  adapt_cmd->add_option("checkpoint", adapt.checkpoint, "Checkpoint to adapt")->required();
+  adapt_cmd
+      ->add_option("manifest", adapt.manifest,
+                   "JSON-lines manifest of the new voice's recordings (transcripts unused; not "
+                   "the recordings you test on)")
+      ->required();
+  adapt_cmd->add_option("overrides", adapt.overrides,
+                        "key.path=value overrides of the fine-tuning config (defaults: "
+                        "train.epochs=4 optim.lr=3e-4 optim.warmup_steps=50)");
+  adapt_cmd->add_option("--out", adapt.out_dir, "Folder for the rounds and adapted.ckpt")
+      ->required();
+  adapt_cmd->add_option("--rounds", adapt.rounds, "Label-and-fine-tune rounds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  adapt_cmd
+      ->add_option("--repeat", adapt.repeat,
+                   "Copies of the pseudo-labelled recordings beside the training set")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  adapt_cmd
+      ->add_option("--adapt-bn", adapt.adapt_bn,
+                   "Batch-norm adaptation passes over the recordings before labelling them")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  adapt_cmd->add_option("--batch-size", adapt.batch_size, "Utterances per labelling batch")
+      ->check(CLI::PositiveNumber);
+  adapt_cmd->add_option("--threads", adapt.threads, "Loader and decoder threads for labelling")
+      ->check(CLI::PositiveNumber);
+  add_decode_options(adapt_cmd, &adapt.decode);
 
   ds2::cli::TuneDecoderArgs tune;
   auto* tune_cmd = app.add_subcommand(
@@ -269,6 +305,11 @@ int main(int argc, char** argv) {
       return rc;
     }
     if (*eval_cmd) return ds2::cli::eval(eval);
+    if (*adapt_cmd) {
+      const int rc = ds2::cli::adapt(adapt);
+      ds2::dist::World::shutdown();
+      return rc;
+    }
     if (*tr_cmd) return ds2::cli::transcribe(tr);
     if (*tune_cmd) return ds2::cli::tune_decoder(tune);
     if (*score_cmd) return ds2::cli::score(score);

@@ -27,11 +27,13 @@ std::string check_utterance(const Utterance& utt, const DatasetChecks& checks, E
   const DataConfig& cfg = checks.data;
   TextNormalization norm;
   norm.digits = parse_digits_policy(cfg.digits);
-  const std::string text = normalize_text(utt.text, norm);
-  std::string bad;
-  std::vector<int> labels = checks.alphabet.encode(text, &bad);
-  if (!bad.empty()) return "characters outside the alphabet: \"" + bad + "\"";
-  if (labels.empty()) return "empty transcript";
+  std::vector<int> labels;
+  if (checks.transcribed) {
+    std::string bad;
+    labels = checks.alphabet.encode(normalize_text(utt.text, norm), &bad);
+    if (!bad.empty()) return "characters outside the alphabet: \"" + bad + "\"";
+    if (labels.empty()) return "empty transcript";
+  }
 
   AudioInfo info;
   std::vector<float> samples;

@@ -36,6 +36,9 @@ struct DatasetChecks {
   const Alphabet& alphabet;
   const Featurizer& featurizer;
   std::function<int(int)> output_length;  // model output frames for input feature frames
+  // false: untranscribed audio (self-training's input): the text is neither read nor checked,
+  // and examples have no labels; the audio checks are the same.
+  bool transcribed = true;
 };
 
 struct Dataset {

@@ -84,17 +84,17 @@ std::string write_connected_digits(const std::filesystem::path& dir, const std::
 
 std::string train_tiny_model(const std::filesystem::path& dir, const std::string& manifest,
                              int epochs) {
+  // Overrides, not assignments after parsing: the checkpoint keeps the resolved config, and
+  // what starts from it (train.init_from, self-training) reads its paths there.
   Config cfg = parse_config(
       "run: {seed: 3, threads: 2}\n"
       "features: {sample_rate: 8000, type: mel, n_mels: 32}\n"
       "model: {conv: [{channels: 8, kernel: [5, 5], stride: [2, 2]}], rnn_layers: 1,"
       " rnn_hidden: 48}\n"
       "optim: {lr: 0.005, schedule: cosine}\n"
-      "train: {batch_size: 8, log_every: 1000}\n");
-  cfg.run.dir = (dir / "run").string();
-  cfg.data.train_manifest = manifest;
-  cfg.data.dev_manifest = manifest;
-  cfg.train.epochs = epochs;
+      "train: {batch_size: 8, log_every: 1000}\n",
+      {"run.dir=" + (dir / "run").string(), "data.train_manifest=" + manifest,
+       "data.dev_manifest=" + manifest, "train.epochs=" + std::to_string(epochs)});
   Trainer(cfg).run();
   return (dir / "run" / "best.ckpt").string();
 }
