@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds a connected-digits speech corpus from the packed FSDD recordings in data/fsdd/.
 
-    scripts/make-fsdd-corpus.py --out data/fsdd/corpus            # 3000 / 200 / 300 utterances
+    scripts/make-fsdd-corpus.py --out data/fsdd/corpus    # 3000 train / 200 dev / 300 test / 300 adapt
     scripts/make-fsdd-corpus.py --out /tmp/c --seed 2 --train 500 --test-speaker lucas
 
 Each utterance is 1-7 random digits spoken by ONE speaker (a random take of each digit), joined
@@ -11,11 +11,11 @@ because real recordings never fall to exact silence and a model should not learn
 steps in the background at word boundaries.
 
 Splits keep every recording in one split only:
-  test  = the held-out speaker (--test-speaker), takes below --test-takes (default: all);
-  adapt = the held-out speaker's other takes (only with --test-takes and --adapt N): audio of
-          the new voice for unsupervised adaptation, never the recordings the test is made of;
-  train = the other speakers, takes below --dev-first-take (0-24);
-  dev   = the other speakers, takes from --dev-first-take on (25-29).
+  test  = the held-out speaker (--test-speaker), takes below --test-takes (0-29);
+  adapt = the held-out speaker's other takes (30-49): audio of the new voice for unsupervised
+          adaptation (`ds2 adapt`), never the recordings the test is made of (--adapt 0: none);
+  train = the other speakers, takes below --dev-first-take (0-44);
+  dev   = the other speakers, takes from --dev-first-take on (45-49).
 
 Writes DIR/audio/{split}/{split}_NNNNN.flac and NeMo-style JSON-lines manifests DIR/{split}.jsonl
 ({"audio_filepath": path relative to DIR, "duration": seconds, "text": words}), and copies the
@@ -77,7 +77,7 @@ def split_pools(rows, test_speaker, dev_first_take, test_takes):
     pools = {split: {} for split in SPLITS}
     for row in rows:
         if row["speaker"] == test_speaker:
-            split = "test" if test_takes is None or row["take"] < test_takes else "adapt"
+            split = "test" if row["take"] < test_takes else "adapt"
         elif row["take"] < dev_first_take:
             split = "train"
         else:
@@ -267,11 +267,11 @@ def main():
     parser.add_argument("--dev", type=int, default=200, help="dev utterances")
     parser.add_argument("--test", type=int, default=300, help="test utterances")
     parser.add_argument("--test-speaker", default="jackson", help="speaker held out as test")
-    parser.add_argument("--adapt", type=int, default=0,
+    parser.add_argument("--adapt", type=int, default=300,
                         help="utterances of the held-out speaker's takes from --test-takes on")
-    parser.add_argument("--test-takes", type=int, default=None,
-                        help="the held-out speaker's takes below this are test (default: all)")
-    parser.add_argument("--dev-first-take", type=int, default=25,
+    parser.add_argument("--test-takes", type=int, default=30,
+                        help="the held-out speaker's takes below this are test, the rest adapt")
+    parser.add_argument("--dev-first-take", type=int, default=45,
                         help="takes from here on are dev; below are train")
     parser.add_argument("--noise-std", type=float, default=None,
                         help="std of the Gaussian noise in pauses, in 16-bit units (0: silence); "
@@ -285,8 +285,6 @@ def main():
         if getattr(args, split) < 0:
             sys.exit(f"make-fsdd-corpus: --{split} must be >= 0")
 
-    if args.adapt > 0 and args.test_takes is None:
-        sys.exit("make-fsdd-corpus: --adapt needs --test-takes (which takes are test, which adapt)")
     rows = load_index(args.data)
     pools = split_pools(rows, args.test_speaker, args.dev_first_take, args.test_takes)
     if args.adapt > 0 and not pools["adapt"]:

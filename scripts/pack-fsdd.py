@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
-"""Packs a subset of the Free Spoken Digit Dataset into data/fsdd/ (a developer tool, run once).
+"""Packs the Free Spoken Digit Dataset's recordings into data/fsdd/ (a developer tool, run once).
 
     scripts/pack-fsdd.py --src /path/to/free-spoken-digit-dataset/recordings
 
-The project may not carry the FSDD recordings wholesale, so this keeps takes 0..TAKES-1 of every
-digit of every speaker found in --src, and stores each speaker's selection as ONE lossless FLAC
-file (the recordings concatenated back to back, 8 kHz mono 16-bit), plus an index of where each
-recording starts and an attribution file. Nothing at build or run time calls this script;
+Keeps takes 0..TAKES-1 (by default all 50) of every digit of every speaker found in --src, and
+stores each speaker's selection as ONE lossless FLAC file (the recordings concatenated back to
+back, 8 kHz mono 16-bit), plus an index of where each recording starts and an attribution file. Nothing at build or run time calls this script;
 scripts/make-fsdd-corpus.py reads its output.
 
 Uses only the Python standard library and the `flac` command-line tool.
@@ -112,7 +111,7 @@ license (CC BY-SA 4.0, https://creativecommons.org/licenses/by-sa/4.0/).
 ## What is here and how it was made
 
 - Subset: takes 0-{takes - 1} of each digit 0-9 for the speakers {", ".join(speakers)}
-  ({len(rows)} recordings, {hours:.2f} hours). The other takes are not included.
+  ({len(rows)} recordings, {hours:.2f} hours). Takes or speakers not listed are not included.
 - `SPEAKER.flac`: that speaker's selected recordings, unchanged sample for sample, concatenated
   back to back (digit 0-9, then take ascending) as one 8 kHz mono 16-bit stream, encoded
   losslessly with `flac -8`.
@@ -136,7 +135,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", required=True, help="FSDD recordings/ folder")
     parser.add_argument("--out", default=os.path.join(repo_root, "data", "fsdd"))
-    parser.add_argument("--takes", type=int, default=30, help="keep takes 0..TAKES-1")
+    parser.add_argument("--takes", type=int, default=50, help="keep takes 0..TAKES-1")
     args = parser.parse_args()
 
     by_speaker = find_recordings(args.src)

@@ -24,7 +24,7 @@ spec.loader.exec_module(corpus)
 
 def build(out_dir, *extra):
     subprocess.run([sys.executable, SCRIPT, "--out", out_dir, "--train", "6", "--dev", "3",
-                    "--test", "4", *extra], check=True, stdout=subprocess.DEVNULL)
+                    "--test", "4", "--adapt", "2", *extra], check=True, stdout=subprocess.DEVNULL)
 
 
 def read_manifest(path):
@@ -42,13 +42,18 @@ def decode(flac_path, tmp_dir):
 class SplitPoolsTest(unittest.TestCase):
     def test_every_recording_in_exactly_one_split(self):
         rows = corpus.load_index(DATA)
-        self.assertEqual(len(rows), 1500)
-        pools = corpus.split_pools(rows, "jackson", 25)
+        self.assertEqual(len(rows), 2500)
+        pools = corpus.split_pools(rows, "jackson", 45, 30)
         self.assertEqual(sorted(pools["test"]), ["jackson"])
         self.assertEqual(pools["test"]["jackson"][7], list(range(30)))
+        self.assertEqual(sorted(pools["adapt"]), ["jackson"])
+        self.assertEqual(pools["adapt"]["jackson"][7], list(range(30, 50)))
         self.assertEqual(sorted(pools["train"]), ["george", "lucas", "nicolas", "yweweler"])
-        self.assertEqual(pools["train"]["lucas"][3], list(range(25)))
-        self.assertEqual(pools["dev"]["lucas"][3], list(range(25, 30)))
+        self.assertEqual(pools["train"]["lucas"][3], list(range(45)))
+        self.assertEqual(pools["dev"]["lucas"][3], list(range(45, 50)))
+        whole = corpus.split_pools(rows, "george", 45, 50)
+        self.assertEqual(whole["test"]["george"][0], list(range(50)))
+        self.assertEqual(whole["adapt"], {})
 
 
 class BuildTest(unittest.TestCase):
@@ -69,7 +74,7 @@ class BuildTest(unittest.TestCase):
             # Re-draw the dev plans the way the script does and check the audio holds each
             # planned clip, unchanged, exactly after its planned silence.
             rows = corpus.load_index(DATA)
-            pools = corpus.split_pools(rows, "jackson", 25)
+            pools = corpus.split_pools(rows, "jackson", 45, 30)
             plans = corpus.plan_utterances(pools["dev"], 3, random.Random("fsdd-corpus:1:dev"))
             with tempfile.TemporaryDirectory() as decode_dir:
                 clips = corpus.decode_clips(DATA, rows, decode_dir)
@@ -82,12 +87,29 @@ class BuildTest(unittest.TestCase):
                     self.assertAlmostEqual(entry["duration"], len(pcm) / 2 / 8000, places=3)
                     offset = 0
                     for silence, (digit, take) in zip(plan["silences"], plan["words"]):
-                        self.assertIn(take, range(25, 30))
+                        self.assertIn(take, range(45, 50))
                         clip = clips[(plan["speaker"], digit, take)]
                         offset += silence * 2
                         self.assertEqual(pcm[offset:offset + len(clip)], clip)
                         offset += len(clip)
                     self.assertEqual(len(pcm), offset + plan["silences"][-1] * 2)
+
+    def test_adapt_split_is_the_held_out_speakers_other_takes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            build(tmp, "--adapt", "5")
+            self.assertEqual(len(read_manifest(os.path.join(tmp, "adapt.jsonl"))), 5)
+            rows = corpus.load_index(DATA)
+            pools = corpus.split_pools(rows, "jackson", 45, 30)
+            plans = corpus.plan_utterances(pools["adapt"], 5, random.Random("fsdd-corpus:1:adapt"))
+            for plan in plans:
+                self.assertEqual(plan["speaker"], "jackson")
+                for _, take in plan["words"]:
+                    self.assertIn(take, range(30, 50))
+            nothing_left = subprocess.run(
+                [sys.executable, SCRIPT, "--out", os.path.join(tmp, "x"), "--test-takes", "50"],
+                capture_output=True, text=True)
+            self.assertNotEqual(nothing_left.returncode, 0)
+            self.assertIn("leaves no take of jackson for --adapt", nothing_left.stderr)
 
     def test_transcript_spells_digits(self):
         plan = {"speaker": "x", "words": [(3, 0), (1, 4), (0, 2)], "silences": [0, 0, 0, 0]}
