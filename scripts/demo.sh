@@ -3,7 +3,8 @@
 # the packed FSDD recordings in data/fsdd, validate it, train configs/fsdd.yaml (about 6 minutes
 # on 2 cores; DS2_DEMO_EPOCHS=N shortens it), evaluate on a speaker never heard in training
 # (greedy, then beam search with the digits LM data/fsdd/digits-3gram.arpa as the config's decode:
-# section says), and transcribe a few of that speaker's recordings.
+# section says), self-train on that speaker's other, untranscribed recordings (ds2 adapt, about 4
+# minutes) and evaluate again, and transcribe a few of the test recordings with the adapted model.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -38,7 +39,11 @@ echo "== eval on the held-out speaker (beam search + LM, configs/fsdd.yaml decod
 "$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --worst 0
 echo "== the same after adapting batch-norm statistics to that speaker's audio (no transcripts)"
 "$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --worst 0 --adapt-bn 2
-echo "== transcribe (beam search + LM)"
+echo "== self-training on the held-out speaker's other recordings (transcripts unused), then eval"
+rm -rf "$RUN-adapt"
+"$DS2" adapt "$RUN/best.ckpt" "$CORPUS/adapt.jsonl" --out "$RUN-adapt" | grep "^adapt:\|^done"
+"$DS2" eval "$RUN-adapt/adapted.ckpt" "$CORPUS/test.jsonl" --worst 0
+echo "== transcribe (adapted model, beam search + LM)"
 mapfile -t files < <(python3 - "$CORPUS/test.jsonl" <<'PY'
 import json, os, sys
 manifest = sys.argv[1]
@@ -46,6 +51,6 @@ for line in list(open(manifest))[:5]:
     print(os.path.join(os.path.dirname(manifest), json.loads(line)["audio_filepath"]))
 PY
 )
-"$DS2" transcribe "$RUN/best.ckpt" "${files[@]}"
+"$DS2" transcribe "$RUN-adapt/adapted.ckpt" "${files[@]}"
 echo "(references:)"
 head -5 "$CORPUS/test.jsonl" | python3 -c 'import json,sys; [print(json.loads(l)["text"]) for l in sys.stdin]'
