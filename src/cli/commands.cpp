@@ -143,6 +143,7 @@ int adapt(const AdaptArgs& args) {
   o.rounds = args.rounds;
   o.repeat = args.repeat;
   o.adapt_bn_passes = args.adapt_bn;
+  o.keep = args.keep;
   o.batch_size = args.batch_size;
   o.threads = args.threads;
   o.device = args.decode.device;

@@ -54,6 +54,7 @@ struct AdaptArgs {
   int rounds = 2;
   int repeat = 3;
   int adapt_bn = 2;
+  double keep = 1.0;  // fraction of labelled recordings kept, the most confident
   int batch_size = 16;
   int threads = 2;
   DecodeArgs decode;

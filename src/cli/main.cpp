@@ -141,6 +141,12 @@ int main(int argc, char** argv) {
                    "Batch-norm adaptation passes over the recordings before labelling them")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  adapt_cmd
+      ->add_option("--keep", adapt.keep,
+                   "Fraction of the labelled recordings kept for training: those the model is "
+                   "most confident of")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
   adapt_cmd->add_option("--batch-size", adapt.batch_size, "Utterances per labelling batch")
       ->check(CLI::PositiveNumber);
   adapt_cmd->add_option("--threads", adapt.threads, "Loader and decoder threads for labelling")

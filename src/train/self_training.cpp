@@ -1,6 +1,7 @@
 #include "train/self_training.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -12,8 +13,8 @@
 #include "train/acoustic_model.h"
 #include "train/adapt_batch_norm.h"
 #include "train/config.h"
-#include "train/evaluate.h"
 #include "train/inference.h"
+#include "train/transcribe.h"
 
 namespace ds2 {
 
@@ -30,6 +31,7 @@ struct PseudoLabels {
   std::vector<Utterance> utterances;
   int64_t empty = 0;
   int64_t unusable = 0;
+  int64_t unsure = 0;
   std::string decoder;
   std::string base_config;  // the labelling checkpoint's resolved config
 };
@@ -53,22 +55,41 @@ PseudoLabels pseudo_label(const std::string& checkpoint, const std::string& mani
   const TextDecoder decoder =
       o.make_decoder ? o.make_decoder(am) : TextDecoder(am.alphabet, am.config.decode);
   out.decoder = decoder.describe();
-  std::vector<std::string> failures;
-  const std::vector<std::string> texts =
-      decode_dataset(am, ds, decoder, o.batch_size, o.threads, &failures);
-  for (const std::string& f : failures) log("skip: " + f);
-  out.unusable += static_cast<int64_t>(failures.size());
-  for (size_t i = 0; i < texts.size(); ++i) {
-    if (texts[i].empty()) {
+  TranscribeOptions to;
+  to.batch_size = o.batch_size;
+  to.threads = o.threads;
+  to.word_timings = true;  // for the confidences
+  std::vector<std::string> paths;
+  for (const Example& e : ds.examples) paths.push_back(e.utterance.audio_path);
+  std::vector<std::pair<double, size_t>> labelled;  // (confidence, example)
+  std::vector<std::string> texts(paths.size());
+  size_t next = 0;
+  Transcriber(am, decoder, to).run(paths, [&](const Transcript& t) {
+    const size_t i = next++;
+    if (!t.error.empty()) {
+      log("skip: " + t.error);
+      ++out.unusable;
+    } else if (t.text.empty()) {
       ++out.empty;
-      continue;
+    } else {
+      texts[i] = t.text;
+      labelled.emplace_back(t.confidence, i);
     }
+  });
+  // The most confident first (ties: dataset order), then back in dataset order.
+  std::stable_sort(labelled.begin(), labelled.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  const size_t kept = static_cast<size_t>(std::ceil(o.keep * static_cast<double>(labelled.size())));
+  out.unsure = static_cast<int64_t>(labelled.size() - kept);
+  labelled.resize(kept);
+  std::sort(labelled.begin(), labelled.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (const auto& [confidence, i] : labelled) {
     Utterance u = ds.examples[i].utterance;
     u.text = texts[i];
     u.duration_s = ds.examples[i].duration_s;
     out.utterances.push_back(std::move(u));
   }
-  out.empty -= static_cast<int64_t>(failures.size());  // failed ones also came back empty
   am.inference = nullptr;
   return out;
 }
@@ -101,6 +122,8 @@ std::vector<SelfTrainingRound> self_train(const std::string& checkpoint,
                                           const std::function<void(const std::string&)>& log) {
   DS2_CHECK(options.rounds >= 1, "self-training: rounds must be >= 1, got " << options.rounds);
   DS2_CHECK(options.repeat >= 1, "self-training: repeat must be >= 1, got " << options.repeat);
+  DS2_CHECK(options.keep > 0 && options.keep <= 1,
+            "self-training: the kept fraction must be in (0, 1], got " << options.keep);
   DS2_CHECK(options.adapt_bn_passes >= 0,
             "self-training: AdaBN passes must be >= 0, got " << options.adapt_bn_passes);
   for (const std::string& o : options.overrides) {
@@ -134,7 +157,8 @@ std::vector<SelfTrainingRound> self_train(const std::string& checkpoint,
     std::ostringstream line;
     line << "round " << round << ": " << labels.utterances.size() << " recordings of " << manifest
          << " labelled by " << previous << " (" << labels.empty << " decoded to no words, "
-         << labels.unusable << " unusable; AdaBN " << options.adapt_bn_passes
+         << labels.unusable << " unusable, " << labels.unsure
+         << " less sure than the kept fraction; AdaBN " << options.adapt_bn_passes
          << " passes; decoder: " << labels.decoder << ")";
     log(line.str());
     write_manifest((fs::path(dir) / "pseudo.jsonl").string(), labels.utterances);
@@ -152,6 +176,7 @@ std::vector<SelfTrainingRound> self_train(const std::string& checkpoint,
     r.labelled = static_cast<int64_t>(labels.utterances.size());
     r.empty = labels.empty;
     r.unusable = labels.unusable;
+    r.unsure = labels.unsure;
     rounds.push_back(r);
     previous = r.checkpoint;
   }

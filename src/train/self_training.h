@@ -1,6 +1,7 @@
 // Self-training on untranscribed recordings of a new speaker or channel (pseudo-labels): the model
 // transcribes them itself, after adapting its batch-norm statistics to them (AdaBN) and with its
-// decoder (beam search and LM when the checkpoint's decode: section has one), and is then
+// decoder (beam search and LM when the checkpoint's decode: section has one), optionally keeping
+// only the recordings it is most confident of, and is then
 // fine-tuned from its own weights on its training set plus `repeat` copies of those recordings
 // with their pseudo-transcripts. Each round labels with the previous round's model. The
 // manifest's transcripts are never read, so its recordings need none; they must not be the
@@ -30,7 +31,10 @@ struct SelfTrainingOptions {
   int rounds = 2;
   int repeat = 3;           // copies of the pseudo-labelled recordings beside the training set
   int adapt_bn_passes = 2;  // AdaBN passes before labelling (the labelling model only)
-  int batch_size = 16;      // labelling
+  // The fraction of labelled recordings kept: those the labelling model is most sure of (the
+  // utterance confidence of train/transcribe.h); 1 keeps all.
+  double keep = 1.0;
+  int batch_size = 16;  // labelling
   int threads = 2;
   std::string device = "auto";  // where labelling runs: auto | cpu | cuda
   // The labelling decoder; unset: the checkpoint's decode: section.
@@ -50,6 +54,7 @@ struct SelfTrainingRound {
   std::string checkpoint;  // the round's model: OUT/round-N/last.ckpt
   int64_t labelled = 0;    // recordings with a pseudo-transcript, each used `repeat` times
   int64_t empty = 0;       // decoded to no words: left out
+  int64_t unsure = 0;      // below the `keep` fraction's confidence: left out
   int64_t unusable = 0;    // failed the audio checks or decoding: left out, with a reason logged
   TrainSummary training;
 };
