@@ -16,6 +16,7 @@
 #include "ctc/trn_score.h"
 #include "data/dataset.h"
 #include "data/kaldi_import.h"
+#include "dist/world.h"
 #include "train/acoustic_model.h"
 #include "train/adapt_batch_norm.h"
 #include "train/evaluate.h"
@@ -139,6 +140,10 @@ int eval(const EvalArgs& args) {
 }
 
 int adapt(const AdaptArgs& args) {
+  // Every round labels on one process and writes one set of files; ranks would race on them.
+  DS2_CHECK(!dist::World::get().distributed(),
+            "adapt: runs as one process (not under mpirun); its fine-tuning may still use "
+            "run.device=cuda");
   SelfTrainingOptions o;
   o.rounds = args.rounds;
   o.repeat = args.repeat;
