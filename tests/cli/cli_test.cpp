@@ -41,14 +41,29 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, HelpForEverySubcommand) {
-  for (const char* sub :
-       {"train", "eval", "transcribe", "validate-data", "tune-decoder", "score", "export"}) {
+  for (const char* sub : {"train", "eval", "adapt", "transcribe", "validate-data", "tune-decoder",
+                          "score", "export"}) {
     CliRun r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << r.output;
   }
   EXPECT_NE(run("").code, 0);
   EXPECT_NE(run("fly").code, 0);
+}
+
+// ds2 adapt: a missing --out, a bad --keep and an override of a key the rounds set are refused
+// with one line before anything is written.
+TEST_F(CliTest, AdaptRefusesBadArgumentsInOneLine) {
+  const std::string voice = write("voice.jsonl", "");
+  EXPECT_NE(run("adapt x.ckpt " + voice).code, 0) << "--out is required";
+  EXPECT_NE(run("adapt x.ckpt " + voice + " --out o --keep 0").code, 0);
+  EXPECT_NE(run("adapt x.ckpt " + voice + " --out o --keep 1.5").code, 0);
+  const std::string out = (dir_ / "adapted").string();
+  CliRun r = run("adapt x.ckpt " + voice + " --out " + out + " run.dir=elsewhere");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.output, "ds2: error: self-training: key 'run.dir' is set by each round (" + out +
+                          "/round-N), not by an override\n");
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 // The GPU benchmarks refuse bad options before anything runs, and without a usable GPU (or in a
