@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Leave-one-speaker-out on the digits: each FSDD speaker in turn is held out, a model is trained
+# on the other four with configs/fsdd.yaml, evaluated on the held-out speaker's test takes
+# (greedy and with the config's LM), then adapted with `ds2 adapt` on that speaker's other,
+# untranscribed takes and evaluated again. Prints one row per speaker and the mean (every test
+# set has the same 1243 words, so the mean is also the pooled WER).
+#
+#   scripts/held-out-speakers.sh --jobs 5 -- run.device=cuda      # the README's table, one GPU
+#   scripts/held-out-speakers.sh --speakers "george lucas" --no-adapt
+#
+# Options: --speakers "S ..." (all five), --out DIR (runs/held-out), --jobs N (speakers at once,
+#          1), --no-adapt, --adapt-args "ARGS" (passed to ds2 adapt, e.g. "--keep 0.5"),
+#          --ds2 PATH (build/ds2), KEY=VALUE overrides for training (and adaptation) after --.
+# A speaker's corpus and runs go to OUT/SPEAKER/; an existing folder is replaced.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SPEAKERS="jackson george lucas nicolas yweweler"
+OUT="runs/held-out"
+JOBS=1
+ADAPT=1
+ADAPT_ARGS=""
+DS2="${DS2:-$ROOT/build/ds2}"
+OVERRIDES=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --speakers) SPEAKERS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --jobs) JOBS="$2"; shift 2 ;;
+    --no-adapt) ADAPT=0; shift ;;
+    --adapt-args) ADAPT_ARGS="$2"; shift 2 ;;
+    --ds2) DS2="$2"; shift 2 ;;
+    --) shift; OVERRIDES=("$@"); break ;;
+    *) echo "held-out-speakers.sh: unknown option '$1' (see the comment at the top)" >&2; exit 2 ;;
+  esac
+done
+[ -x "$DS2" ] || { echo "held-out-speakers.sh: no ds2 binary at $DS2 (scripts/build.sh)" >&2; exit 2; }
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "held-out-speakers.sh: --jobs must be >= 1" >&2; exit 2; }
+
+# "WER 23.73% (...)" -> 23.73
+wer_of() { sed -n 's/^WER \([0-9.]*\)%.*/\1/p'; }
+
+# One speaker: corpus, training, evaluation, adaptation; writes OUT/S/result (five fields).
+one_speaker() {
+  local s="$1" dir="$OUT/$1"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  python3 "$ROOT/scripts/make-fsdd-corpus.py" --out "$dir/corpus" --test-speaker "$s" \
+    >"$dir/corpus.log"
+  "$DS2" train "$ROOT/configs/fsdd.yaml" run.dir="$dir/run" \
+    data.train_manifest="$dir/corpus/train.jsonl" data.dev_manifest="$dir/corpus/dev.jsonl" \
+    ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
+  local test="$dir/corpus/test.jsonl" g l ag=- al=-
+  g=$("$DS2" eval "$dir/run/best.ckpt" "$test" --greedy | wer_of)
+  l=$("$DS2" eval "$dir/run/best.ckpt" "$test" | wer_of)
+  if [ "$ADAPT" = 1 ]; then
+    # shellcheck disable=SC2086  # ADAPT_ARGS is a list of options
+    "$DS2" adapt "$dir/run/best.ckpt" "$dir/corpus/adapt.jsonl" --out "$dir/adapt" $ADAPT_ARGS \
+      ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/adapt.log" 2>&1
+    ag=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --greedy | wer_of)
+    al=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" | wer_of)
+  fi
+  echo "$s $g $l $ag $al" >"$dir/result"
+}
+
+mkdir -p "$OUT"
+pids=()
+for s in $SPEAKERS; do
+  one_speaker "$s" &
+  pids+=($!)
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+done
+failed=0
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+for s in $SPEAKERS; do
+  [ -f "$OUT/$s/result" ] || { echo "held-out-speakers.sh: $s failed (logs in $OUT/$s/)" >&2; failed=1; }
+done
+[ "$failed" = 0 ] || exit 1
+
+python3 - "$OUT" $SPEAKERS <<'PY'
+import sys
+out, speakers = sys.argv[1], sys.argv[2:]
+rows = [open(f"{out}/{s}/result").read().split() for s in speakers]
+print("| held-out speaker | greedy | with the LM | after ds2 adapt, greedy | after ds2 adapt, with the LM |")
+print("|---|---|---|---|---|")
+cell = lambda v: "-" if v == "-" else f"{float(v):.2f}%"
+for r in rows:
+    print(f"| {r[0]} | " + " | ".join(cell(v) for v in r[1:]) + " |")
+means = []
+for i in range(1, 5):
+    vals = [r[i] for r in rows]
+    means.append("-" if "-" in vals else f"{sum(map(float, vals)) / len(vals):.2f}%")
+print(f"| mean of {len(rows)} | " + " | ".join(means) + " |")
+PY
