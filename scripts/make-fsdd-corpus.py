@@ -18,8 +18,8 @@ Splits keep every recording in one split only:
   dev   = the other speakers, takes from --dev-first-take on (45-49).
 
 Writes DIR/audio/{split}/{split}_NNNNN.flac and NeMo-style JSON-lines manifests DIR/{split}.jsonl
-({"audio_filepath": path relative to DIR, "duration": seconds, "text": words}), and copies the
-attribution (the corpus is CC BY-SA 4.0, like FSDD). The same seed and sizes give the same bytes.
+({"audio_filepath": path relative to DIR, "duration": seconds, "text": words, "speaker": name}),
+and copies the attribution (the corpus is CC BY-SA 4.0, like FSDD). The same seed and sizes give the same bytes.
 Uses only the Python standard library and the `flac` command-line tool.
 """
 
@@ -243,7 +243,8 @@ def build_split(split, pool, count, args, clips, noise, tmp_dir):
         total_samples += num_samples
         entries.append({"audio_filepath": f"audio/{split}/{name}.flac",
                         "duration": round(num_samples / SAMPLE_RATE, 3),
-                        "text": transcript(plan)})
+                        "text": transcript(plan),
+                        "speaker": plan["speaker"]})
     encode_flacs(wav_paths, split_dir, args.jobs)
     shutil.rmtree(wav_dir)
 

@@ -107,6 +107,12 @@ std::string parse_entry(const std::string& line, const fs::path& manifest_dir, U
     utt->id = *id;
     break;
   }
+  if (entry.contains("speaker")) {
+    const std::string* speaker = string_field(entry, "speaker", &reason);
+    if (speaker == nullptr) return reason;
+    if (speaker->empty()) return "empty 'speaker'";
+    utt->speaker = *speaker;
+  }
   if (utt->id.empty()) utt->id = fs::path(*audio).stem().string() + "@" + std::to_string(utt->line);
   utt->audio_path = resolve_audio_path(manifest_dir, *audio);
   utt->duration_s = seconds;
@@ -178,6 +184,7 @@ void write_manifest(const std::string& path, const std::vector<Utterance>& utter
     entry["audio_filepath"] = path_for_manifest(utt.audio_path, manifest_dir);
     entry["duration"] = utt.duration_s;
     entry["text"] = utt.text;
+    if (!utt.speaker.empty()) entry["speaker"] = utt.speaker;
     try {
       contents += entry.dump();
     } catch (const nlohmann::json::type_error&) {

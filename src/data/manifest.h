@@ -10,7 +10,8 @@
 // Relative audio paths are relative to the manifest's folder; read_manifest resolves them so
 // Utterance::audio_path can be opened from the current directory. Optional keys: "id" or
 // "utterance_id" (a string); without one the id is "<audio file stem>@<line>", which is unique
-// within a manifest and still says which file it is. Other keys are ignored.
+// within a manifest and still says which file it is. Optional "speaker" (a string) names who
+// speaks (data.speaker_batches). Other keys are ignored.
 #pragma once
 
 #include <iosfwd>
@@ -27,6 +28,7 @@ struct Utterance {
   std::string audio_path;  // absolute, or relative to the current directory
   double duration_s = kUnknownDuration;
   std::string text;      // as written in the source, not normalized
+  std::string speaker;   // optional: who speaks (data.speaker_batches); "" = not given
   std::string manifest;  // where it came from, for error messages
   int line = 0;          // 1-based line in `manifest`
 };
@@ -47,7 +49,8 @@ std::vector<Utterance> read_manifest(std::istream& in, const std::string& path,
 // to transcribe) can be one. Errors name the manifest and line.
 std::vector<std::string> manifest_audio_paths(const std::string& manifest);
 
-// Writes utterances as JSON lines ("id", "audio_filepath", "duration", "text"), with audio paths
+// Writes utterances as JSON lines ("id", "audio_filepath", "duration", "text", and "speaker" when
+// known), with audio paths
 // made relative to the new manifest's folder when the audio is given by a relative path, so that
 // read_manifest gives the same utterances back. Writes a temporary file and renames it over
 // `path`, so readers never see half a manifest. Throws on an unknown (negative) duration.

@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "data/loader.h"
-#include "data/sampler.h"
 #include "train/acoustic_model.h"
+#include "train/training_sampler.h"
 
 namespace ds2 {
 
@@ -24,12 +24,8 @@ LoaderBenchResult bench_loader(const Config& cfg, const LoaderBenchOptions& o) {
   if (am.featurizer->needs_global_stats())
     am.featurizer->set_global_stats(std::vector<float>(am.featurizer->num_features(), 0.0f),
                                     std::vector<float>(am.featurizer->num_features(), 1.0f));
-  std::vector<double> durations;
-  for (const auto& ex : train.examples) durations.push_back(ex.duration_s);
   // Epoch 1: the shuffled, length-bucketed batches training sees after SortaGrad's first epoch.
-  BatchSampler sampler(durations, cfg.train.batch_size, cfg.train.sortagrad,
-                       static_cast<uint64_t>(cfg.run.seed), 0, 1);
-  std::vector<std::vector<int>> batches = sampler.epoch(1);
+  std::vector<std::vector<int>> batches = training_sampler(cfg, train, 0, 1).epoch(1);
   if (static_cast<int64_t>(batches.size()) > o.batches) batches.resize(o.batches);
 
   Loader loader(train, *am.featurizer, threads, cfg.data.prefetch_batches);

@@ -212,6 +212,9 @@ const std::vector<Field>& schema() {
                 "allowed difference between manifest and audio duration"),
       DS2_FIELD("data.fatal_bad_utterances", data.fatal_bad_utterances, bool, "true or false",
                 "stop on the first bad utterance instead of skipping and counting it"),
+      DS2_FIELD("data.speaker_batches", data.speaker_batches, bool, "true or false",
+                "every training batch from one speaker (the manifests' \"speaker\" key), so "
+                "batch norm trains on one voice's statistics at a time"),
       DS2_FIELD("data.loader_threads", data.loader_threads, int, "an integer",
                 "worker threads reading and featurizing audio"),
       DS2_FIELD("data.prefetch_batches", data.prefetch_batches, int, "an integer",

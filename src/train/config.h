@@ -33,6 +33,7 @@ struct DataConfig {
   double max_duration_s = 20.0;
   double duration_tolerance_s = 0.1;  // allowed |manifest duration - audio duration|
   bool fatal_bad_utterances = false;  // true: stop at the first bad utterance instead of skipping
+  bool speaker_batches = false;       // every training batch from one speaker (manifest "speaker")
   int loader_threads = 2;
   int prefetch_batches = 4;
 };

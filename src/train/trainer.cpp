@@ -31,6 +31,7 @@
 #include "train/pruning.h"
 #include "train/step_engine.h"
 #include "train/tensorboard_writer.h"
+#include "train/training_sampler.h"
 
 namespace ds2 {
 namespace fs = std::filesystem;
@@ -260,10 +261,7 @@ TrainSummary Trainer::run() {
     engine->set_weight_masks(pruner.masks());
   }
 
-  std::vector<double> durations;
-  for (const auto& ex : train.examples) durations.push_back(ex.duration_s);
-  BatchSampler sampler(durations, cfg.train.batch_size, cfg.train.sortagrad,
-                       static_cast<uint64_t>(cfg.run.seed), world.rank(), world.size());
+  const BatchSampler sampler = training_sampler(cfg, train, world.rank(), world.size());
   const int rank_batch = (cfg.train.batch_size + world.size() - 1) / world.size();
   const int64_t steps_per_epoch = sampler.batches_per_epoch();
   int64_t total_steps = steps_per_epoch * cfg.train.epochs;

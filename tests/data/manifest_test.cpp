@@ -188,6 +188,32 @@ TEST_F(ManifestTest, WriteThenReadGivesTheSameUtterances) {
   EXPECT_EQ(back[1].duration_s, 0.125);
 }
 
+// "speaker" is optional: read when present (a non-empty string), written back when known.
+TEST_F(ManifestTest, SpeakerIsOptionalAndRoundTrips) {
+  const std::string path = write_file(
+      "s.jsonl",
+      "{\"audio_filepath\": \"a.wav\", \"duration\": 1, \"text\": \"one\", \"speaker\": "
+      "\"lucas\"}\n"
+      "{\"audio_filepath\": \"b.wav\", \"duration\": 1, \"text\": \"two\"}\n"
+      "{\"audio_filepath\": \"c.wav\", \"duration\": 1, \"text\": \"six\", \"speaker\": \"\"}\n"
+      "{\"audio_filepath\": \"d.wav\", \"duration\": 1, \"text\": \"six\", \"speaker\": 3}\n");
+  std::vector<std::string> problems;
+  const std::vector<Utterance> utts = read_manifest(path, &problems);
+  ASSERT_EQ(utts.size(), 2u);
+  EXPECT_EQ(utts[0].speaker, "lucas");
+  EXPECT_EQ(utts[1].speaker, "");
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0], path + ":3: empty 'speaker'");
+  EXPECT_NE(problems[1].find(path + ":4: key 'speaker'"), std::string::npos) << problems[1];
+  const std::string out = (dir_ / "back.jsonl").string();
+  write_manifest(out, utts);
+  const std::vector<Utterance> back = read_manifest(out, nullptr);
+  EXPECT_EQ(back[0].speaker, "lucas");
+  EXPECT_EQ(back[1].speaker, "");
+  EXPECT_EQ(read_file(out).find("speaker", read_file(out).find('\n')), std::string::npos)
+      << "no key for an unknown speaker";
+}
+
 TEST_F(ManifestTest, WriteRefusesUnknownDuration) {
   Utterance utt;
   utt.id = "kaldi-utt";

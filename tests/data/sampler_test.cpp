@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include "core/error.h"
+
 namespace ds2 {
 namespace {
 
@@ -62,6 +64,41 @@ TEST(BatchSampler, RanksTakeDisjointSlicesOfTheSameGlobalBatches) {
     EXPECT_EQ(joined, g[i]);
     EXPECT_EQ(a[i].size(), 4u);
   }
+}
+
+// With groups (speakers), every batch holds one group: 3 groups of 21, 10 and 33 utterances at
+// batch 8 give 3 + 2 + 5 batches covering each utterance once, the first epoch ordered by each
+// batch's shortest utterance, later epochs shuffled deterministically.
+TEST(BatchSampler, GroupsNeverShareABatch) {
+  const auto d = durations(64);
+  std::vector<int> groups(64);
+  for (int i = 0; i < 64; ++i) groups[i] = i < 21 ? 7 : (i < 31 ? -2 : 40);
+  BatchSampler s(d, 8, true, 5);
+  s.set_groups(groups);
+  EXPECT_EQ(s.batches_per_epoch(), 10);
+  for (int epoch : {0, 1, 2}) {
+    const auto batches = s.epoch(epoch);
+    ASSERT_EQ(batches.size(), 10u) << epoch;
+    std::multiset<int> seen;
+    for (const auto& b : batches) {
+      ASSERT_FALSE(b.empty());
+      for (int i : b) {
+        EXPECT_EQ(groups[i], groups[b.front()]) << "epoch " << epoch;
+        seen.insert(i);
+      }
+    }
+    EXPECT_EQ(seen.size(), 64u);
+    EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), 64u);
+    if (epoch == 0) {
+      for (size_t k = 1; k < batches.size(); ++k)
+        EXPECT_LE(d[batches[k - 1].front()], d[batches[k].front()]);
+    }
+  }
+  BatchSampler again(d, 8, true, 5);
+  again.set_groups(groups);
+  EXPECT_EQ(again.epoch(2), s.epoch(2));
+  EXPECT_NE(s.epoch(1), s.epoch(2));
+  EXPECT_THROW(s.set_groups({1, 2}), Error);
 }
 
 }  // namespace
