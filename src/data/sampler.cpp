@@ -32,13 +32,8 @@ void BatchSampler::set_groups(std::vector<int> groups) {
 }
 
 int BatchSampler::batches_per_epoch() const {
-  if (groups_.empty()) return static_cast<int>((durations_.size() + batch_size_ - 1) / batch_size_);
-  std::map<int, size_t> sizes;
-  for (int g : groups_) ++sizes[g];
-  int batches = 0;
-  for (const auto& [group, n] : sizes)
-    batches += static_cast<int>((n + batch_size_ - 1) / batch_size_);
-  return batches;
+  // The same for every epoch (with groups too): counted on the first, once per run.
+  return static_cast<int>(epoch(0).size());
 }
 
 std::vector<std::vector<int>> BatchSampler::batches_of(std::vector<int> order, bool sorted_epoch,
