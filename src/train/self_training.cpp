@@ -61,8 +61,12 @@ PseudoLabels pseudo_label(const std::string& checkpoint, const std::string& mani
   to.word_timings = true;  // for the confidences
   std::vector<std::string> paths;
   for (const Example& e : ds.examples) paths.push_back(e.utterance.audio_path);
-  std::vector<std::pair<double, size_t>> labelled;  // (confidence, example)
-  std::vector<std::string> texts(paths.size());
+  struct Labelled {
+    double confidence;
+    size_t index;  // into ds.examples
+    Utterance utterance;
+  };
+  std::vector<Labelled> labelled;
   size_t next = 0;
   Transcriber(am, decoder, to).run(paths, [&](const Transcript& t) {
     const size_t i = next++;
@@ -72,24 +76,21 @@ PseudoLabels pseudo_label(const std::string& checkpoint, const std::string& mani
     } else if (t.text.empty()) {
       ++out.empty;
     } else {
-      texts[i] = t.text;
-      labelled.emplace_back(t.confidence, i);
+      Utterance u = ds.examples[i].utterance;
+      u.text = t.text;
+      u.duration_s = ds.examples[i].duration_s;
+      labelled.push_back({t.confidence, i, std::move(u)});
     }
   });
   // The most confident first (ties: dataset order), then back in dataset order.
   std::stable_sort(labelled.begin(), labelled.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
+                   [](const auto& a, const auto& b) { return a.confidence > b.confidence; });
   const size_t kept = static_cast<size_t>(std::ceil(o.keep * static_cast<double>(labelled.size())));
   out.unsure = static_cast<int64_t>(labelled.size() - kept);
   labelled.resize(kept);
   std::sort(labelled.begin(), labelled.end(),
-            [](const auto& a, const auto& b) { return a.second < b.second; });
-  for (const auto& [confidence, i] : labelled) {
-    Utterance u = ds.examples[i].utterance;
-    u.text = texts[i];
-    u.duration_s = ds.examples[i].duration_s;
-    out.utterances.push_back(std::move(u));
-  }
+            [](const auto& a, const auto& b) { return a.index < b.index; });
+  for (Labelled& l : labelled) out.utterances.push_back(std::move(l.utterance));
   am.inference = nullptr;
   return out;
 }
