@@ -1,10 +1,12 @@
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/conv2d.h"
+#include "kernels/conv2d_windowed.h"
 #include "kernels/mma.cuh"
 
 namespace ds2::kernels {
@@ -573,19 +575,29 @@ Conv2dWorkspaceSizes conv2d_workspace_sizes(const Conv2dGeometry& g, int out_cou
   Conv2dWorkspaceSizes sizes;
   sizes.positions = int64_t{out_count} * g.F_out;
   sizes.taps = tap_entries(g);
+  sizes.fragments = windowed::weight_fragments(g);
   if (weight_grad) {
     const WeightGradPlan plan = weight_grad_plan(g, out_count);
     sizes.partials = int64_t{plan.partitions} * g.C_out * plan.columns;
+    if (sizes.fragments > 0) {
+      const int64_t parts = windowed::plan_weights(g).parts;
+      sizes.partials = std::max(sizes.partials, parts * g.C_out * plan.columns);
+    }
   }
   return sizes;
 }
 
-void conv2d_forward(const float* x, const int* in_lengths, const float* w, const float* bias,
-                    const int* out_frames, int out_count, const Conv2dGeometry& g,
-                    const Conv2dWorkspace& ws, Precision precision, float* y, cudaStream_t stream) {
+void conv2d_forward(const float* x, const int* in_lengths, const int* out_lengths, const float* w,
+                    const float* bias, const int* out_frames, int out_count,
+                    const Conv2dGeometry& g, const Conv2dWorkspace& ws, Precision precision,
+                    float* y, cudaStream_t stream) {
   const int64_t N = int64_t{out_count} * g.F_out;
   if (N <= 0 || g.C_out <= 0) return;
   check_indexing(g);
+  if (precision == Precision::kBf16 && windowed::usable(g)) {
+    windowed::forward(x, in_lengths, out_lengths, w, bias, g, ws.fragments, y, stream);
+    return;
+  }
   positions_kernel<<<blocks_for(N), kThreads, 0, stream>>>(in_lengths, out_frames, out_count, g,
                                                            ws.positions, ws.out_offsets);
   DS2_CUDA_CHECK_LAUNCH();
@@ -598,12 +610,16 @@ void conv2d_forward(const float* x, const int* in_lengths, const float* w, const
   DS2_CUDA_CHECK_LAUNCH();
 }
 
-void conv2d_backward_data(const float* dy, const int* out_lengths, const float* w,
-                          const int* in_frames, int in_count, const Conv2dGeometry& g,
-                          const Conv2dWorkspace& ws, Precision precision, float* dx,
-                          cudaStream_t stream) {
+void conv2d_backward_data(const float* dy, const int* out_lengths, const int* in_lengths,
+                          const float* w, const int* in_frames, int in_count,
+                          const Conv2dGeometry& g, const Conv2dWorkspace& ws, Precision precision,
+                          float* dx, cudaStream_t stream) {
   if (in_count <= 0 || g.F <= 0 || g.C <= 0) return;
   check_indexing(g);
+  if (precision == Precision::kBf16 && windowed::usable(g)) {
+    windowed::backward_data(dy, out_lengths, in_lengths, w, g, ws.fragments, dx, stream);
+    return;
+  }
   int4* taps = ws.taps + g.patch_size();  // after the forward's
   const int64_t entries = int64_t{data_taps_per_phase(g)} * g.stride_f;
   data_taps_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(g, taps);
@@ -618,13 +634,22 @@ void conv2d_backward_data(const float* dy, const int* out_lengths, const float* 
 }
 
 void conv2d_backward_weights(const float* x, const int* in_lengths, const float* dy,
-                             const int* out_frames, int out_count, const Conv2dGeometry& g,
-                             const Conv2dWorkspace& ws, Precision precision, float* dw,
-                             float* dbias, cudaStream_t stream) {
+                             const int* out_lengths, const int* out_frames, int out_count,
+                             const Conv2dGeometry& g, const Conv2dWorkspace& ws,
+                             Precision precision, float* dw, float* dbias, cudaStream_t stream) {
   const int64_t N = int64_t{out_count} * g.F_out;
   if (N <= 0 || g.C_out <= 0) return;
   check_indexing(g);
   const WeightGradPlan plan = weight_grad_plan(g, out_count);
+  if (precision == Precision::kBf16 && windowed::usable(g)) {
+    const int parts =
+        windowed::backward_weights(x, in_lengths, dy, out_lengths, g, ws.partials, stream);
+    const int64_t n = int64_t{g.C_out} * plan.columns;
+    weight_grad_reduce_kernel<<<blocks_for(n), kThreads, 0, stream>>>(ws.partials, parts, g.C_out,
+                                                                      plan.columns, dw, dbias);
+    DS2_CUDA_CHECK_LAUNCH();
+    return;
+  }
   positions_kernel<<<blocks_for(N), kThreads, 0, stream>>>(in_lengths, out_frames, out_count, g,
                                                            ws.positions, ws.out_offsets);
   DS2_CUDA_CHECK_LAUNCH();

@@ -69,11 +69,13 @@ kernels::Conv2dWorkspace CudaConv2d::workspace(const kernels::Conv2dGeometry& g,
   out_offsets_.reserve(std::max<int64_t>(1, sizes.positions));
   taps_.reserve(std::max<int64_t>(1, sizes.taps));
   if (weight_grad) partials_.reserve(std::max<int64_t>(1, sizes.partials));
+  fragments_.reserve(std::max<int64_t>(1, sizes.fragments));
   kernels::Conv2dWorkspace ws;
   ws.positions = positions_.data();
   ws.out_offsets = out_offsets_.data();
   ws.taps = taps_.data();
   ws.partials = partials_.data();
+  ws.fragments = fragments_.data();
   return ws;
 }
 
@@ -89,9 +91,10 @@ void CudaConv2d::forward(const DeviceSequences& in, DeviceSequences& out, bool /
   const int out_count = list_frames(out, g.T_out, g.B, out_frames_);
   if (out_count == 0 || g.F_out == 0) return;
   const kernels::Conv2dWorkspace ws = workspace(g, out_count, /*weight_grad=*/false);
-  kernels::conv2d_forward(in.data.data(), in.device_lengths.data(), params_.value(weight_),
-                          with_bias_ ? params_.value(bias_) : nullptr, out_frames_.data(),
-                          out_count, g, ws, ctx_.matmul_precision(), out.data.data(), stream);
+  kernels::conv2d_forward(in.data.data(), in.device_lengths.data(), out.device_lengths.data(),
+                          params_.value(weight_), with_bias_ ? params_.value(bias_) : nullptr,
+                          out_frames_.data(), out_count, g, ws, ctx_.matmul_precision(),
+                          out.data.data(), stream);
 }
 
 void CudaConv2d::backward(const DeviceSequences& in, const DeviceSequences& out,
@@ -115,8 +118,8 @@ void CudaConv2d::backward(const DeviceSequences& in, const DeviceSequences& out,
     // Nothing later in backward reads the weight gradient: it may overlap the input gradient and
     // the layers below (CudaContext). It uses the positions and partials, backward-data the taps.
     kernels::conv2d_backward_weights(
-        in.data.data(), in.device_lengths.data(), grad_out.data.data(), out_frames_.data(),
-        out_count, g, ws, ctx_.matmul_precision(), params_.grad(weight_),
+        in.data.data(), in.device_lengths.data(), grad_out.data.data(), out.device_lengths.data(),
+        out_frames_.data(), out_count, g, ws, ctx_.matmul_precision(), params_.grad(weight_),
         with_bias_ ? params_.grad(bias_) : nullptr, ctx_.fork_weight_gradients());
   }
   if (!needs_input_grad_) return;
@@ -128,8 +131,9 @@ void CudaConv2d::backward(const DeviceSequences& in, const DeviceSequences& out,
   const int in_count = list_frames(in, g.T, g.B, in_frames_);
   if (in_count == 0) return;
   kernels::conv2d_backward_data(grad_out.data.data(), out.device_lengths.data(),
-                                params_.value(weight_), in_frames_.data(), in_count, g, ws,
-                                ctx_.matmul_precision(), grad_in.data.data(), stream);
+                                in.device_lengths.data(), params_.value(weight_), in_frames_.data(),
+                                in_count, g, ws, ctx_.matmul_precision(), grad_in.data.data(),
+                                stream);
 }
 
 }  // namespace ds2

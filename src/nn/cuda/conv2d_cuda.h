@@ -68,6 +68,7 @@ class CudaConv2d : public CudaLayer {
   DeviceArray<int> out_offsets_;  // per output position: its offset in y
   DeviceArray<int4> taps_;        // per patch entry: forward and backward-data taps
   DeviceArray<float> partials_;   // backward-weights partition sums
+  DeviceArray<uint4> fragments_;  // bf16 windowed kernels: the weight as mma fragments
 };
 
 }  // namespace ds2

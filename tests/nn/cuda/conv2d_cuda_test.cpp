@@ -17,6 +17,7 @@
 #include "core/bf16.h"
 #include "core/cuda/device_array.h"
 #include "core/error.h"
+#include "kernels/conv2d_windowed.h"
 #include "support/cuda_compare.h"
 
 namespace ds2 {
@@ -210,6 +211,40 @@ TEST(CudaConv2d, Bf16TensorCoresMatchCpuOnRoundedOperands) {
     run_case(c, tol);
   }
   ConvCase no_dx{"1->5 k11x9 s2x2 no input grad", 1, 5, 11, 9, 2, 2, true, {17, 3, 16}, {17, 4, 9}};
+  no_dx.needs_input_grad = false;
+  no_dx.precision = Precision::kBf16;
+  run_case(no_dx);
+}
+
+// Time stride 1 in bf16 runs the windowed kernels (kernels/conv2d_windowed.h): several frame
+// tiles with a partial last one, empty and one-frame utterances, batch 1, several channel chunks
+// and output-channel blocks, even kernels, frequency strides 1 to 3 (one or two staged copies,
+// up to three input-gradient phases), one tap wide, and a frequency range so wide that a CTA
+// holds one frame.
+TEST(CudaConv2d, Bf16WindowedKernelsMatchCpuOnRoundedOperands) {
+  DS2_REQUIRE_GPU();
+  std::vector<std::pair<ConvCase, double>> cases = {
+      {{"32->32 k11x21 s1x2 F81 tiles", 32, 32, 11, 21, 1, 2, true, {40, 3, 32, 81}, {40, 23, 1}},
+       4.0},
+      {{"8->32 k11x21 s1x2 F81 batch 1", 8, 32, 11, 21, 1, 2, true, {17, 1, 8, 81}, {17}}, 4.0},
+      {{"33->40 k3x3 s1x1 F20 empty", 33, 40, 3, 3, 1, 1, false, {9, 3, 33, 20}, {9, 0, 5}}, 2.0},
+      {{"3->5 k4x6 s1x1 F15", 3, 5, 4, 6, 1, 1, true, {12, 2, 3, 15}, {12, 7}}, 1.0},
+      {{"2->3 k3x7 s1x3 F22", 2, 3, 3, 7, 1, 3, true, {10, 2, 2, 22}, {10, 4}}, 1.0},
+      {{"6->4 k3x1 s1x2 F9", 6, 4, 3, 1, 1, 2, true, {8, 2, 6, 9}, {8, 3}}, 1.0},
+      {{"2->3 k3x5 s1x2 F700", 2, 3, 3, 5, 1, 2, true, {6, 2, 2, 700}, {6, 3}}, 1.0},
+  };
+  for (auto& [c, tol] : cases) {
+    c.precision = Precision::kBf16;
+    kernels::Conv2dGeometry g;
+    g.T = static_cast<int>(c.in_shape[0]), g.B = static_cast<int>(c.in_shape[1]), g.C = c.cin;
+    g.F = static_cast<int>(c.in_shape.back());
+    g.kernel_t = c.kt, g.kernel_f = c.kf, g.stride_t = c.st, g.stride_f = c.sf, g.C_out = c.cout;
+    g.T_out = (g.T + 2 * (c.kt / 2) - c.kt) / c.st + 1;
+    g.F_out = (g.F + 2 * (c.kf / 2) - c.kf) / c.sf + 1;
+    EXPECT_TRUE(kernels::windowed::usable(g)) << c.what;
+    run_case(c, tol);
+  }
+  ConvCase no_dx{"4->6 k5x3 s1x2 no input grad", 4, 6, 5, 3, 1, 2, true, {13, 2, 4, 16}, {13, 6}};
   no_dx.needs_input_grad = false;
   no_dx.precision = Precision::kBf16;
   run_case(no_dx);
