@@ -579,7 +579,7 @@ Conv2dWorkspaceSizes conv2d_workspace_sizes(const Conv2dGeometry& g, int out_cou
   if (weight_grad) {
     const WeightGradPlan plan = weight_grad_plan(g, out_count);
     sizes.partials = int64_t{plan.partitions} * g.C_out * plan.columns;
-    if (sizes.fragments > 0) {
+    if (windowed::weights_usable(g)) {
       const int64_t parts = windowed::plan_weights(g).parts;
       sizes.partials = std::max(sizes.partials, parts * g.C_out * plan.columns);
     }
@@ -594,7 +594,7 @@ void conv2d_forward(const float* x, const int* in_lengths, const int* out_length
   const int64_t N = int64_t{out_count} * g.F_out;
   if (N <= 0 || g.C_out <= 0) return;
   check_indexing(g);
-  if (precision == Precision::kBf16 && windowed::usable(g)) {
+  if (precision == Precision::kBf16 && windowed::forward_usable(g)) {
     windowed::forward(x, in_lengths, out_lengths, w, bias, g, ws.fragments, y, stream);
     return;
   }
@@ -616,7 +616,7 @@ void conv2d_backward_data(const float* dy, const int* out_lengths, const int* in
                           float* dx, cudaStream_t stream) {
   if (in_count <= 0 || g.F <= 0 || g.C <= 0) return;
   check_indexing(g);
-  if (precision == Precision::kBf16 && windowed::usable(g)) {
+  if (precision == Precision::kBf16 && windowed::data_usable(g)) {
     windowed::backward_data(dy, out_lengths, in_lengths, w, g, ws.fragments, dx, stream);
     return;
   }
@@ -641,7 +641,7 @@ void conv2d_backward_weights(const float* x, const int* in_lengths, const float*
   if (N <= 0 || g.C_out <= 0) return;
   check_indexing(g);
   const WeightGradPlan plan = weight_grad_plan(g, out_count);
-  if (precision == Precision::kBf16 && windowed::usable(g)) {
+  if (precision == Precision::kBf16 && windowed::weights_usable(g)) {
     const int parts =
         windowed::backward_weights(x, in_lengths, dy, out_lengths, g, ws.partials, stream);
     const int64_t n = int64_t{g.C_out} * plan.columns;

@@ -24,8 +24,9 @@
 //   backward-weights  dW {C_out, K (+1 bias)}   += dy {C_out, positions} * patches^T, the sum
 //                                                  over positions split into fixed partitions
 //                                                  then added in partition order.
-// With bf16 and time stride 1 (the DS2 second layer) all three run as windowed kernels instead
-// (kernels/conv2d_windowed.h): each CTA stages its frames' input window in shared memory once.
+// With bf16, where the geometry fits (both DS2 layers; backward-data only at time stride 1), the
+// passes run as windowed kernels instead (kernels/conv2d_windowed.h): each CTA stages its frames'
+// input window in shared memory once.
 // All kernels run on `stream` and return without waiting; none uses atomics, so results are the
 // same run to run. Every index fits in 32 bits (checked on the host).
 #pragma once

@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int tl = n / w.F_out, fo = n - tl * w.F_out;
       const int e0 = fo * w.sf;
       const int s = copies == 2 ? (e0 & 1) : 0;
-      colw[j] = (tl * copies + s) * rw + (e0 + s) / 2;
+      colw[j] = (tl * w.st * copies + s) * rw + (e0 + s) / 2;
     }
   }
   float acc[2][kTilesPerWarp][4];
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int copy = r % copies;
       r /= copies;
       const int row = r % R, c = chunk * cc + r / R;
-      const int t = t0 - w.pt + row;
+      const int t = t0 * w.st - w.pt + row;
       const int e = 2 * col - copy - w.pf;
       float v0 = 0.0f, v1 = 0.0f;
       if (c < w.C && t >= 0 && t < in_length) {
@@ -225,7 +225,7 @@ Window forward_window(const Conv2dGeometry& g) {
   w.T_in = g.T, w.B = g.B, w.C = g.C, w.F_in = g.F;
   w.T_out = g.T_out, w.M = g.C_out, w.F_out = g.F_out;
   w.out_pitch = g.F_out, w.out_stride = 1, w.out_offset = 0;
-  w.kt = g.kernel_t, w.J = round_even(g.kernel_f), w.sf = g.stride_f;
+  w.kt = g.kernel_t, w.J = round_even(g.kernel_f), w.st = g.stride_t, w.sf = g.stride_f;
   w.pt = g.kernel_t / 2, w.pf = g.kernel_f / 2;
   return w;
 }
@@ -243,7 +243,7 @@ Window data_window(const Conv2dGeometry& g, int phase, WeightSource* src) {
   w.T_in = g.T_out, w.B = g.B, w.C = g.C_out, w.F_in = g.F_out;
   w.T_out = g.T, w.M = g.C, w.F_out = freqs;
   w.out_pitch = g.F, w.out_stride = g.stride_f, w.out_offset = phase;
-  w.kt = g.kernel_t, w.J = round_even(ceil_div(g.kernel_f, g.stride_f)), w.sf = 1;
+  w.kt = g.kernel_t, w.J = round_even(ceil_div(g.kernel_f, g.stride_f)), w.st = 1, w.sf = 1;
   w.pt = g.kernel_t - 1 - g.kernel_t / 2, w.pf = w.J - 1 - d;
   if (src) {
     src->data = true;
@@ -281,8 +281,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   for (int kp = tid; kp < p.ksteps * 8; kp += kThreads) {
     const int tl = kp / pairs, fp = kp - tl * pairs;
-    apos[kp] = tl * 32 * dyrw + fp;                         // dy_frames covers every step
-    bpos[kp] = tl < p.frames ? tl * sf * 2 * xrw + fp : 0;  // beyond: dy is zero there
+    apos[kp] = tl * 32 * dyrw + fp;  // dy_frames covers every step
+    bpos[kp] = tl < p.frames ? tl * g.stride_t * sf * 2 * xrw + fp : 0;  // beyond: dy is 0
   }
   int tapw[kWeightTilesPerWarp];
 #pragma unroll
@@ -332,7 +332,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int ph = r % sf;
       r /= sf;
       const int row = r % R, c = chunk * cc + r / R;
-      const int t = t0 - pt + row;
+      const int t = t0 * g.stride_t - pt + row;
       float v[2] = {0.0f, 0.0f};
       if (c < g.C && t >= 0 && t < in_length) {
         const float* src = x + ((t * g.B + b) * g.C + c) * g.F;
@@ -403,7 +403,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 Plan plan_window(const Window& w) {
   Plan p;
-  if (w.F_out <= 0 || w.M <= 0 || w.C <= 0 || w.kt <= 0 || w.J <= 0 || (w.J & 1)) return p;
+  if (w.F_out <= 0 || w.M <= 0 || w.C <= 0 || w.kt <= 0 || w.st <= 0 || w.J <= 0 || (w.J & 1))
+    return p;
   p.copies = w.sf % 2 == 0 ? 1 : 2;
   const int span = (w.F_out - 1) * w.sf + w.J;  // staged elements a row's columns read
   p.row_words = round_even(span + p.copies - 1) / 2;
@@ -415,7 +416,7 @@ Plan plan_window(const Window& w) {
   p.m_blocks = ceil_div(w.M, 32);
   p.frames = std::min(32, kWarps * kTilesPerWarp * 8 / w.F_out);
   for (; p.frames >= 1; --p.frames) {
-    p.rows = p.frames + w.kt - 1;
+    p.rows = (p.frames - 1) * w.st + w.kt;
     p.words = p.chunk_channels * p.rows * p.copies * p.row_words;
     p.smem_bytes = (p.words + p.steps * 8) * 4;
     if (p.smem_bytes <= kMaxSmem) break;
@@ -430,7 +431,7 @@ WeightPlan plan_weights(const Conv2dGeometry& g) {
   WeightPlan p;
   const int taps = g.kernel_t * g.kernel_f;
   const int max_taps = kWarps * kWeightTilesPerWarp * 8;
-  if (g.stride_t != 1 || taps > max_taps || g.F_out <= 0 || g.C <= 0 || g.C_out <= 0) return p;
+  if (taps > max_taps || g.F_out <= 0 || g.C <= 0 || g.C_out <= 0) return p;
   p.chunk_channels = std::min(g.C, max_taps / taps);
   p.chunks = ceil_div(g.C, p.chunk_channels);
   p.m_blocks = ceil_div(g.C_out, 32);
@@ -441,7 +442,7 @@ WeightPlan plan_weights(const Conv2dGeometry& g) {
   for (p.frames = std::max(1, std::min(32, 192 / p.fo_pairs)); p.frames >= 1; --p.frames) {
     p.ksteps = ceil_div(p.frames * p.fo_pairs, 8);
     p.dy_frames = ceil_div(p.ksteps * 8, p.fo_pairs);
-    p.rows = p.frames + g.kernel_t - 1;
+    p.rows = (p.frames - 1) * g.stride_t + g.kernel_t;
     const int words = p.dy_frames * 32 * p.dy_row_words +
                       p.chunk_channels * p.rows * g.stride_f * 2 * p.x_row_words + 2 * p.ksteps * 8;
     p.smem_bytes = words * 4;
@@ -458,16 +459,30 @@ WeightPlan plan_weights(const Conv2dGeometry& g) {
   return p;
 }
 
-bool usable(const Conv2dGeometry& g) {
-  if (g.stride_t != 1 || g.B <= 0 || g.T <= 0 || g.T_out <= 0) return false;
-  return plan_window(forward_window(g)).ok && plan_window(data_window(g, 0, nullptr)).ok &&
-         plan_weights(g).ok;
+namespace {
+bool has_frames(const Conv2dGeometry& g) {
+  return g.B > 0 && g.T > 0 && g.T_out > 0;
+}
+int64_t forward_fragments(const Conv2dGeometry& g) {
+  return forward_usable(g) ? plan_window(forward_window(g)).weight_fragments : 0;
+}
+}  // namespace
+
+bool forward_usable(const Conv2dGeometry& g) {
+  return has_frames(g) && plan_window(forward_window(g)).ok;
+}
+bool data_usable(const Conv2dGeometry& g) {
+  return has_frames(g) && g.stride_t == 1 && plan_window(data_window(g, 0, nullptr)).ok;
+}
+bool weights_usable(const Conv2dGeometry& g) {
+  return has_frames(g) && plan_weights(g).ok;
 }
 
 int64_t weight_fragments(const Conv2dGeometry& g) {
-  if (!usable(g)) return 0;
-  return plan_window(forward_window(g)).weight_fragments +
-         int64_t{g.stride_f} * plan_window(data_window(g, 0, nullptr)).weight_fragments;
+  int64_t n = forward_fragments(g);
+  if (data_usable(g))
+    n += int64_t{g.stride_f} * plan_window(data_window(g, 0, nullptr)).weight_fragments;
+  return n;
 }
 
 void forward(const float* x, const int* in_lengths, const int* out_lengths, const float* w,
@@ -488,7 +503,7 @@ void backward_data(const float* dy, const int* out_lengths, const int* in_length
   // of each phase after the forward's.
   const Plan p = plan_window(data_window(g, 0, nullptr));
   DS2_CHECK(p.ok, "conv2d: the windowed kernels do not take this geometry");
-  uint4* phase_fragments = fragments + plan_window(forward_window(g)).weight_fragments;
+  uint4* phase_fragments = fragments + forward_fragments(g);
   for (int phase = 0; phase < g.stride_f; ++phase) {
     WeightSource src;
     const Window win = data_window(g, phase, &src);

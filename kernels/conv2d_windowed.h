@@ -1,16 +1,18 @@
-// The bf16 convolution kernels for time stride 1 (kernels/conv2d.cu picks them; the DS2 second
-// conv layer is one): instead of gathering every patch element with its own index arithmetic,
-// a CTA stages the input window of its frames (all taps of a few channels, bf16, zero outside the
-// utterance and the frequency range) into shared memory once, and every mma fragment register is
-// then one 32-bit shared load at (column word + reduction word): the window layout makes each
-// operand pair of the reduction two neighbouring bf16 values. Results match the generic
-// kernels' contract (kernels/conv2d.h) with the same rounding of the operands; the sums run in a
-// different order.
+// The bf16 convolution kernels kernels/conv2d.cu picks where the geometry fits (both DS2 conv
+// layers; the input gradient only at time stride 1): instead of gathering every patch element with
+// its own index arithmetic, a CTA stages the input window of its frames (all taps of a few
+// channels, bf16, zero outside the utterance and the frequency range) into shared memory once, and
+// every mma fragment register is then one 32-bit shared load at (column word + reduction word): the
+// window layout makes each operand pair of the reduction two neighbouring bf16 values. Results
+// match the generic kernels' contract (kernels/conv2d.h) with the same rounding of the operands;
+// the sums run in a different order.
 //
-//   const windowed::Plan p = windowed::forward_plan(g);      // p.ok: this geometry fits
-//   windowed::forward(x, in_lengths, out_lengths, w, bias, g, p, weights_ws, y, stream);
-//   windowed::backward_data(dy, out_lengths, in_lengths, w, g, weights_ws, dx, stream);
-//   windowed::backward_weights(x, in_lengths, dy, out_lengths, g, wp, partials, dw, db, stream);
+//   if (windowed::forward_usable(g))   // fragments: windowed::weight_fragments(g) uint4
+//     windowed::forward(x, in_lengths, out_lengths, w, bias, g, fragments, y, stream);
+//   if (windowed::data_usable(g))
+//     windowed::backward_data(dy, out_lengths, in_lengths, w, g, fragments, dx, stream);
+//   if (windowed::weights_usable(g))   // then add partials' parts in order into dW and db
+//     int parts = windowed::backward_weights(x, in_lengths, dy, out_lengths, g, partials, stream);
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,9 +23,9 @@
 
 namespace ds2::kernels::windowed {
 
-// A correlation over a window that slides by one frame in time:
+// A correlation over a window that slides by st frames in time:
 //   out[t, b, m, fo * out_stride + out_offset] = bias[m] +
-//       sum_{c < C, i < kt, j < J} A(m, c, i, j) in[t - pt + i, b, c, fo * sf - pf + j]
+//       sum_{c < C, i < kt, j < J} A(m, c, i, j) in[t st - pt + i, b, c, fo * sf - pf + j]
 // for t < out_lengths[b], fo < F_out; input frames t >= in_lengths[b] and frequencies outside
 // [0, F_in) read as zero. The forward pass is one such window; the input gradient is one per
 // frequency phase, over dy with the kernel flipped (conv2d_windowed.cu).
@@ -31,7 +33,7 @@ struct Window {
   int T_in, B, C, F_in;
   int T_out, M, F_out;
   int out_pitch, out_stride, out_offset;
-  int kt, J, sf, pt, pf;  // J even: the tap count rounded up, extra taps weigh zero
+  int kt, J, st, sf, pt, pf;  // J even: the tap count rounded up, extra taps weigh zero
 };
 
 struct Plan {
@@ -47,10 +49,13 @@ struct Plan {
 
 Plan plan_window(const Window& w);
 
-// Whether the windowed kernels take this geometry (bf16, time stride 1, sizes that fit), and the
-// workspace they need: the weight fragments of the forward and of every backward-data phase.
-bool usable(const Conv2dGeometry& g);
-int64_t weight_fragments(const Conv2dGeometry& g);  // uint4 elements, 0 if !usable(g)
+// Which passes the windowed kernels take for this geometry (sizes that fit the CTA tiles and the
+// shared memory; the input gradient only at time stride 1), and the workspace they need: the
+// weight fragments of the forward and of every backward-data phase that is usable.
+bool forward_usable(const Conv2dGeometry& g);
+bool data_usable(const Conv2dGeometry& g);
+bool weights_usable(const Conv2dGeometry& g);
+int64_t weight_fragments(const Conv2dGeometry& g);  // uint4 elements
 
 void forward(const float* x, const int* in_lengths, const int* out_lengths, const float* w,
              const float* bias, const Conv2dGeometry& g, uint4* fragments, float* y,

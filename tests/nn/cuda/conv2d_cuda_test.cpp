@@ -216,11 +216,12 @@ TEST(CudaConv2d, Bf16TensorCoresMatchCpuOnRoundedOperands) {
   run_case(no_dx);
 }
 
-// Time stride 1 in bf16 runs the windowed kernels (kernels/conv2d_windowed.h): several frame
-// tiles with a partial last one, empty and one-frame utterances, batch 1, several channel chunks
-// and output-channel blocks, even kernels, frequency strides 1 to 3 (one or two staged copies,
-// up to three input-gradient phases), one tap wide, and a frequency range so wide that a CTA
-// holds one frame.
+// bf16 runs the windowed kernels where they fit (kernels/conv2d_windowed.h; the input gradient
+// only at time stride 1): several frame tiles with a partial last one, empty and one-frame
+// utterances, batch 1, several channel chunks and output-channel blocks, even kernels, frequency
+// strides 1 to 3 (one or two staged copies, up to three input-gradient phases), time strides 2
+// and 3 (the full first DS2 layer among them), one tap wide, and a frequency range so wide that a
+// CTA holds one frame.
 TEST(CudaConv2d, Bf16WindowedKernelsMatchCpuOnRoundedOperands) {
   DS2_REQUIRE_GPU();
   std::vector<std::pair<ConvCase, double>> cases = {
@@ -232,6 +233,8 @@ TEST(CudaConv2d, Bf16WindowedKernelsMatchCpuOnRoundedOperands) {
       {{"2->3 k3x7 s1x3 F22", 2, 3, 3, 7, 1, 3, true, {10, 2, 2, 22}, {10, 4}}, 1.0},
       {{"6->4 k3x1 s1x2 F9", 6, 4, 3, 1, 1, 2, true, {8, 2, 6, 9}, {8, 3}}, 1.0},
       {{"2->3 k3x5 s1x2 F700", 2, 3, 3, 5, 1, 2, true, {6, 2, 2, 700}, {6, 3}}, 1.0},
+      {{"1->32 k11x41 s2x2 F161", 1, 32, 11, 41, 2, 2, true, {37, 3, 161}, {37, 20, 1}}, 4.0},
+      {{"3->5 k4x3 s3x1 F10", 3, 5, 4, 3, 3, 1, true, {17, 2, 3, 10}, {17, 8}}, 1.0},
   };
   for (auto& [c, tol] : cases) {
     c.precision = Precision::kBf16;
@@ -241,7 +244,9 @@ TEST(CudaConv2d, Bf16WindowedKernelsMatchCpuOnRoundedOperands) {
     g.kernel_t = c.kt, g.kernel_f = c.kf, g.stride_t = c.st, g.stride_f = c.sf, g.C_out = c.cout;
     g.T_out = (g.T + 2 * (c.kt / 2) - c.kt) / c.st + 1;
     g.F_out = (g.F + 2 * (c.kf / 2) - c.kf) / c.sf + 1;
-    EXPECT_TRUE(kernels::windowed::usable(g)) << c.what;
+    EXPECT_TRUE(kernels::windowed::forward_usable(g)) << c.what;
+    EXPECT_TRUE(kernels::windowed::weights_usable(g)) << c.what;
+    EXPECT_EQ(kernels::windowed::data_usable(g), c.st == 1) << c.what;
     run_case(c, tol);
   }
   ConvCase no_dx{"4->6 k5x3 s1x2 no input grad", 4, 6, 5, 3, 1, 2, true, {13, 2, 4, 16}, {13, 6}};
