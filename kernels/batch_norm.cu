@@ -17,6 +17,13 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// The kernels index in 32 bits.
+void check_indexing(const BatchNormDims& d) {
+  const int64_t values = int64_t{d.T} * d.B * d.C * d.S;
+  DS2_CHECK(values < (int64_t{1} << 31) - 4096,
+            "batch_norm: " << values << " values exceed 32-bit indexing");
+}
+
 ChunkPlan plan_chunks(const BatchNormDims& d) {
   const int64_t rows = int64_t{d.T} * d.B;
   ChunkPlan p;
@@ -55,26 +62,41 @@ constexpr int kRowLanes = 8;
 
 // S == 1: block (32 channels, 8 row lanes) over one chunk of rows; lane sums combined in lane
 // order. Writes partial_a/b[chunk * C + c].
+// Index arithmetic is 32-bit (rows * C and T * B below 2^31, checked on the host); the loads of
+// a lane's next kUnroll rows are issued before any of them is added, in the same order as one at
+// a time.
+constexpr int kUnroll = 8;
+
 template <int kMode>
 __global__ void partials_rows_kernel(const float* __restrict__ x, const float* __restrict__ dy,
                                      const int* __restrict__ lengths,
                                      const float* __restrict__ mean,
-                                     const float* __restrict__ inv_std, int B, int C, int64_t rows,
-                                     int64_t rows_per_chunk, double* partial_a, double* partial_b) {
+                                     const float* __restrict__ inv_std, int B, int C, int rows,
+                                     int rows_per_chunk, double* partial_a, double* partial_b) {
   __shared__ double sa[kRowLanes][33], sb[kRowLanes][33];
   const int c = blockIdx.x * 32 + threadIdx.x;
   const int chunk = blockIdx.y;
-  const int64_t r0 = chunk * rows_per_chunk;
-  const int64_t r1 = min(rows, r0 + rows_per_chunk);
+  const int r0 = chunk * rows_per_chunk;
+  const int r1 = min(rows, r0 + rows_per_chunk);
   double a = 0.0, b = 0.0;
   if (c < C) {
     const float m = kMode != kSum ? mean[c] : 0.0f;
     const float is = kMode == kBackward ? inv_std[c] : 0.0f;
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
-      const int t = static_cast<int>(r / B), bb = static_cast<int>(r % B);
-      if (t >= lengths[bb]) continue;
-      const int64_t i = r * C + c;
-      accumulate<kMode>(x[i], kMode == kBackward ? dy[i] : 0.0f, m, is, a, b);
+    for (int rb = r0 + threadIdx.y; rb < r1; rb += kRowLanes * kUnroll) {
+      float xv[kUnroll], dv[kUnroll];
+      bool ok[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int r = rb + k * kRowLanes;
+        const int t = r / B;
+        ok[k] = r < r1 && t < __ldg(lengths + (r - t * B));
+        const int i = r * C + c;
+        xv[k] = ok[k] ? __ldg(x + i) : 0.0f;
+        dv[k] = ok[k] && kMode == kBackward ? __ldg(dy + i) : 0.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        if (ok[k]) accumulate<kMode>(xv[k], dv[k], m, is, a, b);
     }
   }
   sa[threadIdx.y][threadIdx.x] = a;
@@ -99,24 +121,35 @@ template <int kMode>
 __global__ void partials_positions_kernel(const float* __restrict__ x, const float* __restrict__ dy,
                                           const int* __restrict__ lengths,
                                           const float* __restrict__ mean,
-                                          const float* __restrict__ inv_std, int B, int C,
-                                          int64_t S, int64_t rows, int64_t rows_per_chunk,
-                                          double* partial_a, double* partial_b) {
+                                          const float* __restrict__ inv_std, int B, int C, int S,
+                                          int rows, int rows_per_chunk, double* partial_a,
+                                          double* partial_b) {
   __shared__ double sa[kPositionThreads], sb[kPositionThreads];
   const int c = blockIdx.x;
   const int chunk = blockIdx.y;
-  const int64_t r0 = chunk * rows_per_chunk;
-  const int64_t r1 = min(rows, r0 + rows_per_chunk);
-  const int64_t count = (r1 - r0) * S;
+  const int r0 = chunk * rows_per_chunk;
+  const int r1 = min(rows, r0 + rows_per_chunk);
+  const int count = (r1 - r0) * S;
   const float m = kMode != kSum ? mean[c] : 0.0f;
   const float is = kMode == kBackward ? inv_std[c] : 0.0f;
   double a = 0.0, b = 0.0;
-  for (int64_t e = threadIdx.x; e < count; e += kPositionThreads) {
-    const int64_t r = r0 + e / S, s = e % S;
-    const int t = static_cast<int>(r / B), bb = static_cast<int>(r % B);
-    if (t >= lengths[bb]) continue;
-    const int64_t i = (r * C + c) * S + s;
-    accumulate<kMode>(x[i], kMode == kBackward ? dy[i] : 0.0f, m, is, a, b);
+  for (int eb = threadIdx.x; eb < count; eb += kPositionThreads * kUnroll) {
+    float xv[kUnroll], dv[kUnroll];
+    bool ok[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const int e = eb + k * kPositionThreads;
+      const int re = e / S;
+      const int r = r0 + re, s = e - re * S;
+      const int t = r / B;
+      ok[k] = e < count && t < __ldg(lengths + (r - t * B));
+      const int i = (r * C + c) * S + s;
+      xv[k] = ok[k] ? __ldg(x + i) : 0.0f;
+      dv[k] = ok[k] && kMode == kBackward ? __ldg(dy + i) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k)
+      if (ok[k]) accumulate<kMode>(xv[k], dv[k], m, is, a, b);
   }
   sa[threadIdx.x] = a;
   sb[threadIdx.x] = b;
@@ -139,15 +172,18 @@ void launch_partials(const BatchNormDims& d, const ChunkPlan& p, const float* x,
                      const int* lengths, const float* mean, const float* inv_std, double* partial_a,
                      double* partial_b, cudaStream_t stream) {
   if (p.chunks == 0) return;
-  const int64_t rows = int64_t{d.T} * d.B;
+  check_indexing(d);
+  const int rows = d.T * d.B;
+  const int rows_per_chunk = static_cast<int>(p.rows_per_chunk);
   if (d.S == 1) {
     const dim3 grid((d.C + 31) / 32, p.chunks);
     partials_rows_kernel<kMode><<<grid, dim3(32, kRowLanes), 0, stream>>>(
-        x, dy, lengths, mean, inv_std, d.B, d.C, rows, p.rows_per_chunk, partial_a, partial_b);
+        x, dy, lengths, mean, inv_std, d.B, d.C, rows, rows_per_chunk, partial_a, partial_b);
   } else {
     const dim3 grid(d.C, p.chunks);
     partials_positions_kernel<kMode><<<grid, kPositionThreads, 0, stream>>>(
-        x, dy, lengths, mean, inv_std, d.B, d.C, d.S, rows, p.rows_per_chunk, partial_a, partial_b);
+        x, dy, lengths, mean, inv_std, d.B, d.C, static_cast<int>(d.S), rows, rows_per_chunk,
+        partial_a, partial_b);
   }
   DS2_CUDA_CHECK_LAUNCH();
 }
@@ -222,46 +258,75 @@ __global__ void finalize_backward_kernel(const double* partial_a, const double* 
   }
 }
 
-// Rows (frames) over grid.y, the frame's C*S values over grid.x; padding rows get zeros.
-constexpr int kApplyThreads = 256;
+// Elementwise passes: a block covers kApplyRows rows by kApplyThreads x kVec values of a frame
+// (grid.x over the frame, grid.y over the rows); padding rows get zeros. Frames of a multiple of
+// 4 values go four at a time (float4: rows stay 16-byte aligned), others one at a time.
+constexpr int kApplyThreads = 256, kApplyRows = 8;
 
+template <int kVec>
 dim3 apply_grid(const BatchNormDims& d) {
-  const int64_t rows = int64_t{d.T} * d.B, frame = d.C * d.S;
-  return dim3(static_cast<unsigned>(std::min<int64_t>(ceil_div(frame, kApplyThreads), 32)),
-              static_cast<unsigned>(std::min<int64_t>(rows, 8192)));
+  const int rows = d.T * d.B, frame = static_cast<int>(d.C * d.S);
+  return dim3(static_cast<unsigned>(ceil_div(frame, kApplyThreads * kVec)),
+              static_cast<unsigned>(ceil_div(rows, kApplyRows)));
 }
 
-__global__ void apply_kernel(const float* __restrict__ x, float* __restrict__ y,
-                             const int* __restrict__ lengths, const float* __restrict__ a,
-                             const float* __restrict__ b, int B, int64_t rows, int64_t frame,
-                             int64_t S) {
-  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
-    const int t = static_cast<int>(row / B), bb = static_cast<int>(row % B);
-    const bool valid = t < lengths[bb];
-    const int64_t base = row * frame;
-    for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < frame;
-         j += int64_t{gridDim.x} * blockDim.x) {
-      const int64_t c = S == 1 ? j : j / S;
-      y[base + j] = valid ? x[base + j] * a[c] + b[c] : 0.0f;
+// y = valid ? x a + b : 0 (apply), or dx = valid ? dy ca + x cb + cc : 0 (backward), per channel
+// c = j / S of frame value j.
+template <int kVec, bool kBackwardPass>
+__global__ void apply_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+                             float* __restrict__ out, const int* __restrict__ lengths,
+                             const float* __restrict__ ca, const float* __restrict__ cb,
+                             const float* __restrict__ cc, int B, int rows, int frame, int S) {
+  const int j0 = (blockIdx.x * kApplyThreads + threadIdx.x) * kVec;
+  if (j0 >= frame) return;
+  float a[kVec], b[kVec], c[kVec];
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    const int ch = (S == 1 ? j0 + v : (j0 + v) / S);
+    a[v] = __ldg(ca + ch), b[v] = __ldg(cb + ch), c[v] = kBackwardPass ? __ldg(cc + ch) : 0.0f;
+  }
+  const int row_end = min(rows, static_cast<int>(blockIdx.y + 1) * kApplyRows);
+  for (int row = blockIdx.y * kApplyRows; row < row_end; ++row) {
+    const int t = row / B;
+    const bool valid = t < __ldg(lengths + (row - t * B));
+    const int i = row * frame + j0;
+    float xv[kVec], dv[kVec], r[kVec];
+    if (kVec == 4) {
+      const float4 x4 = __ldg(reinterpret_cast<const float4*>(x + i));
+      xv[0] = x4.x, xv[1] = x4.y, xv[2] = x4.z, xv[3] = x4.w;
+      if (kBackwardPass) {
+        const float4 d4 = __ldg(reinterpret_cast<const float4*>(dy + i));
+        dv[0] = d4.x, dv[1] = d4.y, dv[2] = d4.z, dv[3] = d4.w;
+      }
+    } else {
+      xv[0] = __ldg(x + i);
+      if (kBackwardPass) dv[0] = __ldg(dy + i);
+    }
+#pragma unroll
+    for (int v = 0; v < kVec; ++v)
+      r[v] = !valid ? 0.0f
+                    : (kBackwardPass ? dv[v] * a[v] + xv[v] * b[v] + c[v] : xv[v] * a[v] + b[v]);
+    if (kVec == 4) {
+      *reinterpret_cast<float4*>(out + i) = make_float4(r[0], r[1], r[2], r[3]);
+    } else {
+      out[i] = r[0];
     }
   }
 }
 
-__global__ void backward_apply_kernel(const float* __restrict__ x, const float* __restrict__ dy,
-                                      float* __restrict__ dx, const int* __restrict__ lengths,
-                                      const float* __restrict__ ca, const float* __restrict__ cb,
-                                      const float* __restrict__ cc, int B, int64_t rows,
-                                      int64_t frame, int64_t S) {
-  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
-    const int t = static_cast<int>(row / B), bb = static_cast<int>(row % B);
-    const bool valid = t < lengths[bb];
-    const int64_t base = row * frame;
-    for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < frame;
-         j += int64_t{gridDim.x} * blockDim.x) {
-      const int64_t c = S == 1 ? j : j / S;
-      dx[base + j] = valid ? dy[base + j] * ca[c] + x[base + j] * cb[c] + cc[c] : 0.0f;
-    }
+template <bool kBackwardPass>
+void launch_apply(const BatchNormDims& d, const float* x, const float* dy, float* out,
+                  const int* lengths, const float* ca, const float* cb, const float* cc,
+                  cudaStream_t stream) {
+  const int rows = d.T * d.B, frame = static_cast<int>(d.C * d.S);
+  if (frame % 4 == 0) {
+    apply_kernel<4, kBackwardPass><<<apply_grid<4>(d), kApplyThreads, 0, stream>>>(
+        x, dy, out, lengths, ca, cb, cc, d.B, rows, frame, static_cast<int>(d.S));
+  } else {
+    apply_kernel<1, kBackwardPass><<<apply_grid<1>(d), kApplyThreads, 0, stream>>>(
+        x, dy, out, lengths, ca, cb, cc, d.B, rows, frame, static_cast<int>(d.S));
   }
+  DS2_CUDA_CHECK_LAUNCH();
 }
 
 constexpr int kChannelThreads = 128;
@@ -305,11 +370,9 @@ void batch_norm_inference_stats(int C, const float* gamma, const float* beta,
 
 void batch_norm_apply(const BatchNormDims& dims, const float* x, float* y, const int* lengths,
                       const float* a, const float* b, cudaStream_t stream) {
-  const int64_t rows = int64_t{dims.T} * dims.B, frame = dims.C * dims.S;
-  if (rows * frame == 0) return;
-  apply_kernel<<<apply_grid(dims), kApplyThreads, 0, stream>>>(x, y, lengths, a, b, dims.B, rows,
-                                                               frame, dims.S);
-  DS2_CUDA_CHECK_LAUNCH();
+  if (int64_t{dims.T} * dims.B * dims.C * dims.S == 0) return;
+  check_indexing(dims);
+  launch_apply<false>(dims, x, nullptr, y, lengths, a, b, nullptr, stream);
 }
 
 void batch_norm_backward_stats(const BatchNormDims& dims, const float* x, const float* dy,
@@ -331,11 +394,9 @@ void batch_norm_backward_stats(const BatchNormDims& dims, const float* x, const 
 void batch_norm_backward_apply(const BatchNormDims& dims, const float* x, const float* dy,
                                float* dx, const int* lengths, const BatchNormStats& stats,
                                cudaStream_t stream) {
-  const int64_t rows = int64_t{dims.T} * dims.B, frame = dims.C * dims.S;
-  if (rows * frame == 0) return;
-  backward_apply_kernel<<<apply_grid(dims), kApplyThreads, 0, stream>>>(
-      x, dy, dx, lengths, stats.coef_a, stats.coef_b, stats.coef_c, dims.B, rows, frame, dims.S);
-  DS2_CUDA_CHECK_LAUNCH();
+  if (int64_t{dims.T} * dims.B * dims.C * dims.S == 0) return;
+  check_indexing(dims);
+  launch_apply<true>(dims, x, dy, dx, lengths, stats.coef_a, stats.coef_b, stats.coef_c, stream);
 }
 
 }  // namespace ds2::kernels

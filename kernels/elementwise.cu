@@ -27,12 +27,14 @@ __global__ void scale_kernel(float* x, int64_t n, float a) {
 __global__ void axpy_kernel(float* y, const float* x, int64_t n, float a) {
   DS2_GRID_STRIDE(i, n) y[i] += a * x[i];
 }
+// A block per row at a time: valid rows (most of them) cost one length lookup, no stores.
 __global__ void zero_padding_kernel(float* data, int T, int B, int64_t frame, const int* lengths) {
-  const int64_t n = static_cast<int64_t>(T) * B * frame;
-  DS2_GRID_STRIDE(i, n) {
-    const int64_t row = i / frame;
-    const int t = static_cast<int>(row / B), b = static_cast<int>(row % B);
-    if (t >= lengths[b]) data[i] = 0.0f;
+  const int rows = T * B;
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int t = row / B;
+    if (t < __ldg(lengths + (row - t * B))) continue;  // the whole block
+    float* r = data + row * frame;
+    for (int64_t j = threadIdx.x; j < frame; j += blockDim.x) r[j] = 0.0f;
   }
 }
 __global__ void clipped_relu_kernel(const float* x, float* y, int64_t n, float clip) {
@@ -149,7 +151,9 @@ void zero_padding(float* data, int T, int B, int64_t frame, const int* lengths,
                   cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(T) * B * frame;
   if (n <= 0) return;
-  zero_padding_kernel<<<blocks_for(n), kThreads, 0, stream>>>(data, T, B, frame, lengths);
+  const int rows = T * B;  // T * B < 2^31: the frame lists and lengths are int
+  const int blocks = rows < 4096 ? rows : 4096;
+  zero_padding_kernel<<<blocks, kThreads, 0, stream>>>(data, T, B, frame, lengths);
   DS2_CUDA_CHECK_LAUNCH();
 }
 void clipped_relu(const float* x, float* y, int64_t n, float clip, cudaStream_t stream) {
