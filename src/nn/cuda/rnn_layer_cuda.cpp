@@ -68,8 +68,18 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   // Input projection of every timestep and both directions: one {T*B, in} x {in, D*G*H} GEMM.
   projection_.data.resize({T, B, P});
   projection_.copy_lengths(in, main);
-  gemm(ctx_, false, true, T * B, P, input_size_, 1.0f, in.data.data(), input_size_,
-       params_.value(w_[0]), input_size_, 0.0f, projection_.data.data(), P);
+  if (ctx_.matmul_precision() == Precision::kBf16) {
+    const int64_t n_in = int64_t{T} * B * input_size_, n_w = int64_t{P} * input_size_;
+    input_bf16_.reserve(std::max<int64_t>(1, n_in));
+    weight_bf16_.reserve(n_w);
+    kernels::to_bf16(in.data.data(), input_bf16_.data(), n_in, main);
+    kernels::to_bf16(params_.value(w_[0]), weight_bf16_.data(), n_w, main);
+    gemm_bf16(ctx_.cublas(), false, true, T * B, P, input_size_, 1.0f, input_bf16_.data(),
+              input_size_, weight_bf16_.data(), input_size_, 0.0f, projection_.data.data(), P);
+  } else {
+    gemm(ctx_, false, true, T * B, P, input_size_, 1.0f, in.data.data(), input_size_,
+         params_.value(w_[0]), input_size_, 0.0f, projection_.data.data(), P);
+  }
   if (batch_norm_) {
     bn_->forward(projection_, preactivation_, training);
   } else {
@@ -213,17 +223,35 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   }
   // Weight gradients: read by nothing later in backward, so they may overlap the layers below.
   const float* da = grad_projection->data.data();
+  // bf16: dA rounded once for dW and dX (before the fork: the weight-gradient stream reads it);
+  // X and W were rounded by the forward.
+  const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
+  if (bf16) {
+    const int64_t n_da = int64_t{T} * B * P;
+    grad_bf16_.reserve(std::max<int64_t>(1, n_da));
+    kernels::to_bf16(da, grad_bf16_.data(), n_da, main);
+  }
   const cudaStream_t ws = ctx_.fork_weight_gradients();
   const cublasHandle_t wh = ctx_.weight_gradient_cublas();
   for (int d = 0; d < directions_; ++d) accumulate_recurrent_gradients(d, T, B, ws, wh);
   // dW {D*G*H, in} += dA^T {D*G*H, T*B} X {T*B, in}; padding rows of dA are zero.
-  gemm(wh, ctx_.matmul_precision(), true, false, P, input_size_, T * B, 1.0f, da, P, in.data.data(),
-       input_size_, 1.0f, params_.grad(w_[0]), input_size_);
+  if (bf16) {
+    gemm_bf16(wh, true, false, P, input_size_, T * B, 1.0f, grad_bf16_.data(), P,
+              input_bf16_.data(), input_size_, 1.0f, params_.grad(w_[0]), input_size_);
+  } else {
+    gemm(wh, ctx_.matmul_precision(), true, false, P, input_size_, T * B, 1.0f, da, P,
+         in.data.data(), input_size_, 1.0f, params_.grad(w_[0]), input_size_);
+  }
   if (!needs_input_grad_) return;
   grad_in.data.resize(in.data.shape());
   grad_in.copy_lengths(in, main);
-  gemm(ctx_, false, false, T * B, input_size_, P, 1.0f, da, P, params_.value(w_[0]), input_size_,
-       0.0f, grad_in.data.data(), input_size_);
+  if (bf16) {
+    gemm_bf16(ctx_.cublas(), false, false, T * B, input_size_, P, 1.0f, grad_bf16_.data(), P,
+              weight_bf16_.data(), input_size_, 0.0f, grad_in.data.data(), input_size_);
+  } else {
+    gemm(ctx_, false, false, T * B, input_size_, P, 1.0f, da, P, params_.value(w_[0]), input_size_,
+         0.0f, grad_in.data.data(), input_size_);
+  }
   if (residual_) {
     // The skip path passes dy straight through (its padding may hold anything).
     const int64_t n = int64_t{T} * B * hidden_;

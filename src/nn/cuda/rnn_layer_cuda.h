@@ -124,6 +124,10 @@ class CudaRnnLayer : public CudaLayer {
   DeviceTensor grad_hidden_gates_;      // gru: {D, T, B, 3H}: dL/d(U h + b_h)
   DeviceTensor carry_;                  // {D, 2, B, H}: dL/dh ping-pong per direction
 
+  // bf16 matmul precision: the projection's operands rounded once per pass (the forward's input
+  // and W serve the backward's dX and dW products too), and dL/d(W x).
+  DeviceArray<uint16_t> input_bf16_, weight_bf16_, grad_bf16_;
+
   // Persistent recurrence.
   bool use_persistent_ = true;
   bool ran_persistent_ = false;

@@ -200,9 +200,12 @@ TEST(CudaRnnStackLayer, ModelRunsItsUnidirectionalLayersAsAWavefront) {
     Tensor grads;
     gpu.params().download_grads(grads);
     const ParameterStore& store = host.parameters();
+    // bf16 against the fp32 CPU model: the layer-after-layer path rounds the projection
+    // products' operands to bf16 (CudaRnnLayer's gemm_bf16), which leaves this 3-layer model's
+    // smallest gradients 4-8% off (measured); a wrong product or order is off by far more.
     for (const ParamEntry& e : store.parameters())
       EXPECT_LT(relative_error(store.grads().data() + e.offset, grads.data() + e.offset, e.numel),
-                4e-2)
+                1.2e-1)
           << e.name;
   }
 }
