@@ -1,8 +1,7 @@
-#include <cooperative_groups.h>
-
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/cooperative_launch.h"
@@ -14,8 +13,6 @@
 
 namespace ds2::kernels {
 namespace {
-
-namespace cg = cooperative_groups;
 
 constexpr int kWarps = kPrnnMmaWarps;
 constexpr int kThreads = kPrnnMmaThreads;
@@ -29,7 +26,8 @@ struct MmaArgs {
   int T, B, H, k_tiles, kpw, n_tiles, rows, ctas_per_dir, max_batch;
   float clip;
   int backward;
-  int ep_off, len_off;  // dynamic shared memory carve-up in bytes (reduction at 0)
+  int ep_off, len_off;     // dynamic shared memory carve-up in bytes (reduction at 0)
+  unsigned int* arrivals;  // per direction: CTAs arrived at the step barriers (0 at launch)
 };
 
 int k_tiles(const PrnnTiling& t) {
@@ -59,6 +57,21 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   return l;
 }
 
+// A grid barrier over one direction's CTAs (co-resident: the launch is cooperative). Arrivals
+// only grow during a launch, so step s waits for (s + 1) x CTAs; the release add publishes the
+// CTA's writes (ordered before it by the CTA barrier), the acquire load the other CTAs'.
+__device__ __forceinline__ void direction_barrier(unsigned int* arrivals, unsigned int target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrivals) : "memory");
+    unsigned int seen;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrivals) : "memory");
+    } while (seen < target);
+  }
+  __syncthreads();
+}
+
 // MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
 // least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT).
 template <int MT, int KPW, int NT>
@@ -69,7 +82,6 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][max_batch][R]
   int* len_s = reinterpret_cast<int*>(smem + a.len_off);  // [B]
 
-  cg::grid_group grid = cg::this_grid();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int di = static_cast<int>(blockIdx.x) >= a.ctas_per_dir ? 1 : 0;
@@ -173,9 +185,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     }
     if (s + 1 < T) {
       prefetch(s + 1);
-      // Orders this step's exchange writes before every CTA's reads of them in step s + 1, and
-      // this CTA's reads of red before their overwrites.
-      grid.sync();
+      // Orders this step's exchange writes before the reads of them in step s + 1 by every CTA
+      // of the direction (the two directions share nothing), and this CTA's reads of red before
+      // their overwrites.
+      direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir);
     }
   }
 }
@@ -228,8 +241,13 @@ size_t prnn_mma_shared_bytes(const PrnnTiling& t) {
   return mma_smem(t).total;
 }
 
-size_t prnn_mma_workspace_bytes(const PrnnTiling& t) {
+// The exchange arrays of both directions, then the two barrier counters.
+size_t exchange_bytes(const PrnnTiling& t) {
   return size_t(t.directions) * 2 * exchange_elements(t) * sizeof(uint16_t);
+}
+
+size_t prnn_mma_workspace_bytes(const PrnnTiling& t) {
+  return exchange_bytes(t) + 2 * sizeof(unsigned int);
 }
 
 void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
@@ -258,6 +276,8 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     a.dir[i] = prnn_device_direction("persistent RNN (tensor cores)", dirs[i], i, backward,
                                      ws + int64_t{i} * 2 * exchange_elements(t));
   if (t.directions == 1) a.dir[1] = a.dir[0];
+  a.arrivals = reinterpret_cast<unsigned int*>(static_cast<char*>(workspace) + exchange_bytes(t));
+  DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
   cooperative_launch("persistent RNN (tensor cores)", fn, t.directions * t.ctas_per_direction,
                      t.threads, &a, layout.total, stream);
 }
