@@ -89,11 +89,6 @@ __device__ __forceinline__ int a_k(int tid, int e) {
   return kBf16 ? 2 * (tid % 8) + (e & 1) : tid % 8;
 }
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 __device__ __forceinline__ void store_prefetch(const Prefetch<false>& p, Mode<false>::Shared& s,
                                                int buf, int tid) {
 #pragma unroll

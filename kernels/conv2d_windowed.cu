@@ -24,11 +24,6 @@ int round_even(int a) {
   return a + (a & 1);
 }
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 int blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<int>(std::min<int64_t>(std::max<int64_t>(b, 1), 65535 * 32));

@@ -2,6 +2,7 @@
 // tensor-core persistent RNN): one warp-wide mma.sync with bf16 operands and fp32 accumulation.
 //
 //   mma_bf16_16816(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1);   // c (16 x 8) += a (16 x 16) b
+//   uint32_t a0 = pack_bf16x2(x0, x1);   // an operand register: x0 in the low half
 //
 // Fragments (PTX ISA, m16n8k16, g = lane / 4, q = lane % 4; each register two bf16, the lower
 // column or row in the low half): a0 = A[g][2q..], a1 = A[g + 8][2q..], a2 = A[g][2q + 8..],
@@ -9,9 +10,18 @@
 // c2, c3 = C[g + 8][2q..].
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 namespace ds2::kernels {
+
+// Two values rounded to bf16 (nearest even) as one operand register, lo in the low half (the
+// lower row or column of the fragment pair).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
 
 __device__ __forceinline__ void mma_bf16_16816(float& d0, float& d1, float& d2, float& d3,
                                                uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
