@@ -10,6 +10,7 @@
 #
 # Options: --speakers "S ..." (all five), --out DIR (runs/held-out), --jobs N (speakers at once,
 #          1), --no-adapt, --adapt-args "ARGS" (passed to ds2 adapt, e.g. "--keep 0.5"),
+#          --corpus-args "ARGS" (passed to make-fsdd-corpus.py, e.g. "--train 6000"),
 #          --ds2 PATH (build/ds2), KEY=VALUE overrides for training (and adaptation) after --.
 # A speaker's corpus and runs go to OUT/SPEAKER/; an existing folder is replaced.
 set -euo pipefail
@@ -19,6 +20,7 @@ OUT="runs/held-out"
 JOBS=1
 ADAPT=1
 ADAPT_ARGS=""
+CORPUS_ARGS=""
 DS2="${DS2:-$ROOT/build/ds2}"
 OVERRIDES=()
 while [ $# -gt 0 ]; do
@@ -28,6 +30,7 @@ while [ $# -gt 0 ]; do
     --jobs) JOBS="$2"; shift 2 ;;
     --no-adapt) ADAPT=0; shift ;;
     --adapt-args) ADAPT_ARGS="$2"; shift 2 ;;
+    --corpus-args) CORPUS_ARGS="$2"; shift 2 ;;
     --ds2) DS2="$2"; shift 2 ;;
     --) shift; OVERRIDES=("$@"); break ;;
     *) echo "held-out-speakers.sh: unknown option '$1' (see the comment at the top)" >&2; exit 2 ;;
@@ -44,8 +47,9 @@ one_speaker() {
   local s="$1" dir="$OUT/$1"
   rm -rf "$dir"
   mkdir -p "$dir"
+  # shellcheck disable=SC2086  # CORPUS_ARGS is a list of options
   python3 "$ROOT/scripts/make-fsdd-corpus.py" --out "$dir/corpus" --test-speaker "$s" \
-    >"$dir/corpus.log"
+    $CORPUS_ARGS >"$dir/corpus.log"
   "$DS2" train "$ROOT/configs/fsdd.yaml" run.dir="$dir/run" \
     data.train_manifest="$dir/corpus/train.jsonl" data.dev_manifest="$dir/corpus/dev.jsonl" \
     ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
