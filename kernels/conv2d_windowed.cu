@@ -204,8 +204,7 @@ void allow_smem(const void* kernel) {
 void launch_window(const float* in, const int* in_lengths, const int* out_lengths,
                    const float* weight, const float* bias, const Window& w, const Plan& p,
                    const WeightSource& src, uint4* fragments, float* out, cudaStream_t stream) {
-  static const bool allowed = (allow_smem(reinterpret_cast<const void*>(window_kernel)), true);
-  (void)allowed;
+  allow_smem(reinterpret_cast<const void*>(window_kernel));  // per call: the setting is per device
   swizzle_kernel<<<blocks_for(p.weight_fragments), kThreads, 0, stream>>>(weight, w, p, src,
                                                                           fragments);
   DS2_CUDA_CHECK_LAUNCH();
@@ -511,8 +510,7 @@ void backward_data(const float* dy, const int* out_lengths, const int* in_length
 
 int backward_weights(const float* x, const int* in_lengths, const float* dy, const int* out_lengths,
                      const Conv2dGeometry& g, float* partials, cudaStream_t stream) {
-  static const bool allowed = (allow_smem(reinterpret_cast<const void*>(weight_kernel)), true);
-  (void)allowed;
+  allow_smem(reinterpret_cast<const void*>(weight_kernel));  // per call: the setting is per device
   const WeightPlan p = plan_weights(g);
   DS2_CHECK(p.ok, "conv2d: the windowed kernels do not take this geometry");
   const dim3 grid(p.chunks, p.parts, p.m_blocks);
