@@ -258,16 +258,21 @@ __global__ void finalize_backward_kernel(const double* partial_a, const double* 
   }
 }
 
-// Elementwise passes: a block covers kApplyRows rows by kApplyThreads x kVec values of a frame
-// (grid.x over the frame, grid.y over the rows); padding rows get zeros. Frames of a multiple of
-// 4 values go four at a time (float4: rows stay 16-byte aligned), others one at a time.
-constexpr int kApplyThreads = 256, kApplyRows = 8;
+// Elementwise passes: a block covers rows_per_block rows (8, more when grid.y would pass its
+// limit) by kApplyThreads x kVec values of a frame (grid.x over the frame, grid.y over the rows);
+// padding rows get zeros. Frames of a multiple of 4 values go four at a time (float4: rows stay
+// 16-byte aligned), others one at a time.
+constexpr int kApplyThreads = 256, kApplyRows = 8, kMaxGridY = 65535;
+
+int apply_rows_per_block(const BatchNormDims& d) {
+  return static_cast<int>(std::max<int64_t>(kApplyRows, ceil_div(int64_t{d.T} * d.B, kMaxGridY)));
+}
 
 template <int kVec>
 dim3 apply_grid(const BatchNormDims& d) {
   const int rows = d.T * d.B, frame = static_cast<int>(d.C * d.S);
   return dim3(static_cast<unsigned>(ceil_div(frame, kApplyThreads * kVec)),
-              static_cast<unsigned>(ceil_div(rows, kApplyRows)));
+              static_cast<unsigned>(ceil_div(rows, apply_rows_per_block(d))));
 }
 
 // y = valid ? x a + b : 0 (apply), or dx = valid ? dy ca + x cb + cc : 0 (backward), per channel
@@ -276,7 +281,8 @@ template <int kVec, bool kBackwardPass>
 __global__ void apply_kernel(const float* __restrict__ x, const float* __restrict__ dy,
                              float* __restrict__ out, const int* __restrict__ lengths,
                              const float* __restrict__ ca, const float* __restrict__ cb,
-                             const float* __restrict__ cc, int B, int rows, int frame, int S) {
+                             const float* __restrict__ cc, int B, int rows, int rows_per_block,
+                             int frame, int S) {
   const int j0 = (blockIdx.x * kApplyThreads + threadIdx.x) * kVec;
   if (j0 >= frame) return;
   float a[kVec], b[kVec], c[kVec];
@@ -285,8 +291,9 @@ __global__ void apply_kernel(const float* __restrict__ x, const float* __restric
     const int ch = (S == 1 ? j0 + v : (j0 + v) / S);
     a[v] = __ldg(ca + ch), b[v] = __ldg(cb + ch), c[v] = kBackwardPass ? __ldg(cc + ch) : 0.0f;
   }
-  const int row_end = min(rows, static_cast<int>(blockIdx.y + 1) * kApplyRows);
-  for (int row = blockIdx.y * kApplyRows; row < row_end; ++row) {
+  const int row_begin = blockIdx.y * rows_per_block;
+  const int row_end = min(rows, row_begin + rows_per_block);
+  for (int row = row_begin; row < row_end; ++row) {
     const int t = row / B;
     const bool valid = t < __ldg(lengths + (row - t * B));
     const int i = row * frame + j0;
@@ -319,12 +326,13 @@ void launch_apply(const BatchNormDims& d, const float* x, const float* dy, float
                   const int* lengths, const float* ca, const float* cb, const float* cc,
                   cudaStream_t stream) {
   const int rows = d.T * d.B, frame = static_cast<int>(d.C * d.S);
+  const int per_block = apply_rows_per_block(d);
   if (frame % 4 == 0) {
     apply_kernel<4, kBackwardPass><<<apply_grid<4>(d), kApplyThreads, 0, stream>>>(
-        x, dy, out, lengths, ca, cb, cc, d.B, rows, frame, static_cast<int>(d.S));
+        x, dy, out, lengths, ca, cb, cc, d.B, rows, per_block, frame, static_cast<int>(d.S));
   } else {
     apply_kernel<1, kBackwardPass><<<apply_grid<1>(d), kApplyThreads, 0, stream>>>(
-        x, dy, out, lengths, ca, cb, cc, d.B, rows, frame, static_cast<int>(d.S));
+        x, dy, out, lengths, ca, cb, cc, d.B, rows, per_block, frame, static_cast<int>(d.S));
   }
   DS2_CUDA_CHECK_LAUNCH();
 }

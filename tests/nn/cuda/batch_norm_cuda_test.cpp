@@ -114,6 +114,15 @@ TEST(CudaBatchNorm, MatchesCpu) {
       check_case(ctx, c, m, ++seed);
 }
 
+// More frame rows (T * B) than 8 rows per block x 65535 blocks of grid.y: the elementwise passes
+// take more rows per block, in both the float4 (4 features) and the scalar (3) layout.
+TEST(CudaBatchNorm, MoreRowsThanOneGridDimensionHolds) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  check_case(ctx, {{300000, 2, 4}, {300000, 250001}}, Mode::kTraining, 11);
+  check_case(ctx, {{300000, 2, 3}, {299999, 300000}}, Mode::kTraining, 12);
+}
+
 // Every utterance empty: the output is zeros, the running statistics stay, gradients are zero.
 TEST(CudaBatchNorm, AllPaddingBatch) {
   DS2_REQUIRE_GPU();
