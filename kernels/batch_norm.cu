@@ -2,6 +2,7 @@
 
 #include "core/cuda/check.h"
 #include "kernels/batch_norm.h"
+#include "kernels/grid.h"
 
 namespace ds2::kernels {
 namespace {
@@ -12,10 +13,6 @@ struct ChunkPlan {
   int64_t rows_per_chunk = 1;
   int chunks = 0;
 };
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
 
 // The kernels index in 32 bits.
 void check_indexing(const BatchNormDims& d) {

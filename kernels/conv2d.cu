@@ -6,7 +6,9 @@
 #include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/conv2d.h"
+#include "kernels/conv2d_phase.cuh"
 #include "kernels/conv2d_windowed.h"
+#include "kernels/grid.h"
 #include "kernels/mma.cuh"
 
 namespace ds2::kernels {
@@ -15,9 +17,7 @@ namespace {
 constexpr int kThreads = 256;  // the small table kernels
 
 int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  constexpr int64_t kMaxBlocks = int64_t{65535} * 32;
-  return static_cast<int>(b < 1 ? 1 : (b < kMaxBlocks ? b : kMaxBlocks));
+  return grid_stride_blocks(n, kThreads);
 }
 
 __device__ inline int first_index() {
@@ -240,22 +240,6 @@ __global__ void forward_taps_kernel(Conv2dGeometry g, int4* taps) {
   }
 }
 
-// Backward-data phases: input frequencies f = f_q sf + phase are read by the frequency taps
-// jf = r + sf q (q < taps_f) with r = (phase + kf/2) mod sf, from output frequency f' = f_q + d -
-// q.
-struct Phase {
-  int r, taps_f, d, freqs;  // freqs: how many input frequencies have this phase
-};
-
-__host__ __device__ inline Phase phase_of(const Conv2dGeometry& g, int phase) {
-  Phase ph;
-  ph.r = (phase + g.kernel_f / 2) % g.stride_f;
-  ph.taps_f = ph.r < g.kernel_f ? (g.kernel_f - ph.r + g.stride_f - 1) / g.stride_f : 0;
-  ph.d = (phase + g.kernel_f / 2 - ph.r) / g.stride_f;
-  ph.freqs = phase < g.F ? (g.F - phase + g.stride_f - 1) / g.stride_f : 0;
-  return ph;
-}
-
 __host__ __device__ inline int data_taps_per_phase(const Conv2dGeometry& g) {
   return g.C_out * g.kernel_t * ((g.kernel_f + g.stride_f - 1) / g.stride_f);
 }
@@ -269,7 +253,7 @@ __global__ void data_taps_kernel(Conv2dGeometry g, int4* taps) {
   const int n = per_phase * g.stride_f;
   for (int e = first_index(); e < n; e += grid_stride()) {
     const int phase = e / per_phase, k = e - phase * per_phase;
-    const Phase ph = phase_of(g, phase);
+    const Conv2dPhase ph = conv2d_phase(g, phase);
     if (k >= g.C_out * g.kernel_t * ph.taps_f) continue;
     const int ci = k / ph.taps_f, q = k - ci * ph.taps_f;
     const int co = ci / g.kernel_t, i = ci - co * g.kernel_t;
@@ -357,7 +341,7 @@ __global__ void __launch_bounds__(kGemmThreads, 3)
   __shared__ __align__(16) typename Mode<kBf16>::Shared s;
   const int tid = threadIdx.x;
   const int phase = blockIdx.z;
-  const Phase ph = phase_of(g, phase);
+  const Conv2dPhase ph = conv2d_phase(g, phase);
   const int N = in_count * ph.freqs;
   const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
   if (n0 >= N) return;  // the whole CTA: this phase has fewer columns than the grid
@@ -620,7 +604,7 @@ void conv2d_backward_data(const float* dy, const int* out_lengths, const int* in
   data_taps_kernel<<<blocks_for(entries), kThreads, 0, stream>>>(g, taps);
   DS2_CUDA_CHECK_LAUNCH();
   // Phase 0 has the most input frequencies.
-  const int64_t N = int64_t{in_count} * phase_of(g, 0).freqs;
+  const int64_t N = int64_t{in_count} * conv2d_phase(g, 0).freqs;
   const dim3 grid(static_cast<unsigned>((N + kBN - 1) / kBN), (g.C + kBM - 1) / kBM, g.stride_f);
   auto* kernel =
       precision == Precision::kBf16 ? backward_data_kernel<true> : backward_data_kernel<false>;

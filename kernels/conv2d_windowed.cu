@@ -4,7 +4,9 @@
 #include <cstdint>
 
 #include "core/cuda/check.h"
+#include "kernels/conv2d_phase.cuh"
 #include "kernels/conv2d_windowed.h"
+#include "kernels/grid.h"
 #include "kernels/mma.cuh"
 
 namespace ds2::kernels::windowed {
@@ -17,16 +19,12 @@ constexpr int kChunkChannels = 4;       // window kernel: input channels staged 
 constexpr int kMaxSmem = 96 * 1024;
 constexpr int kWeightParts = 512;  // weight kernel: about this many CTAs (chunks x parts)
 
-__host__ __device__ inline int ceil_div(int a, int b) {
-  return (a + b - 1) / b;
-}
 int round_even(int a) {
   return a + (a & 1);
 }
 
 int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(b, 1), 65535 * 32));
+  return grid_stride_blocks(n, kThreads);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,21 +226,17 @@ Window forward_window(const Conv2dGeometry& g) {
 // from output frequency f_q + d - q; flipped (q' = J - 1 - q, i' = kt - 1 - i) that is a window
 // over dy with frequency stride 1 and offset J - 1 - d.
 Window data_window(const Conv2dGeometry& g, int phase, WeightSource* src) {
-  const int pf = g.kernel_f / 2;
-  const int r = (phase + pf) % g.stride_f;
-  const int taps_f = r < g.kernel_f ? ceil_div(g.kernel_f - r, g.stride_f) : 0;
-  const int d = (phase + pf - r) / g.stride_f;
-  const int freqs = phase < g.F ? ceil_div(g.F - phase, g.stride_f) : 0;
+  const Conv2dPhase ph = conv2d_phase(g, phase);
   Window w;
   w.T_in = g.T_out, w.B = g.B, w.C = g.C_out, w.F_in = g.F_out;
-  w.T_out = g.T, w.M = g.C, w.F_out = freqs;
+  w.T_out = g.T, w.M = g.C, w.F_out = ph.freqs;
   w.out_pitch = g.F, w.out_stride = g.stride_f, w.out_offset = phase;
   w.kt = g.kernel_t, w.J = round_even(ceil_div(g.kernel_f, g.stride_f)), w.st = 1, w.sf = 1;
-  w.pt = g.kernel_t - 1 - g.kernel_t / 2, w.pf = w.J - 1 - d;
+  w.pt = g.kernel_t - 1 - g.kernel_t / 2, w.pf = w.J - 1 - ph.d;
   if (src) {
     src->data = true;
     src->conv_in_channels = g.C, src->kernel_f = g.kernel_f;
-    src->stride_f = g.stride_f, src->r = r, src->taps_f = taps_f;
+    src->stride_f = g.stride_f, src->r = ph.r, src->taps_f = ph.taps_f;
   }
   return w;
 }
@@ -445,7 +439,8 @@ WeightPlan plan_weights(const Conv2dGeometry& g) {
   if (p.frames < 1) return p;
   p.tiles = g.B * ceil_div(g.T_out, p.frames);
   if (p.tiles <= 0) return p;
-  const int target = std::max(1, ceil_div(kWeightParts, p.chunks * p.m_blocks));
+  const int target =
+      static_cast<int>(std::max<int64_t>(1, ceil_div(kWeightParts, p.chunks * p.m_blocks)));
   p.parts = std::min(p.tiles, target);
   p.tiles_per_part = ceil_div(p.tiles, p.parts);
   p.parts = ceil_div(p.tiles, p.tiles_per_part);

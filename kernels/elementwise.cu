@@ -4,6 +4,7 @@
 #include "core/cuda/check.h"
 #include "kernels/clipped_relu.cuh"
 #include "kernels/elementwise.h"
+#include "kernels/grid.h"
 
 namespace ds2::kernels {
 namespace {
@@ -11,8 +12,7 @@ namespace {
 constexpr int kThreads = 256;
 
 int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
+  return grid_stride_blocks(n, kThreads);
 }
 
 // Grid-stride loops: any n with a bounded grid.

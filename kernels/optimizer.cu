@@ -1,4 +1,5 @@
 #include "core/cuda/check.h"
+#include "kernels/grid.h"
 #include "kernels/optimizer.h"
 
 namespace ds2::kernels {
@@ -6,8 +7,7 @@ namespace {
 
 constexpr int kThreads = 256;
 int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 65535 * 32 ? b : 65535 * 32);
+  return grid_stride_blocks(n, kThreads);
 }
 
 __global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_t n, float lr,

@@ -2,6 +2,7 @@
 
 #include "core/cuda/check.h"
 #include "kernels/clipped_relu.cuh"
+#include "kernels/grid.h"
 #include "kernels/rnn.h"
 
 namespace ds2::kernels {
@@ -10,8 +11,7 @@ namespace {
 constexpr int kThreads = 256;
 
 int blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(std::clamp<int64_t>(b, 1, 65535 * 32));
+  return grid_stride_blocks(n, kThreads);
 }
 
 #define DS2_RNN_GRID_STRIDE(i, n)                                                        \
