@@ -559,7 +559,7 @@ Conv2dWorkspaceSizes conv2d_workspace_sizes(const Conv2dGeometry& g, int out_cou
     const WeightGradPlan plan = weight_grad_plan(g, out_count);
     sizes.partials = int64_t{plan.partitions} * g.C_out * plan.columns;
     if (windowed::weights_usable(g)) {
-      const int64_t parts = windowed::plan_weights(g).parts;
+      const int64_t parts = windowed::weight_parts(g);
       sizes.partials = std::max(sizes.partials, parts * g.C_out * plan.columns);
     }
   }

@@ -12,6 +12,43 @@
 namespace ds2::kernels::windowed {
 namespace {
 
+// A correlation over a window that slides by st frames in time:
+//   out[t, b, m, fo * out_stride + out_offset] = bias[m] +
+//       sum_{c < C, i < kt, j < J} A(m, c, i, j) in[t st - pt + i, b, c, fo * sf - pf + j]
+// for t < out_lengths[b], fo < F_out; input frames t >= in_lengths[b] and frequencies outside
+// [0, F_in) read as zero. The forward pass is one such window; the input gradient is one per
+// frequency phase, over dy with the kernel flipped (data_window below).
+struct Window {
+  int T_in, B, C, F_in;
+  int T_out, M, F_out;
+  int out_pitch, out_stride, out_offset;
+  int kt, J, st, sf, pt, pf;  // J even: the tap count rounded up, extra taps weigh zero
+};
+
+struct Plan {
+  bool ok = false;
+  int frames = 0;                           // output frames per CTA
+  int chunk_channels = 0;                   // input channels staged at a time
+  int chunks = 0, steps = 0, m_blocks = 0;  // steps: k16 steps per chunk
+  int copies = 0, row_words = 0, rows = 0;  // staging: copies of each row (shifted by one), words
+  int words = 0;                            // staged words per chunk
+  int smem_bytes = 0;
+  int64_t weight_fragments = 0;  // uint4 per launch: m_blocks x chunks x steps x 2 x 32
+};
+
+// The weight-gradient kernel's tiling (plan_weights).
+struct WeightPlan {
+  bool ok = false;
+  int chunk_channels = 0, chunks = 0, m_blocks = 0;
+  int frames = 0, dy_frames = 0, fo_pairs = 0, dy_row_words = 0;
+  int rows = 0, x_row_words = 0, ksteps = 0;
+  int tiles = 0, tiles_per_part = 0, parts = 0;
+  int smem_bytes = 0;
+};
+
+Plan plan_window(const Window& w);
+WeightPlan plan_weights(const Conv2dGeometry& g);
+
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kTilesPerWarp = 6;        // window kernel: n-tiles (8 positions) per warp at most
 constexpr int kWeightTilesPerWarp = 8;  // weight kernel: n-tiles (8 taps) per warp at most
@@ -387,8 +424,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-}  // namespace
-
 Plan plan_window(const Window& w) {
   Plan p;
   if (w.F_out <= 0 || w.M <= 0 || w.C <= 0 || w.kt <= 0 || w.st <= 0 || w.J <= 0 || (w.J & 1))
@@ -448,7 +483,6 @@ WeightPlan plan_weights(const Conv2dGeometry& g) {
   return p;
 }
 
-namespace {
 bool has_frames(const Conv2dGeometry& g) {
   return g.B > 0 && g.T > 0 && g.T_out > 0;
 }
@@ -463,6 +497,10 @@ bool forward_usable(const Conv2dGeometry& g) {
 bool data_usable(const Conv2dGeometry& g) {
   return has_frames(g) && g.stride_t == 1 && plan_window(data_window(g, 0, nullptr)).ok;
 }
+int weight_parts(const Conv2dGeometry& g) {
+  return plan_weights(g).parts;
+}
+
 bool weights_usable(const Conv2dGeometry& g) {
   return has_frames(g) && plan_weights(g).ok;
 }
