@@ -142,12 +142,23 @@ TEST_P(ElementwiseTest, Bf16GemmMatchesRoundedOperands) {
       upload(a, ad, ctx.stream());
       upload(b, bd, ctx.stream());
       upload(c, cd, ctx.stream());
+      DeviceTensor c0;
+      upload(c, c0, ctx.stream());
       gemm(ctx, ta, tb, m, n, k, 0.7f, ad.data(), ta ? m : k, bd.data(), tb ? k : n, 0.5f,
            cd.data(), n);
       // |a|, |b| <= 1: an unrounded operand is off by at most 2^-9 relative, over k terms.
       const double atol = 1e-4 + 0.7 * 2.0 / 512.0 * std::sqrt(static_cast<double>(k));
-      expect_close(ref, download_tensor(cd, ctx), atol, 1e-3,
-                   "bf16 gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+      const std::string what = "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
+      expect_close(ref, download_tensor(cd, ctx), atol, 1e-3, "bf16 gemm " + what);
+      // gemm_bf16 on operands rounded by to_bf16: the reference's exact operands, so only the
+      // summation order differs.
+      DeviceArray<uint16_t> a16(a.numel()), b16(b.numel());
+      kernels::to_bf16(ad.data(), a16.data(), a.numel(), ctx.stream());
+      kernels::to_bf16(bd.data(), b16.data(), b.numel(), ctx.stream());
+      gemm_bf16(ctx.cublas(), ta, tb, m, n, k, 0.7f, a16.data(), ta ? m : k, b16.data(), tb ? k : n,
+                0.5f, c0.data(), n);
+      // fp32 accumulation of k products of magnitude <= 1 (tensor-core summation order).
+      expect_close(ref, download_tensor(c0, ctx), 2e-4 + 2e-6 * k, 1e-4, "gemm_bf16 " + what);
     }
 }
 
@@ -183,6 +194,15 @@ TEST_P(ElementwiseTest, Bf16ConversionsMatchCpuBitForBit) {
     ASSERT_EQ(std::memcmp(back_got.data() + i, back_ref.data() + i, sizeof(float)), 0)
         << "from_bf16, element " << i << " of " << n;
   }
+  // From a source one float past a 16-byte boundary: to_bf16 falls back to one at a time.
+  if (n < 2) return;
+  DS2_CUDA_CHECK(cudaMemsetAsync(packed.data(), 0xFF, n * sizeof(uint16_t), ctx.stream()));
+  kernels::to_bf16(xd.data() + 1, packed.data() + 1, n - 1, ctx.stream());
+  DS2_CUDA_CHECK(cudaMemcpyAsync(got.data(), packed.data(), n * sizeof(uint16_t),
+                                 cudaMemcpyDeviceToHost, ctx.stream()));
+  ctx.synchronize();
+  EXPECT_EQ(got[0], 0xFFFF) << "to_bf16 wrote before its output";
+  for (int64_t i = 1; i < n; ++i) ASSERT_EQ(got[i], ref[i]) << "misaligned to_bf16, element " << i;
 }
 
 // The pruning mask: kept elements bit for bit, masked ones exactly 0 (NaN inputs included), both
