@@ -230,10 +230,22 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
     const int64_t n_da = int64_t{T} * B * P;
     grad_bf16_.reserve(std::max<int64_t>(1, n_da));
     kernels::to_bf16(da, grad_bf16_.data(), n_da, main);
+    // dU's operands: the states, and the gradient it multiplies where that is not dA itself.
+    const int64_t n_states = int64_t{directions_} * T * B * hidden_;
+    states_bf16_.reserve(std::max<int64_t>(1, n_states));
+    kernels::to_bf16(hidden_states_.data(), states_bf16_.data(), n_states, main);
+    if (type_ == RnnType::kGru) {
+      const int64_t n_g = int64_t{directions_} * T * B * gates() * hidden_;
+      grad_recurrent_bf16_.reserve(std::max<int64_t>(1, n_g));
+      kernels::to_bf16(grad_hidden_gates_.data(), grad_recurrent_bf16_.data(), n_g, main);
+    } else if (batch_norm_) {
+      grad_recurrent_bf16_.reserve(std::max<int64_t>(1, n_da));
+      kernels::to_bf16(grad_preactivation_.data.data(), grad_recurrent_bf16_.data(), n_da, main);
+    }
   }
   const cudaStream_t ws = ctx_.fork_weight_gradients();
   const cublasHandle_t wh = ctx_.weight_gradient_cublas();
-  for (int d = 0; d < directions_; ++d) accumulate_recurrent_gradients(d, T, B, ws, wh);
+  for (int d = 0; d < directions_; ++d) accumulate_recurrent_gradients(d, T, B, bf16, ws, wh);
   // dW {D*G*H, in} += dA^T {D*G*H, T*B} X {T*B, in}; padding rows of dA are zero.
   if (bf16) {
     gemm_bf16(wh, true, false, P, input_size_, T * B, 1.0f, grad_bf16_.data(), P,
@@ -304,26 +316,34 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
   }
 }
 
-void CudaRnnLayer::accumulate_recurrent_gradients(int d, int T, int B, cudaStream_t s,
+void CudaRnnLayer::accumulate_recurrent_gradients(int d, int T, int B, bool bf16, cudaStream_t s,
                                                   cublasHandle_t handle) {
   const int H = hidden_, P = projection_size(), GH = gates() * H;
   const bool reverse = d == 1;
   const bool gru = type_ == RnnType::kGru;
-  const float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
+  const int64_t states_offset = int64_t{d} * T * B * H;
+  const float* hs = hidden_states_.data() + states_offset;
   const float* dpre = grad_preactivation_.data.data();
   const float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
   // dU {G*H, H} += sum_t dG_t^T h_prev(t): one GEMM with the states shifted by one timestep (the
   // first step's h_prev is zero and contributes nothing).
+  const int64_t dg_offset = gru ? int64_t{d} * T * B * GH : int64_t{d} * GH;
   const float* dg_all = gru ? dgates : dpre + d * GH;
   const int ldg = gru ? GH : P;
   if (T > 1) {
     const int rows = (T - 1) * B;
-    if (reverse) {
-      gemm(handle, ctx_.matmul_precision(), true, false, GH, H, rows, 1.0f, dg_all, ldg,
-           hs + int64_t{B} * H, H, 1.0f, params_.grad(u_[d]), H);
+    // The later factor starts one timestep after the earlier (in memory) one.
+    const int64_t dg_shift = reverse ? 0 : int64_t{B} * ldg;
+    const int64_t h_shift = reverse ? int64_t{B} * H : 0;
+    if (bf16) {
+      // Rounded by backward(); without BN or gates, dG is dA and grad_bf16_ holds it.
+      const uint16_t* dg16 =
+          (gru || batch_norm_ ? grad_recurrent_bf16_.data() : grad_bf16_.data()) + dg_offset;
+      gemm_bf16(handle, true, false, GH, H, rows, 1.0f, dg16 + dg_shift, ldg,
+                states_bf16_.data() + states_offset + h_shift, H, 1.0f, params_.grad(u_[d]), H);
     } else {
-      gemm(handle, ctx_.matmul_precision(), true, false, GH, H, rows, 1.0f,
-           dg_all + int64_t{B} * ldg, ldg, hs, H, 1.0f, params_.grad(u_[d]), H);
+      gemm(handle, ctx_.matmul_precision(), true, false, GH, H, rows, 1.0f, dg_all + dg_shift, ldg,
+           hs + h_shift, H, 1.0f, params_.grad(u_[d]), H);
     }
   }
   if (gru)

@@ -84,7 +84,8 @@ class CudaRnnLayer : public CudaLayer {
   // The GEMM path's per-step backward recurrence of direction d: fills dpre (and dG for GRU).
   void backprop_direction(int d, int T, int B, const int* lengths, const float* dy);
   // dU and the recurrence-side bias gradients of direction d, from dpre, on stream s / handle.
-  void accumulate_recurrent_gradients(int d, int T, int B, cudaStream_t s, cublasHandle_t handle);
+  void accumulate_recurrent_gradients(int d, int T, int B, bool bf16, cudaStream_t s,
+                                      cublasHandle_t handle);
   // Plans the recurrence for batch B (dense or sparse persistent, workspace reserved); false when
   // the GEMM recurrence runs (GRU, disabled, or no persistent plan fits).
   bool plan_persistent(int B);
@@ -125,8 +126,9 @@ class CudaRnnLayer : public CudaLayer {
   DeviceTensor carry_;                  // {D, 2, B, H}: dL/dh ping-pong per direction
 
   // bf16 matmul precision: the projection's operands rounded once per pass (the forward's input
-  // and W serve the backward's dX and dW products too), and dL/d(W x).
-  DeviceArray<uint16_t> input_bf16_, weight_bf16_, grad_bf16_;
+  // and W serve the backward's dX and dW products too), and dL/d(W x); for dU, the states and
+  // the gradient it multiplies (dL/d(BN output), or the GRU's hidden gates).
+  DeviceArray<uint16_t> input_bf16_, weight_bf16_, grad_bf16_, states_bf16_, grad_recurrent_bf16_;
 
   // Persistent recurrence.
   bool use_persistent_ = true;
