@@ -91,6 +91,29 @@ TEST_P(ElementwiseTest, ZeroPaddingClearsOnlyPadding) {
   expect_close(ref.data, download_tensor(d.data, ctx), 0, 0, "zero_padding");
 }
 
+// +0.0f takes the driver's memset, any other value (-0.0f included) the kernel; both must write
+// exactly [x, x + n) of a poisoned buffer, from an odd offset.
+TEST_P(ElementwiseTest, FillWritesExactlyItsRange) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(GetParam() + 5);
+  const int64_t n = GetParam();
+  Tensor poison({n + 2});
+  fill_uniform(poison, rng, 1, 2);  // never zero
+  for (float value : {0.0f, -0.0f, 2.5f}) {
+    DeviceTensor d;
+    upload(poison, d, ctx.stream());
+    kernels::fill(d.data() + 1, n, value, ctx.stream());
+    const Tensor got = download_tensor(d, ctx);
+    EXPECT_EQ(got[0], poison[0]);
+    EXPECT_EQ(got[n + 1], poison[n + 1]);
+    for (int64_t i = 1; i <= n; ++i) {
+      ASSERT_EQ(got[i], value) << "element " << i << " of value " << value;
+      ASSERT_EQ(std::signbit(got[i]), std::signbit(value)) << "element " << i;
+    }
+  }
+}
+
 TEST_P(ElementwiseTest, GemmMatchesCblas) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;

@@ -214,8 +214,8 @@ double CudaStepEngine::reduce_and_clip(RunBackward run_backward, float loss_scal
   }
   // The norm of the allreduced gradients is the same on every rank, so is every decision on it.
   double norm = 0;
-  const float factor = unscale_clip_factor(std::sqrt(*norm_host_), loss_scale, max_norm, &norm);
-  if (factor != 1.0f) kernels::scale(p.grads(), n, factor, ctx_.stream());
+  // The optimizer step applies the factor as it reads each gradient (one pass over them less).
+  grad_factor_ = unscale_clip_factor(std::sqrt(*norm_host_), loss_scale, max_norm, &norm);
   return norm;
 }
 
@@ -274,11 +274,13 @@ void CudaStepEngine::optimizer_step(double lr) {
     kernels::adam_step(p.values(), p.grads(), moment1_.data(), moment2_.data(), n,
                        static_cast<float>(lr), static_cast<float>(optim_.beta1),
                        static_cast<float>(optim_.beta2), static_cast<float>(optim_.eps),
-                       static_cast<float>(1.0 - lr * optim_.weight_decay), c1, c2, ctx_.stream());
+                       static_cast<float>(1.0 - lr * optim_.weight_decay), c1, c2, grad_factor_,
+                       ctx_.stream());
   } else {
     kernels::nesterov_sgd_step(p.values(), p.grads(), moment1_.data(), n, static_cast<float>(lr),
                                static_cast<float>(optim_.momentum),
-                               static_cast<float>(optim_.weight_decay), ctx_.stream());
+                               static_cast<float>(optim_.weight_decay), grad_factor_,
+                               ctx_.stream());
   }
   // Weight decay and Adam's momentum would move pruned weights off 0 again.
   apply_masks(p.values());

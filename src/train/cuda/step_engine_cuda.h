@@ -73,6 +73,9 @@ class CudaStepEngine : public StepEngine, public InferenceEngine {
   DeviceArray<float> moment1_, moment2_, average_;
   DeviceArray<double> norm_scratch_, norm_;
   double* norm_host_ = nullptr;  // pinned
+  // The last backward's unscale-and-clip factor, applied by the optimizer step as it reads the
+  // gradients.
+  float grad_factor_ = 1.0f;
   int64_t optimizer_steps_ = 0;
   // Device allocations made inside training steps (forward_loss, backward, optimizer_step)
   // since reserve(); -1 before it.
