@@ -13,7 +13,9 @@ namespace {
 //   2. recursion_kernel: grid (B, roles). Role 0 runs the alpha recursion and writes the loss,
 //      role 1 the beta recursion, role 2 links equal labels into chains for step 3. Threads run
 //      across the extended label positions (strides of blockDim, any length), time is a loop
-//      with one __syncthreads per step; the lattices live in the global workspace.
+//      with one __syncthreads per step. A step reads the lattice row before it and a chunk of
+//      frames' log probabilities from shared memory and writes its row to the global workspace
+//      as well (step 3 reads the lattices).
 //   3. gradient_kernel: one block per (frame, utterance), every frame of the output, padding
 //      included: softmax minus occupancy, where a class's occupancy sums exp(alpha + beta - ll)
 //      over its extended positions in a fixed order (a tree for the blank, a chain walk for each
@@ -119,13 +121,47 @@ __global__ void log_softmax_kernel(const float* __restrict__ logits, int T, int 
   for (int k = lane; k < K; k += 32) out[k] = static_cast<double>(x[k]) - log_norm;
 }
 
+// The recursions' shared memory: two lattice rows (the step before and this one), the log
+// probabilities of a chunk of frames, and per extended position its class and whether the s-2 jump
+// is allowed. A step then reads only shared memory, and frames come from global memory in bulk,
+// once per chunk, instead of one dependent L2 round trip per step.
+struct RecursionSmem {
+  int chunk_frames = 0;
+  size_t rows = 0, chunk = 0, classes = 0, skips = 0, total = 0;  // byte offsets, total size
+};
+
+constexpr size_t kChunkBytes = 16 * 1024;
+constexpr int kMaxChunkFrames = 64;
+
+RecursionSmem recursion_smem(int64_t S_stride, int K) {
+  RecursionSmem m;
+  const size_t row_bytes = static_cast<size_t>(K) * sizeof(double);
+  m.chunk_frames = static_cast<int>(
+      std::max<size_t>(1, std::min<size_t>(kMaxChunkFrames, kChunkBytes / row_bytes)));
+  m.rows = 0;
+  m.chunk = m.rows + 2 * static_cast<size_t>(S_stride) * sizeof(double);
+  m.classes = m.chunk + static_cast<size_t>(m.chunk_frames) * row_bytes;
+  m.skips = m.classes + static_cast<size_t>(S_stride) * sizeof(int);
+  m.total = m.skips + static_cast<size_t>(S_stride);
+  return m;
+}
+
+// Frames [lo, lo + C) of one utterance's log probabilities (rows past `frames` left as they are).
+__device__ __forceinline__ void load_chunk(const double* lp, int lo, int C, int K, int frames,
+                                           double* chunk) {
+  const int rows = min(C, frames - lo);
+  const double* src = lp + static_cast<int64_t>(lo) * K;
+  for (int i = threadIdx.x; i < rows * K; i += blockDim.x) chunk[i] = src[i];
+}
+
 __global__ void recursion_kernel(const double* __restrict__ log_probs, int T, int K,
                                  const int* __restrict__ input_lengths,
                                  const int* __restrict__ labels,
                                  const int* __restrict__ label_offsets, int64_t S_stride,
-                                 int64_t slot_stride, double* alpha, double* beta,
-                                 double* __restrict__ log_likelihood, double* __restrict__ losses,
-                                 int* __restrict__ chain_next, int* __restrict__ chain_head) {
+                                 int64_t slot_stride, RecursionSmem layout, double* alpha,
+                                 double* beta, double* __restrict__ log_likelihood,
+                                 double* __restrict__ losses, int* __restrict__ chain_next,
+                                 int* __restrict__ chain_head) {
   const int b = blockIdx.x;
   const int role = blockIdx.y;
   const int tid = threadIdx.x, threads = blockDim.x;
@@ -153,10 +189,21 @@ __global__ void recursion_kernel(const double* __restrict__ log_probs, int T, in
     return;
   }
 
+  extern __shared__ __align__(16) unsigned char smem[];
+  double* rows = reinterpret_cast<double*>(smem + layout.rows);
+  double* chunk = reinterpret_cast<double*>(smem + layout.chunk);
+  int* cls = reinterpret_cast<int*>(smem + layout.classes);
+  unsigned char* skip = smem + layout.skips;
+  const int C = layout.chunk_frames;
+
   // Fewest frames that emit the label: one per label plus a blank between equal neighbours
   // (ctc_min_frames). Integer atomics, so the count is exact.
   __shared__ int repeats;
   if (tid == 0) repeats = 0;
+  for (int s = tid; s < S; s += threads) {
+    cls[s] = extended_class(label, s);
+    skip[s] = can_skip_to(label, s) ? 1 : 0;
+  }
   __syncthreads();
   int mine = 0;
   for (int i = tid + 1; i < U; i += threads) mine += (label[i] == label[i - 1]) ? 1 : 0;
@@ -177,22 +224,35 @@ __global__ void recursion_kernel(const double* __restrict__ log_probs, int T, in
     }
     // alpha[t][s]: log probability of emitting frames 0..t and being at position s at t.
     double* A = alpha + static_cast<int64_t>(b) * T * S_stride;
-    for (int s = tid; s < S; s += threads) A[s] = (s < 2) ? lp[extended_class(label, s)] : kLogZero;
+    load_chunk(lp, 0, C, K, frames, chunk);
+    __syncthreads();
+    for (int s = tid; s < S; s += threads) {
+      const double a = (s < 2) ? chunk[cls[s]] : kLogZero;
+      rows[s] = a;
+      A[s] = a;
+    }
     __syncthreads();
     for (int t = 1; t < frames; ++t) {
-      const double* prev = A + (t - 1) * S_stride;
-      double* cur = A + t * S_stride;
-      const double* lp_t = lp + static_cast<int64_t>(t) * K;
+      if (t % C == 0) {  // the same for every thread: the barriers are uniform
+        load_chunk(lp, t, C, K, frames, chunk);
+        __syncthreads();
+      }
+      const double* prev = rows + ((t - 1) & 1) * S_stride;
+      double* cur = rows + (t & 1) * S_stride;
+      const double* lp_t = chunk + (t % C) * K;
+      double* out = A + t * S_stride;
       for (int s = tid; s < S; s += threads) {
         double sum = prev[s];
         if (s >= 1) sum = log_add(sum, prev[s - 1]);
-        if (can_skip_to(label, s)) sum = log_add(sum, prev[s - 2]);
-        cur[s] = (sum == kLogZero) ? kLogZero : sum + lp_t[extended_class(label, s)];
+        if (skip[s]) sum = log_add(sum, prev[s - 2]);
+        const double a = (sum == kLogZero) ? kLogZero : sum + lp_t[cls[s]];
+        cur[s] = a;
+        out[s] = a;
       }
       __syncthreads();
     }
     if (tid == 0) {
-      const double* last = A + (frames - 1) * S_stride;
+      const double* last = rows + ((frames - 1) & 1) * S_stride;
       const double ll = (S > 1) ? log_add(last[S - 1], last[S - 2]) : last[S - 1];
       log_likelihood[b] = ll;
       // Every path has probability 0 (logits of -inf): infeasible too.
@@ -202,24 +262,35 @@ __global__ void recursion_kernel(const double* __restrict__ log_probs, int T, in
   }
 
   // Role beta. beta[t][s]: log probability of emitting frames t+1.. given position s at t (frame
-  // t's own emission is left out, so alpha + beta is the path mass through (t, s)).
+  // t's own emission is left out, so alpha + beta is the path mass through (t, s)). Chunks run
+  // downwards: [lo, lo + C) holds frame t + 1 at row t + 1 - lo.
   if (!feasible) return;
   double* Bt = beta + static_cast<int64_t>(b) * T * S_stride;
   double* last = Bt + (frames - 1) * S_stride;
-  for (int s = tid; s < S; s += threads) last[s] = (s >= S - 2) ? 0.0 : kLogZero;
-  __syncthreads();
+  for (int s = tid; s < S; s += threads) {
+    const double v = (s >= S - 2) ? 0.0 : kLogZero;
+    rows[((frames - 1) & 1) * S_stride + s] = v;
+    last[s] = v;
+  }
+  int lo = frames;  // no chunk loaded yet
   for (int t = frames - 2; t >= 0; --t) {
-    const double* next = Bt + (t + 1) * S_stride;
-    double* cur = Bt + t * S_stride;
-    const double* lp_next = lp + static_cast<int64_t>(t + 1) * K;
-    for (int s = tid; s < S; s += threads) {
-      double sum = next[s] + lp_next[extended_class(label, s)];
-      if (s + 1 < S) sum = log_add(sum, next[s + 1] + lp_next[extended_class(label, s + 1)]);
-      if (s + 2 < S && can_skip_to(label, s + 2))
-        sum = log_add(sum, next[s + 2] + lp_next[extended_class(label, s + 2)]);
-      cur[s] = sum;
+    if (t + 1 < lo) {   // uniform, as above
+      __syncthreads();  // the previous chunk's readers are done
+      lo = max(0, t + 2 - C);
+      load_chunk(lp, lo, C, K, frames, chunk);
     }
     __syncthreads();
+    const double* next = rows + ((t + 1) & 1) * S_stride;
+    double* cur = rows + (t & 1) * S_stride;
+    const double* lp_next = chunk + (t + 1 - lo) * K;
+    double* out = Bt + t * S_stride;
+    for (int s = tid; s < S; s += threads) {
+      double sum = next[s] + lp_next[cls[s]];
+      if (s + 1 < S) sum = log_add(sum, next[s + 1] + lp_next[cls[s + 1]]);
+      if (s + 2 < S && skip[s + 2]) sum = log_add(sum, next[s + 2] + lp_next[cls[s + 2]]);
+      cur[s] = sum;
+      out[s] = sum;
+    }
   }
 }
 
@@ -335,9 +406,23 @@ void ctc_loss(const float* logits, int max_frames, int batch, int alphabet_size,
   const int64_t wanted = (S_stride + 31) / 32 * 32;
   const int recursion_threads = static_cast<int>(std::min<int64_t>(wanted, kMaxRecursionThreads));
   const dim3 recursion_grid(B, gradient ? 3 : 1);
-  recursion_kernel<<<recursion_grid, recursion_threads, 0, stream>>>(
-      log_probs, T, K, input_lengths, labels, label_offsets, S_stride, slot_stride, alpha, beta,
-      log_likelihood, losses, chain_next, chain_head);
+  const RecursionSmem smem = recursion_smem(S_stride, K);
+  if (smem.total > 48 * 1024) {
+    int device = 0, limit = 0;
+    DS2_CUDA_CHECK(cudaGetDevice(&device));
+    DS2_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    DS2_CHECK(smem.total + sizeof(int) <= static_cast<size_t>(limit),  // + `repeats`
+              "ctc_loss (CUDA): a label of " << max_label_length << " symbols over an alphabet of "
+                                             << K << " needs " << smem.total
+                                             << " bytes of shared memory, over this GPU's " << limit
+                                             << " (train on the CPU backend)");
+    DS2_CUDA_CHECK(cudaFuncSetAttribute(recursion_kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem.total)));
+  }
+  recursion_kernel<<<recursion_grid, recursion_threads, smem.total, stream>>>(
+      log_probs, T, K, input_lengths, labels, label_offsets, S_stride, slot_stride, smem, alpha,
+      beta, log_likelihood, losses, chain_next, chain_head);
   DS2_CUDA_CHECK_LAUNCH();
 
   if (gradient && T > 0) {

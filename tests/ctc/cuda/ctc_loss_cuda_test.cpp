@@ -157,6 +157,25 @@ TEST(CtcLossCuda, LongLabels) {
   check_against_cpu(1300, 29, lengths, labels, 42);
 }
 
+// The recursions stage log probabilities in chunks of up to 16 KB of frames: 64 frames at K 29,
+// 2 at K 700, 1 at K 3000 (every step loads its own). Chunk edges fall inside odd lengths, the
+// backward recursion's first chunk is partial, and a 1-frame utterance has no step at all.
+TEST(CtcLossCuda, LargeAlphabetsStageFewerFramesPerChunk) {
+  DS2_REQUIRE_GPU();
+  Rng rng(9);
+  for (int K : {700, 3000}) {
+    const std::vector<int> lengths = {131, 1, 66, 97};
+    Labels labels;
+    for (int frames : lengths) labels.push_back(random_label(frames / 3 + 1, K, frames, rng));
+    check_against_cpu(131, K, lengths, labels, 90 + K);
+  }
+  // K 29: edges at frames 64 and 128 on both sides.
+  check_against_cpu(129, 29, {129, 128, 65, 63},
+                    {random_label(40, 29, 129, rng), random_label(40, 29, 128, rng),
+                     random_label(20, 29, 65, rng), random_label(20, 29, 63, rng)},
+                    99);
+}
+
 TEST(CtcLossCuda, RepeatedLabels) {
   DS2_REQUIRE_GPU();
   // {2,2,2,3,3,1,1,1,1} needs 9 + 2 + 1 + 3 = 15 frames: tight, one spare, several spare.
