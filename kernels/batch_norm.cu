@@ -38,17 +38,18 @@ ChunkPlan plan_chunks(const BatchNormDims& d) {
   return p;
 }
 
-enum Mode { kSum = 0, kSquaredDeviation = 1, kBackward = 2 };
+enum Mode { kMoments, kBackward };
 
-// The per-value terms, in float as the CPU reference computes them, accumulated in double.
+// The per-value terms, accumulated in double. Forward: x and x^2 (exact in double) in one pass;
+// the variance is E[x^2] - E[x]^2 in double, which for float data agrees with the CPU's two-pass
+// float deviations to float precision. Backward: the CPU reference's float terms.
 template <int kMode>
 __device__ __forceinline__ void accumulate(float x, float dy, float mean, float inv_std, double& a,
                                            double& b) {
-  if (kMode == kSum) {
-    a += x;
-  } else if (kMode == kSquaredDeviation) {
-    const float d = x - mean;
-    a += d * d;
+  if (kMode == kMoments) {
+    const double xd = x;
+    a += xd;
+    b += xd * xd;
   } else {
     a += dy;
     b += dy * (x - mean) * inv_std;
@@ -77,7 +78,7 @@ __global__ void partials_rows_kernel(const float* __restrict__ x, const float* _
   const int r1 = min(rows, r0 + rows_per_chunk);
   double a = 0.0, b = 0.0;
   if (c < C) {
-    const float m = kMode != kSum ? mean[c] : 0.0f;
+    const float m = kMode == kBackward ? mean[c] : 0.0f;
     const float is = kMode == kBackward ? inv_std[c] : 0.0f;
     for (int rb = r0 + threadIdx.y; rb < r1; rb += kRowLanes * kUnroll) {
       float xv[kUnroll], dv[kUnroll];
@@ -86,10 +87,12 @@ __global__ void partials_rows_kernel(const float* __restrict__ x, const float* _
       for (int k = 0; k < kUnroll; ++k) {
         const int r = rb + k * kRowLanes;
         const int t = r / B;
-        ok[k] = r < r1 && t < __ldg(lengths + (r - t * B));
+        // The value loads do not wait for the length: padding values are loaded, not added.
+        const bool in_chunk = r < r1;
+        ok[k] = in_chunk && t < __ldg(lengths + (r - t * B));
         const int i = r * C + c;
-        xv[k] = ok[k] ? __ldg(x + i) : 0.0f;
-        dv[k] = ok[k] && kMode == kBackward ? __ldg(dy + i) : 0.0f;
+        xv[k] = in_chunk ? __ldg(x + i) : 0.0f;
+        dv[k] = in_chunk && kMode == kBackward ? __ldg(dy + i) : 0.0f;
       }
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k)
@@ -106,7 +109,7 @@ __global__ void partials_rows_kernel(const float* __restrict__ x, const float* _
       tb += sb[k][threadIdx.x];
     }
     partial_a[int64_t{chunk} * C + c] = ta;
-    if (kMode == kBackward) partial_b[int64_t{chunk} * C + c] = tb;
+    partial_b[int64_t{chunk} * C + c] = tb;
   }
 }
 
@@ -127,7 +130,7 @@ __global__ void partials_positions_kernel(const float* __restrict__ x, const flo
   const int r0 = chunk * rows_per_chunk;
   const int r1 = min(rows, r0 + rows_per_chunk);
   const int count = (r1 - r0) * S;
-  const float m = kMode != kSum ? mean[c] : 0.0f;
+  const float m = kMode == kBackward ? mean[c] : 0.0f;
   const float is = kMode == kBackward ? inv_std[c] : 0.0f;
   double a = 0.0, b = 0.0;
   for (int eb = threadIdx.x; eb < count; eb += kPositionThreads * kUnroll) {
@@ -139,10 +142,11 @@ __global__ void partials_positions_kernel(const float* __restrict__ x, const flo
       const int re = e / S;
       const int r = r0 + re, s = e - re * S;
       const int t = r / B;
-      ok[k] = e < count && t < __ldg(lengths + (r - t * B));
+      const bool in_chunk = e < count;
+      ok[k] = in_chunk && t < __ldg(lengths + (r - t * B));
       const int i = (r * C + c) * S + s;
-      xv[k] = ok[k] ? __ldg(x + i) : 0.0f;
-      dv[k] = ok[k] && kMode == kBackward ? __ldg(dy + i) : 0.0f;
+      xv[k] = in_chunk ? __ldg(x + i) : 0.0f;
+      dv[k] = in_chunk && kMode == kBackward ? __ldg(dy + i) : 0.0f;
     }
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k)
@@ -160,7 +164,7 @@ __global__ void partials_positions_kernel(const float* __restrict__ x, const flo
   }
   if (threadIdx.x == 0) {
     partial_a[int64_t{chunk} * C + c] = sa[0];
-    if (kMode == kBackward) partial_b[int64_t{chunk} * C + c] = sb[0];
+    partial_b[int64_t{chunk} * C + c] = sb[0];
   }
 }
 
@@ -192,22 +196,19 @@ __device__ __forceinline__ double sum_chunks(const double* partial, int chunks, 
   return s;
 }
 
-__global__ void finalize_mean_kernel(const double* partial, int chunks, int C, double n,
-                                     float* mean) {
+__global__ void finalize_stats_kernel(const double* partial_sum, const double* partial_squares,
+                                      int chunks, int C, double n, const float* gamma,
+                                      const float* beta, float momentum, float epsilon,
+                                      float* running_mean, float* running_var,
+                                      BatchNormStats stats) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  mean[c] = static_cast<float>(sum_chunks(partial, chunks, C, c) / n);
-}
-
-__global__ void finalize_variance_kernel(const double* partial, int chunks, int C, double n,
-                                         const float* gamma, const float* beta, float momentum,
-                                         float epsilon, float* running_mean, float* running_var,
-                                         BatchNormStats stats) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const double var = sum_chunks(partial, chunks, C, c) / n;
+  const double mean_d = sum_chunks(partial_sum, chunks, C, c) / n;
+  // Rounding can take E[x^2] - E[x]^2 a hair below 0 for a constant channel.
+  const double var = fmax(0.0, sum_chunks(partial_squares, chunks, C, c) / n - mean_d * mean_d);
   const float inv_std = static_cast<float>(1.0 / sqrt(var + static_cast<double>(epsilon)));
-  const float mean = stats.mean[c];
+  const float mean = static_cast<float>(mean_d);
+  stats.mean[c] = mean;
   stats.inv_std[c] = inv_std;
   const double unbias = n > 1.0 ? n / (n - 1.0) : 1.0;
   running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
@@ -353,15 +354,13 @@ void batch_norm_train_stats(const BatchNormDims& dims, const float* x, const int
   DS2_CHECK(valid_count > 0, "batch_norm_train_stats: no valid values");
   const ChunkPlan p = plan_chunks(dims);
   const double n = static_cast<double>(valid_count);
-  launch_partials<kSum>(dims, p, x, nullptr, lengths, nullptr, nullptr, workspace, nullptr, stream);
-  finalize_mean_kernel<<<channel_blocks(dims.C), kChannelThreads, 0, stream>>>(
-      workspace, p.chunks, dims.C, n, stats.mean);
-  DS2_CUDA_CHECK_LAUNCH();
-  launch_partials<kSquaredDeviation>(dims, p, x, nullptr, lengths, stats.mean, nullptr, workspace,
-                                     nullptr, stream);
-  finalize_variance_kernel<<<channel_blocks(dims.C), kChannelThreads, 0, stream>>>(
-      workspace, p.chunks, dims.C, n, gamma, beta, momentum, epsilon, running_mean, running_var,
-      stats);
+  double* partial_sum = workspace;
+  double* partial_squares = workspace + int64_t{p.chunks} * dims.C;
+  launch_partials<kMoments>(dims, p, x, nullptr, lengths, nullptr, nullptr, partial_sum,
+                            partial_squares, stream);
+  finalize_stats_kernel<<<channel_blocks(dims.C), kChannelThreads, 0, stream>>>(
+      partial_sum, partial_squares, p.chunks, dims.C, n, gamma, beta, momentum, epsilon,
+      running_mean, running_var, stats);
   DS2_CUDA_CHECK_LAUNCH();
 }
 

@@ -35,7 +35,8 @@ struct BatchNormStats {
 // Device doubles the reductions need as scratch for data of these dimensions.
 int64_t batch_norm_workspace(const BatchNormDims& dims);
 
-// Batch statistics over the valid frames (two passes: mean, then squared deviations), the
+// Batch statistics over the valid frames (one pass: sums of x and x^2 in double; the CPU layer
+// takes two, in float deviations, and agrees to float precision), the
 // running statistics update (running = (1 - momentum) running + momentum batch, with the unbiased
 // variance), and the forward coefficients a = gamma * inv_std, b = beta - mean * a.
 // `valid_count` = valid frames * S, which must be positive.
