@@ -2,7 +2,8 @@
 // kernel): loading a step's epilogue inputs ahead of time, and turning the warps' partial sums of
 // an output into the cell's output.
 //
-//   prnn_prefetch_epilogue(ep_next, ep_h, d, t, B, R, r0, H, len_s, backward, tid, threads);
+//   prnn_prefetch_epilogue(ep_next, ep_h, d, t, B, R, r0, H, len_s, backward, tid, tid / R,
+//                          tid % R, threads);
 //   out = prnn_cell_from_partials(red + b * pitch + m, red_warp, warps, x, h, backward, clip);
 #pragma once
 
@@ -16,13 +17,16 @@ namespace ds2::kernels {
 // Copies (cp.async, one commit group) step t's epilogue inputs of the CTA's rows [r0, r0 + R):
 // x (pre or dL/dh) into dst[b * R + m] and, for backward-data, h into dst[h_offset + b * R + m],
 // for the B batch rows; padded frames (t >= len[b]) and rows past H are not read.
+// (tid_b, tid_m) = (tid / R, tid % R), worked out once by the caller.
 template <class Dir>
 __device__ __forceinline__ void prnn_prefetch_epilogue(float* dst, int h_offset, const Dir& d,
                                                        int t, int B, int R, int r0, int H,
                                                        const int* len, bool backward, int tid,
-                                                       int threads) {
+                                                       int tid_b, int tid_m, int threads) {
+  int b = tid_b, m = tid_m;
   for (int o = tid; o < B * R; o += threads) {
-    const int b = o / R, m = o % R, k = r0 + m;
+    if (o != tid) b = o / R, m = o - b * R;
+    const int k = r0 + m;
     if (k >= H || t >= len[b]) continue;
     const int64_t row = int64_t{t} * B + b;
     cp_async4(dst + o, d.x + row * d.ld_x + k);

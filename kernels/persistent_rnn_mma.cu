@@ -91,6 +91,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
+  // The epilogue's and the prefetch's first output o = tid, as (o / R, o % R): a division by the
+  // runtime R costs ~35 dependent instructions on every step's critical path.
+  const int tid_b = tid / R, tid_m = tid - tid_b * R;
   const int passes = (B + kPass - 1) / kPass;
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
@@ -121,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
   auto prefetch = [&](int s) {
     prnn_prefetch_epilogue(ep + (s & 1) * ep_parity, ep_h, d, d.descending ? T - 1 - s : s, B, R,
-                           r0, H, len_s, bwd, tid, kThreads);
+                           r0, H, len_s, bwd, tid, tid_b, tid_m, kThreads);
   };
   if (T > 0) prefetch(0);
 
@@ -171,8 +174,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       __syncthreads();
 
       // Warps summed in order, then the cell (clipped ReLU or its derivative) and the padding.
+      int bl = tid_b, m = tid_m;
       for (int o = tid; o < kPass * R; o += kThreads) {
-        const int bl = o / R, m = o % R, b = pass * kPass + bl, k = r0 + m;
+        if (o != tid) bl = o / R, m = o - bl * R;
+        const int b = pass * kPass + bl, k = r0 + m;
         if (k >= H || b >= B) continue;
         const float out = t < len_s[b] ? prnn_cell_from_partials(
                                              red + bl * pitch + m, red_warp, kWarps, epx[b * R + m],
