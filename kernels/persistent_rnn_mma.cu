@@ -94,6 +94,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // The epilogue's and the prefetch's first output o = tid, as (o / R, o % R): a division by the
   // runtime R costs ~35 dependent instructions on every step's critical path.
   const int tid_b = tid / R, tid_m = tid - tid_b * R;
+  // This lane's B fragments in parity 0 of the exchange, and the distance between k-tiles and
+  // between parities (in fragments' 8-byte lane pieces): a step's load addresses are then one
+  // multiply-add each, not a 64-bit index computation per k-tile after the barrier.
+  const int k_stride = ntx * 32, my_k_tiles = kt_end - kt0;
+  const uint2* frag_base = reinterpret_cast<const uint2*>(d.xbuf) + int64_t{kt0} * k_stride + lane;
   const int passes = (B + kPass - 1) / kPass;
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
@@ -130,11 +135,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 
   for (int s = 0; s < T; ++s) {
     const int t = d.descending ? T - 1 - s : s;
-    const uint16_t* xin = d.xbuf + ((s + 1) & 1) * xbuf_parity;  // the state step s - 1 wrote
+    // The state step s - 1 wrote, as this lane's first B fragment piece.
+    const uint2* frags = frag_base + ((s + 1) & 1) * (xbuf_parity / 4);
     uint16_t* xout = d.xbuf + (s & 1) * xbuf_parity;
     const float* epx = ep + (s & 1) * ep_parity;
     cp_async_wait_all();  // this step's epilogue inputs (other threads': after the barrier)
-    const uint2* frags = reinterpret_cast<const uint2*>(xin);
     for (int pass = 0; pass < passes; ++pass) {
       float acc[MT][NT][4];
 #pragma unroll
@@ -150,13 +155,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         // The B fragments of this warp's k-tiles, straight from L2 (ld.global.cg: never a stale
         // L1 line; other CTAs wrote them before the grid barrier), all loads in flight at once.
         uint2 bf[KPW];
+        const uint2* tile_frags = frags + ntg * 32;
 #pragma unroll
         for (int kk = 0; kk < KPW; ++kk)
-          if (kt0 + kk < kt_end)
-            bf[kk] = __ldcg(frags + (int64_t{kt0 + kk} * ntx + ntg) * 32 + lane);
+          if (kk < my_k_tiles) bf[kk] = __ldcg(tile_frags + kk * k_stride);
 #pragma unroll
         for (int kk = 0; kk < KPW; ++kk) {
-          if (kt0 + kk >= kt_end) break;
+          if (kk >= my_k_tiles) break;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
             mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
