@@ -60,10 +60,17 @@ MmaSmem mma_smem(const PrnnTiling& t) {
 // A grid barrier over one direction's CTAs (co-resident: the launch is cooperative). Arrivals
 // only grow during a launch, so step s waits for (s + 1) x CTAs; the release add publishes the
 // CTA's writes (ordered before it by the CTA barrier), the acquire load the other CTAs'.
-__device__ __forceinline__ void direction_barrier(unsigned int* arrivals, unsigned int target) {
+// `between` runs on every thread after the CTA has arrived and before it waits: work that the
+// other CTAs do not need (it is not published by this barrier) and that would otherwise delay
+// the arrival.
+template <class Between>
+__device__ __forceinline__ void direction_barrier(unsigned int* arrivals, unsigned int target,
+                                                  Between between) {
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0)
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrivals) : "memory");
+  between();
+  if (threadIdx.x == 0) {
     unsigned int seen;
     do {
       asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrivals) : "memory");
@@ -194,11 +201,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       if (pass + 1 < passes) __syncthreads();  // the next pass reuses red
     }
     if (s + 1 < T) {
-      prefetch(s + 1);
       // Orders this step's exchange writes before the reads of them in step s + 1 by every CTA
       // of the direction (the two directions share nothing), and this CTA's reads of red before
       // their overwrites.
-      direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir);
+      // The next step's epilogue inputs are copied while the CTA waits.
+      direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
+                        [&] { prefetch(s + 1); });
     }
   }
 }
