@@ -1,5 +1,3 @@
-#include <cooperative_groups.h>
-
 #include <cstdint>
 #include <type_traits>
 
@@ -13,11 +11,10 @@
 #include "kernels/persistent_rnn_cluster.h"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
+#include "kernels/step_barrier.cuh"
 
 namespace ds2::kernels {
 namespace {
-
-namespace cg = cooperative_groups;
 
 constexpr int kRg = kPrnnRowGroup;
 
@@ -32,6 +29,7 @@ struct Args {
   int backward;
   // Dynamic shared memory carve-up, in bytes (weights at 0).
   int red_off, ep_off, len_off;
+  unsigned int* arrivals;  // per direction: CTAs arrived at the step barriers (0 at launch)
 };
 
 struct SmemLayout {
@@ -151,7 +149,6 @@ __global__ void prnn_kernel(const Args a) {
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);    // [2][x | h][tiles_max][groups * V]
   int* len_s = reinterpret_cast<int*>(smem + a.len_off);    // [B]
 
-  cg::grid_group grid = cg::this_grid();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int nt = blockDim.x, nw = nt >> 5;
   const int di = static_cast<int>(blockIdx.x) >= a.ctas_per_dir ? 1 : 0;
@@ -215,9 +212,6 @@ __global__ void prnn_kernel(const Args a) {
     float* xout = d.xbuf + (s & 1) * xbuf_parity;
     const float* epx = ep + (s & 1) * ep_parity;
     cp_async_wait_all();
-    // The next step's inputs load during this whole step (their buffer was last read in step
-    // s - 1, before the barrier).
-    if (s + 1 < T) prefetch(s + 1);
 
     // State of batch rows tile * BT .. + BT, this thread's 4 columns; zero before the first step.
     // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the grid barrier).
@@ -285,9 +279,12 @@ __global__ void prnn_kernel(const Args a) {
       for (int i = 0; i < BT; ++i) hcur[i] = hnext[i];
     }
     if (s + 1 < T) {
-      // Orders this step's exchange writes before every CTA's reads of them in step s + 1 (the
-      // barrier fences at GPU scope), and the reads of step s before the overwrites in s + 1.
-      grid.sync();
+      // Orders this step's exchange writes before the reads of them in step s + 1 by every CTA
+      // of the direction, and the reads of step s before the overwrites in s + 1. The next
+      // step's epilogue inputs (their buffer was last read in step s - 1) are copied while the
+      // CTA waits.
+      direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
+                        [&] { prefetch(s + 1); });
     }
   }
 }
@@ -399,7 +396,9 @@ size_t prnn_shared_bytes(const PrnnTiling& t) {
 size_t prnn_workspace_bytes(const PrnnTiling& t) {
   if (t.cluster) return 0;  // the exchange lives in the cluster's shared memory
   if (t.tensor_cores) return prnn_mma_workspace_bytes(t);
-  return size_t(t.directions) * 2 * t.max_batch * prnn_padded_hidden(t) * sizeof(float);
+  // The exchange arrays of the directions, then their two barrier counters.
+  return size_t(t.directions) * 2 * t.max_batch * prnn_padded_hidden(t) * sizeof(float) +
+         2 * sizeof(unsigned int);
 }
 
 PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t) {
@@ -468,6 +467,9 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
     a.dir[i] = prnn_device_direction("persistent RNN", dirs[i], i, backward,
                                      ws + int64_t{i} * 2 * t.max_batch * a.hpad);
   if (t.directions == 1) a.dir[1] = a.dir[0];
+  a.arrivals =
+      reinterpret_cast<unsigned int*>(ws + int64_t{t.directions} * 2 * t.max_batch * a.hpad);
+  DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
 
   cooperative_launch("persistent RNN", reinterpret_cast<const void*>(kernel_for(t)),
                      t.directions * t.ctas_per_direction, t.threads, &a, layout.total, stream);

@@ -169,10 +169,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_cluster_kernel_t(const Clust
         const int c = p / per_tile * 16 + p % per_tile;
         *cluster.map_shared_rank(const_cast<uint4*>(src) + c, dst) = src[c];
       }
-      prefetch(s + 1);
       // Publishes the pushes to the whole cluster and orders this CTA's reads of red and of the
-      // exchange before their overwrites (every thread of every CTA takes part).
+      // exchange before their overwrites (every thread of every CTA takes part). The next step's
+      // epilogue copies are issued between arriving and waiting, so they do not delay the
+      // arrival.
       cluster_arrive_release();
+      prefetch(s + 1);
       cluster_wait_acquire();
     }
   }

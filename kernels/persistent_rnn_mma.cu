@@ -10,6 +10,7 @@
 #include "kernels/persistent_rnn_fragments.cuh"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
+#include "kernels/step_barrier.cuh"
 
 namespace ds2::kernels {
 namespace {
@@ -55,28 +56,6 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   off += size_t(t.max_batch) * sizeof(int);
   l.total = (off + 15) / 16 * 16;
   return l;
-}
-
-// A grid barrier over one direction's CTAs (co-resident: the launch is cooperative). Arrivals
-// only grow during a launch, so step s waits for (s + 1) x CTAs; the release add publishes the
-// CTA's writes (ordered before it by the CTA barrier), the acquire load the other CTAs'.
-// `between` runs on every thread after the CTA has arrived and before it waits: work that the
-// other CTAs do not need (it is not published by this barrier) and that would otherwise delay
-// the arrival.
-template <class Between>
-__device__ __forceinline__ void direction_barrier(unsigned int* arrivals, unsigned int target,
-                                                  Between between) {
-  __syncthreads();
-  if (threadIdx.x == 0)
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(arrivals) : "memory");
-  between();
-  if (threadIdx.x == 0) {
-    unsigned int seen;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(arrivals) : "memory");
-    } while (seen < target);
-  }
-  __syncthreads();
 }
 
 // MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
