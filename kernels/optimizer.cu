@@ -37,56 +37,59 @@ bool aligned16(const void* a) {
 }
 
 // The step streams 5-7 words per parameter: float4 accesses where every buffer is 16-byte aligned
-// (vec4 true; the last n % 4 elements run scalar), one float at a time otherwise.
-template <bool kVec4>
-__global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_t n, float lr,
-                            float b1, float b2, float eps, float decay, float c1, float c2,
-                            float grad_scale) {
+// (kVec4: vec(i) over the float4 groups, then one(i) over the last n % 4 elements), one float at a
+// time otherwise; grid-stride.
+template <bool kVec4, class Vec, class One>
+__device__ __forceinline__ void for_each_parameter(int64_t n, Vec vec, One one) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   int64_t scalar_from = 0;
   if (kVec4) {
-    const int64_t n4 = n / 4;
-    for (int64_t i = first; i < n4; i += stride) {
-      float4 pi = reinterpret_cast<float4*>(p)[i], mi = reinterpret_cast<float4*>(m)[i],
-             vi = reinterpret_cast<float4*>(v)[i];
-      const float4 gi = reinterpret_cast<const float4*>(g)[i];
-      adam_update(pi.x, gi.x, mi.x, vi.x, lr, b1, b2, eps, decay, c1, c2, grad_scale);
-      adam_update(pi.y, gi.y, mi.y, vi.y, lr, b1, b2, eps, decay, c1, c2, grad_scale);
-      adam_update(pi.z, gi.z, mi.z, vi.z, lr, b1, b2, eps, decay, c1, c2, grad_scale);
-      adam_update(pi.w, gi.w, mi.w, vi.w, lr, b1, b2, eps, decay, c1, c2, grad_scale);
-      reinterpret_cast<float4*>(p)[i] = pi;
-      reinterpret_cast<float4*>(m)[i] = mi;
-      reinterpret_cast<float4*>(v)[i] = vi;
-    }
-    scalar_from = n4 * 4;
+    for (int64_t i = first; i < n / 4; i += stride) vec(i);
+    scalar_from = n / 4 * 4;
   }
-  for (int64_t i = scalar_from + first; i < n; i += stride)
-    adam_update(p[i], g[i], m[i], v[i], lr, b1, b2, eps, decay, c1, c2, grad_scale);
+  for (int64_t i = scalar_from + first; i < n; i += stride) one(i);
+}
+
+template <bool kVec4>
+__global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                            float b1, float b2, float eps, float decay, float c1, float c2,
+                            float grad_scale) {
+  for_each_parameter<kVec4>(
+      n,
+      [&](int64_t i) {
+        float4 pi = reinterpret_cast<float4*>(p)[i], mi = reinterpret_cast<float4*>(m)[i],
+               vi = reinterpret_cast<float4*>(v)[i];
+        const float4 gi = reinterpret_cast<const float4*>(g)[i];
+        adam_update(pi.x, gi.x, mi.x, vi.x, lr, b1, b2, eps, decay, c1, c2, grad_scale);
+        adam_update(pi.y, gi.y, mi.y, vi.y, lr, b1, b2, eps, decay, c1, c2, grad_scale);
+        adam_update(pi.z, gi.z, mi.z, vi.z, lr, b1, b2, eps, decay, c1, c2, grad_scale);
+        adam_update(pi.w, gi.w, mi.w, vi.w, lr, b1, b2, eps, decay, c1, c2, grad_scale);
+        reinterpret_cast<float4*>(p)[i] = pi;
+        reinterpret_cast<float4*>(m)[i] = mi;
+        reinterpret_cast<float4*>(v)[i] = vi;
+      },
+      [&](int64_t i) {
+        adam_update(p[i], g[i], m[i], v[i], lr, b1, b2, eps, decay, c1, c2, grad_scale);
+      });
 }
 
 template <bool kVec4>
 __global__ void sgd_kernel(float* p, const float* g, float* vel, int64_t n, float lr, float mu,
                            float wd, float grad_scale) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  int64_t scalar_from = 0;
-  if (kVec4) {
-    const int64_t n4 = n / 4;
-    for (int64_t i = first; i < n4; i += stride) {
-      float4 pi = reinterpret_cast<float4*>(p)[i], vi = reinterpret_cast<float4*>(vel)[i];
-      const float4 gi = reinterpret_cast<const float4*>(g)[i];
-      sgd_update(pi.x, gi.x, vi.x, lr, mu, wd, grad_scale);
-      sgd_update(pi.y, gi.y, vi.y, lr, mu, wd, grad_scale);
-      sgd_update(pi.z, gi.z, vi.z, lr, mu, wd, grad_scale);
-      sgd_update(pi.w, gi.w, vi.w, lr, mu, wd, grad_scale);
-      reinterpret_cast<float4*>(p)[i] = pi;
-      reinterpret_cast<float4*>(vel)[i] = vi;
-    }
-    scalar_from = n4 * 4;
-  }
-  for (int64_t i = scalar_from + first; i < n; i += stride)
-    sgd_update(p[i], g[i], vel[i], lr, mu, wd, grad_scale);
+  for_each_parameter<kVec4>(
+      n,
+      [&](int64_t i) {
+        float4 pi = reinterpret_cast<float4*>(p)[i], vi = reinterpret_cast<float4*>(vel)[i];
+        const float4 gi = reinterpret_cast<const float4*>(g)[i];
+        sgd_update(pi.x, gi.x, vi.x, lr, mu, wd, grad_scale);
+        sgd_update(pi.y, gi.y, vi.y, lr, mu, wd, grad_scale);
+        sgd_update(pi.z, gi.z, vi.z, lr, mu, wd, grad_scale);
+        sgd_update(pi.w, gi.w, vi.w, lr, mu, wd, grad_scale);
+        reinterpret_cast<float4*>(p)[i] = pi;
+        reinterpret_cast<float4*>(vel)[i] = vi;
+      },
+      [&](int64_t i) { sgd_update(p[i], g[i], vel[i], lr, mu, wd, grad_scale); });
 }
 
 __global__ void average_kernel(float* avg, const float* p, int64_t n, float a, float b) {
