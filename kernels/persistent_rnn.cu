@@ -167,7 +167,7 @@ __global__ void prnn_kernel(const Args a) {
   for (int i = tid; i < B; i += nt) len_s[i] = a.lengths[i];
   if (cta == 0) {
     // Columns H .. hpad of the exchange array are never written by a step: zero them once (read
-    // from step 1 on, after a grid barrier), so padded columns multiply zero weights by zero.
+    // from step 1 on, after a step barrier), so padded columns multiply zero weights by zero.
     const int padw = hpad - H;
     for (int i = tid; i < 2 * a.max_batch * padw; i += nt) {
       const int row = i / padw;
@@ -214,7 +214,7 @@ __global__ void prnn_kernel(const Args a) {
     cp_async_wait_all();
 
     // State of batch rows tile * BT .. + BT, this thread's 4 columns; zero before the first step.
-    // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the grid barrier).
+    // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the step barrier).
     auto load_state = [&](float4(&hv)[BT], int tile) {
 #pragma unroll
       for (int i = 0; i < BT; ++i) {

@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   if (cta == 0) {
     // Rows past B and columns past H are never written by a step but are read (and multiplied
     // by zero weights, or fill unused mma columns): zero them once, in both parities; the first
-    // read is after a grid barrier, and no step writes these places.
+    // read is after a step barrier, and no step writes these places.
     const int rows = 8 * ntx, cols = 16 * a.k_tiles;
     for (int i = tid; i < 2 * rows * cols; i += kThreads) {
       const int parity = i / (rows * cols), b = i / cols % rows, k = i % cols;
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         const int ntg = pass * NT + nt;
         if (s == 0 || 8 * ntg >= B) continue;  // the zero state, or a tile of padding rows only
         // The B fragments of this warp's k-tiles, straight from L2 (ld.global.cg: never a stale
-        // L1 line; other CTAs wrote them before the grid barrier), all loads in flight at once.
+        // L1 line; other CTAs wrote them before the step barrier), all loads in flight at once.
         uint2 bf[KPW];
         const uint2* tile_frags = frags + ntg * 32;
 #pragma unroll
