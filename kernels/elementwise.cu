@@ -226,8 +226,7 @@ void apply_mask(const float* x, const uint8_t* mask, float* y, int64_t n, cudaSt
 
 void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  const bool aligned =
-      reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;
+  const bool aligned = aligned_to(x, 16) && aligned_to(y, 8);
   const int64_t n4 = aligned ? n / 4 : 0;
   if (n4 > 0) {
     to_bf16_x4_kernel<<<blocks_for(n4), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(x),

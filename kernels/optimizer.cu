@@ -32,10 +32,6 @@ __device__ __forceinline__ void sgd_update(float& p, float g, float& vel, float 
   p = __fsub_rn(p, __fmul_rn(lr, __fadd_rn(gi, __fmul_rn(mu, vel))));
 }
 
-bool aligned16(const void* a) {
-  return reinterpret_cast<uintptr_t>(a) % 16 == 0;
-}
-
 // The step streams 5-7 words per parameter: float4 accesses where every buffer is 16-byte aligned
 // (kVec4: vec(i) over the float4 groups, then one(i) over the last n % 4 elements), one float at a
 // time otherwise; grid-stride.
@@ -104,7 +100,7 @@ void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float lr
                float beta2, float eps, float decay, float c1, float c2, float grad_scale,
                cudaStream_t stream) {
   if (n <= 0) return;
-  if (aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v)) {
+  if (aligned_to(p, 16) && aligned_to(g, 16) && aligned_to(m, 16) && aligned_to(v, 16)) {
     adam_kernel<true><<<blocks_for(ceil_div(n, 4)), kThreads, 0, stream>>>(
         p, g, m, v, n, lr, beta1, beta2, eps, decay, c1, c2, grad_scale);
   } else {
@@ -117,7 +113,7 @@ void adam_step(float* p, const float* g, float* m, float* v, int64_t n, float lr
 void nesterov_sgd_step(float* p, const float* g, float* velocity, int64_t n, float lr, float mu,
                        float weight_decay, float grad_scale, cudaStream_t stream) {
   if (n <= 0) return;
-  if (aligned16(p) && aligned16(g) && aligned16(velocity)) {
+  if (aligned_to(p, 16) && aligned_to(g, 16) && aligned_to(velocity, 16)) {
     sgd_kernel<true><<<blocks_for(ceil_div(n, 4)), kThreads, 0, stream>>>(p, g, velocity, n, lr, mu,
                                                                           weight_decay, grad_scale);
   } else {
