@@ -11,6 +11,19 @@
 
 namespace ds2 {
 
+namespace {
+
+// x[0, n) rounded to bf16 into `out` (grown to n on first use, then reused): the operand copy a
+// bf16 GEMM reads.
+const uint16_t* rounded_to_bf16(const float* x, int64_t n, DeviceArray<uint16_t>& out,
+                                cudaStream_t stream) {
+  out.reserve(std::max<int64_t>(1, n));
+  kernels::to_bf16(x, out.data(), n, stream);
+  return out.data();
+}
+
+}  // namespace
+
 CudaRnnLayer::CudaRnnLayer(CudaContext& ctx, DeviceParameters& params, const RnnLayer& cpu)
     : ctx_(ctx),
       params_(params),
@@ -69,13 +82,12 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   projection_.data.resize({T, B, P});
   projection_.copy_lengths(in, main);
   if (ctx_.matmul_precision() == Precision::kBf16) {
-    const int64_t n_in = int64_t{T} * B * input_size_, n_w = int64_t{P} * input_size_;
-    input_bf16_.reserve(std::max<int64_t>(1, n_in));
-    weight_bf16_.reserve(n_w);
-    kernels::to_bf16(in.data.data(), input_bf16_.data(), n_in, main);
-    kernels::to_bf16(params_.value(w_[0]), weight_bf16_.data(), n_w, main);
-    gemm_bf16(ctx_.cublas(), false, true, T * B, P, input_size_, 1.0f, input_bf16_.data(),
-              input_size_, weight_bf16_.data(), input_size_, 0.0f, projection_.data.data(), P);
+    const uint16_t* x16 =
+        rounded_to_bf16(in.data.data(), int64_t{T} * B * input_size_, input_bf16_, main);
+    const uint16_t* w16 =
+        rounded_to_bf16(params_.value(w_[0]), int64_t{P} * input_size_, weight_bf16_, main);
+    gemm_bf16(ctx_.cublas(), false, true, T * B, P, input_size_, 1.0f, x16, input_size_, w16,
+              input_size_, 0.0f, projection_.data.data(), P);
   } else {
     gemm(ctx_, false, true, T * B, P, input_size_, 1.0f, in.data.data(), input_size_,
          params_.value(w_[0]), input_size_, 0.0f, projection_.data.data(), P);
@@ -228,19 +240,15 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   if (bf16) {
     const int64_t n_da = int64_t{T} * B * P;
-    grad_bf16_.reserve(std::max<int64_t>(1, n_da));
-    kernels::to_bf16(da, grad_bf16_.data(), n_da, main);
+    rounded_to_bf16(da, n_da, grad_bf16_, main);
     // dU's operands: the states, and the gradient it multiplies where that is not dA itself.
-    const int64_t n_states = int64_t{directions_} * T * B * hidden_;
-    states_bf16_.reserve(std::max<int64_t>(1, n_states));
-    kernels::to_bf16(hidden_states_.data(), states_bf16_.data(), n_states, main);
+    rounded_to_bf16(hidden_states_.data(), int64_t{directions_} * T * B * hidden_, states_bf16_,
+                    main);
     if (type_ == RnnType::kGru) {
-      const int64_t n_g = int64_t{directions_} * T * B * gates() * hidden_;
-      grad_recurrent_bf16_.reserve(std::max<int64_t>(1, n_g));
-      kernels::to_bf16(grad_hidden_gates_.data(), grad_recurrent_bf16_.data(), n_g, main);
+      rounded_to_bf16(grad_hidden_gates_.data(), int64_t{directions_} * T * B * gates() * hidden_,
+                      grad_recurrent_bf16_, main);
     } else if (batch_norm_) {
-      grad_recurrent_bf16_.reserve(std::max<int64_t>(1, n_da));
-      kernels::to_bf16(grad_preactivation_.data.data(), grad_recurrent_bf16_.data(), n_da, main);
+      rounded_to_bf16(grad_preactivation_.data.data(), n_da, grad_recurrent_bf16_, main);
     }
   }
   const cudaStream_t ws = ctx_.fork_weight_gradients();
@@ -324,11 +332,11 @@ void CudaRnnLayer::accumulate_recurrent_gradients(int d, int T, int B, bool bf16
   const int64_t states_offset = int64_t{d} * T * B * H;
   const float* hs = hidden_states_.data() + states_offset;
   const float* dpre = grad_preactivation_.data.data();
-  const float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
   // dU {G*H, H} += sum_t dG_t^T h_prev(t): one GEMM with the states shifted by one timestep (the
-  // first step's h_prev is zero and contributes nothing).
+  // first step's h_prev is zero and contributes nothing). dG: the GRU's hidden gates {D, T, B, GH},
+  // else this direction's columns of dpre {T, B, P}.
   const int64_t dg_offset = gru ? int64_t{d} * T * B * GH : int64_t{d} * GH;
-  const float* dg_all = gru ? dgates : dpre + d * GH;
+  const float* dg_all = (gru ? grad_hidden_gates_.data() : dpre) + dg_offset;
   const int ldg = gru ? GH : P;
   if (T > 1) {
     const int rows = (T - 1) * B;
