@@ -5,7 +5,9 @@
 // Padding of the inputs is set to finite non-zero values, so any leak of padding shows.
 // Tolerances (fp32 GEMM summation order only): forward atol 2e-5 rtol 1e-4; dx and parameter
 // gradients atol 1e-4 rtol 1e-3 (through up to 21 recurrent steps); running statistics
-// 1e-6 / 1e-5.
+// 1e-6 / 1e-5. In bf16 (rounded projection, recurrence and weight-gradient operands) whole
+// tensors are compared by relative error (kBf16ForwardError, kBf16GradientError), on gradients
+// that start from zero so that the error is the layer's own.
 #include "nn/cuda/rnn_layer_cuda.h"
 
 #include <gtest/gtest.h>
@@ -51,9 +53,20 @@ const char* mode_name(Mode m) {
   return m == Mode::kTraining ? "training" : m == Mode::kInference ? "inference" : "no-input-grad";
 }
 
-void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode mode,
-                uint64_t seed) {
-  SCOPED_TRACE(spec_name(spec) + " " + shape_str(batch.input_shape) + " " + mode_name(mode));
+void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode mode, uint64_t seed,
+                Precision precision = Precision::kFp32) {
+  SCOPED_TRACE(spec_name(spec) + " " + shape_str(batch.input_shape) + " " + mode_name(mode) +
+               (precision == Precision::kBf16 ? " bf16" : ""));
+  const bool bf16 = precision == Precision::kBf16;
+  ctx.set_matmul_precision(precision);
+  auto compare = [&](const float* ref, const float* got, int64_t n, double atol, double rtol,
+                     double bf16_bound, const std::string& what) {
+    if (bf16) {
+      EXPECT_LT(relative_error(ref, got, n), bf16_bound) << what;
+    } else {
+      expect_close(ref, got, n, atol, rtol, what);
+    }
+  };
   Rng rng(seed);
   const Shape& shape = batch.input_shape;
   const int T = static_cast<int>(shape[0]), B = static_cast<int>(shape[1]);
@@ -70,7 +83,11 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
       store.value(bn->running_var())[i] = rng.uniform(0.5f, 2.0f);
     }
   }
-  fill_uniform(store.grads(), rng);  // gradients accumulate (+=) onto what is there
+  if (bf16) {
+    store.zero_grads();
+  } else {
+    fill_uniform(store.grads(), rng);  // gradients accumulate (+=) onto what is there
+  }
 
   DeviceParameters params(ctx, store);
   upload(store.grads().data(), store.grads().numel(), params.grads(), ctx.stream());
@@ -93,7 +110,7 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
   poison(yd.data, ctx);
   gpu.forward(xd, yd, training);
   const Tensor y = download_tensor(yd.data, ctx);
-  expect_close(y_ref.data, y, 2e-5, 1e-4, "forward");
+  compare(y_ref.data.data(), y.data(), y.numel(), 2e-5, 1e-4, kBf16ForwardError, "forward");
   EXPECT_EQ(nonzero_padding(y, batch.lengths), 0) << "output padding";
   EXPECT_EQ(yd.lengths, batch.lengths);
 
@@ -102,7 +119,9 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
     auto mirror_layer = make_cpu(spec, mirror, in);
     mirror.finalize();
     params.download_to(mirror);
-    expect_close(store.buffers(), mirror.buffers(), 1e-6, 1e-5, "running statistics");
+    ASSERT_EQ(store.buffers().shape(), mirror.buffers().shape());
+    compare(store.buffers().data(), mirror.buffers().data(), store.buffers().numel(), 1e-6, 1e-5,
+            kBf16ForwardError, "running statistics");
   }
 
   cpu->backward(x, y_ref, dy, dx_ref);
@@ -111,14 +130,14 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
   gpu.backward(xd, yd, dyd, dxd);
   if (input_grad) {
     const Tensor dx = download_tensor(dxd.data, ctx);
-    expect_close(dx_ref.data, dx, 1e-4, 1e-3, "dx");
+    compare(dx_ref.data.data(), dx.data(), dx.numel(), 1e-4, 1e-3, kBf16GradientError, "dx");
     EXPECT_EQ(nonzero_padding(dx, batch.lengths), 0) << "dx padding";
   }
   Tensor grads;
   params.download_grads(grads);
   for (const ParamEntry& e : store.parameters())
-    expect_close(store.grads().data() + e.offset, grads.data() + e.offset, e.numel, 1e-4, 1e-3,
-                 "grad " + e.name);
+    compare(store.grads().data() + e.offset, grads.data() + e.offset, e.numel, 1e-4, 1e-3,
+            kBf16GradientError, "grad " + e.name);
 }
 
 const Batch kBatches[] = {
@@ -137,6 +156,16 @@ TEST_P(CudaRnnLayerTest, MatchesCpu) {
   for (const Batch& b : kBatches)
     for (Mode m : {Mode::kTraining, Mode::kInference}) check_case(ctx, GetParam(), b, m, ++seed);
   check_case(ctx, GetParam(), kBatches[0], Mode::kTrainingNoInputGrad, ++seed);
+}
+
+// The bf16 paths (bf16 projection and dW/dX GEMMs, dU on rounded states and gradients, the
+// tensor-core recurrence or the FAST_16BF GEMM recurrence) against the fp32 CPU layer.
+TEST_P(CudaRnnLayerTest, Bf16MatchesCpuWithinRounding) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  uint64_t seed = 300;
+  for (const Batch& b : kBatches)
+    check_case(ctx, GetParam(), b, Mode::kTraining, ++seed, Precision::kBf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(
