@@ -85,8 +85,11 @@ inline double relative_error(const float* ref, const float* got, int64_t n) {
 
 // Bounds on relative_error for bf16 GPU layers against the fp32 CPU ones, through one to four
 // recurrent layers (rnn_stack_layer_test.cpp measured y 8-9e-4 and gradients up to 0.055 through
-// four).
+// four). Behind sequence-wise batch norm the gradients move more: its backward subtracts the
+// frame means, so the few clipped-ReLU units that bf16 rounding flips weigh more in what is left
+// (CudaRnnLayerTest measured 0.08-0.16 on a 37-wide layer over 9-21 frames, H200).
 constexpr double kBf16ForwardError = 2e-2, kBf16GradientError = 8e-2;
+constexpr double kBf16BatchNormGradientError = 0.2;
 
 inline void expect_close(const Tensor& ref, const Tensor& got, double atol, double rtol,
                          const std::string& what) {

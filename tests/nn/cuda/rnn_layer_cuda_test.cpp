@@ -6,8 +6,9 @@
 // Tolerances (fp32 GEMM summation order only): forward atol 2e-5 rtol 1e-4; dx and parameter
 // gradients atol 1e-4 rtol 1e-3 (through up to 21 recurrent steps); running statistics
 // 1e-6 / 1e-5. In bf16 (rounded projection, recurrence and weight-gradient operands) whole
-// tensors are compared by relative error (kBf16ForwardError, kBf16GradientError), on gradients
-// that start from zero so that the error is the layer's own.
+// tensors are compared by relative error (kBf16ForwardError, kBf16GradientError, or
+// kBf16BatchNormGradientError behind batch norm), on gradients that start from zero so that the
+// error is the layer's own.
 #include "nn/cuda/rnn_layer_cuda.h"
 
 #include <gtest/gtest.h>
@@ -58,6 +59,8 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
   SCOPED_TRACE(spec_name(spec) + " " + shape_str(batch.input_shape) + " " + mode_name(mode) +
                (precision == Precision::kBf16 ? " bf16" : ""));
   const bool bf16 = precision == Precision::kBf16;
+  const double bf16_gradient_bound =
+      spec.batch_norm ? kBf16BatchNormGradientError : kBf16GradientError;
   ctx.set_matmul_precision(precision);
   auto compare = [&](const float* ref, const float* got, int64_t n, double atol, double rtol,
                      double bf16_bound, const std::string& what) {
@@ -130,14 +133,14 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
   gpu.backward(xd, yd, dyd, dxd);
   if (input_grad) {
     const Tensor dx = download_tensor(dxd.data, ctx);
-    compare(dx_ref.data.data(), dx.data(), dx.numel(), 1e-4, 1e-3, kBf16GradientError, "dx");
+    compare(dx_ref.data.data(), dx.data(), dx.numel(), 1e-4, 1e-3, bf16_gradient_bound, "dx");
     EXPECT_EQ(nonzero_padding(dx, batch.lengths), 0) << "dx padding";
   }
   Tensor grads;
   params.download_grads(grads);
   for (const ParamEntry& e : store.parameters())
     compare(store.grads().data() + e.offset, grads.data() + e.offset, e.numel, 1e-4, 1e-3,
-            kBf16GradientError, "grad " + e.name);
+            bf16_gradient_bound, "grad " + e.name);
 }
 
 const Batch kBatches[] = {
