@@ -60,6 +60,10 @@ struct PrnnTiling {
   // the state through distributed shared memory and synchronizes with the cluster barrier
   // (kernels/persistent_rnn_cluster.h); batch_tile 8, max_batch <= 8.
   bool cluster = false;
+  // Grid-wide tensor-core plans only: the state exchange synchronizes through its data (each
+  // bf16 travels with the step that wrote it; kernels/tagged_exchange.cuh) instead of a step
+  // barrier per direction. Twice the exchange's bytes and more registers per thread.
+  bool tagged_exchange = false;
 };
 
 // Whether a kernel is instantiated for t's batch tile, precision and register groups.

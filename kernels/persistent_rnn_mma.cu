@@ -1,4 +1,5 @@
 #include <cstdint>
+#include <type_traits>
 
 #include "core/bf16.h"
 #include "core/cuda/check.h"
@@ -11,6 +12,7 @@
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
 #include "kernels/step_barrier.cuh"
+#include "kernels/tagged_exchange.cuh"
 
 namespace ds2::kernels {
 namespace {
@@ -18,8 +20,10 @@ namespace {
 constexpr int kWarps = kPrnnMmaWarps;
 constexpr int kThreads = kPrnnMmaThreads;
 
-// Exchange: [2 parities][k_tiles][n_tiles][32 lanes][4] bf16 (B fragments).
-using MmaDir = PrnnDeviceDirection<uint16_t>;
+// Exchange: [2 parities][k_tiles][n_tiles][32 lanes][4] B-fragment elements: bf16, published by
+// a step barrier per direction, or (PrnnTiling::tagged_exchange) 32-bit words of a bf16 and the
+// step that wrote it (kernels/tagged_exchange.cuh), which need no barrier.
+using MmaDir = PrnnDeviceDirection<uint32_t>;  // the bf16 exchange is read through a cast
 
 struct MmaArgs {
   MmaDir dir[2];
@@ -28,7 +32,7 @@ struct MmaArgs {
   float clip;
   int backward;
   int ep_off, len_off;     // dynamic shared memory carve-up in bytes (reduction at 0)
-  unsigned int* arrivals;  // per direction: CTAs arrived at the step barriers (0 at launch)
+  unsigned int* arrivals;  // step barriers: per direction, CTAs arrived (0 at launch)
 };
 
 int k_tiles(const PrnnTiling& t) {
@@ -38,7 +42,7 @@ int k_tiles(const PrnnTiling& t) {
 int n_tiles(const PrnnTiling& t) {
   return (t.max_batch + 7) / 8;
 }
-// bf16 elements of one parity of the exchange.
+// Elements of one parity of the exchange.
 int64_t exchange_elements(const PrnnTiling& t) {
   return int64_t{k_tiles(t)} * n_tiles(t) * 32 * 4;
 }
@@ -59,10 +63,12 @@ MmaSmem mma_smem(const PrnnTiling& t) {
 }
 
 // MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
-// least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT).
-template <int MT, int KPW, int NT>
+// least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT); kTags: the tagged
+// exchange.
+template <int MT, int KPW, int NT, bool kTags>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
-  constexpr int kPass = 8 * NT;  // batch rows per pass
+  using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
+  constexpr int kPass = 8 * NT;                           // batch rows per pass
   extern __shared__ __align__(16) unsigned char smem[];
   float* red = reinterpret_cast<float*>(smem);            // [warps][kPass][R + 4]
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][max_batch][R]
@@ -84,7 +90,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // between parities (in fragments' 8-byte lane pieces): a step's load addresses are then one
   // multiply-add each, not a 64-bit index computation per k-tile after the barrier.
   const int k_stride = ntx * 32, my_k_tiles = kt_end - kt0;
-  const uint2* frag_base = reinterpret_cast<const uint2*>(d.xbuf) + int64_t{kt0} * k_stride + lane;
+  const Piece* frag_base = reinterpret_cast<const Piece*>(d.xbuf) + int64_t{kt0} * k_stride + lane;
+  const int k_padded = 16 * a.k_tiles;
   const int passes = (B + kPass - 1) / kPass;
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
@@ -92,14 +99,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int64_t xbuf_parity = int64_t{a.k_tiles} * ntx * 32 * 4;
 
   for (int i = tid; i < B; i += kThreads) len_s[i] = a.lengths[i];
-  if (cta == 0) {
+  if (!kTags && cta == 0) {
     // Rows past B and columns past H are never written by a step but are read (and multiplied
     // by zero weights, or fill unused mma columns): zero them once, in both parities; the first
     // read is after a step barrier, and no step writes these places.
+    uint16_t* xbuf = reinterpret_cast<uint16_t*>(d.xbuf);
     const int rows = 8 * ntx, cols = 16 * a.k_tiles;
     for (int i = tid; i < 2 * rows * cols; i += kThreads) {
       const int parity = i / (rows * cols), b = i / cols % rows, k = i % cols;
-      if (b >= B || k >= H) d.xbuf[parity * xbuf_parity + prnn_fragment_index(b, k, ntx)] = 0;
+      if (b >= B || k >= H) xbuf[parity * xbuf_parity + prnn_fragment_index(b, k, ntx)] = 0;
     }
   }
 
@@ -122,8 +130,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   for (int s = 0; s < T; ++s) {
     const int t = d.descending ? T - 1 - s : s;
     // The state step s - 1 wrote, as this lane's first B fragment piece.
-    const uint2* frags = frag_base + ((s + 1) & 1) * (xbuf_parity / 4);
-    uint16_t* xout = d.xbuf + (s & 1) * xbuf_parity;
+    const Piece* frags = frag_base + ((s + 1) & 1) * (xbuf_parity / 4);
+    const int64_t xout = (s & 1) * xbuf_parity;  // this step's parity
+    const uint32_t tag_in = step_tag(s - 1), tag_out = step_tag(s);
     const float* epx = ep + (s & 1) * ep_parity;
     cp_async_wait_all();  // this step's epilogue inputs (other threads': after the barrier)
     for (int pass = 0; pass < passes; ++pass) {
@@ -138,13 +147,40 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       for (int nt = 0; nt < NT; ++nt) {
         const int ntg = pass * NT + nt;
         if (s == 0 || 8 * ntg >= B) continue;  // the zero state, or a tile of padding rows only
-        // The B fragments of this warp's k-tiles, straight from L2 (ld.global.cg: never a stale
-        // L1 line; other CTAs wrote them before the step barrier), all loads in flight at once.
+        // The B fragments of this warp's k-tiles, straight from L2, all loads in flight at once.
+        const Piece* tile_frags = frags + ntg * 32;
         uint2 bf[KPW];
-        const uint2* tile_frags = frags + ntg * 32;
+        if constexpr (kTags) {
+          // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
+          // (one L2 round trip per round, not per late piece). Lanes of padding batch rows
+          // (never written) hold zeros.
+          const bool real = 8 * ntg + g < B;
+          uint4 w[KPW];
+          unsigned int late = 0;
 #pragma unroll
-        for (int kk = 0; kk < KPW; ++kk)
-          if (kk < my_k_tiles) bf[kk] = __ldcg(tile_frags + kk * k_stride);
+          for (int kk = 0; kk < KPW; ++kk)
+            if (kk < my_k_tiles && real) {
+              w[kk] = load_tagged(tile_frags + kk * k_stride);
+              late |= 1u << kk;
+            }
+          while (true) {
+#pragma unroll
+            for (int kk = 0; kk < KPW; ++kk)
+              if ((late >> kk & 1u) && tags_are(w[kk], tag_in)) late &= ~(1u << kk);
+            if (late == 0) break;
+#pragma unroll
+            for (int kk = 0; kk < KPW; ++kk)
+              if (late >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
+          }
+#pragma unroll
+          for (int kk = 0; kk < KPW; ++kk)
+            bf[kk] = kk < my_k_tiles && real ? tagged_fragment(w[kk]) : make_uint2(0u, 0u);
+        } else {
+          // ld.global.cg: never a stale L1 line; other CTAs wrote them before the step barrier.
+#pragma unroll
+          for (int kk = 0; kk < KPW; ++kk)
+            if (kk < my_k_tiles) bf[kk] = __ldcg(tile_frags + kk * k_stride);
+        }
 #pragma unroll
         for (int kk = 0; kk < KPW; ++kk) {
           if (kk >= my_k_tiles) break;
@@ -169,48 +205,68 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       for (int o = tid; o < kPass * R; o += kThreads) {
         if (o != tid) bl = o / R, m = o - bl * R;
         const int b = pass * kPass + bl, k = r0 + m;
-        if (k >= H || b >= B) continue;
-        const float out = t < len_s[b] ? prnn_cell_from_partials(
-                                             red + bl * pitch + m, red_warp, kWarps, epx[b * R + m],
-                                             bwd ? epx[ep_h + b * R + m] : 0.0f, bwd, clip)
-                                       : 0.0f;
-        d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
-        xout[prnn_fragment_index(b, k, ntx)] = float_to_bf16(out);
+        if (k >= (kTags ? k_padded : H) || b >= B) continue;
+        // Tagged: columns [H, k_padded) of a real row are read (times zero weights) and must
+        // carry the step too: zeros, tagged.
+        float out = 0.0f;
+        if (k < H) {
+          if (t < len_s[b])
+            out = prnn_cell_from_partials(red + bl * pitch + m, red_warp, kWarps, epx[b * R + m],
+                                          bwd ? epx[ep_h + b * R + m] : 0.0f, bwd, clip);
+          d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
+        }
+        const int64_t at = xout + prnn_fragment_index(b, k, ntx);
+        if constexpr (kTags)
+          store_tagged(d.xbuf + at, out, tag_out);
+        else
+          reinterpret_cast<uint16_t*>(d.xbuf)[at] = float_to_bf16(out);
       }
       if (pass + 1 < passes) __syncthreads();  // the next pass reuses red
     }
     if (s + 1 < T) {
-      // Orders this step's exchange writes before the reads of them in step s + 1 by every CTA
-      // of the direction (the two directions share nothing), and this CTA's reads of red before
-      // their overwrites.
-      // The next step's epilogue inputs are copied while the CTA waits.
-      direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
-                        [&] { prefetch(s + 1); });
+      if constexpr (kTags) {
+        // No grid barrier: step s + 1's readers wait for the tags. The CTA barrier orders this
+        // CTA's reads of red before the next step's partial sums overwrite them.
+        prefetch(s + 1);
+        __syncthreads();
+      } else {
+        // Orders this step's exchange writes before the reads of them in step s + 1 by every
+        // CTA of the direction (the two directions share nothing), and this CTA's reads of red
+        // before their overwrites. The next step's epilogue inputs are copied while it waits.
+        direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
+                          [&] { prefetch(s + 1); });
+      }
     }
   }
 }
 
+template <int MT, int KPW, int NT>
+const void* kernel_for_exchange(bool tags) {
+  return tags ? reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true>)
+              : reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false>);
+}
+
 template <int MT, int NT>
-const void* kernel_for_kpw(int kpw) {
-  if (kpw <= 2) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 2, NT>);
-  if (kpw <= 4) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 4, NT>);
-  if (kpw <= 5) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 5, NT>);
-  if (kpw <= 6) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 6, NT>);
-  if (kpw <= 8) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 8, NT>);
-  if (kpw <= 10) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 10, NT>);
-  if (kpw <= 12) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, 12, NT>);
+const void* kernel_for_kpw(int kpw, bool tags) {
+  if (kpw <= 2) return kernel_for_exchange<MT, 2, NT>(tags);
+  if (kpw <= 4) return kernel_for_exchange<MT, 4, NT>(tags);
+  if (kpw <= 5) return kernel_for_exchange<MT, 5, NT>(tags);
+  if (kpw <= 6) return kernel_for_exchange<MT, 6, NT>(tags);
+  if (kpw <= 8) return kernel_for_exchange<MT, 8, NT>(tags);
+  if (kpw <= 10) return kernel_for_exchange<MT, 10, NT>(tags);
+  if (kpw <= 12) return kernel_for_exchange<MT, 12, NT>(tags);
   return nullptr;
 }
 
 template <int NT>
-const void* kernel_for_mt(int mt, int kpw) {
+const void* kernel_for_mt(int mt, int kpw, bool tags) {
   switch (mt) {
     case 1:
-      return kernel_for_kpw<1, NT>(kpw);
+      return kernel_for_kpw<1, NT>(kpw, tags);
     case 2:
-      return kernel_for_kpw<2, NT>(kpw);
+      return kernel_for_kpw<2, NT>(kpw, tags);
     case 3:
-      return kernel_for_kpw<3, NT>(kpw);
+      return kernel_for_kpw<3, NT>(kpw, tags);
     default:
       return nullptr;
   }
@@ -224,11 +280,11 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
   const int mt = t.rows_per_cta / 16, kpw = prnn_mma_k_tiles_per_warp(t.hidden);
   switch (t.batch_tile) {
     case 8:
-      return kernel_for_mt<1>(mt, kpw);
+      return kernel_for_mt<1>(mt, kpw, t.tagged_exchange);
     case 16:
-      return kernel_for_mt<2>(mt, kpw);
+      return kernel_for_mt<2>(mt, kpw, t.tagged_exchange);
     case 32:
-      return kernel_for_mt<4>(mt, kpw);
+      return kernel_for_mt<4>(mt, kpw, t.tagged_exchange);
     default:
       return nullptr;
   }
@@ -238,13 +294,14 @@ size_t prnn_mma_shared_bytes(const PrnnTiling& t) {
   return mma_smem(t).total;
 }
 
-// The exchange arrays of both directions, then the two barrier counters.
+// The exchange arrays of both directions (then, without tags, the two barrier counters).
 size_t exchange_bytes(const PrnnTiling& t) {
-  return size_t(t.directions) * 2 * exchange_elements(t) * sizeof(uint16_t);
+  return size_t(t.directions) * 2 * exchange_elements(t) *
+         (t.tagged_exchange ? sizeof(uint32_t) : sizeof(uint16_t));
 }
 
 size_t prnn_mma_workspace_bytes(const PrnnTiling& t) {
-  return exchange_bytes(t) + 2 * sizeof(unsigned int);
+  return exchange_bytes(t) + (t.tagged_exchange ? 0 : 2 * sizeof(unsigned int));
 }
 
 void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
@@ -268,13 +325,19 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.backward = backward ? 1 : 0;
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);
-  uint16_t* ws = static_cast<uint16_t*>(workspace);
+  char* ws = static_cast<char*>(workspace);
+  const size_t direction_bytes = exchange_bytes(t) / t.directions;
   for (int i = 0; i < t.directions; ++i)
     a.dir[i] = prnn_device_direction("persistent RNN (tensor cores)", dirs[i], i, backward,
-                                     ws + int64_t{i} * 2 * exchange_elements(t));
+                                     reinterpret_cast<uint32_t*>(ws + i * direction_bytes));
   if (t.directions == 1) a.dir[1] = a.dir[0];
-  a.arrivals = reinterpret_cast<unsigned int*>(static_cast<char*>(workspace) + exchange_bytes(t));
-  DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
+  if (t.tagged_exchange) {
+    // Tag 0 everywhere: no word of an earlier launch can pass for one of this launch's steps.
+    DS2_CUDA_CHECK(cudaMemsetAsync(workspace, 0, exchange_bytes(t), stream));
+  } else {
+    a.arrivals = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
+    DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
+  }
   cooperative_launch("persistent RNN (tensor cores)", fn, t.directions * t.ctas_per_direction,
                      t.threads, &a, layout.total, stream);
 }

@@ -28,7 +28,7 @@ std::string kb(size_t bytes) {
 }  // namespace
 
 PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, int device,
-                                     Precision precision, bool allow_cluster) {
+                                     Precision precision, PersistentRnnKernels allowed) {
   DS2_CHECK(hidden > 0 && max_batch > 0 && (directions == 1 || directions == 2),
             "persistent RNN plan: hidden " << hidden << ", max batch " << max_batch
                                            << " and directions " << directions
@@ -90,7 +90,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     return true;
   };
   const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
-  if (allow_cluster && t.bf16_weights && max_batch <= kernels::kPrnnClusterMaxBatch &&
+  if (allowed.cluster && t.bf16_weights && max_batch <= kernels::kPrnnClusterMaxBatch &&
       (kpw < kernels::kPrnnClusterMaxTiles ||
        (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
       take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
@@ -106,10 +106,17 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
     m.register_groups = m.rows_per_cta / kRowGroup;
     // Widest batch pass first (fewer passes per step); narrower ones need fewer accumulators.
+    // The tagged exchange at one n-tile per pass (batch <= 8), where it saves 0.07-0.37 us a
+    // step; wider passes poll their n-tiles one after another and read twice the bytes, which
+    // lost 0.75-1.5 us at batch 32 (kernels/NOTES.md, version 5).
     for (int pass : {32, 16, 8}) {
       if (pass > 8 && pass / 2 >= max_batch) continue;
       m.batch_tile = pass;
-      if (take_tensor_tiling(m)) return;
+      for (bool tags : {true, false}) {
+        if (tags && (!allowed.tagged_exchange || pass != 8)) continue;
+        m.tagged_exchange = tags;
+        if (take_tensor_tiling(m)) return;
+      }
     }
   }
 
@@ -192,6 +199,7 @@ std::string PersistentRnnPlan::describe() const {
     << " threads, " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
     << t.rows_per_cta - reg_rows << " in shared memory), "
     << (t.tensor_cores ? "tensor cores (bf16 state), " : "")
+    << (t.tagged_exchange ? "tagged exchange (no step barrier), " : "")
     << (t.cluster ? "one cluster per direction (distributed shared memory), " : "") << "batch tile "
     << t.batch_tile << ", " << registers_ << " registers/thread, " << kb(shared_bytes())
     << " shared memory/CTA, workspace " << kb(workspace_bytes());

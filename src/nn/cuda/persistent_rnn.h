@@ -41,15 +41,21 @@
 
 namespace ds2 {
 
+// Kernel families a plan may choose from; benchmarks and tests switch one off to compare it with
+// what the plan picks otherwise.
+struct PersistentRnnKernels {
+  bool cluster = true;          // bf16: one thread-block cluster per direction
+  bool tagged_exchange = true;  // bf16 grid-wide: the exchange synchronizes through its data
+};
+
 class PersistentRnnPlan {
  public:
   // `directions` = 2 plans one launch running both directions of a bidirectional layer at once
   // (the SMs split between them). device -1: the current device. `precision`: how U is held on
   // chip, fp32 or bf16 (rounded to nearest even; more rows fit); h, products and sums are fp32.
-  // `allow_cluster` false keeps bf16 plans off the cluster kernel (benchmarks and tests compare
-  // it with the grid-wide one).
+  // `allowed`: the kernel families to choose from (all by default).
   PersistentRnnPlan(int hidden, int max_batch, int directions = 1, int device = -1,
-                    Precision precision = Precision::kFp32, bool allow_cluster = true);
+                    Precision precision = Precision::kFp32, PersistentRnnKernels allowed = {});
 
   // Whether this layer runs on this GPU; if not, why_not() says why (the caller falls back).
   bool fits() const { return fits_; }

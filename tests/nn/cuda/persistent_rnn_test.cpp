@@ -237,6 +237,8 @@ INSTANTIATE_TEST_SUITE_P(Bf16, PersistentRnnCase, ::testing::ValuesIn(kBf16Cases
 // over the warps the same way and add in the same order: their outputs must agree bit for bit,
 // forward and backward-data, one direction and both in one launch. Shapes: one m-tile per CTA
 // and fewer than 16 CTAs (37, 200), 2, 3 and 4 m-tiles (512, 700, 1000), batch 1 to 8.
+// The tensor-core kernel's three forms compute the same sums in the same order: the grid-wide
+// kernel with a step barrier, with the tagged exchange, and the cluster kernel.
 TEST(PersistentRnn, ClusterKernelMatchesGridKernelBitForBit) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -295,11 +297,26 @@ TEST(PersistentRnn, ClusterKernelMatchesGridKernelBitForBit) {
       for (int d = 0; d < 2; ++d) h[d] = to_host(hd[d].data(), nh, s);
       *dp = to_host(dpre.data(), 2 * nh, s);
     };
-    const PersistentRnnPlan grid(H, B, 1, -1, Precision::kBf16, /*allow_cluster=*/false);
+    const PersistentRnnPlan grid(H, B, 1, -1, Precision::kBf16, PersistentRnnKernels{false});
     ASSERT_TRUE(grid.fits() && grid.tiling().tensor_cores && !grid.tiling().cluster)
         << grid.describe();
     std::vector<float> h_ref[2], dp_ref;
     run(grid, h_ref, &dp_ref);
+    // The same tensor-core kernel with the other exchange (step barrier or tagged words).
+    for (int directions : {1, 2}) {
+      const bool tags = grid.tiling().tagged_exchange;
+      const PersistentRnnPlan other(H, B, directions, -1, Precision::kBf16,
+                                    PersistentRnnKernels{false, !tags});
+      const bool differs =
+          other.fits() && other.tiling().tensor_cores && other.tiling().tagged_exchange != tags;
+      if (directions == 1) ASSERT_TRUE(differs) << other.describe();
+      if (!differs) continue;
+      SCOPED_TRACE(other.describe());
+      std::vector<float> h[2], dp;
+      run(other, h, &dp);
+      for (int d = 0; d < 2; ++d) expect_close(h_ref[d], h[d], "forward h, exchanges", 0, 0);
+      expect_close(dp_ref, dp, "backward-data dpre, exchanges", 0, 0);
+    }
     for (int directions : {1, 2}) {
       const PersistentRnnPlan cluster(H, B, directions, -1, Precision::kBf16);
       if (!cluster.fits() || !cluster.tiling().cluster) continue;  // e.g. no 16-CTA clusters

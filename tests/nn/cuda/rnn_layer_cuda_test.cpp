@@ -167,8 +167,14 @@ TEST_P(CudaRnnLayerTest, Bf16MatchesCpuWithinRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   uint64_t seed = 300;
-  for (const Batch& b : kBatches)
-    check_case(ctx, GetParam(), b, Mode::kTraining, ++seed, Precision::kBf16);
+  for (const Batch& b : kBatches) {
+    ++seed;
+    // A single valid frame: batch norm's variance is 0 and its output is beta whatever the input,
+    // so dx and dW are zero in exact arithmetic and bf16 rounding, amplified by 1 / sqrt(eps), is
+    // all there is to compare (GRU measured 1.0-2.3 relative). MatchesCpu covers it in fp32.
+    if (GetParam().batch_norm && b.input_shape[0] == 1) continue;
+    check_case(ctx, GetParam(), b, Mode::kTraining, seed, Precision::kBf16);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

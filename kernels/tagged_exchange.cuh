@@ -1,0 +1,55 @@
+// A state exchange that synchronizes through its data: every bf16 state element travels in a
+// 32-bit word with the step that wrote it, so a reader waits for exactly the values it needs
+// instead of for a grid barrier (no fence, no atomic counter; the Persistent RNN design's
+// "synchronize through the data"). Writer and readers use relaxed .gpu accesses (L2, never a
+// stale L1 line; single-copy atomic per word, so value and tag always arrive together).
+//
+//   store_tagged(xout + index, h, step_tag(s));            // step s writes its state
+//   uint4 w = load_tagged(frag);                           // step s + 1 reads a lane's 4 words
+//   while (!tags_are(w, step_tag(s))) w = load_tagged(frag);
+//   const uint2 b = tagged_fragment(w);                    // the mma.sync B registers
+//
+// With two parities of the exchange a reader can find only its step's values or those of two
+// steps before (no CTA writes step s + 2 before every CTA has read step s: each needs all of
+// step s + 1), so a 16-bit tag that wraps is unambiguous; zero-filled buffers carry tag 0, which
+// step_tag never returns before wrapping, and by then every word has been rewritten.
+#pragma once
+
+#include <cstdint>
+
+#include "core/bf16.h"
+
+namespace ds2::kernels {
+
+// The tag of the words step s writes (1-based, so a zeroed exchange matches no early step).
+__device__ __forceinline__ uint32_t step_tag(int s) {
+  return static_cast<uint32_t>(s + 1) & 0xffffu;
+}
+
+// v rounded to bf16 (nearest even) in the high half, the tag in the low half.
+__device__ __forceinline__ void store_tagged(uint32_t* p, float v, uint32_t tag) {
+  const uint32_t word = (uint32_t{float_to_bf16(v)} << 16) | tag;
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(word) : "memory");
+}
+
+// One lane's B-fragment piece: four words, each read atomically (the four need not be).
+__device__ __forceinline__ uint4 load_tagged(const uint4* p) {
+  uint4 w;
+  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+               : "l"(p));
+  return w;
+}
+
+__device__ __forceinline__ bool tags_are(const uint4& w, uint32_t tag) {
+  const uint32_t both = tag * 0x10001u;
+  return __byte_perm(w.x, w.y, 0x5410) == both && __byte_perm(w.z, w.w, 0x5410) == both;
+}
+
+// The bf16 halves as two registers: words x, y (rows 2q, 2q + 1) and z, w (rows 2q + 8, 2q + 9),
+// the lower row in the low half.
+__device__ __forceinline__ uint2 tagged_fragment(const uint4& w) {
+  return make_uint2(__byte_perm(w.x, w.y, 0x7632), __byte_perm(w.z, w.w, 0x7632));
+}
+
+}  // namespace ds2::kernels
