@@ -70,11 +70,6 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     return;
   }
 
-  // bf16 at batch <= 8: one thread-block cluster per direction when U fits in 16 SMs' registers
-  // (no grid barrier; the state exchanged through distributed shared memory), if the device can
-  // hold a cluster per direction at once. With 4 m-tiles per CTA (H > 768) the cluster's 16 SMs
-  // carry 4x version 3's tensor work per SM, which at batch 8 costs more than the barrier saves
-  // (kernels/NOTES.md, version 4).
   // A tensor-core tiling is taken when its kernel exists, fits in shared memory, does not spill,
   // and its CTAs (one cluster per direction, or the whole cooperative grid) can be resident.
   auto take_tensor_tiling = [&](const kernels::PrnnTiling& c) {
@@ -89,15 +84,18 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     fits_ = true;
     return true;
   };
-  const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
-  if (allowed.cluster && t.bf16_weights && max_batch <= kernels::kPrnnClusterMaxBatch &&
-      (kpw < kernels::kPrnnClusterMaxTiles ||
-       (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
-      take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
-    return;
 
   // bf16: products on tensor cores when every row fits in that kernel's registers (no spills);
-  // otherwise the fp32-math kernel below, which can also keep rows in shared memory.
+  // otherwise the fp32-math kernel below, which can also keep rows in shared memory. In order:
+  // 1. at batch <= 8 (one n-tile per pass), the grid-wide kernel with the tagged exchange (no
+  //    step barrier): 0.07-0.37 us a step faster than the barrier, and than the cluster kernel
+  //    from H 512 up (at H 256 the cluster is 0.03-0.06 us faster). Wider passes poll their
+  //    n-tiles one after another and read twice the bytes: 0.75-1.5 us slower at batch 32.
+  // 2. one thread-block cluster per direction when U fits in 16 SMs' registers (the state
+  //    exchanged through distributed shared memory) and the device holds a cluster per direction;
+  //    with 4 m-tiles per CTA (H > 768) only at batch <= 4 (kernels/NOTES.md, versions 4, 5).
+  // 3. the grid-wide kernel with a step barrier per direction, widest batch pass first (fewer
+  //    passes per step; narrower ones need fewer accumulators).
   if (t.bf16_weights) {
     kernels::PrnnTiling m = t;
     m.tensor_cores = true;
@@ -105,18 +103,22 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
     m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
     m.register_groups = m.rows_per_cta / kRowGroup;
-    // Widest batch pass first (fewer passes per step); narrower ones need fewer accumulators.
-    // The tagged exchange at one n-tile per pass (batch <= 8), where it saves 0.07-0.37 us a
-    // step; wider passes poll their n-tiles one after another and read twice the bytes, which
-    // lost 0.75-1.5 us at batch 32 (kernels/NOTES.md, version 5).
+    if (allowed.tagged_exchange && max_batch <= 8) {
+      m.batch_tile = 8;
+      m.tagged_exchange = true;
+      if (take_tensor_tiling(m)) return;
+      m.tagged_exchange = false;
+    }
+    const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
+    if (allowed.cluster && max_batch <= kernels::kPrnnClusterMaxBatch &&
+        (kpw < kernels::kPrnnClusterMaxTiles ||
+         (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
+        take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
+      return;
     for (int pass : {32, 16, 8}) {
       if (pass > 8 && pass / 2 >= max_batch) continue;
       m.batch_tile = pass;
-      for (bool tags : {true, false}) {
-        if (tags && (!allowed.tagged_exchange || pass != 8)) continue;
-        m.tagged_exchange = tags;
-        if (take_tensor_tiling(m)) return;
-      }
+      if (take_tensor_tiling(m)) return;
     }
   }
 

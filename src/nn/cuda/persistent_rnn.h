@@ -47,6 +47,8 @@ struct PersistentRnnKernels {
   bool cluster = true;          // bf16: one thread-block cluster per direction
   bool tagged_exchange = true;  // bf16 grid-wide: the exchange synchronizes through its data
 };
+// The cluster kernel wherever it runs (the wavefront stack needs co-resident launches).
+constexpr PersistentRnnKernels kClusterBeforeGrid{true, false};
 
 class PersistentRnnPlan {
  public:

@@ -60,7 +60,9 @@ CudaRnnStack::CudaRnnStack(CudaContext& ctx, int layers, int input, int hidden, 
                 << layers << ", " << input << ", " << hidden << ", " << max_batch << ", "
                 << max_steps << ")");
   DS2_CHECK(chunk >= 1, "CudaRnnStack: chunk must be at least 1 step (got " << chunk << ")");
-  plan_ = std::make_unique<PersistentRnnPlan>(hidden, max_batch, 1, ctx.device(), precision);
+  // The wavefront needs the cluster kernel (co-resident launches): ahead of the tagged grid one.
+  plan_ = std::make_unique<PersistentRnnPlan>(hidden, max_batch, 1, ctx.device(), precision,
+                                              kClusterBeforeGrid);
   DS2_CHECK(plan_->fits(), "CudaRnnStack: no persistent plan for hidden "
                                << hidden << ", batch " << max_batch << ": " << plan_->why_not());
   if (!plan_->tiling().cluster) {

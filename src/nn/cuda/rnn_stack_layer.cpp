@@ -52,7 +52,8 @@ CudaRnnStackLayer::Path CudaRnnStackLayer::plan_wavefront(int T, int B) {
   if (B > stack_batch_) {
     // A batch the cluster kernel cannot take (evaluation's, say) must not rebuild the stack into
     // one that never runs the wavefront again: ask the plan first.
-    const PersistentRnnPlan plan(first.hidden(), B, 1, ctx_.device(), ctx_.matmul_precision());
+    const PersistentRnnPlan plan(first.hidden(), B, 1, ctx_.device(), ctx_.matmul_precision(),
+                                 kClusterBeforeGrid);
     if (!plan.fits() || !plan.tiling().cluster) {
       refused_batch_ = B;
       return Path::kBatch;

@@ -318,7 +318,7 @@ TEST(PersistentRnn, ClusterKernelMatchesGridKernelBitForBit) {
       expect_close(dp_ref, dp, "backward-data dpre, exchanges", 0, 0);
     }
     for (int directions : {1, 2}) {
-      const PersistentRnnPlan cluster(H, B, directions, -1, Precision::kBf16);
+      const PersistentRnnPlan cluster(H, B, directions, -1, Precision::kBf16, kClusterBeforeGrid);
       if (!cluster.fits() || !cluster.tiling().cluster) continue;  // e.g. no 16-CTA clusters
       SCOPED_TRACE(cluster.describe());
       std::vector<float> h[2], dp;
@@ -373,14 +373,17 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     if (prop.multiProcessorCount >= 100 && prop.major >= 8)
       EXPECT_TRUE(bf16.fits() && bf16.tiling().tensor_cores) << bf16.describe();
   }
-  // bf16 layers up to H 768 at batch <= 8 run as one thread-block cluster per direction on
-  // sm_90: no workspace (the exchange is in shared memory).
+  // bf16 layers at batch <= 8 take the tagged exchange; up to H 768 they can run as one
+  // thread-block cluster per direction on sm_90 (the wavefront stack asks for it first): no
+  // workspace (the exchange is in shared memory).
   for (int directions : {1, 2}) {
-    PersistentRnnPlan small(768, 8, directions, -1, Precision::kBf16);
-    std::cout << small.describe() << "\n";
+    PersistentRnnPlan small(768, 8, directions, -1, Precision::kBf16, kClusterBeforeGrid);
+    PersistentRnnPlan tagged(768, 8, directions, -1, Precision::kBf16);
+    std::cout << small.describe() << "\n" << tagged.describe() << "\n";
     if (prop.multiProcessorCount >= 100 && prop.major >= 9) {
       EXPECT_TRUE(small.fits() && small.tiling().cluster) << small.describe();
       EXPECT_EQ(small.workspace_bytes(), 0u);
+      EXPECT_TRUE(tagged.fits() && tagged.tiling().tagged_exchange) << tagged.describe();
     }
   }
   EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
@@ -513,12 +516,12 @@ TEST(PersistentRnn, LayerMatchesCpuAndGemmRecurrence) {
   check_layer(ctx, true, true, 1152, {64, 4, 40}, {64, 50, 0, 63}, false, ++seed);
 }
 
-// bf16 layers that fit the thread-block cluster kernel (H <= 1024, batch <= 8) run it inside
-// CudaRnnLayer (its plan needs no workspace, which once read as "does not run" and silently
-// sent every such layer to the GEMM recurrence). Forward, then backward twice from the same
-// forward states (cluster kernel, GEMM recurrence); bf16 on both sides, so the comparison is by
-// relative error of whole tensors.
-TEST(PersistentRnn, Bf16LayersRunTheClusterKernel) {
+// Small bf16 layers (batch <= 8) run the tensor-core kernel with the tagged exchange inside
+// CudaRnnLayer (the cluster kernel's plan, which needs no workspace, once read as "does not run"
+// and silently sent every such layer to the GEMM recurrence). Forward, then backward twice from
+// the same forward states (persistent kernel, GEMM recurrence); bf16 on both sides, so the
+// comparison is by relative error of whole tensors.
+TEST(PersistentRnn, Bf16LayersRunTheTensorCoreKernel) {
   DS2_REQUIRE_GPU();
   const auto relative = [](const Tensor& ref, const Tensor& got) {
     return relative_error(ref.data(), got.data(), ref.numel());
@@ -548,13 +551,13 @@ TEST(PersistentRnn, Bf16LayersRunTheClusterKernel) {
       EXPECT_EQ(gpu.ran_persistent(), persistent == 1);
       y[persistent] = download_tensor(yd[persistent].data, ctx);
     }
-    EXPECT_NE(gpu.recurrence_path().find("one cluster per direction"), std::string::npos)
+    EXPECT_NE(gpu.recurrence_path().find("tagged exchange"), std::string::npos)
         << gpu.recurrence_path();
-    EXPECT_LT(relative(y[0], y[1]), 1e-2) << "forward, cluster kernel vs GEMM recurrence";
+    EXPECT_LT(relative(y[0], y[1]), 1e-2) << "forward, persistent kernel vs GEMM recurrence";
     EXPECT_EQ(nonzero_padding(y[1], lengths), 0);
     for (int persistent = 1; persistent >= 0; --persistent) {
       gpu.set_use_persistent(true);
-      gpu.forward(xd, yd[1], true);  // both backward passes from the cluster kernel's states
+      gpu.forward(xd, yd[1], true);  // both backward passes from the persistent kernel's states
       gpu.set_use_persistent(persistent == 1);
       params.zero_grads();
       dxd.data.resize({T, B, in});
