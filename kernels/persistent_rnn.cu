@@ -12,6 +12,7 @@
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
 #include "kernels/step_barrier.cuh"
+#include "kernels/tagged_exchange.cuh"
 
 namespace ds2::kernels {
 namespace {
@@ -137,8 +138,9 @@ __device__ __forceinline__ void weight_chunk(const float* __restrict__ u, int H,
 
 // BT: batch rows per pass; NRG: row groups (of kRg rows) held in registers, the rest of the CTA's
 // rows_per_cta rows in shared memory; BF16: weights stored (and rounded) as bf16, math in fp32.
-// Thread `tid` owns input columns [4 tid, 4 tid + 4).
-template <int BT, int NRG, bool BF16>
+// Thread `tid` owns input columns [4 tid, 4 tid + 4). kTags: the exchange carries each value's step
+// in its lowest bit (kernels/tagged_exchange.cuh) and no step barrier is needed.
+template <int BT, int NRG, bool BF16, bool kTags>
 __global__ void prnn_kernel(const Args a) {
   using Chunk = typename std::conditional<BF16, uint2, float4>::type;
   constexpr int V = kRg * BT;     // partial sums per row group and batch tile
@@ -165,7 +167,7 @@ __global__ void prnn_kernel(const Args a) {
   const int64_t xbuf_parity = int64_t{a.max_batch} * hpad;
 
   for (int i = tid; i < B; i += nt) len_s[i] = a.lengths[i];
-  if (cta == 0) {
+  if (!kTags && cta == 0) {
     // Columns H .. hpad of the exchange array are never written by a step: zero them once (read
     // from step 1 on, after a step barrier), so padded columns multiply zero weights by zero.
     const int padw = hpad - H;
@@ -176,6 +178,9 @@ __global__ void prnn_kernel(const Args a) {
   }
 
   const int c0 = 4 * tid;
+  // Tagged: this thread's columns below H (bit i: column c0 + i). Columns past H are never written
+  // (nor tagged); they are not read but set to zero, which their zero weights need.
+  const uint32_t cols = c0 >= H ? 0u : H - c0 >= 4 ? 0xfu : (1u << (H - c0)) - 1u;
   Chunk w[NRW > 0 ? NRW : 1];
 #pragma unroll
   for (int i = 0; i < NRW; ++i) weight_chunk(d.u, H, r0 + i, c0, bwd, w[i]);
@@ -215,19 +220,48 @@ __global__ void prnn_kernel(const Args a) {
 
     // State of batch rows tile * BT .. + BT, this thread's 4 columns; zero before the first step.
     // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the step barrier).
+    // Tagged: relaxed loads, then await_state re-reads late pieces, all of them in each round.
+    auto state_at = [&](int tile, int i) {
+      return reinterpret_cast<const float4*>(xin + int64_t{tile * BT + i} * hpad) + tid;
+    };
     auto load_state = [&](float4(&hv)[BT], int tile) {
 #pragma unroll
       for (int i = 0; i < BT; ++i) {
         const int b = tile * BT + i;
-        hv[i] = (s > 0 && b < B)
-                    ? __ldcg(reinterpret_cast<const float4*>(xin + int64_t{b} * hpad) + tid)
-                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        hv[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (s > 0 && b < B && (!kTags || cols != 0))
+          hv[i] = kTags ? load_tagged(state_at(tile, i)) : __ldcg(state_at(tile, i));
+      }
+    };
+    auto await_state = [&](float4(&hv)[BT], int tile) {
+      if (!kTags || s == 0 || cols == 0) return;
+      const uint32_t tag = fp32_step_tag(s - 1);
+      unsigned int late = 0;
+#pragma unroll
+      for (int i = 0; i < BT; ++i)
+        if (tile * BT + i < B && !tags_are(hv[i], tag, cols)) late |= 1u << i;
+      while (late != 0) {
+#pragma unroll
+        for (int i = 0; i < BT; ++i)
+          if (late >> i & 1u) hv[i] = load_tagged(state_at(tile, i));
+#pragma unroll
+        for (int i = 0; i < BT; ++i)
+          if ((late >> i & 1u) && tags_are(hv[i], tag, cols)) late &= ~(1u << i);
+      }
+      if (cols != 0xfu) {
+#pragma unroll
+        for (int i = 0; i < BT; ++i) {
+          if (!(cols & 2u)) hv[i].y = 0.0f;
+          if (!(cols & 4u)) hv[i].z = 0.0f;
+          if (!(cols & 8u)) hv[i].w = 0.0f;
+        }
       }
     };
     float4 hcur[BT], hnext[BT];
     load_state(hcur, 0);
     for (int tile = 0; tile < tiles; ++tile, ++pass) {
       if (tile + 1 < tiles) load_state(hnext, tile + 1);
+      await_state(hcur, tile);
       // Alternating buffers: a CTA barrier lies between any two writes of the same buffer, so
       // a slow thread's epilogue reads finish before the next overwrite.
       float* redt = red + (pass & 1) * groups * nw * V;
@@ -273,45 +307,55 @@ __global__ void prnn_kernel(const Args a) {
           }
         }
         d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
-        xout[int64_t{b} * hpad + k] = out;
+        if constexpr (kTags)
+          store_tagged(xout + int64_t{b} * hpad + k, out, fp32_step_tag(s));
+        else
+          xout[int64_t{b} * hpad + k] = out;
       }
 #pragma unroll
       for (int i = 0; i < BT; ++i) hcur[i] = hnext[i];
     }
     if (s + 1 < T) {
-      // Orders this step's exchange writes before the reads of them in step s + 1 by every CTA
-      // of the direction, and the reads of step s before the overwrites in s + 1. The next
-      // step's epilogue inputs (their buffer was last read in step s - 1) are copied while the
-      // CTA waits.
-      direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
-                        [&] { prefetch(s + 1); });
+      if constexpr (kTags) {
+        // No grid barrier: readers wait for the tags. The CTA barrier keeps this CTA's warps
+        // from polling the next step's state while its own epilogue still runs.
+        prefetch(s + 1);
+        __syncthreads();
+      } else {
+        // Orders this step's exchange writes before the reads of them in step s + 1 by every
+        // CTA of the direction, and the reads of step s before the overwrites in s + 1. The
+        // next step's epilogue inputs (their buffer was last read in step s - 1) are copied
+        // while the CTA waits.
+        direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
+                          [&] { prefetch(s + 1); });
+      }
     }
   }
 }
 
 using KernelFn = void (*)(const Args);
 
-template <int BT, bool BF16>
+template <int BT, bool BF16, bool kTags>
 KernelFn kernel_for_groups(int nrg) {
   switch (nrg) {
     case 0:
-      return prnn_kernel<BT, 0, BF16>;
+      return prnn_kernel<BT, 0, BF16, kTags>;
     case 1:
-      return prnn_kernel<BT, 1, BF16>;
+      return prnn_kernel<BT, 1, BF16, kTags>;
     case 2:
-      return prnn_kernel<BT, 2, BF16>;
+      return prnn_kernel<BT, 2, BF16, kTags>;
     case 3:
-      return prnn_kernel<BT, 3, BF16>;
+      return prnn_kernel<BT, 3, BF16, kTags>;
     case 4:
-      return prnn_kernel<BT, 4, BF16>;
+      return prnn_kernel<BT, 4, BF16, kTags>;
     case 5:
-      return prnn_kernel<BT, 5, BF16>;
+      return prnn_kernel<BT, 5, BF16, kTags>;
     case 6:
-      return prnn_kernel<BT, 6, BF16>;
+      return prnn_kernel<BT, 6, BF16, kTags>;
     case 7:
-      return prnn_kernel<BT, 7, BF16>;
+      return prnn_kernel<BT, 7, BF16, kTags>;
     case 8:
-      return prnn_kernel<BT, 8, BF16>;
+      return prnn_kernel<BT, 8, BF16, kTags>;
     default:
       break;
   }
@@ -319,13 +363,13 @@ KernelFn kernel_for_groups(int nrg) {
   if constexpr (BF16) {
     switch (nrg) {
       case 10:
-        return prnn_kernel<BT, 10, BF16>;
+        return prnn_kernel<BT, 10, BF16, kTags>;
       case 12:
-        return prnn_kernel<BT, 12, BF16>;
+        return prnn_kernel<BT, 12, BF16, kTags>;
       case 14:
-        return prnn_kernel<BT, 14, BF16>;
+        return prnn_kernel<BT, 14, BF16, kTags>;
       case 16:
-        return prnn_kernel<BT, 16, BF16>;
+        return prnn_kernel<BT, 16, BF16, kTags>;
       default:
         break;
     }
@@ -335,10 +379,15 @@ KernelFn kernel_for_groups(int nrg) {
 static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
               "kernel_for_groups instantiates 0..8 (fp32) and up to 16 (bf16)");
 
+template <int BT, bool kTags>
+KernelFn kernel_for_exchange(const PrnnTiling& t) {
+  return t.bf16_weights ? kernel_for_groups<BT, true, kTags>(t.register_groups)
+                        : kernel_for_groups<BT, false, kTags>(t.register_groups);
+}
+
 template <int BT>
 KernelFn kernel_for_precision(const PrnnTiling& t) {
-  return t.bf16_weights ? kernel_for_groups<BT, true>(t.register_groups)
-                        : kernel_for_groups<BT, false>(t.register_groups);
+  return t.tagged_exchange ? kernel_for_exchange<BT, true>(t) : kernel_for_exchange<BT, false>(t);
 }
 
 KernelFn kernel_for(const PrnnTiling& t) {
@@ -469,7 +518,13 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   if (t.directions == 1) a.dir[1] = a.dir[0];
   a.arrivals =
       reinterpret_cast<unsigned int*>(ws + int64_t{t.directions} * 2 * t.max_batch * a.hpad);
-  DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
+  if (t.tagged_exchange) {
+    // Tag bit 1 everywhere, which no word of this launch's first two steps carries.
+    const size_t exchange = size_t(t.directions) * 2 * t.max_batch * a.hpad * sizeof(float);
+    DS2_CUDA_CHECK(cudaMemsetAsync(ws, 0xff, exchange, stream));
+  } else {
+    DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
+  }
 
   cooperative_launch("persistent RNN", reinterpret_cast<const void*>(kernel_for(t)),
                      t.directions * t.ctas_per_direction, t.threads, &a, layout.total, stream);

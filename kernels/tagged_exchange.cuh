@@ -53,4 +53,33 @@ __device__ __forceinline__ uint2 tagged_fragment(const uint4& w) {
   return make_uint2(__byte_perm(w.x, w.y, 0x7632), __byte_perm(w.z, w.w, 0x7632));
 }
 
+// fp32 state (the fp32-math kernel): the tag is the lowest mantissa bit of each value (a change
+// of at most one ulp, 2^-23 relative, to the exchanged copy only; y keeps the exact value). With
+// two parities a reader must tell step s from step s - 2 in the same place, so one bit, (s / 2)
+// mod 2, suffices. An exchange filled with 0xff bytes carries bit 1, which steps 0 and 1 (the
+// first two written to each parity) never write.
+__device__ __forceinline__ uint32_t fp32_step_tag(int s) {
+  return static_cast<uint32_t>(s >> 1) & 1u;
+}
+
+__device__ __forceinline__ void store_tagged(float* p, float v, uint32_t tag) {
+  const uint32_t word = (__float_as_uint(v) & ~1u) | tag;
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(word) : "memory");
+}
+
+__device__ __forceinline__ float4 load_tagged(const float4* p) {
+  float4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Whether the columns set in `valid` (bit i: component i) all carry `tag`.
+__device__ __forceinline__ bool tags_are(const float4& v, uint32_t tag, uint32_t valid) {
+  const uint32_t bits = (__float_as_uint(v.x) & 1u) | (__float_as_uint(v.y) & 1u) << 1 |
+                        (__float_as_uint(v.z) & 1u) << 2 | (__float_as_uint(v.w) & 1u) << 3;
+  return ((bits ^ (tag * 0xfu)) & valid) == 0;
+}
+
 }  // namespace ds2::kernels

@@ -96,8 +96,10 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   //    with 4 m-tiles per CTA (H > 768) only at batch <= 4 (kernels/NOTES.md, versions 4, 5).
   // 3. the grid-wide kernel with a step barrier per direction, widest batch pass first (fewer
   //    passes per step; narrower ones need fewer accumulators).
-  if (t.bf16_weights) {
-    kernels::PrnnTiling m = t;
+  const kernels::PrnnTiling base = t;
+  auto try_tensor_cores = [&]() -> bool {
+    if (!base.bf16_weights) return false;
+    kernels::PrnnTiling m = base;
     m.tensor_cores = true;
     m.threads = kernels::kPrnnMmaThreads;
     m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
@@ -106,7 +108,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     if (allowed.tagged_exchange && max_batch <= 8) {
       m.batch_tile = 8;
       m.tagged_exchange = true;
-      if (take_tensor_tiling(m)) return;
+      if (take_tensor_tiling(m)) return true;
       m.tagged_exchange = false;
     }
     const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
@@ -114,13 +116,22 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
         (kpw < kernels::kPrnnClusterMaxTiles ||
          (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
         take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
-      return;
+      return true;
     for (int pass : {32, 16, 8}) {
       if (pass > 8 && pass / 2 >= max_batch) continue;
       m.batch_tile = pass;
-      if (take_tensor_tiling(m)) return;
+      if (take_tensor_tiling(m)) return true;
     }
-  }
+    return false;
+  };
+  // fp32 at batch 1 and H <= 1152: the fp32-math kernel with the tagged exchange (H200, forward /
+  // backward-data us a step against its step barrier: H 512 1.10 / 1.13 vs 1.55 / 1.59, H 1152
+  // 1.19 / 1.26 vs 1.69 / 1.75). At H 2048 its backward-data lost (2.68 vs 2.04), at H 2560 both
+  // were even, in bf16 (fp32 math on bf16 weights) it lost to the tensor cores at H 1152 and
+  // 2048, and at batch 4-32 to its own barrier (kernels/NOTES.md, version 5).
+  const bool batch1_tagged =
+      allowed.tagged_exchange && max_batch == 1 && !t.bf16_weights && hidden <= 1152;
+  if (!batch1_tagged && try_tensor_cores()) return;
 
   // Spread the rows over as many SMs as there are, in whole row groups (a partial group costs
   // as much as a full one, so fewer CTAs with full groups are free and lighten the exchange).
@@ -130,6 +141,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   const int outputs = groups * kRowGroup * t.batch_tile;  // one per thread in the epilogue
   t.threads = ceil_div(std::max(ceil_div(hidden, 4), outputs), 32) * 32;
   if (t.threads > max_threads) {
+    if (batch1_tagged && try_tensor_cores()) return;
     std::ostringstream s;
     s << "one thread per 4 columns needs " << t.threads << " threads per CTA, more than the "
       << max_threads << " a CTA can have";
@@ -139,6 +151,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
 
   // Most rows in registers that still fit, the rest in shared memory; kernels that spill only
   // when nothing else fits.
+  t.tagged_exchange = batch1_tagged;
   std::string smem_reason, sm_reason;
   const int max_groups = std::min(groups, t.bf16_weights ? kernels::kPrnnMaxRegisterGroupsBf16
                                                          : kernels::kPrnnMaxRegisterGroups);
@@ -174,6 +187,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
       fits_ = true;
     }
   }
+  if (!fits_ && batch1_tagged && try_tensor_cores()) return;
   if (!fits_) {
     std::string why = sm_reason;
     if (!smem_reason.empty()) why += (why.empty() ? "" : "; ") + smem_reason;
