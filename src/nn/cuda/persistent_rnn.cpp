@@ -124,13 +124,14 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     }
     return false;
   };
-  // fp32 at batch 1 and H <= 1152: the fp32-math kernel with the tagged exchange (H200, forward /
-  // backward-data us a step against its step barrier: H 512 1.10 / 1.13 vs 1.55 / 1.59, H 1152
-  // 1.19 / 1.26 vs 1.69 / 1.75). At H 2048 its backward-data lost (2.68 vs 2.04), at H 2560 both
-  // were even, in bf16 (fp32 math on bf16 weights) it lost to the tensor cores at H 1152 and
-  // 2048, and at batch 4-32 to its own barrier (kernels/NOTES.md, version 5).
+  // fp32 at batch 1 and H <= 512: the fp32-math kernel with the tagged exchange (H200, forward /
+  // backward-data us a step against its step barrier: H 512 1.10 / 1.13 vs 1.55 / 1.59 on two
+  // machines). At H 1152 one machine gave 1.19 / 1.26 vs 1.69 / 1.75 and another 2.09 / 2.14 vs
+  // 1.73 / 1.78; at H 2048 its backward-data lost (2.68 vs 2.04); in bf16 (fp32 math on bf16
+  // weights) it lost to the tensor cores at H 1152 and 2048, and at batch 4-32 to its own barrier
+  // (kernels/NOTES.md, version 5).
   const bool batch1_tagged =
-      allowed.tagged_exchange && max_batch == 1 && !t.bf16_weights && hidden <= 1152;
+      allowed.tagged_exchange && max_batch == 1 && !t.bf16_weights && hidden <= 512;
   if (!batch1_tagged && try_tensor_cores()) return;
 
   // Spread the rows over as many SMs as there are, in whole row groups (a partial group costs

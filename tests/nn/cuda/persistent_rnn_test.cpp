@@ -373,10 +373,11 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     if (prop.multiProcessorCount >= 100 && prop.major >= 8)
       EXPECT_TRUE(bf16.fits() && bf16.tiling().tensor_cores) << bf16.describe();
   }
-  // fp32 at batch 1 up to H 1152: the tagged exchange; from batch 2, the step barrier.
+  // fp32 at batch 1 up to H 512: the tagged exchange; from batch 2 or H 513, the step barrier.
   if (prop.multiProcessorCount >= 100) {
-    EXPECT_TRUE(PersistentRnnPlan(1152, 1).tiling().tagged_exchange);
-    EXPECT_FALSE(PersistentRnnPlan(1152, 2).tiling().tagged_exchange);
+    EXPECT_TRUE(PersistentRnnPlan(512, 1).tiling().tagged_exchange);
+    EXPECT_FALSE(PersistentRnnPlan(513, 1).tiling().tagged_exchange);
+    EXPECT_FALSE(PersistentRnnPlan(512, 2).tiling().tagged_exchange);
   }
   // bf16 layers at batch <= 8 take the tagged exchange; up to H 768 they can run as one
   // thread-block cluster per direction on sm_90 (the wavefront stack asks for it first): no
