@@ -316,19 +316,12 @@ __global__ void prnn_kernel(const Args a) {
       for (int i = 0; i < BT; ++i) hcur[i] = hnext[i];
     }
     if (s + 1 < T) {
-      if constexpr (kTags) {
-        // No grid barrier: readers wait for the tags. The CTA barrier keeps this CTA's warps
-        // from polling the next step's state while its own epilogue still runs.
-        prefetch(s + 1);
-        __syncthreads();
-      } else {
-        // Orders this step's exchange writes before the reads of them in step s + 1 by every
-        // CTA of the direction, and the reads of step s before the overwrites in s + 1. The
-        // next step's epilogue inputs (their buffer was last read in step s - 1) are copied
-        // while the CTA waits.
-        direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
-                          [&] { prefetch(s + 1); });
-      }
+      // Publishes this step's exchange writes to step s + 1's readers in every CTA of the
+      // direction (tags: they wait for the values), and orders the reads of step s before the
+      // overwrites in s + 1. The next step's epilogue inputs (their buffer was last read in step
+      // s - 1) are copied while the CTA waits.
+      end_step<kTags>(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
+                      [&] { prefetch(s + 1); });
     }
   }
 }

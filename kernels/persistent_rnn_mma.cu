@@ -224,18 +224,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       if (pass + 1 < passes) __syncthreads();  // the next pass reuses red
     }
     if (s + 1 < T) {
-      if constexpr (kTags) {
-        // No grid barrier: step s + 1's readers wait for the tags. The CTA barrier orders this
-        // CTA's reads of red before the next step's partial sums overwrite them.
-        prefetch(s + 1);
-        __syncthreads();
-      } else {
-        // Orders this step's exchange writes before the reads of them in step s + 1 by every
-        // CTA of the direction (the two directions share nothing), and this CTA's reads of red
-        // before their overwrites. The next step's epilogue inputs are copied while it waits.
-        direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
-                          [&] { prefetch(s + 1); });
-      }
+      // Publishes this step's exchange writes to step s + 1's readers in every CTA of the
+      // direction (the two directions share nothing; tags: they wait for the values), and
+      // orders this CTA's reads of red before their overwrites. The next step's epilogue inputs
+      // are copied while the CTA waits.
+      end_step<kTags>(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
+                      [&] { prefetch(s + 1); });
     }
   }
 }

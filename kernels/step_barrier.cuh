@@ -3,6 +3,7 @@
 //
 //   direction_barrier(arrivals + direction, (s + 1) * ctas_per_direction, [&] { prefetch(s + 1);
 //   });
+//   end_step<kTags>(arrivals + direction, (s + 1) * ctas_per_direction, [&] { prefetch(s + 1); });
 #pragma once
 
 namespace ds2::kernels {
@@ -27,6 +28,22 @@ __device__ __forceinline__ void direction_barrier(unsigned int* arrivals, unsign
     } while (seen < target);
   }
   __syncthreads();
+}
+
+// The end of a step of a grid-wide persistent kernel. With a tagged exchange
+// (kernels/tagged_exchange.cuh) the readers wait for the values themselves: only a CTA barrier,
+// after `between`, so the CTA's own warps do not poll the next step while its epilogue still runs
+// (and, in version 3, do not overwrite the reduction buffer it reads). Otherwise the direction's
+// step barrier, with `between` inside it.
+template <bool kTagged, class Between>
+__device__ __forceinline__ void end_step(unsigned int* arrivals, unsigned int target,
+                                         Between between) {
+  if constexpr (kTagged) {
+    between();
+    __syncthreads();
+  } else {
+    direction_barrier(arrivals, target, between);
+  }
 }
 
 }  // namespace ds2::kernels

@@ -27,10 +27,15 @@ __device__ __forceinline__ uint32_t step_tag(int s) {
   return static_cast<uint32_t>(s + 1) & 0xffffu;
 }
 
+// The only accesses to a tagged exchange: a relaxed .gpu store of one word, a relaxed .gpu load
+// of four (each word atomic, the four not together).
+__device__ __forceinline__ void store_word_relaxed(void* p, uint32_t word) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(word) : "memory");
+}
+
 // v rounded to bf16 (nearest even) in the high half, the tag in the low half.
 __device__ __forceinline__ void store_tagged(uint32_t* p, float v, uint32_t tag) {
-  const uint32_t word = (uint32_t{float_to_bf16(v)} << 16) | tag;
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(word) : "memory");
+  store_word_relaxed(p, (uint32_t{float_to_bf16(v)} << 16) | tag);
 }
 
 // One lane's B-fragment piece: four words, each read atomically (the four need not be).
@@ -63,16 +68,13 @@ __device__ __forceinline__ uint32_t fp32_step_tag(int s) {
 }
 
 __device__ __forceinline__ void store_tagged(float* p, float v, uint32_t tag) {
-  const uint32_t word = (__float_as_uint(v) & ~1u) | tag;
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(word) : "memory");
+  store_word_relaxed(p, (__float_as_uint(v) & ~1u) | tag);
 }
 
 __device__ __forceinline__ float4 load_tagged(const float4* p) {
-  float4 v;
-  asm volatile("ld.relaxed.gpu.global.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p));
-  return v;
+  const uint4 w = load_tagged(reinterpret_cast<const uint4*>(p));
+  return make_float4(__uint_as_float(w.x), __uint_as_float(w.y), __uint_as_float(w.z),
+                     __uint_as_float(w.w));
 }
 
 // Whether the columns set in `valid` (bit i: component i) all carry `tag`.
