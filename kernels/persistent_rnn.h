@@ -9,7 +9,9 @@
 // {B, H} from a double-buffered exchange array in the workspace (L2, ld.global.cg), multiplies,
 // reduces across its threads (warp reduce-scatter, then the warps in a fixed order: deterministic),
 // applies the clipped ReLU (or its derivative) and the padding mask, writes its slice of the output
-// and of the exchange array, and the grid synchronizes (cooperative_groups grid.sync()).
+// and of the exchange array, and meets the other CTAs of its direction at a step barrier
+// (kernels/step_barrier.cuh); with `tagged_exchange` every exchanged value carries its step and
+// readers wait for those values instead (kernels/tagged_exchange.cuh).
 // kernels/NOTES.md has the designs tried and their timings.
 //
 // This is the kernel layer: nn/cuda/persistent_rnn.h chooses the tiling for the device (the plan)
