@@ -96,10 +96,8 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   //    with 4 m-tiles per CTA (H > 768) only at batch <= 4 (kernels/NOTES.md, versions 4, 5).
   // 3. the grid-wide kernel with a step barrier per direction, widest batch pass first (fewer
   //    passes per step; narrower ones need fewer accumulators).
-  const kernels::PrnnTiling base = t;
-  auto try_tensor_cores = [&]() -> bool {
-    if (!base.bf16_weights) return false;
-    kernels::PrnnTiling m = base;
+  if (t.bf16_weights) {
+    kernels::PrnnTiling m = t;
     m.tensor_cores = true;
     m.threads = kernels::kPrnnMmaThreads;
     m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
@@ -108,7 +106,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     if (allowed.tagged_exchange && max_batch <= 8) {
       m.batch_tile = 8;
       m.tagged_exchange = true;
-      if (take_tensor_tiling(m)) return true;
+      if (take_tensor_tiling(m)) return;
       m.tagged_exchange = false;
     }
     const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
@@ -116,23 +114,13 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
         (kpw < kernels::kPrnnClusterMaxTiles ||
          (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
         take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
-      return true;
+      return;
     for (int pass : {32, 16, 8}) {
       if (pass > 8 && pass / 2 >= max_batch) continue;
       m.batch_tile = pass;
-      if (take_tensor_tiling(m)) return true;
+      if (take_tensor_tiling(m)) return;
     }
-    return false;
-  };
-  // fp32 at batch 1 and H <= 512: the fp32-math kernel with the tagged exchange (H200, forward /
-  // backward-data us a step against its step barrier: H 512 1.10 / 1.13 vs 1.55 / 1.59 on two
-  // machines). At H 1152 one machine gave 1.19 / 1.26 vs 1.69 / 1.75 and another 2.09 / 2.14 vs
-  // 1.73 / 1.78; at H 2048 its backward-data lost (2.68 vs 2.04); in bf16 (fp32 math on bf16
-  // weights) it lost to the tensor cores at H 1152 and 2048, and at batch 4-32 to its own barrier
-  // (kernels/NOTES.md, version 5).
-  const bool batch1_tagged =
-      allowed.tagged_exchange && max_batch == 1 && !t.bf16_weights && hidden <= 512;
-  if (!batch1_tagged && try_tensor_cores()) return;
+  }
 
   // Spread the rows over as many SMs as there are, in whole row groups (a partial group costs
   // as much as a full one, so fewer CTAs with full groups are free and lighten the exchange).
@@ -142,7 +130,6 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   const int outputs = groups * kRowGroup * t.batch_tile;  // one per thread in the epilogue
   t.threads = ceil_div(std::max(ceil_div(hidden, 4), outputs), 32) * 32;
   if (t.threads > max_threads) {
-    if (batch1_tagged && try_tensor_cores()) return;
     std::ostringstream s;
     s << "one thread per 4 columns needs " << t.threads << " threads per CTA, more than the "
       << max_threads << " a CTA can have";
@@ -152,7 +139,13 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
 
   // Most rows in registers that still fit, the rest in shared memory; kernels that spill only
   // when nothing else fits.
-  t.tagged_exchange = batch1_tagged;
+  // fp32 at batch 1 and H <= 512: the tagged exchange (H200, forward / backward-data us a step
+  // against the step barrier: H 512 1.10 / 1.12-1.13 vs 1.52-1.55 / 1.56-1.59 on three machine
+  // starts). At H 1152 two starts gave 1.19 / 1.26 and a third 2.09-2.10 / 2.13-2.17 against
+  // 1.69-1.74; at H 2048 its backward-data lost (2.68 vs 2.04); on bf16 weights it lost to the
+  // tensor cores at H 1152 and 2048, and at batch 4-32 to the barrier (kernels/NOTES.md, version
+  // 5).
+  t.tagged_exchange = allowed.tagged_exchange && max_batch == 1 && !t.bf16_weights && hidden <= 512;
   std::string smem_reason, sm_reason;
   const int max_groups = std::min(groups, t.bf16_weights ? kernels::kPrnnMaxRegisterGroupsBf16
                                                          : kernels::kPrnnMaxRegisterGroups);
@@ -188,7 +181,6 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
       fits_ = true;
     }
   }
-  if (!fits_ && batch1_tagged && try_tensor_cores()) return;
   if (!fits_) {
     std::string why = sm_reason;
     if (!smem_reason.empty()) why += (why.empty() ? "" : "; ") + smem_reason;
