@@ -44,10 +44,12 @@ namespace ds2 {
 // Kernel families a plan may choose from; benchmarks and tests switch one off to compare it with
 // what the plan picks otherwise.
 struct PersistentRnnKernels {
-  bool cluster = true;          // bf16: one thread-block cluster per direction
-  bool tagged_exchange = true;  // bf16 grid-wide: the exchange synchronizes through its data
+  bool cluster = true;  // bf16: one thread-block cluster per direction
+  // The exchange synchronizes through its data (bf16 grid-wide at batch <= 8, fp32 at batch 1)
+  bool tagged_exchange = true;
 };
-// The cluster kernel wherever it runs (the wavefront stack needs co-resident launches).
+// No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront
+// stack needs the cluster's co-resident launches; benchmarks time the barrier beside the tags).
 constexpr PersistentRnnKernels kClusterBeforeGrid{true, false};
 
 class PersistentRnnPlan {
