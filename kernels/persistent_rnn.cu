@@ -514,7 +514,7 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   if (t.tagged_exchange) {
     // Tag bit 1 everywhere, which no word of this launch's first two steps carries.
     const size_t exchange = size_t(t.directions) * 2 * t.max_batch * a.hpad * sizeof(float);
-    DS2_CUDA_CHECK(cudaMemsetAsync(ws, 0xff, exchange, stream));
+    DS2_CUDA_CHECK(cudaMemsetAsync(ws, kTaggedFp32FillByte, exchange, stream));
   } else {
     DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
   }

@@ -327,7 +327,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   if (t.directions == 1) a.dir[1] = a.dir[0];
   if (t.tagged_exchange) {
     // Tag 0 everywhere: no word of an earlier launch can pass for one of this launch's steps.
-    DS2_CUDA_CHECK(cudaMemsetAsync(workspace, 0, exchange_bytes(t), stream));
+    DS2_CUDA_CHECK(cudaMemsetAsync(workspace, kTaggedWordFillByte, exchange_bytes(t), stream));
   } else {
     a.arrivals = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
     DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));

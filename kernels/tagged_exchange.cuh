@@ -10,22 +10,15 @@
 //   while (!tags_are(w, step_tag(s))) w = load_tagged(frag);
 //   const uint2 b = tagged_fragment(w);                    // the mma.sync B registers
 //
-// With two parities of the exchange a reader can find only its step's values or those of two
-// steps before (no CTA writes step s + 2 before every CTA has read step s: each needs all of
-// step s + 1), so a 16-bit tag that wraps is unambiguous; zero-filled buffers carry tag 0, which
-// step_tag never returns before wrapping, and by then every word has been rewritten.
+// The tags, the fills and why they are unambiguous: kernels/exchange_tags.h.
 #pragma once
 
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "kernels/exchange_tags.h"
 
 namespace ds2::kernels {
-
-// The tag of the words step s writes (1-based, so a zeroed exchange matches no early step).
-__device__ __forceinline__ uint32_t step_tag(int s) {
-  return static_cast<uint32_t>(s + 1) & 0xffffu;
-}
 
 // The only accesses to a tagged exchange: a relaxed .gpu store of one word, a relaxed .gpu load
 // of four (each word atomic, the four not together).
@@ -58,15 +51,7 @@ __device__ __forceinline__ uint2 tagged_fragment(const uint4& w) {
   return make_uint2(__byte_perm(w.x, w.y, 0x7632), __byte_perm(w.z, w.w, 0x7632));
 }
 
-// fp32 state (the fp32-math kernel): the tag is the lowest mantissa bit of each value (a change
-// of at most one ulp, 2^-23 relative, to the exchanged copy only; y keeps the exact value). With
-// two parities a reader must tell step s from step s - 2 in the same place, so one bit, (s / 2)
-// mod 2, suffices. An exchange filled with 0xff bytes carries bit 1, which steps 0 and 1 (the
-// first two written to each parity) never write.
-__device__ __forceinline__ uint32_t fp32_step_tag(int s) {
-  return static_cast<uint32_t>(s >> 1) & 1u;
-}
-
+// fp32 state (the fp32-math kernel): the tag replaces the lowest mantissa bit of each value.
 __device__ __forceinline__ void store_tagged(float* p, float v, uint32_t tag) {
   store_word_relaxed(p, (__float_as_uint(v) & ~1u) | tag);
 }
