@@ -372,15 +372,18 @@ KernelFn kernel_for_groups(int nrg) {
 static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
               "kernel_for_groups instantiates 0..8 (fp32) and up to 16 (bf16)");
 
-template <int BT, bool kTags>
-KernelFn kernel_for_exchange(const PrnnTiling& t) {
-  return t.bf16_weights ? kernel_for_groups<BT, true, kTags>(t.register_groups)
-                        : kernel_for_groups<BT, false, kTags>(t.register_groups);
-}
-
+// The tagged exchange only where the plan takes it, fp32 weights at batch tile 1: elsewhere it
+// measured slower than the barrier (kernels/NOTES.md, version 5), so it is not instantiated.
 template <int BT>
 KernelFn kernel_for_precision(const PrnnTiling& t) {
-  return t.tagged_exchange ? kernel_for_exchange<BT, true>(t) : kernel_for_exchange<BT, false>(t);
+  const int nrg = t.register_groups;
+  if (!t.tagged_exchange)
+    return t.bf16_weights ? kernel_for_groups<BT, true, false>(nrg)
+                          : kernel_for_groups<BT, false, false>(nrg);
+  if constexpr (BT == 1) {
+    if (!t.bf16_weights) return kernel_for_groups<1, false, true>(nrg);
+  }
+  return nullptr;
 }
 
 KernelFn kernel_for(const PrnnTiling& t) {

@@ -86,9 +86,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // The epilogue's and the prefetch's first output o = tid, as (o / R, o % R): a division by the
   // runtime R costs ~35 dependent instructions on every step's critical path.
   const int tid_b = tid / R, tid_m = tid - tid_b * R;
-  // This lane's B fragments in parity 0 of the exchange, and the distance between k-tiles and
-  // between parities (in fragments' 8-byte lane pieces): a step's load addresses are then one
-  // multiply-add each, not a 64-bit index computation per k-tile after the barrier.
+  // This lane's B fragments in parity 0 of the exchange, and the distance between k-tiles (in
+  // lane pieces: 8 bytes, 16 tagged): a step's load addresses are then one multiply-add each, not
+  // a 64-bit index computation per k-tile after the barrier.
   const int k_stride = ntx * 32, my_k_tiles = kt_end - kt0;
   const Piece* frag_base = reinterpret_cast<const Piece*>(d.xbuf) + int64_t{kt0} * k_stride + lane;
   const int k_padded = 16 * a.k_tiles;
@@ -234,10 +234,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   }
 }
 
+// The tagged exchange only at one n-tile per pass (batch <= 8), where the plan takes it: wider
+// passes measured slower than the barrier (kernels/NOTES.md, version 5), so they are not
+// instantiated.
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags) {
-  return tags ? reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true>)
-              : reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false>);
+  if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false>);
+  if constexpr (NT == 1) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true>);
+  return nullptr;
 }
 
 template <int MT, int NT>

@@ -1,9 +1,9 @@
 // The step barrier of the grid-wide persistent RNN kernels (versions 2 and 3): every CTA of one
 // direction meets there after each timestep; the two directions of a launch share nothing.
 //
-//   direction_barrier(arrivals + direction, (s + 1) * ctas_per_direction, [&] { prefetch(s + 1);
-//   });
-//   end_step<kTags>(arrivals + direction, (s + 1) * ctas_per_direction, [&] { prefetch(s + 1); });
+//   auto next = [&] { prefetch(s + 1); };
+//   direction_barrier(arrivals + direction, (s + 1) * ctas_per_direction, next);
+//   end_step<kTags>(arrivals + direction, (s + 1) * ctas_per_direction, next);  // or tags
 #pragma once
 
 namespace ds2::kernels {

@@ -1,9 +1,9 @@
-// A state exchange that synchronizes through its data: every bf16 state element travels in a
-// 32-bit word with the step that wrote it, so a
-// reader waits for exactly the values it needs instead of for a grid barrier (no fence, no atomic
-// counter; the Persistent RNN design's "synchronize through the data"). Writer and readers use
-// relaxed .gpu accesses (L2, never a stale L1 line; single-copy atomic per word, so value and tag
-// always arrive together).
+// A state exchange that synchronizes through its data: every state element travels with the step
+// that wrote it (bf16: in a 32-bit word beside a 16-bit tag; fp32: the tag in its lowest bit), so
+// a reader waits for exactly the values it needs instead of for a grid barrier (no fence, no
+// atomic counter; the Persistent RNN design's "synchronize through the data"). Writer and readers
+// use relaxed .gpu accesses (L2, never a stale L1 line; single-copy atomic per word, so value and
+// tag always arrive together).
 //
 //   store_tagged(xout + index, h, step_tag(s));            // step s writes its state
 //   uint4 w = load_tagged(frag);                           // step s + 1 reads a lane's 4 words

@@ -236,9 +236,8 @@ INSTANTIATE_TEST_SUITE_P(Bf16, PersistentRnnCase, ::testing::ValuesIn(kBf16Cases
 // The cluster kernel (bf16, batch <= 8, H <= 1024) and the grid-wide tensor-core kernel split K
 // over the warps the same way and add in the same order: their outputs must agree bit for bit,
 // forward and backward-data, one direction and both in one launch. Shapes: one m-tile per CTA
-// and fewer than 16 CTAs (37, 200), 2, 3 and 4 m-tiles (512, 700, 1000), batch 1 to 8.
-// The tensor-core kernel's three forms compute the same sums in the same order: the grid-wide
-// kernel with a step barrier, with the tagged exchange, and the cluster kernel.
+// and fewer than 16 CTAs (37, 200), 2, 3 and 4 m-tiles (512, 700, 1000), batch 1 to 8. The
+// grid-wide kernel is checked with both exchanges (step barrier, tagged words) the same way.
 TEST(PersistentRnn, ClusterKernelMatchesGridKernelBitForBit) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
