@@ -1,5 +1,3 @@
-#include <cooperative_groups.h>
-
 #include <cstdint>
 #include <type_traits>
 
@@ -10,12 +8,11 @@
 #include "kernels/clipped_relu.cuh"
 #include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn_operands.h"
+#include "kernels/step_barrier.cuh"
 #include "kernels/sparse_persistent_rnn.h"
 
 namespace ds2::kernels {
 namespace {
-
-namespace cg = cooperative_groups;
 
 // Exchange: [2 parities][tiles_max][hpad][batch_tile] fp32.
 using DirArgs = PrnnDeviceDirection<float>;
@@ -23,6 +20,7 @@ using DirArgs = PrnnDeviceDirection<float>;
 struct Args {
   DirArgs dir[2];
   const int* lengths;
+  unsigned int* arrivals;  // per direction: CTAs arrived at the step barriers (0 at launch)
   int T, B, H, hpad, rows, ctas_per_dir, lanes, tiles_max, nbuf;
   float clip;
   int backward;
@@ -99,7 +97,6 @@ __global__ void sprnn_kernel(const Args a) {
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][tiles_max][rows][BT]
   int* len_s = reinterpret_cast<int*>(smem + a.len_off);  // [B]
 
-  cg::grid_group grid = cg::this_grid();
   const int tid = threadIdx.x, nt = blockDim.x;
   const int di = static_cast<int>(blockIdx.x) >= a.ctas_per_dir ? 1 : 0;
   const int cta = blockIdx.x - di * a.ctas_per_dir;
@@ -167,7 +164,7 @@ __global__ void sprnn_kernel(const Args a) {
 
     // Stage a tile's previous state: the exchange array holds it as {hpad, BT} already, so this
     // is one contiguous copy, every 16-byte piece in flight at once (one L2 round trip), through
-    // L2 only (other CTAs wrote it before the grid barrier). Zeros before step 0.
+    // L2 only (other CTAs wrote it before the step barrier). Zeros before step 0.
     auto stage = [&](int tile) {
       float* dst = hs + (a.nbuf == 2 ? (tile & 1) : 0) * hs_buf;
       const float* src = xin + int64_t{tile} * hs_buf;
@@ -233,10 +230,11 @@ __global__ void sprnn_kernel(const Args a) {
       }
     }
     if (s + 1 < T) {
-      prefetch(s + 1);
       // Orders this step's exchange writes before every CTA's reads of them in step s + 1, and
-      // the reads of step s (staging) before the overwrites in s + 1.
-      grid.sync();
+      // the reads of step s (staging) before the overwrites in s + 1. The next step's epilogue
+      // inputs are copied while the CTA waits.
+      direction_barrier(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
+                        [&] { prefetch(s + 1); });
     }
   }
 }
@@ -313,7 +311,9 @@ size_t sprnn_shared_bytes(const SprnnTiling& t) {
 }
 
 size_t sprnn_workspace_bytes(const SprnnTiling& t) {
-  return size_t(t.directions) * 2 * tiles_max(t) * t.batch_tile * padded_hidden(t) * sizeof(float);
+  // The exchange arrays of the directions, then their two step-barrier counters.
+  return size_t(t.directions) * 2 * tiles_max(t) * t.batch_tile * padded_hidden(t) * sizeof(float) +
+         2 * sizeof(unsigned int);
 }
 
 int64_t sprnn_layout_words(const SprnnTiling& t) {
@@ -377,6 +377,9 @@ void sprnn_launch(const SprnnTiling& t, bool backward, const PrnnDirection* dirs
                                      ws + int64_t{i} * 2 * a.tiles_max * t.batch_tile * a.hpad,
                                      /*needs_layout=*/true);
   if (t.directions == 1) a.dir[1] = a.dir[0];
+  a.arrivals = reinterpret_cast<unsigned int*>(ws + int64_t{t.directions} * 2 * a.tiles_max *
+                                               t.batch_tile * a.hpad);
+  DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
 
   cooperative_launch("sparse persistent RNN", reinterpret_cast<const void*>(kernel_for(t)),
                      t.directions * t.ctas_per_direction, t.threads(), &a, layout.total, stream);

@@ -11,8 +11,9 @@
 // contiguous cp.async.cg copy with every piece in flight at once. Each thread gathers h[col] of its
 // slots and multiplies, the L lanes of a row sum with a fixed butterfly (deterministic), lane q
 // applies the clipped ReLU (or its derivative) and the padding mask for batch row q of the tile,
-// writes the output and the exchange array, and the grid synchronizes (grid.sync(), the dense
-// kernel's design). The epilogue inputs are prefetched a step ahead (cp.async).
+// writes the output and the exchange array, and the direction's CTAs meet at the dense kernels'
+// step barrier (kernels/step_barrier.cuh), the next step's epilogue inputs copied (cp.async)
+// between arriving and waiting.
 //
 // It computes (U ⊙ mask as the layout says; weights outside the mask are never read):
 //   forward:        y_t[b,k] = min(max(x_t[b,k] + sum_{j kept} y_prev[b,j] U[k,j], 0), clip)
