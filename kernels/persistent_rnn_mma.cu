@@ -111,6 +111,19 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     }
   }
 
+  // Tagged (one pass of at most 8 batch rows): thread tid owns output o = tid (batch row tid_b,
+  // row r0 + tid_m) for the whole launch, if any, so the output's addresses are worked out here
+  // once: on every step they sat between the CTA barrier and the exchange store, the step's
+  // critical path (~170 dependent instructions for one warp; kernels/NOTES.md, version 5).
+  constexpr bool kOwnOutput = kTags && kPass * 16 * MT <= kThreads;
+  const int own_k = r0 + tid_m;
+  const bool own_state = kOwnOutput && tid < kPass * R && tid_b < B && own_k < k_padded;
+  const bool own_y = own_state && own_k < H;
+  const int own_red = tid_b * pitch + tid_m;  // its epilogue inputs are at ep[... + tid]
+  const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
+  float* own_y_col = own_y ? d.y + int64_t{tid_b} * d.ld_y + own_k : nullptr;
+  const int64_t y_step = int64_t{B} * d.ld_y;
+
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H.
   uint32_t af[KPW][MT][4];
 #pragma unroll
@@ -119,6 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     for (int mt = 0; mt < MT; ++mt)
       prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, kt0 + kk < kt_end);
   __syncthreads();
+  const int own_len = own_y ? len_s[tid_b] : 0;
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
   auto prefetch = [&](int s) {
@@ -200,6 +214,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           prnn_store_partials(mine, pitch, 16 * mt, 8 * nt, g, q, acc[mt][nt]);
       __syncthreads();
 
+      if constexpr (kOwnOutput) {
+        // The exchange store first: the next step of every CTA waits for it, not for y.
+        if (own_state) {
+          float out = 0.0f;
+          if (t < own_len)
+            out = prnn_cell_from_partials(red + own_red, red_warp, kWarps, epx[tid],
+                                          bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
+          store_tagged(d.xbuf + xout + own_frag, out, tag_out);
+          if (own_y) own_y_col[t * y_step] = out;
+        }
+        continue;
+      }
       // Warps summed in order, then the cell (clipped ReLU or its derivative) and the padding.
       int bl = tid_b, m = tid_m;
       for (int o = tid; o < kPass * R; o += kThreads) {
