@@ -297,7 +297,8 @@ __global__ void prnn_kernel(const Args a) {
         if (t < len_s[b]) {
           const float* r = redt + g * nw * V + v;
           float acc = 0.0f;
-          for (int i = 0; i < nw; ++i) acc += r[i * V];
+#pragma unroll 8
+          for (int i = 0; i < nw; ++i) acc += r[i * V];  // loads in flight together
           const float x = epx[tile * vals + o];
           if (!bwd) {
             out = clipped_relu(x + acc, clip);
