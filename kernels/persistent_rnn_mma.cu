@@ -89,7 +89,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // This lane's B fragments in parity 0 of the exchange, and the distance between k-tiles (in
   // lane pieces: 8 bytes, 16 tagged): a step's load addresses are then one multiply-add each, not
   // a 64-bit index computation per k-tile after the barrier.
-  const int k_stride = ntx * 32, my_k_tiles = kt_end - kt0;
+  // Tagged: one n-tile (batch <= 8), so the stride is a constant and the loads' offsets from one
+  // base are immediates.
+  const int k_stride = kTags ? 32 : ntx * 32, my_k_tiles = kt_end - kt0;
   const Piece* frag_base = reinterpret_cast<const Piece*>(d.xbuf) + int64_t{kt0} * k_stride + lane;
   const int k_padded = 16 * a.k_tiles;
   const int passes = (B + kPass - 1) / kPass;
@@ -119,10 +121,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int own_k = r0 + tid_m;
   const bool own_state = kOwnOutput && tid < kPass * R && tid_b < B && own_k < k_padded;
   const bool own_y = own_state && own_k < H;
-  const int own_red = tid_b * pitch + tid_m;  // its epilogue inputs are at ep[... + tid]
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
-  float* own_y_col = own_y ? d.y + int64_t{tid_b} * d.ld_y + own_k : nullptr;
-  const int64_t y_step = int64_t{B} * d.ld_y;
 
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H.
   uint32_t af[KPW][MT][4];
@@ -133,6 +132,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, kt0 + kk < kt_end);
   __syncthreads();
   const int own_len = own_y ? len_s[tid_b] : 0;
+  // Tagged: bit kk set where this lane reads a piece (its warp's k-tiles, a real batch row g).
+  // (Warps past the last k-tile have none: my_k_tiles <= 0.)
+  const unsigned int my_pieces = g < B && my_k_tiles > 0 ? (1u << my_k_tiles) - 1u : 0u;
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
   auto prefetch = [&](int s) {
@@ -148,7 +150,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     const int64_t xout = (s & 1) * xbuf_parity;  // this step's parity
     const uint32_t tag_in = step_tag(s - 1), tag_out = step_tag(s);
     const float* epx = ep + (s & 1) * ep_parity;
-    cp_async_wait_all();  // this step's epilogue inputs (other threads': after the barrier)
+    // This step's epilogue inputs (other threads': after the barrier). A thread that owns its
+    // output copied its own inputs and waits for them only where it reads them.
+    if constexpr (!kOwnOutput) cp_async_wait_all();
     for (int pass = 0; pass < passes; ++pass) {
       float acc[MT][NT][4];
 #pragma unroll
@@ -166,29 +170,28 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         uint2 bf[KPW];
         if constexpr (kTags) {
           // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
-          // (one L2 round trip per round, not per late piece). Lanes of padding batch rows
+          // (one L2 round trip per round, not per late piece); the usual case, every tag right
+          // at the first read, is one test of all pieces together. Lanes of padding batch rows
           // (never written) hold zeros.
-          const bool real = 8 * ntg + g < B;
           uint4 w[KPW];
-          unsigned int late = 0;
 #pragma unroll
           for (int kk = 0; kk < KPW; ++kk)
-            if (kk < my_k_tiles && real) {
-              w[kk] = load_tagged(tile_frags + kk * k_stride);
-              late |= 1u << kk;
+            if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
+          if (!all_tags_are(w, my_pieces, tag_in)) {
+            unsigned int late = my_pieces;
+            while (true) {
+#pragma unroll
+              for (int kk = 0; kk < KPW; ++kk)
+                if ((late >> kk & 1u) && tags_are(w[kk], tag_in)) late &= ~(1u << kk);
+              if (late == 0) break;
+#pragma unroll
+              for (int kk = 0; kk < KPW; ++kk)
+                if (late >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
             }
-          while (true) {
-#pragma unroll
-            for (int kk = 0; kk < KPW; ++kk)
-              if ((late >> kk & 1u) && tags_are(w[kk], tag_in)) late &= ~(1u << kk);
-            if (late == 0) break;
-#pragma unroll
-            for (int kk = 0; kk < KPW; ++kk)
-              if (late >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
           }
 #pragma unroll
           for (int kk = 0; kk < KPW; ++kk)
-            bf[kk] = kk < my_k_tiles && real ? tagged_fragment(w[kk]) : make_uint2(0u, 0u);
+            bf[kk] = my_pieces >> kk & 1u ? tagged_fragment(w[kk]) : make_uint2(0u, 0u);
         } else {
           // ld.global.cg: never a stale L1 line; other CTAs wrote them before the step barrier.
 #pragma unroll
@@ -217,12 +220,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       if constexpr (kOwnOutput) {
         // The exchange store first: the next step of every CTA waits for it, not for y.
         if (own_state) {
-          float out = 0.0f;
+          cp_async_wait_all();
+          float out = 0.0f;  // the inputs from the prefetch are at ep[... + tid]
           if (t < own_len)
-            out = prnn_cell_from_partials(red + own_red, red_warp, kWarps, epx[tid],
+            out = prnn_cell_from_partials(red + tid_b * pitch + tid_m, red_warp, kWarps, epx[tid],
                                           bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
           store_tagged(d.xbuf + xout + own_frag, out, tag_out);
-          if (own_y) own_y_col[t * y_step] = out;
+          if (own_y) d.y[(int64_t{t} * B + tid_b) * d.ld_y + own_k] = out;
         }
         continue;
       }

@@ -45,6 +45,20 @@ __device__ __forceinline__ bool tags_are(const uint4& w, uint32_t tag) {
   return __byte_perm(w.x, w.y, 0x5410) == both && __byte_perm(w.z, w.w, 0x5410) == both;
 }
 
+// Whether every piece set in `pieces` (bit i: w[i]) carries `tag`: one test for all of them.
+template <int N>
+__device__ __forceinline__ bool all_tags_are(const uint4 (&w)[N], unsigned int pieces,
+                                             uint32_t tag) {
+  const uint32_t both = tag * 0x10001u;
+  uint32_t diff = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (pieces >> i & 1u)
+      diff |= (__byte_perm(w[i].x, w[i].y, 0x5410) ^ both) |
+              (__byte_perm(w[i].z, w[i].w, 0x5410) ^ both);
+  return diff == 0;
+}
+
 // The bf16 halves as two registers: words x, y (rows 2q, 2q + 1) and z, w (rows 2q + 8, 2q + 9),
 // the lower row in the low half.
 __device__ __forceinline__ uint2 tagged_fragment(const uint4& w) {
