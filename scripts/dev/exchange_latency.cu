@@ -21,13 +21,13 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                     \
-  do {                                                                               \
-    cudaError_t e = (x);                                                             \
-    if (e != cudaSuccess) {                                                          \
+#define CHECK(x)                                                                      \
+  do {                                                                                \
+    cudaError_t e = (x);                                                              \
+    if (e != cudaSuccess) {                                                           \
       std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
+      std::exit(1);                                                                   \
+    }                                                                                 \
   } while (0)
 
 enum Flavour { kRelaxedGpu = 0, kAcquireGpu = 1, kVolatile = 2, kCg = 3 };
@@ -106,8 +106,9 @@ int main() {
   const int pin = static_cast<int>(prop.sharedMemPerBlockOptin);
   CHECK(cudaFuncSetAttribute(ping_pong, cudaFuncAttributeMaxDynamicSharedMemorySize, pin));
   const int ctas = prop.multiProcessorCount;
-  std::printf("\nstore (st.relaxed.gpu) to polling load on another SM, ns per hand-over, at 8 "
-              "places 64 KB apart:\n");
+  std::printf(
+      "\nstore (st.relaxed.gpu) to polling load on another SM, ns per hand-over, at 8 "
+      "places 64 KB apart:\n");
   for (int f : {kRelaxedGpu, kAcquireGpu, kVolatile}) {
     for (int partner : {1, ctas / 4, ctas / 2, ctas - 1}) {
       std::vector<double> per;
