@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // Tagged (one pass of at most 8 batch rows): thread tid owns output o = tid (batch row tid_b,
   // row r0 + tid_m) for the whole launch, if any, so the output's addresses are worked out here
   // once: on every step they sat between the CTA barrier and the exchange store, the step's
-  // critical path (~170 dependent instructions for one warp; kernels/NOTES.md, version 5).
+  // critical path (~170 dependent instructions for one warp; kernels/NOTES.md, version 5b).
   constexpr bool kOwnOutput = kTags && kPass * 16 * MT <= kThreads;
   const int own_k = r0 + tid_m;
   const bool own_state = kOwnOutput && tid < kPass * R && tid_b < B && own_k < k_padded;
