@@ -117,9 +117,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // row r0 + tid_m) for the whole launch, if any, so the output's addresses are worked out here
   // once: on every step they sat between the CTA barrier and the exchange store, the step's
   // critical path (~170 dependent instructions for one warp; kernels/NOTES.md, version 5b).
-  constexpr bool kOwnOutput = kTags && kPass * 16 * MT <= kThreads;
+  // Columns [H, k_padded) of a real batch row are read too (times zero weights), so their owners
+  // store tagged zeros.
+  static_assert(!kTags || kPass * 16 * MT <= kThreads, "tagged: at most one output per thread");
   const int own_k = r0 + tid_m;
-  const bool own_state = kOwnOutput && tid < kPass * R && tid_b < B && own_k < k_padded;
+  const bool own_state = kTags && tid < kPass * R && tid_b < B && own_k < k_padded;
   const bool own_y = own_state && own_k < H;
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
 
@@ -152,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     const float* epx = ep + (s & 1) * ep_parity;
     // This step's epilogue inputs (other threads': after the barrier). A thread that owns its
     // output copied its own inputs and waits for them only where it reads them.
-    if constexpr (!kOwnOutput) cp_async_wait_all();
+    if constexpr (!kTags) cp_async_wait_all();
     for (int pass = 0; pass < passes; ++pass) {
       float acc[MT][NT][4];
 #pragma unroll
@@ -217,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           prnn_store_partials(mine, pitch, 16 * mt, 8 * nt, g, q, acc[mt][nt]);
       __syncthreads();
 
-      if constexpr (kOwnOutput) {
+      if constexpr (kTags) {
         // The exchange store first: the next step of every CTA waits for it, not for y.
         if (own_state) {
           cp_async_wait_all();
@@ -235,21 +237,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       for (int o = tid; o < kPass * R; o += kThreads) {
         if (o != tid) bl = o / R, m = o - bl * R;
         const int b = pass * kPass + bl, k = r0 + m;
-        if (k >= (kTags ? k_padded : H) || b >= B) continue;
-        // Tagged: columns [H, k_padded) of a real row are read (times zero weights) and must
-        // carry the step too: zeros, tagged.
-        float out = 0.0f;
-        if (k < H) {
-          if (t < len_s[b])
-            out = prnn_cell_from_partials(red + bl * pitch + m, red_warp, kWarps, epx[b * R + m],
-                                          bwd ? epx[ep_h + b * R + m] : 0.0f, bwd, clip);
-          d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
-        }
-        const int64_t at = xout + prnn_fragment_index(b, k, ntx);
-        if constexpr (kTags)
-          store_tagged(d.xbuf + at, out, tag_out);
-        else
-          reinterpret_cast<uint16_t*>(d.xbuf)[at] = float_to_bf16(out);
+        if (k >= H || b >= B) continue;
+        const float out = t < len_s[b] ? prnn_cell_from_partials(
+                                             red + bl * pitch + m, red_warp, kWarps, epx[b * R + m],
+                                             bwd ? epx[ep_h + b * R + m] : 0.0f, bwd, clip)
+                                       : 0.0f;
+        d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
+        reinterpret_cast<uint16_t*>(d.xbuf)[xout + prnn_fragment_index(b, k, ntx)] =
+            float_to_bf16(out);
       }
       if (pass + 1 < passes) __syncthreads();  // the next pass reuses red
     }

@@ -40,22 +40,24 @@ __device__ __forceinline__ uint4 load_tagged(const uint4* p) {
   return w;
 }
 
-__device__ __forceinline__ bool tags_are(const uint4& w, uint32_t tag) {
+// The bits in which a piece's four tags differ from `tag` (zero when all four carry it).
+__device__ __forceinline__ uint32_t tag_mismatch(const uint4& w, uint32_t tag) {
   const uint32_t both = tag * 0x10001u;
-  return __byte_perm(w.x, w.y, 0x5410) == both && __byte_perm(w.z, w.w, 0x5410) == both;
+  return (__byte_perm(w.x, w.y, 0x5410) ^ both) | (__byte_perm(w.z, w.w, 0x5410) ^ both);
+}
+
+__device__ __forceinline__ bool tags_are(const uint4& w, uint32_t tag) {
+  return tag_mismatch(w, tag) == 0;
 }
 
 // Whether every piece set in `pieces` (bit i: w[i]) carries `tag`: one test for all of them.
 template <int N>
 __device__ __forceinline__ bool all_tags_are(const uint4 (&w)[N], unsigned int pieces,
                                              uint32_t tag) {
-  const uint32_t both = tag * 0x10001u;
   uint32_t diff = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    if (pieces >> i & 1u)
-      diff |= (__byte_perm(w[i].x, w[i].y, 0x5410) ^ both) |
-              (__byte_perm(w[i].z, w[i].w, 0x5410) ^ both);
+    if (pieces >> i & 1u) diff |= tag_mismatch(w[i], tag);
   return diff == 0;
 }
 
