@@ -6,5 +6,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$nvcc" -std=c++17 -O3 -arch=native -o "$out/exchange_latency" "$here/exchange_latency.cu"
+"$nvcc" -std=c++17 -O3 -arch=native -I"$here/../../src" -o "$out/exchange_latency" \
+  "$here/exchange_latency.cu"
 "$out/exchange_latency"

@@ -16,19 +16,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    cudaError_t e = (x);                                                              \
-    if (e != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#include "core/cuda/check.h"  // DS2_CUDA_CHECK (header-only use: throws ds2::Error)
 
 enum Flavour { kRelaxedGpu = 0, kAcquireGpu = 1, kVolatile = 2, kCg = 3 };
 
@@ -85,11 +77,11 @@ __global__ void chase(const uint32_t* next, int steps, int flavour, unsigned lon
   *sink = i;
 }
 
-int main() {
+int main() try {
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int clock_khz = 0;
-  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   std::printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20);
   const char* names[] = {"ld.relaxed.gpu", "ld.acquire.gpu", "ld.volatile", "ld.global.cg"};
@@ -98,13 +90,13 @@ int main() {
   const int rounds = 20000, places = 8;
   const size_t stride = 64 << 10;
   uint32_t* buf = nullptr;
-  CHECK(cudaMalloc(&buf, stride * places + 4096));
+  DS2_CUDA_CHECK(cudaMalloc(&buf, stride * places + 4096));
   unsigned long long* ns = nullptr;
   int* sm = nullptr;
-  CHECK(cudaMalloc(&ns, sizeof(*ns)));
-  CHECK(cudaMalloc(&sm, 2 * sizeof(int)));
+  DS2_CUDA_CHECK(cudaMalloc(&ns, sizeof(*ns)));
+  DS2_CUDA_CHECK(cudaMalloc(&sm, 2 * sizeof(int)));
   const int pin = static_cast<int>(prop.sharedMemPerBlockOptin);
-  CHECK(cudaFuncSetAttribute(ping_pong, cudaFuncAttributeMaxDynamicSharedMemorySize, pin));
+  DS2_CUDA_CHECK(cudaFuncSetAttribute(ping_pong, cudaFuncAttributeMaxDynamicSharedMemorySize, pin));
   const int ctas = prop.multiProcessorCount;
   std::printf(
       "\nstore (st.relaxed.gpu) to polling load on another SM, ns per hand-over, at 8 "
@@ -116,12 +108,12 @@ int main() {
       for (int p = 0; p < places; ++p) {
         uint32_t* ping = buf + p * stride / 4;
         uint32_t* pong = ping + 32;  // the next 128-byte line
-        CHECK(cudaMemset(buf, 0, stride * places + 4096));
+        DS2_CUDA_CHECK(cudaMemset(buf, 0, stride * places + 4096));
         ping_pong<<<ctas, 32, pin>>>(ping, pong, rounds, f, partner, ns, sm);
-        CHECK(cudaGetLastError());
+        DS2_CUDA_CHECK(cudaGetLastError());
         unsigned long long t = 0;
-        CHECK(cudaMemcpy(&t, ns, sizeof(t), cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(sms, sm, sizeof(sms), cudaMemcpyDeviceToHost));
+        DS2_CUDA_CHECK(cudaMemcpy(&t, ns, sizeof(t), cudaMemcpyDeviceToHost));
+        DS2_CUDA_CHECK(cudaMemcpy(sms, sm, sizeof(sms), cudaMemcpyDeviceToHost));
         per.push_back(double(t) / (2.0 * rounds));
       }
       std::printf("  %-15s SM %3d <-> SM %3d:", names[f], sms[0], sms[1]);
@@ -139,19 +131,22 @@ int main() {
   for (int i = 0; i < lines; ++i) next[size_t(order[i]) * 32] = order[(i + 1) % lines] * 32;
   uint32_t *dnext = nullptr, *sink = nullptr;
   unsigned long long* cyc = nullptr;
-  CHECK(cudaMalloc(&dnext, next.size() * 4));
-  CHECK(cudaMalloc(&sink, 4));
-  CHECK(cudaMalloc(&cyc, sizeof(*cyc)));
-  CHECK(cudaMemcpy(dnext, next.data(), next.size() * 4, cudaMemcpyHostToDevice));
+  DS2_CUDA_CHECK(cudaMalloc(&dnext, next.size() * 4));
+  DS2_CUDA_CHECK(cudaMalloc(&sink, 4));
+  DS2_CUDA_CHECK(cudaMalloc(&cyc, sizeof(*cyc)));
+  DS2_CUDA_CHECK(cudaMemcpy(dnext, next.data(), next.size() * 4, cudaMemcpyHostToDevice));
   std::printf("\ndependent load round trip, 4 MB working set (L2), one thread:\n");
   for (int f : {kCg, kRelaxedGpu, kAcquireGpu, kVolatile}) {
     chase<<<1, 1>>>(dnext, steps, f, cyc, sink);
-    CHECK(cudaGetLastError());
+    DS2_CUDA_CHECK(cudaGetLastError());
     unsigned long long c = 0;
-    CHECK(cudaMemcpy(&c, cyc, sizeof(c), cudaMemcpyDeviceToHost));
+    DS2_CUDA_CHECK(cudaMemcpy(&c, cyc, sizeof(c), cudaMemcpyDeviceToHost));
     const double per = double(c) / steps;
     std::printf("  %-15s %6.0f cycles = %5.0f ns at %d MHz\n", names[f], per,
                 per / (clock_khz / 1e6), clock_khz / 1000);
   }
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }
