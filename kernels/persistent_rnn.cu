@@ -413,7 +413,9 @@ void check_tiling(const PrnnTiling& t) {
                       kernel_ptr(t) != nullptr;
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads && t.rows_per_cta % 16 == 0 &&
-                             (!t.tagged_exchange || t.max_batch <= 8)  // one n-tile, one pass
+                             (!t.tagged_exchange || t.max_batch <= 8) &&  // one n-tile, one pass
+                             (t.bf16_weights ||  // fp32 split: tagged, one pass of 4 rows
+                              (t.tagged_exchange && t.batch_tile == 4 && t.max_batch <= 4))
                        : t.rows_per_cta % kRg == 0 && t.threads % 32 == 0 &&
                              int64_t{t.threads} * 4 >= t.hidden &&
                              t.threads >= (t.rows_per_cta / kRg) * kRg * t.batch_tile &&

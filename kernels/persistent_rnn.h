@@ -54,9 +54,10 @@ struct PrnnTiling {
   int threads = 0;             // multiple of 32, at least ceil(hidden / 4)
   int register_groups = 0;     // row groups held in registers (<= rows_per_cta / 4)
   bool bf16_weights = false;   // U kept on chip in bf16 (rounded to nearest even), math in fp32
-  // bf16 only: products on tensor cores (kernels/persistent_rnn_mma.h), the state rounded to
-  // bf16 as well; threads = kPrnnMmaThreads, rows_per_cta a multiple of 16, all rows in
-  // registers, batch_tile 8, 16 or 32 (batch columns per pass).
+  // Products on tensor cores (kernels/persistent_rnn_mma.h); threads = kPrnnMmaThreads,
+  // rows_per_cta a multiple of 16, all rows in registers. bf16: the state rounded to bf16 as well,
+  // batch_tile 8, 16 or 32 (batch columns per pass). fp32: U and the state each split into a tf32
+  // part and the rest (fp32 accuracy, not rounded), tagged exchange, batch_tile = max_batch <= 4.
   bool tensor_cores = false;
   // Tensor-core plans only: the CTAs of a direction form one thread-block cluster that exchanges
   // the state through distributed shared memory and synchronizes with the cluster barrier
@@ -66,6 +67,9 @@ struct PrnnTiling {
   // bf16 travels with the step that wrote it; kernels/tagged_exchange.cuh) instead of a step
   // barrier per direction. Twice the exchange's bytes and more registers per thread.
   bool tagged_exchange = false;
+
+  // Whether the kernel rounds the state to bf16 (the bf16 tensor-core kernels).
+  bool state_in_bf16() const { return tensor_cores && bf16_weights; }
 };
 
 // Whether a kernel is instantiated for t's batch tile, precision and register groups.

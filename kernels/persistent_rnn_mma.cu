@@ -62,13 +62,29 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   return l;
 }
 
+// Whether a piece (or every piece set in `pieces`) carries `tag`: bf16 words or fp32 split words.
+template <bool kSplit>
+__device__ __forceinline__ bool piece_tagged(const uint4& w, uint32_t tag) {
+  if constexpr (kSplit) return split_tag_mismatch(w, tag) == 0;
+  return tags_are(w, tag);
+}
+template <bool kSplit, int N>
+__device__ __forceinline__ bool pieces_tagged(const uint4 (&w)[N], unsigned int pieces,
+                                              uint32_t tag) {
+  if constexpr (kSplit) return all_split_tags_are(w, pieces, tag);
+  return all_tags_are(w, pieces, tag);
+}
+
 // MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
 // least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT); kTags: the tagged
-// exchange.
-template <int MT, int KPW, int NT, bool kTags>
+// exchange; kSplit: fp32 (U and the state each split into tf32 hi + a lo part, products on
+// tensor cores; tagged, one n-tile of 4 batch rows: columns b and b + 4 hold row b's hi and lo).
+template <int MT, int KPW, int NT, bool kTags, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
+  static_assert(!kSplit || (kTags && NT == 1), "fp32 split: tagged, one n-tile");
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
-  constexpr int kPass = 8 * NT;                           // batch rows per pass
+  constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
+  constexpr int kPass = kTileRows * NT;                   // batch rows per pass
   extern __shared__ __align__(16) unsigned char smem[];
   float* red = reinterpret_cast<float*>(smem);            // [warps][kPass][R + 4]
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][max_batch][R]
@@ -124,19 +140,31 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const bool own_state = kTags && tid < kPass * R && tid_b < B && own_k < k_padded;
   const bool own_y = own_state && own_k < H;
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
+  const int own_frag_lo =  // fp32 split: the lo word's column
+      kSplit && own_state ? static_cast<int>(prnn_fragment_index(tid_b + 4, own_k, ntx)) : 0;
 
-  // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H.
+  // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H. bf16: af;
+  // fp32 split: hi in ah (two tf32 products), lo in af.
   uint32_t af[KPW][MT][4];
+  uint32_t ah[kSplit ? KPW : 1][MT][8];
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-      prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, kt0 + kk < kt_end);
+    for (int mt = 0; mt < MT; ++mt) {
+      const bool mine = kt0 + kk < kt_end;
+      if constexpr (kSplit)
+        prnn_split_a_fragment(ah[kk][mt], af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
+                              mine);
+      else
+        prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+    }
   __syncthreads();
   const int own_len = own_y ? len_s[tid_b] : 0;
-  // Tagged: bit kk set where this lane reads a piece (its warp's k-tiles, a real batch row g).
-  // (Warps past the last k-tile have none: my_k_tiles <= 0.)
-  const unsigned int my_pieces = g < B && my_k_tiles > 0 ? (1u << my_k_tiles) - 1u : 0u;
+  // Tagged: bit kk set where this lane reads a piece (its warp's k-tiles, a real batch row: g, or
+  // for the fp32 split g % 4, whose hi (g < 4) or lo it reads). (Warps past the last k-tile have
+  // none: my_k_tiles <= 0.)
+  const int lane_row = kSplit ? g & 3 : g;
+  const unsigned int my_pieces = lane_row < B && my_k_tiles > 0 ? (1u << my_k_tiles) - 1u : 0u;
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
   auto prefetch = [&](int s) {
@@ -150,19 +178,25 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     // The state step s - 1 wrote, as this lane's first B fragment piece.
     const Piece* frags = frag_base + ((s + 1) & 1) * (xbuf_parity / 4);
     const int64_t xout = (s & 1) * xbuf_parity;  // this step's parity
-    const uint32_t tag_in = step_tag(s - 1), tag_out = step_tag(s);
+    const uint32_t tag_in = kSplit ? fp32_step_tag(s - 1) : step_tag(s - 1);
+    const uint32_t tag_out = kSplit ? fp32_step_tag(s) : step_tag(s);
     const float* epx = ep + (s & 1) * ep_parity;
     // This step's epilogue inputs (other threads': after the barrier). A thread that owns its
     // output copied its own inputs and waits for them only where it reads them.
     if constexpr (!kTags) cp_async_wait_all();
     for (int pass = 0; pass < passes; ++pass) {
-      float acc[MT][NT][4];
+      // fp32 split: acc sums the tf32 products, acc_lo the bf16 ones (two shorter chains; a third
+      // for the second tf32 product measured no faster at H 1024, kernels/NOTES.md version 6).
+      float acc[MT][NT][4], acc_lo[kSplit ? MT : 1][NT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+          for (int i = 0; i < 4; ++i) {
+            acc[mt][nt][i] = 0.0f;
+            if constexpr (kSplit) acc_lo[mt][nt][i] = 0.0f;
+          }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int ntg = pass * NT + nt;
@@ -170,6 +204,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         // The B fragments of this warp's k-tiles, straight from L2, all loads in flight at once.
         const Piece* tile_frags = frags + ntg * 32;
         uint2 bf[KPW];
+        uint4 bw[kSplit ? KPW : 1];  // fp32 split: the tf32 words
         if constexpr (kTags) {
           // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
           // (one L2 round trip per round, not per late piece); the usual case, every tag right
@@ -179,12 +214,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
           for (int kk = 0; kk < KPW; ++kk)
             if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
-          if (!all_tags_are(w, my_pieces, tag_in)) {
+          if (!pieces_tagged<kSplit>(w, my_pieces, tag_in)) {
             unsigned int late = my_pieces;
             while (true) {
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)
-                if ((late >> kk & 1u) && tags_are(w[kk], tag_in)) late &= ~(1u << kk);
+                if ((late >> kk & 1u) && piece_tagged<kSplit>(w[kk], tag_in)) late &= ~(1u << kk);
               if (late == 0) break;
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)
@@ -192,8 +227,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             }
           }
 #pragma unroll
-          for (int kk = 0; kk < KPW; ++kk)
-            bf[kk] = my_pieces >> kk & 1u ? tagged_fragment(w[kk]) : make_uint2(0u, 0u);
+          for (int kk = 0; kk < KPW; ++kk) {
+            if constexpr (kSplit) {
+              // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
+              // products' bf16 operands rounded from them.
+              bw[kk] = my_pieces >> kk & 1u ? w[kk] : make_uint4(0u, 0u, 0u, 0u);
+              bf[kk] =
+                  make_uint2(pack_bf16x2(__uint_as_float(bw[kk].x), __uint_as_float(bw[kk].y)),
+                             pack_bf16x2(__uint_as_float(bw[kk].z), __uint_as_float(bw[kk].w)));
+            } else {
+              bf[kk] = my_pieces >> kk & 1u ? tagged_fragment(w[kk]) : make_uint2(0u, 0u);
+            }
+          }
         } else {
           // ld.global.cg: never a stale L1 line; other CTAs wrote them before the step barrier.
 #pragma unroll
@@ -204,19 +249,44 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         for (int kk = 0; kk < KPW; ++kk) {
           if (kk >= my_k_tiles) break;
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-            mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
-                           af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
-                           bf[kk].y);
+          for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (kSplit) {
+              // U h = hi (h_hi + h_lo) + lo h: the tf32 products take both halves of the state
+              // (columns b and b + 4), the bf16 ones lo times either.
+              float(&c)[4] = acc[mt][nt];
+              const uint32_t(&t)[8] = ah[kk][mt];
+              mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bw[kk].x, bw[kk].y);
+              mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], bw[kk].z, bw[kk].w);
+              float(&l)[4] = acc_lo[kSplit ? mt : 0][nt];
+              mma_bf16_16816(l[0], l[1], l[2], l[3], af[kk][mt][0], af[kk][mt][1], af[kk][mt][2],
+                             af[kk][mt][3], bf[kk].x, bf[kk].y);
+            } else {
+              mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
+                             af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
+                             bf[kk].y);
+            }
+          }
         }
       }
-      // Partial sums of this warp's k range, as [batch column][row].
+      // Partial sums of this warp's k range, as [batch column][row]. fp32 split: the two chains
+      // added, then column b + 4 (lo) onto column b, by lanes q = 0, 1 (columns 2q, 2q + 1).
       float* mine = red + warp * red_warp;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          prnn_store_partials(mine, pitch, 16 * mt, 8 * nt, g, q, acc[mt][nt]);
+        for (int nt = 0; nt < NT; ++nt) {
+          if constexpr (kSplit) {
+            float c[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              c[i] = acc[mt][nt][i] + acc_lo[kSplit ? mt : 0][nt][i];
+              c[i] += __shfl_xor_sync(0xffffffffu, c[i], 2);
+            }
+            if (q < 2) prnn_store_partials(mine, pitch, 16 * mt, 0, g, q, c);
+          } else {
+            prnn_store_partials(mine, pitch, 16 * mt, 8 * nt, g, q, acc[mt][nt]);
+          }
+        }
       __syncthreads();
 
       if constexpr (kTags) {
@@ -227,7 +297,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           if (t < own_len)
             out = prnn_cell_from_partials(red + tid_b * pitch + tid_m, red_warp, kWarps, epx[tid],
                                           bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
-          store_tagged(d.xbuf + xout + own_frag, out, tag_out);
+          if constexpr (kSplit)
+            store_split_tagged(d.xbuf + xout + own_frag, d.xbuf + xout + own_frag_lo, out, tag_out);
+          else
+            store_tagged(d.xbuf + xout + own_frag, out, tag_out);
           if (own_y) d.y[(int64_t{t} * B + tid_b) * d.ld_y + own_k] = out;
         }
         continue;
@@ -262,34 +335,44 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 // The tagged exchange only at one n-tile per pass (batch <= 8), where the plan takes it: wider
 // passes measured slower than the barrier (kernels/NOTES.md, version 5), so they are not
 // instantiated.
+// The fp32 split kernel only tagged, at one n-tile, and where its weights (3x bf16's registers)
+// do not spill: one m-tile, at most 5 k-tiles per warp (ptxas: <1, 5> 128 registers, no spills;
+// <1, 6> and <2, 2> spill), so H <= 1280.
 template <int MT, int KPW, int NT>
-const void* kernel_for_exchange(bool tags) {
-  if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false>);
-  if constexpr (NT == 1) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true>);
+const void* kernel_for_exchange(bool tags, bool split) {
+  if (split) {
+    if constexpr (NT == 1 && MT == 1 && KPW <= 5)
+      return tags ? reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>)
+                  : nullptr;
+    return nullptr;
+  }
+  if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, false>);
+  if constexpr (NT == 1)
+    return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, false>);
   return nullptr;
 }
 
 template <int MT, int NT>
-const void* kernel_for_kpw(int kpw, bool tags) {
-  if (kpw <= 2) return kernel_for_exchange<MT, 2, NT>(tags);
-  if (kpw <= 4) return kernel_for_exchange<MT, 4, NT>(tags);
-  if (kpw <= 5) return kernel_for_exchange<MT, 5, NT>(tags);
-  if (kpw <= 6) return kernel_for_exchange<MT, 6, NT>(tags);
-  if (kpw <= 8) return kernel_for_exchange<MT, 8, NT>(tags);
-  if (kpw <= 10) return kernel_for_exchange<MT, 10, NT>(tags);
-  if (kpw <= 12) return kernel_for_exchange<MT, 12, NT>(tags);
+const void* kernel_for_kpw(int kpw, bool tags, bool split) {
+  if (kpw <= 2) return kernel_for_exchange<MT, 2, NT>(tags, split);
+  if (kpw <= 4) return kernel_for_exchange<MT, 4, NT>(tags, split);
+  if (kpw <= 5) return kernel_for_exchange<MT, 5, NT>(tags, split);
+  if (kpw <= 6) return kernel_for_exchange<MT, 6, NT>(tags, split);
+  if (kpw <= 8) return kernel_for_exchange<MT, 8, NT>(tags, split);
+  if (kpw <= 10) return kernel_for_exchange<MT, 10, NT>(tags, split);
+  if (kpw <= 12) return kernel_for_exchange<MT, 12, NT>(tags, split);
   return nullptr;
 }
 
 template <int NT>
-const void* kernel_for_mt(int mt, int kpw, bool tags) {
+const void* kernel_for_mt(int mt, int kpw, bool tags, bool split) {
   switch (mt) {
     case 1:
-      return kernel_for_kpw<1, NT>(kpw, tags);
+      return kernel_for_kpw<1, NT>(kpw, tags, split);
     case 2:
-      return kernel_for_kpw<2, NT>(kpw, tags);
+      return kernel_for_kpw<2, NT>(kpw, tags, split);
     case 3:
-      return kernel_for_kpw<3, NT>(kpw, tags);
+      return kernel_for_kpw<3, NT>(kpw, tags, split);
     default:
       return nullptr;
   }
@@ -298,16 +381,19 @@ const void* kernel_for_mt(int mt, int kpw, bool tags) {
 }  // namespace
 
 const void* prnn_mma_kernel(const PrnnTiling& t) {
-  if (!t.tensor_cores || !t.bf16_weights || t.threads != kThreads || t.rows_per_cta % 16 != 0)
-    return nullptr;
+  if (!t.tensor_cores || t.threads != kThreads || t.rows_per_cta % 16 != 0) return nullptr;
   const int mt = t.rows_per_cta / 16, kpw = prnn_mma_k_tiles_per_warp(t.hidden);
+  if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass
+    return t.batch_tile == 4 && t.max_batch <= 4
+               ? kernel_for_mt<1>(mt, kpw, t.tagged_exchange, true)
+               : nullptr;
   switch (t.batch_tile) {
     case 8:
-      return kernel_for_mt<1>(mt, kpw, t.tagged_exchange);
+      return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, false);
     case 16:
-      return kernel_for_mt<2>(mt, kpw, t.tagged_exchange);
+      return kernel_for_mt<2>(mt, kpw, t.tagged_exchange, false);
     case 32:
-      return kernel_for_mt<4>(mt, kpw, t.tagged_exchange);
+      return kernel_for_mt<4>(mt, kpw, t.tagged_exchange, false);
     default:
       return nullptr;
   }
@@ -355,8 +441,11 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
                                      reinterpret_cast<uint32_t*>(ws + i * direction_bytes));
   if (t.directions == 1) a.dir[1] = a.dir[0];
   if (t.tagged_exchange) {
-    // Tag 0 everywhere: no word of an earlier launch can pass for one of this launch's steps.
-    DS2_CUDA_CHECK(cudaMemsetAsync(workspace, kTaggedWordFillByte, exchange_bytes(t), stream));
+    // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
+    // tag 0, fp32 split words tag bit 1.
+    DS2_CUDA_CHECK(cudaMemsetAsync(workspace,
+                                   t.bf16_weights ? kTaggedWordFillByte : kTaggedFp32FillByte,
+                                   exchange_bytes(t), stream));
   } else {
     a.arrivals = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
     DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));

@@ -1,5 +1,6 @@
 // A state exchange that synchronizes through its data: every state element travels with the step
-// that wrote it (bf16: in a 32-bit word beside a 16-bit tag; fp32: the tag in its lowest bit), so
+// that wrote it (bf16: in a 32-bit word beside a 16-bit tag; fp32: the tag in its lowest bit;
+// fp32 split into two tf32 words: the tag in each word's lowest bit, which tf32 does not use), so
 // a reader waits for exactly the values it needs instead of for a grid barrier (no fence, no
 // atomic counter; the Persistent RNN design's "synchronize through the data"). Writer and readers
 // use relaxed .gpu accesses (L2, never a stale L1 line; single-copy atomic per word, so value and
@@ -9,6 +10,7 @@
 //   uint4 w = load_tagged(frag);                           // step s + 1 reads a lane's 4 words
 //   while (!tags_are(w, step_tag(s))) w = load_tagged(frag);
 //   const uint2 b = tagged_fragment(w);                    // the mma.sync B registers
+//   store_split_tagged(xout + hi_index, xout + lo_index, h, fp32_step_tag(s));   // fp32 split
 //
 // The tags, the fills and why they are unambiguous: kernels/exchange_tags.h.
 #pragma once
@@ -17,6 +19,7 @@
 
 #include "core/bf16.h"
 #include "kernels/exchange_tags.h"
+#include "kernels/mma.cuh"
 
 namespace ds2::kernels {
 
@@ -83,6 +86,31 @@ __device__ __forceinline__ bool tags_are(const float4& v, uint32_t tag, uint32_t
   const uint32_t bits = (__float_as_uint(v.x) & 1u) | (__float_as_uint(v.y) & 1u) << 1 |
                         (__float_as_uint(v.z) & 1u) << 2 | (__float_as_uint(v.w) & 1u) << 3;
   return ((bits ^ (tag * 0xfu)) & valid) == 0;
+}
+
+// fp32 state for tensor-core products: v as hi = v rounded to tf32 and lo = (v - hi) rounded to
+// tf32 (together within 2^-22 |v|), two words in two places, each carrying the tag in its lowest
+// bit (zero in a tf32, so the value is exact; the products ignore it or read one ulp of fp32).
+__device__ __forceinline__ void store_split_tagged(uint32_t* hi, uint32_t* lo, float v,
+                                                   uint32_t tag) {
+  const uint32_t h = round_tf32(v);
+  store_word_relaxed(hi, h | tag);
+  store_word_relaxed(lo, round_tf32(v - __uint_as_float(h)) | tag);
+}
+
+// Split words: whether the lowest bits of a piece's four words all equal `tag` (0 or 1), and the
+// same for every piece set in `pieces` with one test.
+__device__ __forceinline__ uint32_t split_tag_mismatch(const uint4& w, uint32_t tag) {
+  return ((w.x ^ tag) | (w.y ^ tag) | (w.z ^ tag) | (w.w ^ tag)) & 1u;
+}
+template <int N>
+__device__ __forceinline__ bool all_split_tags_are(const uint4 (&w)[N], unsigned int pieces,
+                                                   uint32_t tag) {
+  uint32_t diff = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (pieces >> i & 1u) diff |= split_tag_mismatch(w[i], tag);
+  return diff == 0;
 }
 
 }  // namespace ds2::kernels

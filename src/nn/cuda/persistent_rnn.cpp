@@ -96,13 +96,25 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   //    with 4 m-tiles per CTA (H > 768) only at batch <= 4 (kernels/NOTES.md, versions 4, 5).
   // 3. the grid-wide kernel with a step barrier per direction, widest batch pass first (fewer
   //    passes per step; narrower ones need fewer accumulators).
+  kernels::PrnnTiling m = t;
+  m.tensor_cores = true;
+  m.threads = kernels::kPrnnMmaThreads;
+  m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
+  m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
+  m.register_groups = m.rows_per_cta / kRowGroup;
+  // fp32 at batch 3-4 (2 up to H 1024): the tensor-core kernel with U and the state split into
+  // tf32 + the rest, tagged exchange, where its weights fit in registers (H <= 1280). H100,
+  // forward us a step against the step barrier: batch 4 H 512-1280 1.51-1.95 vs 1.76-2.46; batch
+  // 2 H 512 1.49 vs 1.66, H 1024 1.81 vs 1.79, H 1152 2.05 vs 1.91; at batch 1 it lost to the
+  // fp32-math kernels (H 1152 2.0 vs 1.70; H 512 1.48 vs 1.09 tagged) (kernels/NOTES.md, v6).
+  const bool fp32_split_wins = max_batch >= 3 || (max_batch == 2 && hidden <= 1024);
+  if (!t.bf16_weights && allowed.fp32_tensor_cores && allowed.tagged_exchange && max_batch <= 4 &&
+      fp32_split_wins) {
+    m.batch_tile = 4;
+    m.tagged_exchange = true;
+    if (take_tensor_tiling(m)) return;
+  }
   if (t.bf16_weights) {
-    kernels::PrnnTiling m = t;
-    m.tensor_cores = true;
-    m.threads = kernels::kPrnnMmaThreads;
-    m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
-    m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
-    m.register_groups = m.rows_per_cta / kRowGroup;
     if (allowed.tagged_exchange && max_batch <= 8) {
       m.batch_tile = 8;
       m.tagged_exchange = true;
@@ -207,7 +219,9 @@ std::string PersistentRnnPlan::describe() const {
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
     << " threads, " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
     << t.rows_per_cta - reg_rows << " in shared memory), "
-    << (t.tensor_cores ? "tensor cores (bf16 state), " : "")
+    << (t.state_in_bf16() ? "tensor cores (bf16 state), "
+        : t.tensor_cores  ? "tensor cores (U and state split tf32 + rest), "
+                          : "")
     << (t.tagged_exchange ? "tagged exchange (no step barrier), " : "")
     << (t.cluster ? "one cluster per direction (distributed shared memory), " : "") << "batch tile "
     << t.batch_tile << ", " << registers_ << " registers/thread, " << kb(shared_bytes())

@@ -24,7 +24,9 @@
 // A bf16 plan uses U rounded to bf16 (nearest even). Where U fits in the tensor-core kernel's
 // registers (tiling().tensor_cores: H up to ~2600 with both directions in one launch on an H200)
 // the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums, as a
-// bf16 cuBLAS GEMM would compute them; otherwise h, products and sums stay fp32.
+// bf16 cuBLAS GEMM would compute them; otherwise h, products and sums stay fp32. An fp32 plan at
+// batch <= 4 may run on tensor cores too, with U and h each split into a tf32 part and the rest
+// (three products per pair; within ~2^-20 relative of fp32 products, nothing rounded to bf16).
 // Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
 // reduction order) and identical for every plan of the same hidden size, precision and kernel
 // kind (tensor cores or not).
@@ -47,6 +49,9 @@ struct PersistentRnnKernels {
   bool cluster = true;  // bf16: one thread-block cluster per direction
   // The exchange synchronizes through its data (bf16 grid-wide at batch <= 8, fp32 at batch 1)
   bool tagged_exchange = true;
+  // fp32 at batch <= 4: products on tensor cores, U and the state split into tf32 + the rest
+  // (needs tagged_exchange)
+  bool fp32_tensor_cores = true;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront
 // stack needs the cluster's co-resident launches; benchmarks time the barrier beside the tags).

@@ -93,7 +93,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   ASSERT_TRUE(plan.fits()) << plan.why_not();
   PersistentRnnPlan plan2(H, B, 2, -1, c.precision);
   // Tensor-core plans round the state as well: so do both references, given round_state.
-  const bool tensor = plan.tiling().tensor_cores;
+  const bool tensor = plan.tiling().state_in_bf16();
   const double atol = tensor ? kTensorAtol : kAtol, rtol = tensor ? kTensorRtol : kRtol;
   ws.reserve(static_cast<int64_t>(
       std::max(plan.workspace_bytes(), plan2.workspace_bytes()) / sizeof(float) + 1));
@@ -151,8 +151,8 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   // Both directions in one launch: the same numbers, bit for bit (the reduction order of a row
   // does not depend on how rows are spread over CTAs), when both plans run the same kernel kind.
   if (!plan2.fits()) return;
-  const bool same_kind = plan2.tiling().tensor_cores == tensor;
-  const double atol2 = same_kind ? 0 : kTensorAtol, rtol2 = same_kind ? 0 : kTensorRtol;
+  const bool same_kind = plan2.tiling().tensor_cores == plan.tiling().tensor_cores;
+  const double atol2 = same_kind ? 0 : atol, rtol2 = same_kind ? 0 : rtol;
   DeviceArray<float> h2[2];
   PersistentRnnDirection dirs[2];
   for (int d = 0; d < 2; ++d) {
@@ -372,11 +372,22 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     if (prop.multiProcessorCount >= 100 && prop.major >= 8)
       EXPECT_TRUE(bf16.fits() && bf16.tiling().tensor_cores) << bf16.describe();
   }
-  // fp32 at batch 1 up to H 512: the tagged exchange; from batch 2 or H 513, the step barrier.
-  if (prop.multiProcessorCount >= 100) {
-    EXPECT_TRUE(PersistentRnnPlan(512, 1).tiling().tagged_exchange);
-    EXPECT_FALSE(PersistentRnnPlan(513, 1).tiling().tagged_exchange);
-    EXPECT_FALSE(PersistentRnnPlan(512, 2).tiling().tagged_exchange);
+  // fp32 at batch 1 up to H 512: the fp32-math kernel with the tagged exchange; at batch 3-4 (2
+  // up to H 1024) and H <= 1280 the tensor-core kernel with split operands (tagged); else the
+  // step barrier.
+  if (prop.multiProcessorCount >= 100 && prop.major >= 8) {
+    auto split = [](const PersistentRnnPlan& p) {
+      return p.fits() && p.tiling().tensor_cores && !p.tiling().state_in_bf16() &&
+             p.tiling().tagged_exchange;
+    };
+    const PersistentRnnPlan b1(512, 1), b1_large(513, 1), b2(512, 2), b2_large(1152, 2);
+    const PersistentRnnPlan b4(1152, 4), b4_large(2048, 4);
+    EXPECT_TRUE(b1.tiling().tagged_exchange && !b1.tiling().tensor_cores) << b1.describe();
+    EXPECT_FALSE(b1_large.tiling().tagged_exchange) << b1_large.describe();
+    EXPECT_TRUE(split(b2)) << b2.describe();
+    EXPECT_FALSE(b2_large.tiling().tagged_exchange) << b2_large.describe();
+    EXPECT_TRUE(split(b4)) << b4.describe();
+    EXPECT_TRUE(b4_large.fits() && !b4_large.tiling().tensor_cores) << b4_large.describe();
   }
   // bf16 layers at batch <= 8 take the tagged exchange; up to H 768 they can run as one
   // thread-block cluster per direction on sm_90 (the wavefront stack asks for it first): no
@@ -406,6 +417,60 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
                                         false, 20.0f, ws.data(), 4, ctx.stream()),
                  Error);
   }
+}
+
+// The fp32 tensor-core kernel (U and the state split into tf32 + the rest) against float64 at
+// every batch its plan (max batch 4) is called with, 1 to 4: fp32 accuracy, not bf16's. Hidden
+// sizes of 1, 2 and 5 k-tiles per warp, none a multiple of 16; both directions.
+TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  cudaStream_t s = ctx.stream();
+  const float clip = 0.8f;
+  int checked = 0;
+  for (const int H : {37, 300, 1150}) {
+    const PersistentRnnPlan plan(H, 4);
+    if (!plan.fits() || !plan.tiling().tensor_cores) continue;  // e.g. fewer SMs: H 1150 misses
+    ASSERT_FALSE(plan.tiling().state_in_bf16()) << plan.describe();
+    DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+    const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+    for (int B = 1; B <= 4; ++B) {
+      const int T = B == 2 ? 1 : 40;
+      const bool reverse = B % 2 == 1;
+      SCOPED_TRACE("H " + std::to_string(H) + ", B " + std::to_string(B) + ", T " +
+                   std::to_string(T) + (reverse ? ", reverse" : ""));
+      Rng rng(900 + H + B);
+      const float a = 1.0f / std::sqrt(static_cast<float>(H));
+      const std::vector<float> u = random_vector(int64_t{H} * H, rng, -a, a);
+      const std::vector<float> pre = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
+      const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
+      const std::vector<int> len = make_lengths(T, B, rng);
+      DeviceArray<float> du, dpre_in, ddy, h, dpre;
+      DeviceArray<int> dlen;
+      to_device(u, du, s);
+      to_device(pre, dpre_in, s);
+      to_device(dy, ddy, s);
+      upload_lengths(len, dlen, s);
+      const int64_t n = int64_t{T} * B * H;
+      h.reserve(n);
+      dpre.reserve(n);
+      poison(h.data(), n, ctx);
+      poison(ws.data(), ws.capacity(), ctx);
+      persistent_rnn_forward(plan, du.data(), dpre_in.data(), H, h.data(), dlen.data(), T, B,
+                             reverse, clip, ws.data(), ws_bytes, s);
+      const std::vector<float> h_got = to_host(h.data(), n, s);
+      expect_close(cpu_forward(u, pre.data(), H, len, T, B, H, reverse, clip), h_got,
+                   "forward h vs float64");
+      poison(dpre.data(), n, ctx);
+      poison(ws.data(), ws.capacity(), ctx);
+      persistent_rnn_backward_data(plan, du.data(), h.data(), ddy.data(), H, dpre.data(), H,
+                                   dlen.data(), T, B, reverse, clip, ws.data(), ws_bytes, s);
+      expect_close(cpu_backward_data(u, h_got, dy, len, T, B, H, reverse, clip),
+                   to_host(dpre.data(), n, s), "backward-data dpre vs float64");
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "this GPU plans no fp32 tensor-core layer (sm_80+, 100+ SMs)";
 }
 
 TEST(PersistentRnn, EmptySequencesAndZeroLengths) {

@@ -172,7 +172,7 @@ TEST_P(RnnStackCase, ForwardAndBackwardMatchFloat64BothWays) {
   const std::vector<float> x = random_input(T, B, In, len, rng);
 
   CudaRnnStack stack(ctx, L, In, H, B, T, c.precision, /*residual=*/true, c.chunk, clip);
-  const bool tensor = stack.plan().tiling().tensor_cores;
+  const bool tensor = stack.plan().tiling().state_in_bf16();
   std::vector<DeviceArray<float>> dw(L), du(L), db(L);
   std::vector<RnnStackWeights> weights;
   for (int l = 0; l < L; ++l) {
@@ -278,7 +278,7 @@ TEST(RnnStack, WavefrontGraphsServeEveryLengthWithTheSameNumberOfChunks) {
   Rng rng(4242);
   CudaRnnStack stack(ctx, L, H, H, max_B, max_T, Precision::kBf16, /*residual=*/true, chunk, clip);
   if (!stack.wavefront_possible()) GTEST_SKIP() << stack.wavefront_why_not();
-  const bool tensor = stack.plan().tiling().tensor_cores;
+  const bool tensor = stack.plan().tiling().state_in_bf16();
   std::vector<std::vector<float>> w, u, bias;
   std::vector<DeviceArray<float>> dw(L), du(L), db(L), gw(L), gu(L), gb(L);
   std::vector<RnnStackWeights> weights;
