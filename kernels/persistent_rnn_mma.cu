@@ -32,6 +32,7 @@ struct MmaArgs {
   float clip;
   int backward;
   int ep_off, len_off;     // dynamic shared memory carve-up in bytes (reduction at 0)
+  int lo_off;              // fp32 split from 5 k-tiles per warp: U's lo fragments
   unsigned int* arrivals;  // step barriers: per direction, CTAs arrived (0 at launch)
 };
 
@@ -47,8 +48,12 @@ int64_t exchange_elements(const PrnnTiling& t) {
   return int64_t{k_tiles(t)} * n_tiles(t) * 32 * 4;
 }
 struct MmaSmem {
-  size_t ep_off, len_off, total;
+  size_t ep_off, len_off, lo_off, total;
 };
+
+// The fp32 split kernel keeps U's lo fragments in shared memory from this many k-tiles per warp
+// up (registers hold hi only), one 16-byte piece per lane: [k-tile][warp][lane].
+constexpr int kSplitLoSharedFrom = 5;
 
 MmaSmem mma_smem(const PrnnTiling& t) {
   MmaSmem l{};
@@ -58,7 +63,12 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   off += size_t(2) * 2 * t.max_batch * t.rows_per_cta * sizeof(float);  // [parity][x | h][b][m]
   l.len_off = off;
   off += size_t(t.max_batch) * sizeof(int);
-  l.total = (off + 15) / 16 * 16;
+  off = (off + 15) / 16 * 16;
+  l.lo_off = off;
+  const int kpw = prnn_mma_k_tiles_per_warp(t.hidden);
+  if (!t.bf16_weights && kpw >= kSplitLoSharedFrom)
+    off += size_t(kpw) * kWarps * 32 * sizeof(uint4);
+  l.total = off;
   return l;
 }
 
@@ -75,6 +85,14 @@ __device__ __forceinline__ bool pieces_tagged(const uint4 (&w)[N], unsigned int 
   return all_tags_are(w, pieces, tag);
 }
 
+__device__ __forceinline__ uint4 load_shared_volatile(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))));
+  return v;
+}
+
 // MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
 // least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT); kTags: the tagged
 // exchange; kSplit: fp32 (U and the state each split into tf32 hi + a lo part, products on
@@ -85,6 +103,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
   constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
   constexpr int kPass = kTileRows * NT;                   // batch rows per pass
+  // fp32 split, measured per KPW (kernels/NOTES.md, version 6): up to 4 k-tiles per warp, one
+  // accumulator chain and zeroed pieces (no select after the loads); at 5, registers run out
+  // (ptxas: 8 bytes of spills) and two chains (tf32, bf16) measured faster.
+  constexpr bool kSplitZeroFirst = kSplit && KPW <= 4, kSplitOneChain = kSplitZeroFirst;
   extern __shared__ __align__(16) unsigned char smem[];
   float* red = reinterpret_cast<float*>(smem);            // [warps][kPass][R + 4]
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][max_batch][R]
@@ -110,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int k_stride = kTags ? 32 : ntx * 32, my_k_tiles = kt_end - kt0;
   const Piece* frag_base = reinterpret_cast<const Piece*>(d.xbuf) + int64_t{kt0} * k_stride + lane;
   const int k_padded = 16 * a.k_tiles;
-  const int passes = (B + kPass - 1) / kPass;
+  const int passes = kSplit ? 1 : (B + kPass - 1) / kPass;  // split: B <= 4, one pass
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
   const int ep_parity = 2 * a.max_batch * R, ep_h = a.max_batch * R;
@@ -140,23 +162,32 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const bool own_state = kTags && tid < kPass * R && tid_b < B && own_k < k_padded;
   const bool own_y = own_state && own_k < H;
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
-  const int own_frag_lo =  // fp32 split: the lo word's column
-      kSplit && own_state ? static_cast<int>(prnn_fragment_index(tid_b + 4, own_k, ntx)) : 0;
+  // fp32 split: the lo word is in column tid_b + 4 (batch rows < 4), 16 lanes further.
+  constexpr int kLoOffset = 16 * 4;
 
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H. bf16: af;
-  // fp32 split: hi in ah (two tf32 products), lo in af.
-  uint32_t af[KPW][MT][4];
+  // fp32 split: hi in ah (two tf32 products), lo in af or, from kSplitLoSharedFrom k-tiles per
+  // warp, in shared memory (lo_s), read back before each product (registers hold hi only).
+  constexpr bool kLoShared = kSplit && KPW >= kSplitLoSharedFrom;
+  static_assert(!kSplit || MT == 1, "fp32 split: one m-tile");
+  uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;  // stride warps*32
+  uint32_t af[kLoShared ? 1 : KPW][MT][4];
   uint32_t ah[kSplit ? KPW : 1][MT][8];
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
-      if constexpr (kSplit)
+      if constexpr (kLoShared) {
+        uint32_t lo[4];
+        prnn_split_a_fragment(ah[kk][mt], lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+        if (mine) lo_s[kk * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+      } else if constexpr (kSplit) {
         prnn_split_a_fragment(ah[kk][mt], af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
                               mine);
-      else
+      } else {
         prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+      }
     }
   __syncthreads();
   const int own_len = own_y ? len_s[tid_b] : 0;
@@ -195,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             acc[mt][nt][i] = 0.0f;
-            if constexpr (kSplit) acc_lo[mt][nt][i] = 0.0f;
+            if constexpr (kSplit && !kSplitOneChain) acc_lo[mt][nt][i] = 0.0f;
           }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -211,6 +242,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           // at the first read, is one test of all pieces together. Lanes of padding batch rows
           // (never written) hold zeros.
           uint4 w[KPW];
+          if constexpr (kSplitZeroFirst) {  // zeros where nothing is read: no select after loads
+#pragma unroll
+            for (int kk = 0; kk < KPW; ++kk) w[kk] = make_uint4(0u, 0u, 0u, 0u);
+          }
 #pragma unroll
           for (int kk = 0; kk < KPW; ++kk)
             if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
@@ -231,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if constexpr (kSplit) {
               // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
               // products' bf16 operands rounded from them.
-              bw[kk] = my_pieces >> kk & 1u ? w[kk] : make_uint4(0u, 0u, 0u, 0u);
+              bw[kk] = kSplitZeroFirst || my_pieces >> kk & 1u ? w[kk] : make_uint4(0u, 0u, 0u, 0u);
               bf[kk] =
                   make_uint2(pack_bf16x2(__uint_as_float(bw[kk].x), __uint_as_float(bw[kk].y)),
                              pack_bf16x2(__uint_as_float(bw[kk].z), __uint_as_float(bw[kk].w)));
@@ -257,9 +292,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               const uint32_t(&t)[8] = ah[kk][mt];
               mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bw[kk].x, bw[kk].y);
               mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], bw[kk].z, bw[kk].w);
-              float(&l)[4] = acc_lo[kSplit ? mt : 0][nt];
-              mma_bf16_16816(l[0], l[1], l[2], l[3], af[kk][mt][0], af[kk][mt][1], af[kk][mt][2],
-                             af[kk][mt][3], bf[kk].x, bf[kk].y);
+              float(&l)[4] = kSplitOneChain ? acc[mt][nt] : acc_lo[kSplit ? mt : 0][nt];
+              if constexpr (kLoShared) {
+                // After the pieces' loads (volatile), so the compiler keeps it out of the wait.
+                const uint4 lo = load_shared_volatile(lo_s + kk * kWarps * 32);
+                mma_bf16_16816(l[0], l[1], l[2], l[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
+              } else {
+                mma_bf16_16816(l[0], l[1], l[2], l[3], af[kk][0][0], af[kk][0][1], af[kk][0][2],
+                               af[kk][0][3], bf[kk].x, bf[kk].y);
+              }
             } else {
               mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
                              af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
@@ -279,7 +320,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             float c[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-              c[i] = acc[mt][nt][i] + acc_lo[kSplit ? mt : 0][nt][i];
+              c[i] =
+                  kSplitOneChain ? acc[mt][nt][i] : acc[mt][nt][i] + acc_lo[kSplit ? mt : 0][nt][i];
               c[i] += __shfl_xor_sync(0xffffffffu, c[i], 2);
             }
             if (q < 2) prnn_store_partials(mine, pitch, 16 * mt, 0, g, q, c);
@@ -298,7 +340,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             out = prnn_cell_from_partials(red + tid_b * pitch + tid_m, red_warp, kWarps, epx[tid],
                                           bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
           if constexpr (kSplit)
-            store_split_tagged(d.xbuf + xout + own_frag, d.xbuf + xout + own_frag_lo, out, tag_out);
+            store_split_tagged(d.xbuf + xout + own_frag, d.xbuf + xout + own_frag + kLoOffset, out,
+                               tag_out);
           else
             store_tagged(d.xbuf + xout + own_frag, out, tag_out);
           if (own_y) d.y[(int64_t{t} * B + tid_b) * d.ld_y + own_k] = out;
@@ -335,13 +378,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 // The tagged exchange only at one n-tile per pass (batch <= 8), where the plan takes it: wider
 // passes measured slower than the barrier (kernels/NOTES.md, version 5), so they are not
 // instantiated.
-// The fp32 split kernel only tagged, at one n-tile, and where its weights (3x bf16's registers)
-// do not spill: one m-tile, at most 5 k-tiles per warp (ptxas: <1, 5> 128 registers, no spills;
-// <1, 6> and <2, 2> spill), so H <= 1280.
+// The fp32 split kernel only tagged, at one n-tile, and where its weights do not spill: one
+// m-tile, at most 6 k-tiles per warp (ptxas, lo in shared memory from 5: <1, 5> 118 registers,
+// <1, 6> 128, no spills; <1, 8> and <2, 2> spill), so H <= 1536.
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, bool split) {
   if (split) {
-    if constexpr (NT == 1 && MT == 1 && KPW <= 5)
+    if constexpr (NT == 1 && MT == 1 && KPW <= 6)
       return tags ? reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>)
                   : nullptr;
     return nullptr;
@@ -434,6 +477,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.backward = backward ? 1 : 0;
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);
+  a.lo_off = static_cast<int>(layout.lo_off);
   char* ws = static_cast<char*>(workspace);
   const size_t direction_bytes = exchange_bytes(t) / t.directions;
   for (int i = 0; i < t.directions; ++i)
