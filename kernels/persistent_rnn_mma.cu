@@ -72,19 +72,9 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   return l;
 }
 
-// Whether a piece (or every piece set in `pieces`) carries `tag`: bf16 words or fp32 split words.
-template <bool kSplit>
-__device__ __forceinline__ bool piece_tagged(const uint4& w, uint32_t tag) {
-  if constexpr (kSplit) return split_tag_mismatch(w, tag) == 0;
-  return tags_are(w, tag);
-}
-template <bool kSplit, int N>
-__device__ __forceinline__ bool pieces_tagged(const uint4 (&w)[N], unsigned int pieces,
-                                              uint32_t tag) {
-  if constexpr (kSplit) return all_split_tags_are(w, pieces, tag);
-  return all_tags_are(w, pieces, tag);
-}
-
+// A shared-memory load kept in program order with the exchange's (volatile) loads: the split
+// kernel's lo fragments are then read after a step's pieces arrive, not held in registers
+// through the wait.
 __device__ __forceinline__ uint4 load_shared_volatile(const uint4* p) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -249,12 +239,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
           for (int kk = 0; kk < KPW; ++kk)
             if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
-          if (!pieces_tagged<kSplit>(w, my_pieces, tag_in)) {
+          if (!all_tags_are<kSplit>(w, my_pieces, tag_in)) {
             unsigned int late = my_pieces;
             while (true) {
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)
-                if ((late >> kk & 1u) && piece_tagged<kSplit>(w[kk], tag_in)) late &= ~(1u << kk);
+                if ((late >> kk & 1u) && tags_are<kSplit>(w[kk], tag_in)) late &= ~(1u << kk);
               if (late == 0) break;
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)

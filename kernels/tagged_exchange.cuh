@@ -8,7 +8,7 @@
 //
 //   store_tagged(xout + index, h, step_tag(s));            // step s writes its state
 //   uint4 w = load_tagged(frag);                           // step s + 1 reads a lane's 4 words
-//   while (!tags_are(w, step_tag(s))) w = load_tagged(frag);
+//   while (!tags_are(w, step_tag(s))) w = load_tagged(frag);   // split words: tags_are<true>
 //   const uint2 b = tagged_fragment(w);                    // the mma.sync B registers
 //   store_split_tagged(xout + hi_index, xout + lo_index, h, fp32_step_tag(s));   // fp32 split
 //
@@ -43,24 +43,28 @@ __device__ __forceinline__ uint4 load_tagged(const uint4* p) {
   return w;
 }
 
-// The bits in which a piece's four tags differ from `tag` (zero when all four carry it).
+// The bits in which a piece's four tags differ from `tag` (zero when all four carry it): bf16
+// words (16-bit tags), or with kSplit fp32 split words (the lowest bit, tag 0 or 1).
+template <bool kSplit = false>
 __device__ __forceinline__ uint32_t tag_mismatch(const uint4& w, uint32_t tag) {
+  if constexpr (kSplit) return ((w.x ^ tag) | (w.y ^ tag) | (w.z ^ tag) | (w.w ^ tag)) & 1u;
   const uint32_t both = tag * 0x10001u;
   return (__byte_perm(w.x, w.y, 0x5410) ^ both) | (__byte_perm(w.z, w.w, 0x5410) ^ both);
 }
 
+template <bool kSplit = false>
 __device__ __forceinline__ bool tags_are(const uint4& w, uint32_t tag) {
-  return tag_mismatch(w, tag) == 0;
+  return tag_mismatch<kSplit>(w, tag) == 0;
 }
 
 // Whether every piece set in `pieces` (bit i: w[i]) carries `tag`: one test for all of them.
-template <int N>
+template <bool kSplit = false, int N>
 __device__ __forceinline__ bool all_tags_are(const uint4 (&w)[N], unsigned int pieces,
                                              uint32_t tag) {
   uint32_t diff = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    if (pieces >> i & 1u) diff |= tag_mismatch(w[i], tag);
+    if (pieces >> i & 1u) diff |= tag_mismatch<kSplit>(w[i], tag);
   return diff == 0;
 }
 
@@ -96,21 +100,6 @@ __device__ __forceinline__ void store_split_tagged(uint32_t* hi, uint32_t* lo, f
   const uint32_t h = round_tf32(v);
   store_word_relaxed(hi, h | tag);
   store_word_relaxed(lo, round_tf32(v - __uint_as_float(h)) | tag);
-}
-
-// Split words: whether the lowest bits of a piece's four words all equal `tag` (0 or 1), and the
-// same for every piece set in `pieces` with one test.
-__device__ __forceinline__ uint32_t split_tag_mismatch(const uint4& w, uint32_t tag) {
-  return ((w.x ^ tag) | (w.y ^ tag) | (w.z ^ tag) | (w.w ^ tag)) & 1u;
-}
-template <int N>
-__device__ __forceinline__ bool all_split_tags_are(const uint4 (&w)[N], unsigned int pieces,
-                                                   uint32_t tag) {
-  uint32_t diff = 0;
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-    if (pieces >> i & 1u) diff |= split_tag_mismatch(w[i], tag);
-  return diff == 0;
 }
 
 }  // namespace ds2::kernels
