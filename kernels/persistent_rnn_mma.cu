@@ -93,10 +93,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
   constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
   constexpr int kPass = kTileRows * NT;                   // batch rows per pass
-  // fp32 split, measured per KPW (kernels/NOTES.md, version 6): up to 4 k-tiles per warp, one
-  // accumulator chain and zeroed pieces (no select after the loads); at 5, registers run out
-  // (ptxas: 8 bytes of spills) and two chains (tf32, bf16) measured faster.
-  constexpr bool kSplitZeroFirst = kSplit && KPW <= 4, kSplitOneChain = kSplitZeroFirst;
+  // Tagged: pieces zeroed before the loads instead of a select after them, where that does not
+  // spill (it frees registers at small KPW: H100 bf16 H 512 batch 4 1.27 -> 1.08 us a step, H 768
+  // batch 8 1.43 -> 1.28; kernels/NOTES.md, version 6). fp32 split up to 4 k-tiles per warp, also
+  // one accumulator chain; from 5, two chains (tf32, bf16) measured faster.
+  constexpr bool kZeroFirst = kTags && (kSplit ? KPW <= 4
+                                               : KPW <= (MT == 1   ? 10
+                                                         : MT == 2 ? 6
+                                                                   : 5));
+  constexpr bool kSplitOneChain = kSplit && kZeroFirst;
   extern __shared__ __align__(16) unsigned char smem[];
   float* red = reinterpret_cast<float*>(smem);            // [warps][kPass][R + 4]
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][max_batch][R]
@@ -122,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int k_stride = kTags ? 32 : ntx * 32, my_k_tiles = kt_end - kt0;
   const Piece* frag_base = reinterpret_cast<const Piece*>(d.xbuf) + int64_t{kt0} * k_stride + lane;
   const int k_padded = 16 * a.k_tiles;
-  const int passes = kSplit ? 1 : (B + kPass - 1) / kPass;  // split: B <= 4, one pass
+  const int passes = kSplit || kZeroFirst ? 1 : (B + kPass - 1) / kPass;  // tagged: B <= kPass
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
   const int ep_parity = 2 * a.max_batch * R, ep_h = a.max_batch * R;
@@ -232,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           // at the first read, is one test of all pieces together. Lanes of padding batch rows
           // (never written) hold zeros.
           uint4 w[KPW];
-          if constexpr (kSplitZeroFirst) {  // zeros where nothing is read: no select after loads
+          if constexpr (kZeroFirst) {  // zeros where nothing is read: no select after the loads
 #pragma unroll
             for (int kk = 0; kk < KPW; ++kk) w[kk] = make_uint4(0u, 0u, 0u, 0u);
           }
@@ -256,12 +261,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if constexpr (kSplit) {
               // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
               // products' bf16 operands rounded from them.
-              bw[kk] = kSplitZeroFirst || my_pieces >> kk & 1u ? w[kk] : make_uint4(0u, 0u, 0u, 0u);
+              bw[kk] = kZeroFirst || my_pieces >> kk & 1u ? w[kk] : make_uint4(0u, 0u, 0u, 0u);
               bf[kk] =
                   make_uint2(pack_bf16x2(__uint_as_float(bw[kk].x), __uint_as_float(bw[kk].y)),
                              pack_bf16x2(__uint_as_float(bw[kk].z), __uint_as_float(bw[kk].w)));
             } else {
-              bf[kk] = my_pieces >> kk & 1u ? tagged_fragment(w[kk]) : make_uint2(0u, 0u);
+              bf[kk] =
+                  kZeroFirst || my_pieces >> kk & 1u ? tagged_fragment(w[kk]) : make_uint2(0u, 0u);
             }
           }
         } else {
