@@ -93,15 +93,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
   constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
   constexpr int kPass = kTileRows * NT;                   // batch rows per pass
-  // Tagged: pieces zeroed before the loads instead of a select after them, where that does not
-  // spill (it frees registers at small KPW: H100 bf16 H 512 batch 4 1.27 -> 1.08 us a step, H 768
-  // batch 8 1.43 -> 1.28; kernels/NOTES.md, version 6). fp32 split up to 4 k-tiles per warp, also
-  // one accumulator chain; from 5, two chains (tf32, bf16) measured faster.
-  constexpr bool kZeroFirst = kTags && (kSplit ? KPW <= 4
-                                               : KPW <= (MT == 1   ? 10
-                                                         : MT == 2 ? 6
-                                                                   : 5));
-  constexpr bool kSplitOneChain = kSplit && kZeroFirst;
+  // Tagged: pieces zeroed before the loads instead of a select after them, and one pass, where
+  // that does not spill: it frees registers (H100, us a step: bf16 H 512 batch 4 1.27 -> 1.08,
+  // H 768 batch 8 1.43 -> 1.28; fp32 split H 512 1.51 -> 1.38, H 1152 1.95 -> 1.89;
+  // kernels/NOTES.md, version 6).
+  constexpr bool kZeroFirst = kTags && (kSplit || KPW <= (MT == 1 ? 10 : MT == 2 ? 6 : 5));
   extern __shared__ __align__(16) unsigned char smem[];
   float* red = reinterpret_cast<float*>(smem);            // [warps][kPass][R + 4]
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][max_batch][R]
@@ -211,18 +207,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     // output copied its own inputs and waits for them only where it reads them.
     if constexpr (!kTags) cp_async_wait_all();
     for (int pass = 0; pass < passes; ++pass) {
-      // fp32 split: acc sums the tf32 products, acc_lo the bf16 ones (two shorter chains; a third
-      // for the second tf32 product measured no faster at H 1024, kernels/NOTES.md version 6).
-      float acc[MT][NT][4], acc_lo[kSplit ? MT : 1][NT][4];
+      // fp32 split: the tf32 and the bf16 products in one chain (two chains, or three, measured
+      // no faster; kernels/NOTES.md, version 6).
+      float acc[MT][NT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            acc[mt][nt][i] = 0.0f;
-            if constexpr (kSplit && !kSplitOneChain) acc_lo[mt][nt][i] = 0.0f;
-          }
+          for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int ntg = pass * NT + nt;
@@ -288,13 +281,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               const uint32_t(&t)[8] = ah[kk][mt];
               mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bw[kk].x, bw[kk].y);
               mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], bw[kk].z, bw[kk].w);
-              float(&l)[4] = kSplitOneChain ? acc[mt][nt] : acc_lo[kSplit ? mt : 0][nt];
               if constexpr (kLoShared) {
                 // After the pieces' loads (volatile), so the compiler keeps it out of the wait.
                 const uint4 lo = load_shared_volatile(lo_s + kk * kWarps * 32);
-                mma_bf16_16816(l[0], l[1], l[2], l[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
+                mma_bf16_16816(c[0], c[1], c[2], c[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
               } else {
-                mma_bf16_16816(l[0], l[1], l[2], l[3], af[kk][0][0], af[kk][0][1], af[kk][0][2],
+                mma_bf16_16816(c[0], c[1], c[2], c[3], af[kk][0][0], af[kk][0][1], af[kk][0][2],
                                af[kk][0][3], bf[kk].x, bf[kk].y);
               }
             } else {
@@ -305,8 +297,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           }
         }
       }
-      // Partial sums of this warp's k range, as [batch column][row]. fp32 split: the two chains
-      // added, then column b + 4 (lo) onto column b, by lanes q = 0, 1 (columns 2q, 2q + 1).
+      // Partial sums of this warp's k range, as [batch column][row]. fp32 split: column b + 4
+      // (lo) added onto column b, by lanes q = 0, 1 (columns 2q, 2q + 1).
       float* mine = red + warp * red_warp;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -316,9 +308,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             float c[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-              c[i] =
-                  kSplitOneChain ? acc[mt][nt][i] : acc[mt][nt][i] + acc_lo[kSplit ? mt : 0][nt][i];
-              c[i] += __shfl_xor_sync(0xffffffffu, c[i], 2);
+              c[i] = acc[mt][nt][i] + __shfl_xor_sync(0xffffffffu, acc[mt][nt][i], 2);
             }
             if (q < 2) prnn_store_partials(mine, pitch, 16 * mt, 0, g, q, c);
           } else {
