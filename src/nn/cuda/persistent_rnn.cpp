@@ -104,9 +104,10 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   m.register_groups = m.rows_per_cta / kRowGroup;
   // fp32 at batch 3-4 (2 up to H 1024): the tensor-core kernel with U and the state split into
   // tf32 + the rest, tagged exchange, where its weights fit on chip (H <= 1536). H100,
-  // forward us a step against the step barrier: batch 4 H 512-1280 1.51-1.95 vs 1.76-2.46; batch
-  // 2 H 512 1.49 vs 1.66, H 1024 1.81 vs 1.79, H 1152 2.05 vs 1.91; at batch 1 it lost to the
-  // fp32-math kernels (H 1152 2.0 vs 1.70; H 512 1.48 vs 1.09 tagged) (kernels/NOTES.md, v6).
+  // forward us a step against the step barrier: batch 4 H 512-1536 1.38-2.10 vs 1.75-2.63; batch
+  // 2 H 512 1.36 vs 1.65, H 1024 1.74 vs 1.80 (an earlier form: H 1152 2.05 vs 1.91); at batch 1
+  // an earlier form lost to the fp32-math kernels (H 1152 2.0 vs 1.70; H 512 1.48 vs 1.09
+  // tagged) (kernels/NOTES.md, version 6).
   const bool fp32_split_wins = max_batch >= 3 || (max_batch == 2 && hidden <= 1024);
   if (!t.bf16_weights && allowed.fp32_tensor_cores && allowed.tagged_exchange && max_batch <= 4 &&
       fp32_split_wins) {
