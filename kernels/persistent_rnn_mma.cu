@@ -365,8 +365,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 // passes measured slower than the barrier (kernels/NOTES.md, version 5), so they are not
 // instantiated.
 // The fp32 split kernel only tagged, at one n-tile, and where its weights do not spill: one
-// m-tile, at most 6 k-tiles per warp (ptxas, lo in shared memory from 5: <1, 5> 118 registers,
-// <1, 6> 128, no spills; <1, 8> and <2, 2> spill), so H <= 1536.
+// m-tile, at most 6 k-tiles per warp (ptxas, lo in shared memory from 5: <1, 5> 98 registers,
+// <1, 6> 126, no spills; <1, 8> spills), so H <= 1536.
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, bool split) {
   if (split) {

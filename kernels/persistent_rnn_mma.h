@@ -1,5 +1,9 @@
-// The tensor-core variant of the persistent RNN recurrence (PrnnTiling::tensor_cores, bf16
-// plans only), behind the entry points of kernels/persistent_rnn.h, which dispatch to it.
+// The tensor-core variant of the persistent RNN recurrence (PrnnTiling::tensor_cores), behind the
+// entry points of kernels/persistent_rnn.h, which dispatch to it. bf16 plans as described below;
+// fp32 plans (batch <= 4, tagged exchange only) split U into a tf32 part (two m16n8k8 tf32
+// products per k-tile) and the rest in bf16 (one m16n8k16), and the state into two tf32 words
+// (hi, lo) that sit in B columns b and b + 4 of one n-tile: fp32 accuracy (kernels/NOTES.md,
+// version 6).
 //
 // U (forward) or U^T (backward-data) is rounded to bf16 and held in registers as mma.sync A
 // fragments for the whole launch; every step each warp reads the previous state, rounded to bf16,
@@ -14,7 +18,7 @@
 // with the state rounded to bf16 before each product too (what the GEMM recurrence computes in
 // bf16: cuBLAS rounds both operands).
 //
-//   PrnnTiling t = ...;  t.tensor_cores = true;  t.bf16_weights = true;
+//   PrnnTiling t = ...;  t.tensor_cores = true;  t.bf16_weights = true;  // or false: fp32 split
 //   if (prnn_mma_kernel(t)) prnn_mma_launch(t, false, dirs, lengths, T, B, clip, ws, stream);
 #pragma once
 
