@@ -199,7 +199,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
   };
   Row grid_row(std::string("ours: persistent, grid-wide (") + o.precision + ")");
-  Row other_row(""), math_row("");
+  Row other_row("");
   if (plan.fits()) {
     // Beside the kernel the plan picked, in the same run: the grid-wide tensor-core kernel when
     // it picked the cluster one; the cluster or step-barrier kernel when it picked the tagged one.
@@ -214,16 +214,6 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
                        ")";
       if (other.fits()) time_plan(other, other_row);
     }
-    // fp32 on tensor cores: beside it the fp32-math kernel with the tagged exchange, where that
-    // plan takes one (batch 1, small H).
-    if (plan.tiling().tensor_cores && !plan.tiling().state_in_bf16()) {
-      const PersistentRnnPlan math(H, B, 1, o.device, precision,
-                                   PersistentRnnKernels{true, true, false});
-      if (math.fits() && math.tiling().tagged_exchange) {
-        math_row.name = "ours: persistent, fp32 math, tagged (" + o.precision + ")";
-        time_plan(math, math_row);
-      }
-    }
     time_plan(plan, persistent);
     h_ours = download_vector(h.data(), n, s);
     dpre_ours = download_vector(dpre.data(), n, s);
@@ -233,7 +223,6 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   rows.push_back(persistent);
   if (grid_row.fwd_us > 0) rows.push_back(grid_row);
   if (other_row.fwd_us > 0) rows.push_back(other_row);
-  if (math_row.fwd_us > 0) rows.push_back(math_row);
 
   // Ours, sparse persistent (with --density): only the kept weights on chip.
   if (!mask.empty()) {

@@ -109,8 +109,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // an earlier form lost to the fp32-math kernels (H 1152 2.0 vs 1.70; H 512 1.48 vs 1.09
   // tagged) (kernels/NOTES.md, version 6).
   const bool fp32_split_wins = max_batch >= 3 || (max_batch == 2 && hidden <= 1024);
-  if (!t.bf16_weights && allowed.fp32_tensor_cores && allowed.tagged_exchange && max_batch <= 4 &&
-      fp32_split_wins) {
+  if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
     m.tagged_exchange = true;
     if (take_tensor_tiling(m)) return;

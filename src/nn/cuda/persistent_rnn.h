@@ -47,11 +47,9 @@ namespace ds2 {
 // what the plan picks otherwise.
 struct PersistentRnnKernels {
   bool cluster = true;  // bf16: one thread-block cluster per direction
-  // The exchange synchronizes through its data (bf16 grid-wide at batch <= 8, fp32 at batch 1)
+  // The exchange synchronizes through its data (bf16 grid-wide at batch <= 8, fp32 at batch 1,
+  // and fp32 at batch 2-4 on tensor cores with split operands, which exist only tagged)
   bool tagged_exchange = true;
-  // fp32 at batch <= 4: products on tensor cores, U and the state split into tf32 + the rest
-  // (needs tagged_exchange)
-  bool fp32_tensor_cores = true;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront
 // stack needs the cluster's co-resident launches; benchmarks time the barrier beside the tags).
