@@ -223,13 +223,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         // The B fragments of this warp's k-tiles, straight from L2, all loads in flight at once.
         const Piece* tile_frags = frags + ntg * 32;
         uint2 bf[KPW];
-        uint4 bw[kSplit ? KPW : 1];  // fp32 split: the tf32 words
+        uint4 w[kTags ? KPW : 1];  // tagged: the pieces as loaded (fp32 split: the tf32 words)
         if constexpr (kTags) {
           // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
           // (one L2 round trip per round, not per late piece); the usual case, every tag right
           // at the first read, is one test of all pieces together. Lanes of padding batch rows
           // (never written) hold zeros.
-          uint4 w[KPW];
           if constexpr (kZeroFirst) {  // zeros where nothing is read: no select after the loads
 #pragma unroll
             for (int kk = 0; kk < KPW; ++kk) w[kk] = make_uint4(0u, 0u, 0u, 0u);
@@ -254,10 +253,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if constexpr (kSplit) {
               // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
               // products' bf16 operands rounded from them.
-              bw[kk] = kZeroFirst || my_pieces >> kk & 1u ? w[kk] : make_uint4(0u, 0u, 0u, 0u);
-              bf[kk] =
-                  make_uint2(pack_bf16x2(__uint_as_float(bw[kk].x), __uint_as_float(bw[kk].y)),
-                             pack_bf16x2(__uint_as_float(bw[kk].z), __uint_as_float(bw[kk].w)));
+              static_assert(!kSplit || kZeroFirst, "split: pieces of padding rows are zeros");
+              bf[kk] = make_uint2(pack_bf16x2(__uint_as_float(w[kk].x), __uint_as_float(w[kk].y)),
+                                  pack_bf16x2(__uint_as_float(w[kk].z), __uint_as_float(w[kk].w)));
             } else {
               bf[kk] =
                   kZeroFirst || my_pieces >> kk & 1u ? tagged_fragment(w[kk]) : make_uint2(0u, 0u);
@@ -279,8 +277,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               // (columns b and b + 4), the bf16 ones lo times either.
               float(&c)[4] = acc[mt][nt];
               const uint32_t(&t)[8] = ah[kk][mt];
-              mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bw[kk].x, bw[kk].y);
-              mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], bw[kk].z, bw[kk].w);
+              mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], w[kk].x, w[kk].y);
+              mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], w[kk].z, w[kk].w);
               if constexpr (kLoShared) {
                 // After the pieces' loads (volatile), so the compiler keeps it out of the wait.
                 const uint4 lo = load_shared_volatile(lo_s + kk * kWarps * 32);
