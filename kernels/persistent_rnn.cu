@@ -410,12 +410,10 @@ void check_tiling(const PrnnTiling& t) {
   const bool common = t.hidden > 0 && t.max_batch > 0 && (t.directions == 1 || t.directions == 2) &&
                       t.rows_per_cta > 0 && t.ctas_per_direction > 0 &&
                       int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden &&
-                      kernel_ptr(t) != nullptr;
+                      kernel_ptr(t) != nullptr;  // also the fp32 split's rules: tagged, batch <= 4
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads && t.rows_per_cta % 16 == 0 &&
-                             (!t.tagged_exchange || t.max_batch <= 8) &&  // one n-tile, one pass
-                             (t.bf16_weights ||  // fp32 split: tagged, one pass of 4 rows
-                              (t.tagged_exchange && t.batch_tile == 4 && t.max_batch <= 4))
+                             (!t.tagged_exchange || t.max_batch <= 8)  // one n-tile, one pass
                        : t.rows_per_cta % kRg == 0 && t.threads % 32 == 0 &&
                              int64_t{t.threads} * 4 >= t.hidden &&
                              t.threads >= (t.rows_per_cta / kRg) * kRg * t.batch_tile &&
