@@ -4,6 +4,7 @@
 //
 //   store_tagged(xout + i, h, step_tag(s));       // bf16 words: a 16-bit tag beside the value
 //   store_tagged(xout + i, h, fp32_step_tag(s));  // fp32 values: the tag in the lowest bit
+//   store_split_tagged(hi, lo, h, fp32_step_tag(s));  // fp32 split: the same rule, two words
 //
 // The exchange has two parities, so a reader of step s finds in its place either step s or the
 // step two before, never a later one (no CTA writes step s + 2 before every CTA has read step s:
@@ -29,7 +30,8 @@ constexpr unsigned char kTaggedWordFillByte = 0x00;
 DS2_HOST_DEVICE inline uint32_t fp32_step_tag(int s) {
   return static_cast<uint32_t>(s >> 1) & 1u;
 }
-// What a launch fills an fp32 exchange with: all ones, lowest bit 1.
+// What a launch fills an fp32 exchange with (fp32 values or split tf32 words): all ones, lowest
+// bit 1.
 constexpr unsigned char kTaggedFp32FillByte = 0xff;
 
 }  // namespace ds2::kernels

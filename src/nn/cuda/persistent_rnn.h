@@ -22,11 +22,12 @@
 //   backward-data:  dpre_t = (0 < h_t < clip) ? dy_t + dpre_next U : 0, for every t, where
 //                   dpre_next is the previous step of the backward recurrence (zero at first).
 // A bf16 plan uses U rounded to bf16 (nearest even). Where U fits in the tensor-core kernel's
-// registers (tiling().tensor_cores: H up to ~2600 with both directions in one launch on an H200)
-// the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums, as a
-// bf16 cuBLAS GEMM would compute them; otherwise h, products and sums stay fp32. An fp32 plan at
-// batch <= 4 may run on tensor cores too, with U and h each split into a tf32 part and the rest
-// (three products per pair; within ~2^-20 relative of fp32 products, nothing rounded to bf16).
+// registers (tiling().state_in_bf16(): H up to ~2600 with both directions in one launch on an
+// H200) the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums,
+// as a bf16 cuBLAS GEMM would compute them; otherwise h, products and sums stay fp32. An fp32 plan
+// at batch 2-4 and H <= 1536 may run on tensor cores too (tiling().tensor_cores without bf16):
+// U is split into a tf32 part and the rest in bf16, h into two tf32 parts, three products per
+// pair, each within ~2^-20 relative of the fp32 product; fp32 accuracy, the state not rounded.
 // Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
 // reduction order) and identical for every plan of the same hidden size, precision and kernel
 // kind (tensor cores or not).
