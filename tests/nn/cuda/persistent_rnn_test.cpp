@@ -373,7 +373,7 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
       EXPECT_TRUE(bf16.fits() && bf16.tiling().tensor_cores) << bf16.describe();
   }
   // fp32 at batch 1 up to H 512: the fp32-math kernel with the tagged exchange; at batch 3-4 (2
-  // up to H 1024) and H <= 1280 the tensor-core kernel with split operands (tagged); else the
+  // up to H 1024) and H <= 1536 the tensor-core kernel with split operands (tagged); else the
   // step barrier.
   if (prop.multiProcessorCount >= 100 && prop.major >= 8) {
     auto split = [](const PersistentRnnPlan& p) {
