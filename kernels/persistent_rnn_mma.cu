@@ -98,6 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // H 768 batch 8 1.43 -> 1.28; fp32 split H 512 1.51 -> 1.38, H 1152 1.95 -> 1.89;
   // kernels/NOTES.md, version 6).
   constexpr bool kZeroFirst = kTags && (kSplit || KPW <= (MT == 1 ? 10 : MT == 2 ? 6 : 5));
+  static_assert(!kSplit || kZeroFirst, "fp32 split: reads padding rows' pieces as zeros");
   extern __shared__ __align__(16) unsigned char smem[];
   float* red = reinterpret_cast<float*>(smem);            // [warps][kPass][R + 4]
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][max_batch][R]
@@ -253,7 +254,6 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if constexpr (kSplit) {
               // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
               // products' bf16 operands rounded from them.
-              static_assert(!kSplit || kZeroFirst, "split: pieces of padding rows are zeros");
               bf[kk] = make_uint2(pack_bf16x2(__uint_as_float(w[kk].x), __uint_as_float(w[kk].y)),
                                   pack_bf16x2(__uint_as_float(w[kk].z), __uint_as_float(w[kk].w)));
             } else {
