@@ -140,9 +140,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_cluster_kernel_t(const Clust
       }
     }
     // Partial sums of this warp's k range, as [batch column][row].
-    float* mine = red + warp * kRedWarp;
+    float* const mine = red + warp * kRedWarp + prnn_partials_lane(kPitch, g, q);
 #pragma unroll
-    for (int mt = 0; mt < N; ++mt) prnn_store_partials(mine, kPitch, 16 * mt, 0, g, q, acc[mt]);
+    for (int mt = 0; mt < N; ++mt) prnn_store_partials(mine, kPitch, 16 * mt, 0, acc[mt]);
     __syncthreads();
 
     // Warps summed in order, then the cell (clipped ReLU or its derivative) and the padding; the

@@ -6,7 +6,8 @@
 //
 //   prnn_a_fragment(af[kk][mt], u, H, r0 + 16 * mt, kt, g, q, backward, kt < kt_end);
 //   prnn_split_a_fragment(hi[kk][mt], lo[kk][mt], u, H, m0, kt, g, q, backward, mine);  // fp32
-//   prnn_store_partials(red + warp * red_warp, pitch, 16 * mt, 8 * nt, g, q, acc[mt][nt]);
+//   float* lane_out = red + warp * red_warp + prnn_partials_lane(pitch, g, q);   // once
+//   prnn_store_partials(lane_out, pitch, 16 * mt, 8 * nt, acc[mt][nt]);
 //   xbuf[fragment_index(b, k, n_tiles)] = float_to_bf16(h);   // then one 8-byte load per lane
 #pragma once
 
@@ -74,15 +75,28 @@ __device__ __forceinline__ void prnn_split_a_fragment(uint32_t (&hi)[8], uint32_
                          (uint32_t{float_to_bf16(rest[4 * r + 2 * half + 1])} << 16);
 }
 
+// A warp's partial sums go to a [batch column][row] array of row pitch `pitch`: this lane's
+// first element (row g, column 2q), as an offset from the warp's array.
+__device__ __forceinline__ int prnn_partials_lane(int pitch, int g, int q) {
+  return 2 * q * pitch + g;
+}
+
+// The same value, through an identity shuffle that ptxas cannot recompute: a loop-invariant
+// value computed once then stays in a register, where ptxas would otherwise rematerialize it
+// from the thread index and the kernel arguments inside the loop (at a cost of a few registers).
+__device__ __forceinline__ int pin_in_register(int value) {
+  return __shfl_sync(0xffffffffu, value, static_cast<int>(threadIdx.x & 31));
+}
+
 // Stores a warp's accumulator fragment c (rows m0 + g and m0 + g + 8, batch columns n0 + 2q and
-// n0 + 2q + 1) into a [batch column][row] array of row pitch `pitch`.
-__device__ __forceinline__ void prnn_store_partials(float* __restrict__ out, int pitch, int m0,
-                                                    int n0, int g, int q, const float (&c)[4]) {
-  const int m = m0 + g, n = n0 + 2 * q;
-  out[n * pitch + m] = c[0];
-  out[(n + 1) * pitch + m] = c[1];
-  out[n * pitch + m + 8] = c[2];
-  out[(n + 1) * pitch + m + 8] = c[3];
+// n0 + 2q + 1) from this lane's first element `lane_out` (prnn_partials_lane).
+__device__ __forceinline__ void prnn_store_partials(float* __restrict__ lane_out, int pitch, int m0,
+                                                    int n0, const float (&c)[4]) {
+  float* const p = lane_out + n0 * pitch + m0;
+  p[0] = c[0];
+  p[pitch] = c[1];
+  p[8] = c[2];
+  p[pitch + 8] = c[3];
 }
 
 // Where state element (batch row b, column k) sits in an exchange of B fragments: in the fragment

@@ -109,10 +109,24 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int di = static_cast<int>(blockIdx.x) >= a.ctas_per_dir ? 1 : 0;
   const int cta = blockIdx.x - di * a.ctas_per_dir;
   const MmaDir d = di ? a.dir[1] : a.dir[0];
-  const int H = a.H, B = a.B, T = a.T, R = a.rows, ntx = a.n_tiles;
+  const int H = a.H, B = a.B, T = a.T, ntx = a.n_tiles;
+  // Rows per CTA (16 MT) as a constant where that does not spill: the partial sums' and the
+  // epilogue's addresses are then immediates from one register, which ptxas keeps; from the
+  // argument it recomputed them on every step between the products and the exchange store
+  // (H100, fp32 split batch 4 forward, us a step: H 512 1.37 -> 1.18, H 1152 1.86 -> 1.65;
+  // kernels/NOTES.md, session 28).
+  // From 8 k-tiles per warp the constant form spills in kernels the plan uses (bf16 <2, 8>
+  // tagged, <2, 10> with the step barrier).
+  const int R = KPW <= 6 ? 16 * MT : a.rows;
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
+  // This lane's partial sums. fp32 split: lanes q and q ^ 2 hold the same sums after the
+  // shuffle (columns b and b + 4 added), so both store them to the same places: no branch on q
+  // in the step. Pinned where that does not spill (see R): recomputed, it sat on the step's
+  // critical path.
+  const int lane_partial = prnn_partials_lane(pitch, g, kSplit ? q & 1 : q);
+  const int pinned_partials = KPW <= 6 ? pin_in_register(lane_partial) : 0;
   // The epilogue's and the prefetch's first output o = tid, as (o / R, o % R): a division by the
   // runtime R costs ~35 dependent instructions on every step's critical path.
   const int tid_b = tid / R, tid_m = tid - tid_b * R;
@@ -296,8 +310,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         }
       }
       // Partial sums of this warp's k range, as [batch column][row]. fp32 split: column b + 4
-      // (lo) added onto column b, by lanes q = 0, 1 (columns 2q, 2q + 1).
-      float* mine = red + warp * red_warp;
+      // (lo) added onto column b; lanes q and q ^ 2 store the same sums (columns 2 (q & 1) + 0, 1).
+      float* const partials_lane =
+          red + warp * red_warp +
+          (KPW <= 6 ? pinned_partials : prnn_partials_lane(pitch, g, kSplit ? q & 1 : q));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -308,9 +324,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             for (int i = 0; i < 4; ++i) {
               c[i] = acc[mt][nt][i] + __shfl_xor_sync(0xffffffffu, acc[mt][nt][i], 2);
             }
-            if (q < 2) prnn_store_partials(mine, pitch, 16 * mt, 0, g, q, c);
+            prnn_store_partials(partials_lane, pitch, 16 * mt, 0, c);
           } else {
-            prnn_store_partials(mine, pitch, 16 * mt, 8 * nt, g, q, acc[mt][nt]);
+            prnn_store_partials(partials_lane, pitch, 16 * mt, 8 * nt, acc[mt][nt]);
           }
         }
       __syncthreads();
