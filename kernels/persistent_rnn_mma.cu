@@ -110,23 +110,22 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int cta = blockIdx.x - di * a.ctas_per_dir;
   const MmaDir d = di ? a.dir[1] : a.dir[0];
   const int H = a.H, B = a.B, T = a.T, ntx = a.n_tiles;
-  // Rows per CTA (16 MT) as a constant where that does not spill: the partial sums' and the
-  // epilogue's addresses are then immediates from one register, which ptxas keeps; from the
-  // argument it recomputed them on every step between the products and the exchange store
-  // (H100, fp32 split batch 4 forward, us a step: H 512 1.37 -> 1.18, H 1152 1.86 -> 1.65;
-  // kernels/NOTES.md, session 28).
-  // From 8 k-tiles per warp the constant form spills in kernels the plan uses (bf16 <2, 8>
-  // tagged, <2, 10> with the step barrier).
-  const int R = KPW <= 6 ? 16 * MT : a.rows;
+  // fp32 split: rows per CTA (16 MT) as a constant. The partial sums' and the epilogue's
+  // addresses are then immediates from one register, which ptxas keeps; from the argument it
+  // recomputed them on every step between the products and the exchange store (H100, fp32 split
+  // batch 4 forward, us a step: H 512 1.37 -> 1.18, H 1152 1.86 -> 1.65; kernels/NOTES.md,
+  // session 28). The bf16 kernels measured 0.03-0.05 slower that way (H 1152 batch 4 and 8), and
+  // from 8 k-tiles per warp it spills.
+  const int R = kSplit ? 16 * MT : a.rows;
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
   // This lane's partial sums. fp32 split: lanes q and q ^ 2 hold the same sums after the
   // shuffle (columns b and b + 4 added), so both store them to the same places: no branch on q
-  // in the step. Pinned where that does not spill (see R): recomputed, it sat on the step's
-  // critical path.
+  // in the step. Pinned for the split kernel (see R): recomputed, it sat on the step's critical
+  // path.
   const int lane_partial = prnn_partials_lane(pitch, g, kSplit ? q & 1 : q);
-  const int pinned_partials = KPW <= 6 ? pin_in_register(lane_partial) : 0;
+  const int pinned_partials = kSplit ? pin_in_register(lane_partial) : 0;
   // The epilogue's and the prefetch's first output o = tid, as (o / R, o % R): a division by the
   // runtime R costs ~35 dependent instructions on every step's critical path.
   const int tid_b = tid / R, tid_m = tid - tid_b * R;
@@ -168,8 +167,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const bool own_state = kTags && tid < kPass * R && tid_b < B && own_k < k_padded;
   const bool own_y = own_state && own_k < H;
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
-  // fp32 split: the lo word is in column tid_b + 4 (batch rows < 4), 16 lanes further.
+  // fp32 split: the lo word is in column tid_b + 4 (batch rows < 4), 16 lanes further. The
+  // offsets in both parities pinned (H 1152 batch 4: 0.02-0.03 us a step).
   constexpr int kLoOffset = 16 * 4;
+  const int own_out_even = kSplit ? pin_in_register(own_frag) : own_frag;
+  const int own_out_odd = kSplit ? pin_in_register(own_frag + static_cast<int>(xbuf_parity)) : 0;
 
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H. bf16: af;
   // fp32 split: hi in ah (two tf32 products), lo in af or, from kSplitLoSharedFrom k-tiles per
@@ -312,8 +314,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       // Partial sums of this warp's k range, as [batch column][row]. fp32 split: column b + 4
       // (lo) added onto column b; lanes q and q ^ 2 store the same sums (columns 2 (q & 1) + 0, 1).
       float* const partials_lane =
-          red + warp * red_warp +
-          (KPW <= 6 ? pinned_partials : prnn_partials_lane(pitch, g, kSplit ? q & 1 : q));
+          red + warp * red_warp + (kSplit ? pinned_partials : prnn_partials_lane(pitch, g, q));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -340,7 +341,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             out = prnn_cell_from_partials(red + tid_b * pitch + tid_m, red_warp, kWarps, epx[tid],
                                           bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
           if constexpr (kSplit)
-            store_split_tagged(d.xbuf + xout + own_frag, d.xbuf + xout + own_frag + kLoOffset, out,
+            store_split_tagged(d.xbuf + (s & 1 ? own_out_odd : own_out_even),
+                               d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset, out,
                                tag_out);
           else
             store_tagged(d.xbuf + xout + own_frag, out, tag_out);
