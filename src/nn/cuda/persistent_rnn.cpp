@@ -102,13 +102,13 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
   m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
   m.register_groups = m.rows_per_cta / kRowGroup;
-  // fp32 at batch 3-4 (2 up to H 1024): the tensor-core kernel with U and the state split into
-  // tf32 + the rest, tagged exchange, where its weights fit on chip (H <= 1536). H100,
-  // forward us a step against the step barrier: batch 4 H 512-1536 1.38-2.10 vs 1.75-2.63; batch
-  // 2 H 512 1.36 vs 1.65, H 1024 1.74 vs 1.80 (an earlier form: H 1152 2.05 vs 1.91); at batch 1
-  // an earlier form lost to the fp32-math kernels (H 1152 2.0 vs 1.70; H 512 1.48 vs 1.09
-  // tagged) (kernels/NOTES.md, version 6).
-  const bool fp32_split_wins = max_batch >= 3 || (max_batch == 2 && hidden <= 1024);
+  // fp32 at batch 2-4, and at batch 1 for H 513-1280: the tensor-core kernel with U and the
+  // state split into tf32 + the rest, tagged exchange, where its weights fit on chip
+  // (H <= 1536). H100, forward us a step (kernels/NOTES.md, version 6 and session 28): batch 4
+  // H 512-1536 1.15-2.00 against the step barrier's 1.75-2.59; batch 2 H 1152 1.66 against 1.94;
+  // batch 1 H 1152 1.61 against the barrier's 1.69, but at H 512 the fp32-math tagged kernel is
+  // faster (1.08 against 1.11) and at H 1536 the barrier (1.79 against 2.07).
+  const bool fp32_split_wins = max_batch >= 2 || (hidden > 512 && hidden <= 1280);
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
     m.tagged_exchange = true;
