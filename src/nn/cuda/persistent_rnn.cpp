@@ -106,7 +106,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // state split into tf32 + the rest, tagged exchange, where its weights fit on chip
   // (H <= 1536). H100, forward us a step (kernels/NOTES.md, version 6 and session 28): batch 4
   // H 512-1536 1.15-2.00 against the step barrier's 1.75-2.59; batch 2 H 1152 1.66 against 1.94;
-  // batch 1 H 1152 1.61 against the barrier's 1.69, but at H 512 the fp32-math tagged kernel is
+  // batch 1 H 1152 1.62 against the barrier's 1.70, but at H 512 the fp32-math tagged kernel is
   // faster (1.08 against 1.11) and at H 1536 the barrier (1.79 against 2.07).
   const bool fp32_split_wins = max_batch >= 2 || (hidden > 512 && hidden <= 1280);
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
