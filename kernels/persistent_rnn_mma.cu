@@ -124,8 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // shuffle (columns b and b + 4 added), so both store them to the same places: no branch on q
   // in the step. Pinned for the split kernel (see R): recomputed, it sat on the step's critical
   // path.
-  const int lane_partial = prnn_partials_lane(pitch, g, kSplit ? q & 1 : q);
-  const int pinned_partials = kSplit ? pin_in_register(lane_partial) : 0;
+  const int pinned_partials = kSplit ? pin_in_register(prnn_partials_lane(pitch, g, q & 1)) : 0;
   // The epilogue's and the prefetch's first output o = tid, as (o / R, o % R): a division by the
   // runtime R costs ~35 dependent instructions on every step's critical path.
   const int tid_b = tid / R, tid_m = tid - tid_b * R;
