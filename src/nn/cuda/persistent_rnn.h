@@ -25,12 +25,12 @@
 // registers (tiling().state_in_bf16(): H up to ~2600 with both directions in one launch on an
 // H200) the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums,
 // as a bf16 cuBLAS GEMM would compute them; otherwise h, products and sums stay fp32. An fp32 plan
-// at batch 2-4 and H <= 1536 may run on tensor cores too (tiling().tensor_cores without bf16):
-// U is split into a tf32 part and the rest in bf16, h into two tf32 parts, three products per
-// pair, each within ~2^-20 relative of the fp32 product; fp32 accuracy, the state not rounded.
-// Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
-// reduction order) and identical for every plan of the same hidden size, precision and kernel
-// kind (tensor cores or not).
+// at batch 2-4 (batch 1: H 513-1280) and H <= 1536 may run on tensor cores too
+// (tiling().tensor_cores without bf16): U is split into a tf32 part and the rest in bf16, h into
+// two tf32 parts, three products per pair, each within ~2^-20 relative of the fp32 product; fp32
+// accuracy, the state not rounded. Everything is queued on `stream`; no host synchronization.
+// Results are deterministic (fixed reduction order) and identical for every plan of the same hidden
+// size, precision and kernel kind (tensor cores or not).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,7 +49,7 @@ namespace ds2 {
 struct PersistentRnnKernels {
   bool cluster = true;  // bf16: one thread-block cluster per direction
   // The exchange synchronizes through its data (bf16 grid-wide at batch <= 8, fp32 at batch 1,
-  // and fp32 at batch 2-4 on tensor cores with split operands, which exist only tagged)
+  // and fp32 on tensor cores with split operands, which exist only tagged)
   bool tagged_exchange = true;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront
