@@ -78,7 +78,7 @@ SparsePersistentRnnPlan::SparsePersistentRnnPlan(int hidden, int max_batch, int 
   // 30% 3.05 / 3.27 / 4.26, H 4001 10% 3.88 / 4.88 / 6.49, H 1152 10% 1.91 / 1.89 / 2.31, H 1152
   // 30% (8 lanes: 3 warps) 2.57 / 2.19 / 2.47; bf16 H 2304 10% (40 slots) 2.84 / 2.68 / 3.73, H
   // 5248 10% (80 slots) 4.32 / 5.58; kernels/NOTES.md, session 29). So: 8 lanes when a lane holds
-  // at least kEightLaneSlots (fp32 40, bf16 64: a bf16 slot costs its unpacking every step) and
+  // at least eight_lane_slots (fp32 40, bf16 64: a bf16 slot costs its unpacking every step) and
   // the CTA has 4 warps, then 16 lanes, then 8, then 32; within a preference, the fewest slots
   // per CTA, padding included (the gather's work).
   const int eight_lane_slots = t.bf16_weights ? 64 : 40;
