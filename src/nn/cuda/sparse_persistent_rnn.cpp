@@ -71,35 +71,33 @@ SparsePersistentRnnPlan::SparsePersistentRnnPlan(int hidden, int max_batch, int 
     return;
   }
 
-  // Candidates (preference, slots per CTA, lanes, slots), tried in that order. Fewer lanes per
-  // row, each with more of the row's weights, measured faster wherever a lane has enough of them
-  // to keep busy; 32 lanes never won (H100, `ds2 bench rnn --density D` with each lane count
+  // Candidates (preference, lanes, rows, slots), tried in that order. Fewer lanes per row, each
+  // with more of the row's weights, measured faster wherever a lane has enough of them to keep
+  // busy; 32 lanes never won (H100, `ds2 bench rnn --density D` with each lane count
   // forced, forward us a step, 8 / 16 / 32 lanes: fp32 batch 4 H 2304 10% 2.41 / 2.66 / 3.77,
   // 30% 3.05 / 3.27 / 4.26, H 4001 10% 3.88 / 4.88 / 6.49, H 1152 10% 1.91 / 1.89 / 2.31, H 1152
   // 30% (8 lanes: 3 warps) 2.57 / 2.19 / 2.47; bf16 H 2304 10% (40 slots) 2.84 / 2.68 / 3.73, H
   // 5248 10% (80 slots) 4.32 / 5.58; kernels/NOTES.md, session 29). So: 8 lanes when a lane holds
   // at least eight_lane_slots (fp32 40, bf16 64: a bf16 slot costs its unpacking every step) and
-  // the CTA has 4 warps, then 16 lanes, then 8, then 32; within a preference, the fewest slots
-  // per CTA, padding included (the gather's work).
+  // the CTA has 4 warps, then 16 lanes, then 8, then 32 (one lane count per preference).
   const int eight_lane_slots = t.bf16_weights ? 64 : 40;
   auto preference = [&](int lanes, int rows, int slots) {
     if (lanes == 8) return slots >= eight_lane_slots && rows * lanes >= 128 ? 0 : 2;
     return lanes == 16 ? 1 : 3;
   };
-  std::vector<std::tuple<int, int64_t, int, int, int>> candidates;
+  std::vector<std::tuple<int, int, int, int>> candidates;
   for (int lanes : {32, 16, 8}) {
     const int rows = ceil_div(ceil_div(hidden, ctas_max), 32 / lanes) * (32 / lanes);
     const int slots = slots_for(std::max(1, ceil_div(max_row_nonzeros, lanes)));
     if (slots == 0 || rows * lanes > max_threads) continue;
-    candidates.emplace_back(preference(lanes, rows, slots), int64_t{rows} * lanes * slots, lanes,
-                            rows, slots);
+    candidates.emplace_back(preference(lanes, rows, slots), lanes, rows, slots);
   }
   std::sort(candidates.begin(), candidates.end());
   std::string reason = candidates.empty() ? "a row of " + std::to_string(max_row_nonzeros) +
                                                 " weights needs more slots than any kernel has"
                                           : "";
   for (int pass = 0; pass < 2 && !fits_; ++pass) {
-    for (const auto& [pref, work, lanes, rows, slots] : candidates) {
+    for (const auto& [pref, lanes, rows, slots] : candidates) {
       t.lanes_per_row = lanes;
       t.rows_per_cta = rows;
       t.slots = slots;
