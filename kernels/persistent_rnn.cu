@@ -44,7 +44,7 @@ SmemLayout smem_layout(const PrnnTiling& t) {
   const int tiles_max = (t.max_batch + t.batch_tile - 1) / t.batch_tile;
   SmemLayout l{};
   const size_t chunk = t.bf16_weights ? sizeof(uint2) : sizeof(float4);  // 4 columns of a row
-  size_t off = size_t(groups - t.register_groups) * kRg * t.threads * chunk;
+  size_t off = size_t(groups - t.register_groups) * kRg * t.chunks * t.threads * chunk;
   l.red_off = off;
   off += size_t(2) * groups * warps * v * sizeof(float);  // reduction, double-buffered per tile
   l.ep_off = off;
@@ -57,6 +57,10 @@ SmemLayout smem_layout(const PrnnTiling& t) {
 
 __device__ __forceinline__ float dot4(const float4 w, const float4 h) {
   return fmaf(w.w, h.w, fmaf(w.z, h.z, fmaf(w.y, h.y, w.x * h.x)));
+}
+// acc + the dot product, the columns in the same order as dot4.
+__device__ __forceinline__ float dot4_add(const float4 w, const float4 h, float acc) {
+  return fmaf(w.w, h.w, fmaf(w.z, h.z, fmaf(w.y, h.y, fmaf(w.x, h.x, acc))));
 }
 // Four bf16 weights (two per word, the lower column in the low half): widening a bf16 to fp32 is
 // a shift or a mask, so the products and sums stay fp32.
@@ -72,6 +76,12 @@ __device__ __forceinline__ float dot4(const uint2 w, const float4 h) {
   widen_bf16x2(w.x, w0, w1);
   widen_bf16x2(w.y, w2, w3);
   return fmaf(w3, h.w, fmaf(w2, h.z, fmaf(w1, h.y, w0 * h.x)));
+}
+__device__ __forceinline__ float dot4_add(const uint2 w, const float4 h, float acc) {
+  float w0, w1, w2, w3;
+  widen_bf16x2(w.x, w0, w1);
+  widen_bf16x2(w.y, w2, w3);
+  return fmaf(w3, h.w, fmaf(w2, h.z, fmaf(w1, h.y, fmaf(w0, h.x, acc))));
 }
 
 // One butterfly level of a warp reduce-scatter: lanes l and l ^ O hold the same N partial values
@@ -138,15 +148,19 @@ __device__ __forceinline__ void weight_chunk(const float* __restrict__ u, int H,
 
 // BT: batch rows per pass; NRG: row groups (of kRg rows) held in registers, the rest of the CTA's
 // rows_per_cta rows in shared memory; BF16: weights stored (and rounded) as bf16, math in fp32.
-// Thread `tid` owns input columns [4 tid, 4 tid + 4). kTags: the exchange carries each value's step
-// in its lowest bit (kernels/tagged_exchange.cuh) and no step barrier is needed.
-template <int BT, int NRG, bool BF16, bool kTags>
+// CH: 4-column chunks per thread; thread `tid` owns input columns [4 c', 4 c' + 4) for
+// c' = tid + c * threads, c < CH, and adds its chunks' products before the reduction across the
+// CTA (which costs as much per thread as the products: more chunks, fewer threads to reduce over).
+// kTags: the exchange carries each value's step in its lowest bit (kernels/tagged_exchange.cuh)
+// and no step barrier is needed (one chunk per thread).
+template <int BT, int NRG, bool BF16, bool kTags, int CH>
 __global__ void prnn_kernel(const Args a) {
+  static_assert(CH == 1 || !kTags, "the tagged exchange: one chunk per thread");
   using Chunk = typename std::conditional<BF16, uint2, float4>::type;
   constexpr int V = kRg * BT;     // partial sums per row group and batch tile
   constexpr int NRW = NRG * kRg;  // rows in registers
   extern __shared__ __align__(16) unsigned char smem[];
-  Chunk* wsm = reinterpret_cast<Chunk*>(smem);              // [(groups - NRG) * kRg][threads]
+  Chunk* wsm = reinterpret_cast<Chunk*>(smem);              // [(groups - NRG) * kRg][CH][threads]
   float* red = reinterpret_cast<float*>(smem + a.red_off);  // [2][groups][warps][V]
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);    // [2][x | h][tiles_max][groups * V]
   int* len_s = reinterpret_cast<int*>(smem + a.len_off);    // [B]
@@ -181,11 +195,14 @@ __global__ void prnn_kernel(const Args a) {
   // Tagged: this thread's columns below H (bit i: column c0 + i). Columns past H are never written
   // (nor tagged); they are not read but set to zero, which their zero weights need.
   const uint32_t cols = c0 >= H ? 0u : H - c0 >= 4 ? 0xfu : (1u << (H - c0)) - 1u;
-  Chunk w[NRW > 0 ? NRW : 1];
+  Chunk w[NRW > 0 ? NRW * CH : 1];  // [row][chunk]
 #pragma unroll
-  for (int i = 0; i < NRW; ++i) weight_chunk(d.u, H, r0 + i, c0, bwd, w[i]);
+  for (int i = 0; i < NRW; ++i)
+#pragma unroll
+    for (int c = 0; c < CH; ++c) weight_chunk(d.u, H, r0 + i, c0 + 4 * c * nt, bwd, w[i * CH + c]);
   for (int i = NRW; i < groups * kRg; ++i)
-    weight_chunk(d.u, H, r0 + i, c0, bwd, wsm[(i - NRW) * nt + tid]);
+    for (int c = 0; c < CH; ++c)
+      weight_chunk(d.u, H, r0 + i, c0 + 4 * c * nt, bwd, wsm[((i - NRW) * CH + c) * nt + tid]);
   __syncthreads();
 
   // Output o of a batch tile: row group g = o / V, value v = o % V = rr * BT + bb.
@@ -218,22 +235,26 @@ __global__ void prnn_kernel(const Args a) {
     const float* epx = ep + (s & 1) * ep_parity;
     cp_async_wait_all();
 
-    // State of batch rows tile * BT .. + BT, this thread's 4 columns; zero before the first step.
+    // State of batch rows tile * BT .. + BT, this thread's columns (chunk c of row i at
+    // hv[c * BT + i]); zero before the first step.
     // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the step barrier).
     // Tagged: relaxed loads, then await_state re-reads late pieces, all of them in each round.
-    auto state_at = [&](int tile, int i) {
-      return reinterpret_cast<const float4*>(xin + int64_t{tile * BT + i} * hpad) + tid;
+    auto state_at = [&](int tile, int i, int c = 0) {
+      return reinterpret_cast<const float4*>(xin + int64_t{tile * BT + i} * hpad) + tid + c * nt;
     };
-    auto load_state = [&](float4(&hv)[BT], int tile) {
+    auto load_state = [&](float4(&hv)[BT * CH], int tile) {
 #pragma unroll
       for (int i = 0; i < BT; ++i) {
         const int b = tile * BT + i;
-        hv[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (s > 0 && b < B && (!kTags || cols != 0))
-          hv[i] = kTags ? load_tagged(state_at(tile, i)) : __ldcg(state_at(tile, i));
+#pragma unroll
+        for (int c = 0; c < CH; ++c) {
+          hv[c * BT + i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          if (s > 0 && b < B && (!kTags || cols != 0))
+            hv[c * BT + i] = kTags ? load_tagged(state_at(tile, i)) : __ldcg(state_at(tile, i, c));
+        }
       }
     };
-    auto await_state = [&](float4(&hv)[BT], int tile) {
+    auto await_state = [&](float4(&hv)[BT * CH], int tile) {
       if (!kTags || s == 0 || cols == 0) return;
       const uint32_t tag = fp32_step_tag(s - 1);
       unsigned int late = 0;
@@ -257,7 +278,7 @@ __global__ void prnn_kernel(const Args a) {
         }
       }
     };
-    float4 hcur[BT], hnext[BT];
+    float4 hcur[BT * CH], hnext[BT * CH];
     load_state(hcur, 0);
     for (int tile = 0; tile < tiles; ++tile, ++pass) {
       if (tile + 1 < tiles) load_state(hnext, tile + 1);
@@ -271,18 +292,29 @@ __global__ void prnn_kernel(const Args a) {
 #pragma unroll
         for (int rr = 0; rr < kRg; ++rr)
 #pragma unroll
-          for (int b = 0; b < BT; ++b) acc[rr * BT + b] = dot4(w[g * kRg + rr], hcur[b]);
+          for (int b = 0; b < BT; ++b) {
+            const Chunk* wr = &w[(g * kRg + rr) * CH];
+            acc[rr * BT + b] = dot4(wr[0], hcur[b]);
+#pragma unroll
+            for (int c = 1; c < CH; ++c)
+              acc[rr * BT + b] = dot4_add(wr[c], hcur[c * BT + b], acc[rr * BT + b]);
+          }
         reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane);
       }
       for (int g = NRG; g < groups; ++g) {
-        Chunk ws[kRg];
+        Chunk ws[kRg * CH];
 #pragma unroll
-        for (int rr = 0; rr < kRg; ++rr) ws[rr] = wsm[((g - NRG) * kRg + rr) * nt + tid];
+        for (int i = 0; i < kRg * CH; ++i) ws[i] = wsm[((g - NRG) * kRg * CH + i) * nt + tid];
         float acc[V];
 #pragma unroll
         for (int rr = 0; rr < kRg; ++rr)
 #pragma unroll
-          for (int b = 0; b < BT; ++b) acc[rr * BT + b] = dot4(ws[rr], hcur[b]);
+          for (int b = 0; b < BT; ++b) {
+            acc[rr * BT + b] = dot4(ws[rr * CH], hcur[b]);
+#pragma unroll
+            for (int c = 1; c < CH; ++c)
+              acc[rr * BT + b] = dot4_add(ws[rr * CH + c], hcur[c * BT + b], acc[rr * BT + b]);
+          }
         reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane);
       }
       __syncthreads();
@@ -314,7 +346,7 @@ __global__ void prnn_kernel(const Args a) {
           xout[int64_t{b} * hpad + k] = out;
       }
 #pragma unroll
-      for (int i = 0; i < BT; ++i) hcur[i] = hnext[i];
+      for (int i = 0; i < BT * CH; ++i) hcur[i] = hnext[i];
     }
     if (s + 1 < T) {
       // Publishes this step's exchange writes to step s + 1's readers in every CTA of the
@@ -329,43 +361,50 @@ __global__ void prnn_kernel(const Args a) {
 
 using KernelFn = void (*)(const Args);
 
-template <int BT, bool BF16, bool kTags>
+template <int BT, bool BF16, bool kTags, int CH = 1>
 KernelFn kernel_for_groups(int nrg) {
   switch (nrg) {
     case 0:
-      return prnn_kernel<BT, 0, BF16, kTags>;
+      return prnn_kernel<BT, 0, BF16, kTags, CH>;
     case 1:
-      return prnn_kernel<BT, 1, BF16, kTags>;
+      return prnn_kernel<BT, 1, BF16, kTags, CH>;
     case 2:
-      return prnn_kernel<BT, 2, BF16, kTags>;
+      return prnn_kernel<BT, 2, BF16, kTags, CH>;
     case 3:
-      return prnn_kernel<BT, 3, BF16, kTags>;
+      return prnn_kernel<BT, 3, BF16, kTags, CH>;
     case 4:
-      return prnn_kernel<BT, 4, BF16, kTags>;
-    case 5:
-      return prnn_kernel<BT, 5, BF16, kTags>;
-    case 6:
-      return prnn_kernel<BT, 6, BF16, kTags>;
-    case 7:
-      return prnn_kernel<BT, 7, BF16, kTags>;
-    case 8:
-      return prnn_kernel<BT, 8, BF16, kTags>;
+      return prnn_kernel<BT, 4, BF16, kTags, CH>;
     default:
       break;
   }
-  // Half-width weights: twice the rows in the same registers, in steps of two groups.
-  if constexpr (BF16) {
+  // Two chunks per thread: a row group takes twice the registers, so at most 4 groups.
+  if constexpr (CH == 1) {
     switch (nrg) {
-      case 10:
-        return prnn_kernel<BT, 10, BF16, kTags>;
-      case 12:
-        return prnn_kernel<BT, 12, BF16, kTags>;
-      case 14:
-        return prnn_kernel<BT, 14, BF16, kTags>;
-      case 16:
-        return prnn_kernel<BT, 16, BF16, kTags>;
+      case 5:
+        return prnn_kernel<BT, 5, BF16, kTags, 1>;
+      case 6:
+        return prnn_kernel<BT, 6, BF16, kTags, 1>;
+      case 7:
+        return prnn_kernel<BT, 7, BF16, kTags, 1>;
+      case 8:
+        return prnn_kernel<BT, 8, BF16, kTags, 1>;
       default:
         break;
+    }
+    // Half-width weights: twice the rows in the same registers, in steps of two groups.
+    if constexpr (BF16) {
+      switch (nrg) {
+        case 10:
+          return prnn_kernel<BT, 10, BF16, kTags, 1>;
+        case 12:
+          return prnn_kernel<BT, 12, BF16, kTags, 1>;
+        case 14:
+          return prnn_kernel<BT, 14, BF16, kTags, 1>;
+        case 16:
+          return prnn_kernel<BT, 16, BF16, kTags, 1>;
+        default:
+          break;
+      }
     }
   }
   return nullptr;
@@ -375,9 +414,14 @@ static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
 
 // The tagged exchange only where the plan takes it, fp32 weights at batch tile 1: elsewhere it
 // measured slower than the barrier (kernels/NOTES.md, version 5), so it is not instantiated.
+// Two chunks per thread: fp32 weights with the step barrier.
 template <int BT>
 KernelFn kernel_for_precision(const PrnnTiling& t) {
   const int nrg = t.register_groups;
+  if (t.chunks == 2)
+    return t.bf16_weights || t.tagged_exchange ? nullptr
+                                               : kernel_for_groups<BT, false, false, 2>(nrg);
+  if (t.chunks != 1) return nullptr;
   if (!t.tagged_exchange)
     return t.bf16_weights ? kernel_for_groups<BT, true, false>(nrg)
                           : kernel_for_groups<BT, false, false>(nrg);
@@ -415,7 +459,7 @@ void check_tiling(const PrnnTiling& t) {
                        ? t.threads == kPrnnMmaThreads && t.rows_per_cta % 16 == 0 &&
                              (!t.tagged_exchange || t.max_batch <= 8)  // one n-tile, one pass
                        : t.rows_per_cta % kRg == 0 && t.threads % 32 == 0 &&
-                             int64_t{t.threads} * 4 >= t.hidden &&
+                             int64_t{t.threads} * 4 * t.chunks >= t.hidden &&
                              t.threads >= (t.rows_per_cta / kRg) * kRg * t.batch_tile &&
                              t.register_groups >= 0 && t.register_groups <= t.rows_per_cta / kRg;
   DS2_CHECK(common && own, "persistent RNN: invalid tiling (hidden "
@@ -432,7 +476,7 @@ bool prnn_has_kernel(const PrnnTiling& t) {
 }
 
 int prnn_padded_hidden(const PrnnTiling& t) {
-  return 4 * t.threads;
+  return 4 * t.chunks * t.threads;
 }
 
 size_t prnn_shared_bytes(const PrnnTiling& t) {

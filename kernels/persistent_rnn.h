@@ -5,14 +5,15 @@
 // output neurons and keeps their rows of U (forward) or of U^T (backward-data) on chip for the
 // whole launch, in fp32 or in bf16 (`bf16_weights`: half the bytes, so more rows fit; products and
 // sums stay fp32): register_groups * 4 rows in registers, the rest in shared memory. Thread i owns
-// the 4 input columns [4i, 4i + 4) of every row. Per step every CTA reads the previous step's state
-// {B, H} from a double-buffered exchange array in the workspace (L2, ld.global.cg), multiplies,
-// reduces across its threads (warp reduce-scatter, then the warps in a fixed order: deterministic),
-// applies the clipped ReLU (or its derivative) and the padding mask, writes its slice of the output
-// and of the exchange array, and meets the other CTAs of its direction at a step barrier
-// (kernels/step_barrier.cuh); with `tagged_exchange` every exchanged value carries its step and
-// readers wait for those values instead (kernels/tagged_exchange.cuh).
-// kernels/NOTES.md has the designs tried and their timings.
+// `chunks` 4-column pieces of every row, columns [4c, 4c + 4) for c = i + j * threads, j < chunks
+// (two: half the threads, so half the reduction across them). Per step every CTA reads the previous
+// step's state {B, H} from a double-buffered exchange array in the workspace (L2, ld.global.cg),
+// multiplies, reduces across its threads (warp reduce-scatter, then the warps in a fixed order:
+// deterministic), applies the clipped ReLU (or its derivative) and the padding mask, writes its
+// slice of the output and of the exchange array, and meets the other CTAs of its direction at a
+// step barrier (kernels/step_barrier.cuh); with `tagged_exchange` every exchanged value carries its
+// step and readers wait for those values instead (kernels/tagged_exchange.cuh). kernels/NOTES.md
+// has the designs tried and their timings.
 //
 // This is the kernel layer: nn/cuda/persistent_rnn.h chooses the tiling for the device (the plan)
 // and is the API layers use. It computes exactly what CudaRnnLayer's GEMM recurrence computes:
@@ -53,7 +54,10 @@ struct PrnnTiling {
   int ctas_per_direction = 0;  // ceil(hidden / rows_per_cta)
   int threads = 0;             // multiple of 32, at least ceil(hidden / 4)
   int register_groups = 0;     // row groups held in registers (<= rows_per_cta / 4)
-  bool bf16_weights = false;   // U kept on chip in bf16 (rounded to nearest even), math in fp32
+  // fp32-math kernel: 4-column chunks each thread owns (1, or 2 for fp32 weights with the step
+  // barrier); threads >= ceil(hidden / (4 chunks)).
+  int chunks = 1;
+  bool bf16_weights = false;  // U kept on chip in bf16 (rounded to nearest even), math in fp32
   // Products on tensor cores (kernels/persistent_rnn_mma.h); threads = kPrnnMmaThreads,
   // rows_per_cta a multiple of 16, all rows in registers. bf16: the state rounded to bf16 as well,
   // batch_tile 8, 16 or 32 (batch columns per pass). fp32: U and the state each split into a tf32
@@ -74,7 +78,7 @@ struct PrnnTiling {
 
 // Whether a kernel is instantiated for t's batch tile, precision and register groups.
 bool prnn_has_kernel(const PrnnTiling& t);
-// Columns of one row of the fp32-math kernel's exchange array (4 per thread, a multiple of 128).
+// Columns of one row of the fp32-math kernel's exchange array (4 per chunk of each thread).
 int prnn_padded_hidden(const PrnnTiling& t);
 // Dynamic shared memory one CTA needs.
 size_t prnn_shared_bytes(const PrnnTiling& t);

@@ -140,59 +140,73 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   t.ctas_per_direction = ceil_div(hidden, t.rows_per_cta);
   const int groups = t.rows_per_cta / kRowGroup;
   const int outputs = groups * kRowGroup * t.batch_tile;  // one per thread in the epilogue
-  t.threads = ceil_div(std::max(ceil_div(hidden, 4), outputs), 32) * 32;
-  if (t.threads > max_threads) {
-    std::ostringstream s;
-    s << "one thread per 4 columns needs " << t.threads << " threads per CTA, more than the "
-      << max_threads << " a CTA can have";
-    refuse(s.str());
-    return;
-  }
-
-  // Most rows in registers that still fit, the rest in shared memory; kernels that spill only
-  // when nothing else fits.
-  // fp32 at batch 1 and H <= 512: the tagged exchange (H200, forward / backward-data us a step
-  // against the step barrier: H 512 1.10 / 1.12-1.13 vs 1.52-1.55 / 1.56-1.59 on three machine
-  // starts). At H 1152 two starts gave 1.19 / 1.26 and a third 2.09-2.10 / 2.13-2.17 against
-  // 1.69-1.74; at H 2048 its backward-data lost (2.68 vs 2.04); on bf16 weights it lost to the
-  // tensor cores at H 1152 and 2048, and at batch 4-32 to the barrier (kernels/NOTES.md, version
-  // 5).
-  t.tagged_exchange = allowed.tagged_exchange && max_batch == 1 && !t.bf16_weights && hidden <= 512;
-  std::string smem_reason, sm_reason;
   const int max_groups = std::min(groups, t.bf16_weights ? kernels::kPrnnMaxRegisterGroupsBf16
                                                          : kernels::kPrnnMaxRegisterGroups);
-  for (int pass = 0; pass < 2 && !fits_; ++pass) {
-    for (int nrg = max_groups; nrg >= 0 && !fits_; --nrg) {
-      t.register_groups = nrg;
-      if (!kernels::prnn_has_kernel(t)) continue;
-      const size_t smem = kernels::prnn_shared_bytes(t);
+  std::string smem_reason, sm_reason, threads_reason;
+  // Most rows in registers that still fit, the rest in shared memory; kernels that spill only
+  // when nothing else fits.
+  auto try_chunks = [&](int chunks) {
+    t.chunks = chunks;
+    t.threads = ceil_div(std::max(ceil_div(hidden, 4 * chunks), outputs), 32) * 32;
+    if (t.threads > max_threads) {
       std::ostringstream s;
-      if (smem > smem_optin) {
-        s << "with " << nrg * kRowGroup << " of " << t.rows_per_cta
-          << " rows per CTA in registers the rest need " << kb(smem)
-          << " of shared memory per CTA, more than the " << kb(smem_optin) << " allowed";
-        smem_reason = s.str();
-        continue;
-      }
-      const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(t);
-      if (pass == 0 && info.local_bytes > 0) continue;
-      if (info.blocks_per_sm < 1) {
-        s << "a CTA of " << t.threads << " threads x " << info.registers << " registers ("
-          << nrg * kRowGroup << " rows in registers) and " << kb(smem)
-          << " of shared memory does not fit on one SM (" << regs_sm << " registers, "
-          << kb(smem_sm) << ")";
-        if (sm_reason.empty()) sm_reason = s.str();
-        continue;
-      }
-      if (int64_t{info.blocks_per_sm} * sm_count_ < int64_t{directions} * t.ctas_per_direction) {
-        s << directions * t.ctas_per_direction << " CTAs cannot be co-resident";
-        sm_reason = s.str();
-        continue;
-      }
-      registers_ = info.registers;
-      fits_ = true;
+      s << "one thread per " << 4 * chunks << " columns needs " << t.threads
+        << " threads per CTA, more than the " << max_threads << " a CTA can have";
+      threads_reason = s.str();
+      return;
     }
-  }
+    // fp32 at batch 1 and H <= 512: the tagged exchange (H200, forward / backward-data us a step
+    // against the step barrier: H 512 1.10 / 1.12-1.13 vs 1.52-1.55 / 1.56-1.59 on three machine
+    // starts). At H 1152 two starts gave 1.19 / 1.26 and a third 2.09-2.10 / 2.13-2.17 against
+    // 1.69-1.74; at H 2048 its backward-data lost (2.68 vs 2.04); on bf16 weights it lost to the
+    // tensor cores at H 1152 and 2048, and at batch 4-32 to the barrier (kernels/NOTES.md,
+    // version 5).
+    t.tagged_exchange = allowed.tagged_exchange && max_batch == 1 && !t.bf16_weights &&
+                        hidden <= 512 && chunks == 1;
+    for (int pass = 0; pass < 2 && !fits_; ++pass) {
+      for (int nrg = max_groups; nrg >= 0 && !fits_; --nrg) {
+        t.register_groups = nrg;
+        if (!kernels::prnn_has_kernel(t)) continue;
+        const size_t smem = kernels::prnn_shared_bytes(t);
+        std::ostringstream s;
+        if (smem > smem_optin) {
+          s << "with " << nrg * kRowGroup << " of " << t.rows_per_cta
+            << " rows per CTA in registers the rest need " << kb(smem)
+            << " of shared memory per CTA, more than the " << kb(smem_optin) << " allowed";
+          smem_reason = s.str();
+          continue;
+        }
+        const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(t);
+        if (pass == 0 && info.local_bytes > 0) continue;
+        if (info.blocks_per_sm < 1) {
+          s << "a CTA of " << t.threads << " threads x " << info.registers << " registers ("
+            << nrg * kRowGroup << " rows in registers) and " << kb(smem)
+            << " of shared memory does not fit on one SM (" << regs_sm << " registers, "
+            << kb(smem_sm) << ")";
+          if (sm_reason.empty()) sm_reason = s.str();
+          continue;
+        }
+        if (int64_t{info.blocks_per_sm} * sm_count_ < int64_t{directions} * t.ctas_per_direction) {
+          s << directions * t.ctas_per_direction << " CTAs cannot be co-resident";
+          sm_reason = s.str();
+          continue;
+        }
+        registers_ = info.registers;
+        fits_ = true;
+      }
+    }
+  };
+  // fp32 weights: two 4-column chunks per thread (half the threads, so half the reduction across
+  // them) at batch passes of 4 from H 1600; elsewhere, and where one chunk does not fit, the
+  // other form. H100, forward us a step, one chunk -> two (kernels/NOTES.md, session 30): batch 4
+  // H 1600 3.33 -> 3.12, H 2048 3.35-3.38 -> 3.11-3.12, H 2560 4.30-4.36 -> 4.24-4.28; batch 16
+  // H 1920 9.80 -> 8.66; batch 32 H 2048 18.1 -> 16.0; but batch 8 H 1152 3.70 -> 4.40, batch 1
+  // H 2048 2.02 -> 2.39, batch 2 H 2048 level. Where one chunk does not fit (H 2656-3072 at
+  // batch 4), two do: a thread holds twice the weights in fewer, larger register sets.
+  const int first = !t.bf16_weights && t.batch_tile == 4 && hidden >= 1600 ? 2 : 1;
+  try_chunks(first);
+  if (!fits_ && !t.bf16_weights) try_chunks(3 - first);
+  if (!fits_ && sm_reason.empty() && smem_reason.empty()) sm_reason = threads_reason;
   if (!fits_) {
     std::string why = sm_reason;
     if (!smem_reason.empty()) why += (why.empty() ? "" : "; ") + smem_reason;
@@ -217,7 +231,8 @@ std::string PersistentRnnPlan::describe() const {
     << precision_name(precision()) << " weights, "
     << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
-    << " threads, " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
+    << " threads" << (t.chunks > 1 ? " of " + std::to_string(4 * t.chunks) + " columns" : "")
+    << ", " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
     << t.rows_per_cta - reg_rows << " in shared memory), "
     << (t.state_in_bf16() ? "tensor cores (bf16 state), "
         : t.tensor_cores  ? "tensor cores (U and state split tf32 + rest), "
@@ -231,8 +246,9 @@ std::string PersistentRnnPlan::describe() const {
 
 int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device, Precision precision) {
   int best = 0;
-  // One thread per 4 columns caps a CTA at 4 * 1024 columns; rounding of rows per CTA makes
-  // "fits" not quite monotone in H, so every multiple of 32 is tried.
+  // Registers and shared memory run out below 4096 columns (one thread per 4 or 8 columns);
+  // rounding of rows per CTA makes "fits" not quite monotone in H, so every multiple of 32 is
+  // tried.
   for (int h = 32; h <= 4096; h += 32) {
     PersistentRnnPlan plan(h, max_batch, directions, device, precision);
     if (plan.fits()) best = h;

@@ -30,7 +30,8 @@
 // two tf32 parts, three products per pair, each within ~2^-20 relative of the fp32 product; fp32
 // accuracy, the state not rounded. Everything is queued on `stream`; no host synchronization.
 // Results are deterministic (fixed reduction order) and identical for every plan of the same hidden
-// size, precision and kernel kind (tensor cores or not).
+// size, precision and kernel kind (tensor cores or not, and for the fp32-math kernel its columns
+// per thread, tiling().chunks).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -3,8 +3,9 @@
 //    for step as run_direction / backprop_direction do it), on every case;
 //  - a float64 CPU loop of the same recurrence, on the cases small enough for the host;
 //  - the CPU RnnLayer, through CudaRnnLayer (persistent by default) on whole layers.
-// Cases cover T in {1, 7, 64, 300}, batch {1, 3, 4, 8, 32}, hidden {37, 128, 1000, 1152} (not
-// multiples of the tiles), unequal lengths including 0, both directions, one-direction plans and
+// Cases cover T in {1, 7, 64, 300}, batch {1, 3, 4, 8, 16, 32}, hidden {37, 128, 1000, 1152} and
+// 1600-2900 (the fp32-math kernel's threads then own 8 columns), most not multiples of the tiles,
+// unequal lengths including 0, both directions, one-direction plans and
 // the two-directions-in-one-launch plan. Outputs and the workspace are poisoned with NaN first.
 // Backward-data of both implementations reads the same h, so the clip/zero masks agree exactly.
 // Tolerances: forward and backward-data 1e-5 relative + 1e-5 absolute (fp32 summation order;
@@ -151,7 +152,8 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   // Both directions in one launch: the same numbers, bit for bit (the reduction order of a row
   // does not depend on how rows are spread over CTAs), when both plans run the same kernel kind.
   if (!plan2.fits()) return;
-  const bool same_kind = plan2.tiling().tensor_cores == plan.tiling().tensor_cores;
+  const bool same_kind = plan2.tiling().tensor_cores == plan.tiling().tensor_cores &&
+                         plan2.tiling().chunks == plan.tiling().chunks;
   const double atol2 = same_kind ? 0 : atol, rtol2 = same_kind ? 0 : rtol;
   DeviceArray<float> h2[2];
   PersistentRnnDirection dirs[2];
@@ -195,10 +197,31 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
 
 // Every T, batch and hidden size of the brief appears; float64 checks where the host is quick.
 const Case kCases[] = {
-    {1, 1, 37},     {7, 3, 37},     {64, 8, 37},    {300, 32, 37},   {1, 32, 128},
-    {7, 4, 128},    {64, 3, 128},   {300, 8, 128},  {7, 1, 1000},    {64, 4, 1000},
-    {300, 3, 1000}, {7, 32, 1000},  {1, 4, 1152},   {7, 8, 1152},    {64, 4, 1152},
-    {300, 4, 1152}, {64, 32, 1152}, {300, 1, 1152}, {300, 32, 1152},
+    {1, 1, 37},
+    {7, 3, 37},
+    {64, 8, 37},
+    {300, 32, 37},
+    {1, 32, 128},
+    {7, 4, 128},
+    {64, 3, 128},
+    {300, 8, 128},
+    {7, 1, 1000},
+    {64, 4, 1000},
+    {300, 3, 1000},
+    {7, 32, 1000},
+    {1, 4, 1152},
+    {7, 8, 1152},
+    {64, 4, 1152},
+    {300, 4, 1152},
+    {64, 32, 1152},
+    {300, 1, 1152},
+    {300, 32, 1152},
+    // Two 4-column chunks per thread (batch passes of 4 from H 1600), and past where one fits.
+    {64, 4, 2048},
+    {33, 3, 1999},
+    {7, 16, 1700},
+    {300, 4, 1600},
+    {16, 4, 2900},
 };
 
 class PersistentRnnCase : public ::testing::TestWithParam<Case> {};
@@ -389,6 +412,17 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_TRUE(split(b2_large)) << b2_large.describe();
     EXPECT_TRUE(split(b4)) << b4.describe();
     EXPECT_TRUE(b4_large.fits() && !b4_large.tiling().tensor_cores) << b4_large.describe();
+    // The fp32-math kernel's threads own 8 columns at batch passes of 4 from H 1600, and where
+    // 4 do not fit; else 4.
+    EXPECT_EQ(b4_large.tiling().chunks, 2) << b4_large.describe();
+    EXPECT_EQ(PersistentRnnPlan(2048, 32).tiling().chunks, 2);
+    EXPECT_EQ(PersistentRnnPlan(2048, 1).tiling().chunks, 1);
+    EXPECT_EQ(PersistentRnnPlan(1152, 8).tiling().chunks, 1);
+    EXPECT_EQ(PersistentRnnPlan(1920, 4, 1, -1, Precision::kBf16).tiling().chunks, 1);
+    if (prop.multiProcessorCount >= 132) {
+      const PersistentRnnPlan beyond(3000, 4);
+      EXPECT_TRUE(beyond.fits() && beyond.tiling().chunks == 2) << beyond.describe();
+    }
   }
   // bf16 layers at batch <= 8 take the tagged exchange; up to H 768 they can run as one
   // thread-block cluster per direction on sm_90 (the wavefront stack asks for it first): no
