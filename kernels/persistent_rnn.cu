@@ -19,19 +19,26 @@ namespace {
 
 constexpr int kRg = kPrnnRowGroup;
 
-// Exchange: [2 parities][max_batch][hpad] fp32.
+// Exchange: [2 parities][exchange_rows][hpad] fp32. Within each batch tile, column k's values are
+// stored in the row order its reader wants (reduce_scatter_store): batch row b at row b ^ (the
+// reading lane's perm_b), so each load instruction of a warp reads one row.
 using DirArgs = PrnnDeviceDirection<float>;
 
 struct Args {
   DirArgs dir[2];
   const int* lengths;
-  int T, B, H, hpad, rows, ctas_per_dir, groups, tiles_max, max_batch;
+  int T, B, H, hpad, rows, ctas_per_dir, groups, tiles_max, xrows;
   float clip;
   int backward;
   // Dynamic shared memory carve-up, in bytes (weights at 0).
   int red_off, ep_off, len_off;
   unsigned int* arrivals;  // per direction: CTAs arrived at the step barriers (0 at launch)
 };
+
+// Rows of the exchange array per parity: the batch rounded up to whole tiles.
+int exchange_rows(const PrnnTiling& t) {
+  return (t.max_batch + t.batch_tile - 1) / t.batch_tile * t.batch_tile;
+}
 
 struct SmemLayout {
   size_t red_off, ep_off, len_off, total;
@@ -84,44 +91,46 @@ __device__ __forceinline__ float dot4_add(const uint2 w, const float4 h, float a
   return fmaf(w3, h.w, fmaf(w2, h.z, fmaf(w1, h.y, fmaf(w0, h.x, acc))));
 }
 
-// One butterfly level of a warp reduce-scatter: lanes l and l ^ O hold the same N partial values
-// (the same segment of the original V); the lane with bit O clear keeps the lower half, the other
-// the upper half, each adding its partner's copy. Summation order is fixed by the lane pattern,
-// the same for every value (deterministic, independent of V).
-template <int V, int N, int O>
-__device__ __forceinline__ void rs_level(float (&v)[V], int lane, int& base, int& len) {
-  constexpr int half = (N + 1) / 2;
-  const bool hi = (lane & O) != 0;
+// Warp reduce-scatter of V (4, 8 or 16) partial sums without selects. Lane l holds, at position p,
+// the partial of value p ^ reduce_scatter_mask<V>(l): the position lane pairs keep at each
+// halving level is then the lower half for both partners, so a level is one shuffle and one add
+// per kept value (the select form took two selects more). After log2(V) halving levels (offsets
+// 16, 8, ...) position 0 holds value mask(l) summed over the lanes that agree with l below those
+// offsets; the remaining levels add the rest symmetrically, and the lanes with those low bits
+// clear store. Each add is own + partner's, so the order is fixed (deterministic, the same for
+// every V).
+template <int V>
+__host__ __device__ constexpr int reduce_scatter_levels() {
+  static_assert(V == 4 || V == 8 || V == 16, "V: a power of two from 4 to 16");
+  return V == 16 ? 4 : V == 8 ? 3 : 2;
+}
+template <int V>
+__device__ __forceinline__ int reduce_scatter_mask(int lane) {
+  int m = 0;
 #pragma unroll
-  for (int i = 0; i < half; ++i) {
-    const float lo_v = v[i];
-    const float hi_v = i + half < N ? v[i + half < V ? i + half : V - 1] : 0.0f;
-    const float theirs = __shfl_xor_sync(0xffffffffu, hi ? lo_v : hi_v, O);
-    v[i] = (hi ? hi_v : lo_v) + theirs;
-  }
-  if (hi) {
-    base += half;
-    len = len > half ? len - half : 0;
-  } else {
-    len = len < half ? len : half;
+  for (int k = 0; k < reduce_scatter_levels<V>(); ++k)
+    if (lane & (16 >> k)) m |= V >> (k + 1);
+  return m;
+}
+// Halving level K (offset 16 >> K) and the ones after it; one template per level, so every index
+// is a constant (loops with level-dependent bounds left the array in local memory).
+template <int V, int K>
+__device__ __forceinline__ void reduce_scatter_halve(float (&v)[V]) {
+  if constexpr ((V >> (K + 1)) >= 1) {
+    constexpr int half = V >> (K + 1);
+#pragma unroll
+    for (int i = 0; i < half; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i + half], 16 >> K);
+    reduce_scatter_halve<V, K + 1>(v);
   }
 }
-
-// Sums v[0..V) over the 32 lanes of the warp and stores the V totals to dst[0..V), each written by
-// exactly one lane (about V shuffles instead of 5 V for a plain butterfly per value).
 template <int V>
-__device__ __forceinline__ void reduce_scatter_store(float (&v)[V], float* dst, int lane) {
-  constexpr int n1 = (V + 1) / 2, n2 = (n1 + 1) / 2, n3 = (n2 + 1) / 2, n4 = (n3 + 1) / 2;
-  constexpr int n5 = (n4 + 1) / 2;
-  int base = 0, len = V;
-  rs_level<V, V, 16>(v, lane, base, len);
-  rs_level<V, n1, 8>(v, lane, base, len);
-  rs_level<V, n2, 4>(v, lane, base, len);
-  rs_level<V, n3, 2>(v, lane, base, len);
-  rs_level<V, n4, 1>(v, lane, base, len);
+__device__ __forceinline__ void reduce_scatter_store(float (&v)[V], float* dst, int lane,
+                                                     int mask) {
+  reduce_scatter_halve<V, 0>(v);
 #pragma unroll
-  for (int i = 0; i < n5; ++i)
-    if (i < len) dst[base + i] = v[i];
+  for (int k = reduce_scatter_levels<V>(); k < 5; ++k)
+    v[0] += __shfl_xor_sync(0xffffffffu, v[0], 16 >> k);
+  if ((lane & (32 / V - 1)) == 0) dst[mask] = v[0];
 }
 
 // Columns c0 .. c0 + 3 of output row k: U[k, j] (forward) or U[j, k] (backward-data); zero
@@ -178,14 +187,20 @@ __global__ void prnn_kernel(const Args a) {
   const float clip = a.clip;
   const int ep_parity = 2 * a.tiles_max * vals;  // floats per parity of `ep`
   const int ep_h = a.tiles_max * vals;           // offset of the h inputs within a parity
-  const int64_t xbuf_parity = int64_t{a.max_batch} * hpad;
+  const int64_t xbuf_parity = int64_t{a.xrows} * hpad;
+  // The reduction's order of values in this lane (reduce_scatter_store): position rr * BT + b of
+  // a row group's partial sums holds row rr ^ perm_row and batch row b ^ perm_b, so the weights
+  // are loaded in that order, and the state's writers store it so (exchange row b of a tile holds
+  // batch row b ^ perm_b of this thread's columns).
+  const int rs_mask = reduce_scatter_mask<V>(lane);
+  const int perm_row = rs_mask / BT, perm_b = rs_mask % BT;
 
   for (int i = tid; i < B; i += nt) len_s[i] = a.lengths[i];
   if (!kTags && cta == 0) {
     // Columns H .. hpad of the exchange array are never written by a step: zero them once (read
     // from step 1 on, after a step barrier), so padded columns multiply zero weights by zero.
     const int padw = hpad - H;
-    for (int i = tid; i < 2 * a.max_batch * padw; i += nt) {
+    for (int i = tid; i < 2 * a.xrows * padw; i += nt) {
       const int row = i / padw;
       d.xbuf[int64_t{row} * hpad + H + i % padw] = 0.0f;
     }
@@ -195,14 +210,17 @@ __global__ void prnn_kernel(const Args a) {
   // Tagged: this thread's columns below H (bit i: column c0 + i). Columns past H are never written
   // (nor tagged); they are not read but set to zero, which their zero weights need.
   const uint32_t cols = c0 >= H ? 0u : H - c0 >= 4 ? 0xfu : (1u << (H - c0)) - 1u;
-  Chunk w[NRW > 0 ? NRW * CH : 1];  // [row][chunk]
+  // Slot i of the CTA's rows holds row i ^ perm_row within its group (as the reduction wants).
+  auto slot_row = [&](int i) { return r0 + (i & ~(kRg - 1)) + ((i & (kRg - 1)) ^ perm_row); };
+  Chunk w[NRW > 0 ? NRW * CH : 1];  // [slot][chunk]
 #pragma unroll
   for (int i = 0; i < NRW; ++i)
 #pragma unroll
-    for (int c = 0; c < CH; ++c) weight_chunk(d.u, H, r0 + i, c0 + 4 * c * nt, bwd, w[i * CH + c]);
+    for (int c = 0; c < CH; ++c)
+      weight_chunk(d.u, H, slot_row(i), c0 + 4 * c * nt, bwd, w[i * CH + c]);
   for (int i = NRW; i < groups * kRg; ++i)
     for (int c = 0; c < CH; ++c)
-      weight_chunk(d.u, H, r0 + i, c0 + 4 * c * nt, bwd, wsm[((i - NRW) * CH + c) * nt + tid]);
+      weight_chunk(d.u, H, slot_row(i), c0 + 4 * c * nt, bwd, wsm[((i - NRW) * CH + c) * nt + tid]);
   __syncthreads();
 
   // Output o of a batch tile: row group g = o / V, value v = o % V = rr * BT + bb.
@@ -235,8 +253,9 @@ __global__ void prnn_kernel(const Args a) {
     const float* epx = ep + (s & 1) * ep_parity;
     cp_async_wait_all();
 
-    // State of batch rows tile * BT .. + BT, this thread's columns (chunk c of row i at
-    // hv[c * BT + i]); zero before the first step.
+    // State of batch rows tile * BT .. + BT, this thread's columns (chunk c of exchange row
+    // tile * BT + i, batch row tile * BT + (i ^ perm_b), at hv[c * BT + i]); zero before the
+    // first step.
     // ld.global.cg: L2, never a stale L1 line (other CTAs wrote it before the step barrier).
     // Tagged: relaxed loads, then await_state re-reads late pieces, all of them in each round.
     auto state_at = [&](int tile, int i, int c = 0) {
@@ -245,7 +264,7 @@ __global__ void prnn_kernel(const Args a) {
     auto load_state = [&](float4(&hv)[BT * CH], int tile) {
 #pragma unroll
       for (int i = 0; i < BT; ++i) {
-        const int b = tile * BT + i;
+        const int b = tile * BT + (i ^ perm_b);
 #pragma unroll
         for (int c = 0; c < CH; ++c) {
           hv[c * BT + i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -260,7 +279,7 @@ __global__ void prnn_kernel(const Args a) {
       unsigned int late = 0;
 #pragma unroll
       for (int i = 0; i < BT; ++i)
-        if (tile * BT + i < B && !tags_are(hv[i], tag, cols)) late |= 1u << i;
+        if (tile * BT + (i ^ perm_b) < B && !tags_are(hv[i], tag, cols)) late |= 1u << i;
       while (late != 0) {
 #pragma unroll
         for (int i = 0; i < BT; ++i)
@@ -299,7 +318,7 @@ __global__ void prnn_kernel(const Args a) {
             for (int c = 1; c < CH; ++c)
               acc[rr * BT + b] = dot4_add(wr[c], hcur[c * BT + b], acc[rr * BT + b]);
           }
-        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane);
+        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane, rs_mask);
       }
       for (int g = NRG; g < groups; ++g) {
         Chunk ws[kRg * CH];
@@ -315,7 +334,7 @@ __global__ void prnn_kernel(const Args a) {
             for (int c = 1; c < CH; ++c)
               acc[rr * BT + b] = dot4_add(ws[rr * CH + c], hcur[c * BT + b], acc[rr * BT + b]);
           }
-        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane);
+        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane, rs_mask);
       }
       __syncthreads();
 
@@ -340,10 +359,12 @@ __global__ void prnn_kernel(const Args a) {
           }
         }
         d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
+        // Column k's reader is lane (k / 4) % 32 of its thread (threads are whole warps).
+        const int xrow = b ^ (reduce_scatter_mask<V>((k >> 2) & 31) % BT);
         if constexpr (kTags)
-          store_tagged(xout + int64_t{b} * hpad + k, out, fp32_step_tag(s));
+          store_tagged(xout + int64_t{xrow} * hpad + k, out, fp32_step_tag(s));
         else
-          xout[int64_t{b} * hpad + k] = out;
+          xout[int64_t{xrow} * hpad + k] = out;
       }
 #pragma unroll
       for (int i = 0; i < BT * CH; ++i) hcur[i] = hnext[i];
@@ -488,7 +509,7 @@ size_t prnn_workspace_bytes(const PrnnTiling& t) {
   if (t.cluster) return 0;  // the exchange lives in the cluster's shared memory
   if (t.tensor_cores) return prnn_mma_workspace_bytes(t);
   // The exchange arrays of the directions, then their two barrier counters.
-  return size_t(t.directions) * 2 * t.max_batch * prnn_padded_hidden(t) * sizeof(float) +
+  return size_t(t.directions) * 2 * exchange_rows(t) * prnn_padded_hidden(t) * sizeof(float) +
          2 * sizeof(unsigned int);
 }
 
@@ -547,7 +568,7 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   a.ctas_per_dir = t.ctas_per_direction;
   a.groups = t.rows_per_cta / kRg;
   a.tiles_max = (t.max_batch + t.batch_tile - 1) / t.batch_tile;
-  a.max_batch = t.max_batch;
+  a.xrows = exchange_rows(t);
   a.clip = clip;
   a.backward = backward ? 1 : 0;
   a.red_off = static_cast<int>(layout.red_off);
@@ -556,13 +577,12 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   float* ws = static_cast<float*>(workspace);
   for (int i = 0; i < t.directions; ++i)
     a.dir[i] = prnn_device_direction("persistent RNN", dirs[i], i, backward,
-                                     ws + int64_t{i} * 2 * t.max_batch * a.hpad);
+                                     ws + int64_t{i} * 2 * a.xrows * a.hpad);
   if (t.directions == 1) a.dir[1] = a.dir[0];
-  a.arrivals =
-      reinterpret_cast<unsigned int*>(ws + int64_t{t.directions} * 2 * t.max_batch * a.hpad);
+  a.arrivals = reinterpret_cast<unsigned int*>(ws + int64_t{t.directions} * 2 * a.xrows * a.hpad);
   if (t.tagged_exchange) {
     // Tag bit 1 everywhere, which no word of this launch's first two steps carries.
-    const size_t exchange = size_t(t.directions) * 2 * t.max_batch * a.hpad * sizeof(float);
+    const size_t exchange = size_t(t.directions) * 2 * a.xrows * a.hpad * sizeof(float);
     DS2_CUDA_CHECK(cudaMemsetAsync(ws, kTaggedFp32FillByte, exchange, stream));
   } else {
     DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
