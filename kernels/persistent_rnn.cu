@@ -398,34 +398,35 @@ KernelFn kernel_for_groups(int nrg) {
     default:
       break;
   }
-  // Two chunks per thread: a row group takes twice the registers, so at most 4 groups.
-  if constexpr (CH == 1) {
+  // Two chunks per thread: a row group takes twice the registers, so at most 4 fp32 groups (8
+  // bf16 groups, which take half).
+  if constexpr (CH == 1 || BF16) {
     switch (nrg) {
       case 5:
-        return prnn_kernel<BT, 5, BF16, kTags, 1>;
+        return prnn_kernel<BT, 5, BF16, kTags, CH>;
       case 6:
-        return prnn_kernel<BT, 6, BF16, kTags, 1>;
+        return prnn_kernel<BT, 6, BF16, kTags, CH>;
       case 7:
-        return prnn_kernel<BT, 7, BF16, kTags, 1>;
+        return prnn_kernel<BT, 7, BF16, kTags, CH>;
       case 8:
-        return prnn_kernel<BT, 8, BF16, kTags, 1>;
+        return prnn_kernel<BT, 8, BF16, kTags, CH>;
       default:
         break;
     }
-    // Half-width weights: twice the rows in the same registers, in steps of two groups.
-    if constexpr (BF16) {
-      switch (nrg) {
-        case 10:
-          return prnn_kernel<BT, 10, BF16, kTags, 1>;
-        case 12:
-          return prnn_kernel<BT, 12, BF16, kTags, 1>;
-        case 14:
-          return prnn_kernel<BT, 14, BF16, kTags, 1>;
-        case 16:
-          return prnn_kernel<BT, 16, BF16, kTags, 1>;
-        default:
-          break;
-      }
+  }
+  // Half-width weights, one chunk: twice the rows in the same registers, in steps of two groups.
+  if constexpr (CH == 1 && BF16) {
+    switch (nrg) {
+      case 10:
+        return prnn_kernel<BT, 10, BF16, kTags, 1>;
+      case 12:
+        return prnn_kernel<BT, 12, BF16, kTags, 1>;
+      case 14:
+        return prnn_kernel<BT, 14, BF16, kTags, 1>;
+      case 16:
+        return prnn_kernel<BT, 16, BF16, kTags, 1>;
+      default:
+        break;
     }
   }
   return nullptr;
@@ -435,13 +436,15 @@ static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
 
 // The tagged exchange only where the plan takes it, fp32 weights at batch tile 1: elsewhere it
 // measured slower than the barrier (kernels/NOTES.md, version 5), so it is not instantiated.
-// Two chunks per thread: fp32 weights with the step barrier.
+// Two chunks per thread: with the step barrier.
 template <int BT>
 KernelFn kernel_for_precision(const PrnnTiling& t) {
   const int nrg = t.register_groups;
-  if (t.chunks == 2)
-    return t.bf16_weights || t.tagged_exchange ? nullptr
-                                               : kernel_for_groups<BT, false, false, 2>(nrg);
+  if (t.chunks == 2) {
+    if (t.tagged_exchange) return nullptr;
+    return t.bf16_weights ? kernel_for_groups<BT, true, false, 2>(nrg)
+                          : kernel_for_groups<BT, false, false, 2>(nrg);
+  }
   if (t.chunks != 1) return nullptr;
   if (!t.tagged_exchange)
     return t.bf16_weights ? kernel_for_groups<BT, true, false>(nrg)

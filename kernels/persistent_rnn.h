@@ -54,8 +54,8 @@ struct PrnnTiling {
   int ctas_per_direction = 0;  // ceil(hidden / rows_per_cta)
   int threads = 0;             // multiple of 32, at least ceil(hidden / 4)
   int register_groups = 0;     // row groups held in registers (<= rows_per_cta / 4)
-  // fp32-math kernel: 4-column chunks each thread owns (1, or 2 for fp32 weights with the step
-  // barrier); threads >= ceil(hidden / (4 chunks)).
+  // fp32-math kernel: 4-column chunks each thread owns (1, or 2 with the step barrier);
+  // threads >= ceil(hidden / (4 chunks)).
   int chunks = 1;
   bool bf16_weights = false;  // U kept on chip in bf16 (rounded to nearest even), math in fp32
   // Products on tensor cores (kernels/persistent_rnn_mma.h); threads = kPrnnMmaThreads,

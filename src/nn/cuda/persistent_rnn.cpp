@@ -196,16 +196,18 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
       }
     }
   };
-  // fp32 weights: two 4-column chunks per thread (half the threads, so half the reduction across
-  // them) at batch passes of 4 from H 1600; elsewhere, and where one chunk does not fit, the
-  // other form. H100, forward us a step, one chunk -> two (kernels/NOTES.md, session 30): batch 4
+  // Two 4-column chunks per thread (half the threads, so half the reduction across them) at
+  // batch passes of 4 from H 1600; elsewhere, and where one chunk does not fit, the other form.
+  // H100, forward us a step, one chunk -> two (kernels/NOTES.md, session 30): fp32 batch 4
   // H 1600 3.33 -> 3.12, H 2048 3.35-3.38 -> 3.11-3.12, H 2560 4.30-4.36 -> 4.24-4.28; batch 16
   // H 1920 9.80 -> 8.66; batch 32 H 2048 18.1 -> 16.0; but batch 8 H 1152 3.70 -> 4.40, batch 1
-  // H 2048 2.02 -> 2.39, batch 2 H 2048 level. Where one chunk does not fit (H 2656-3072 at
-  // batch 4), two do: a thread holds twice the weights in fewer, larger register sets.
-  const int first = !t.bf16_weights && t.batch_tile == 4 && hidden >= 1600 ? 2 : 1;
+  // H 2048 2.02 -> 2.39, batch 2 H 2048 level. bf16 (where the tensor-core kernels do not fit)
+  // batch 4 H 2999 5.17-5.24 -> 4.69-4.70, H 3584 6.53-6.55 -> 5.93-5.95, batch 32 H 2999
+  // 32.05-32.16 -> 25.75-26.01. Two chunks also fit where one does not (fp32 H 2656-3072, bf16
+  // 3616-3680 at batch 4): a thread holds twice the weights in fewer, larger register sets.
+  const int first = t.batch_tile == 4 && hidden >= 1600 ? 2 : 1;
   try_chunks(first);
-  if (!fits_ && !t.bf16_weights) try_chunks(3 - first);
+  if (!fits_) try_chunks(3 - first);
   if (!fits_ && sm_reason.empty() && smem_reason.empty()) sm_reason = threads_reason;
   if (!fits_) {
     std::string why = sm_reason;

@@ -241,8 +241,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PersistentRnnCase, ::testing::ValuesIn(kCases),
 
 // bf16: odd sizes, batch 1 to 40 (tensor-core passes of 8, 16 and 32 batch columns, a partial
 // last pass; cluster plans at batch <= 8 and H <= 1024, with 1 to 4 m-tiles per CTA), the
-// DS2-large width, and hidden sizes past what fits in fp32 (about 2600 at batch
-// 4) where the fp32-math kernel holds bf16 rows in shared memory (2752, 2999).
+// DS2-large width, and hidden sizes past the tensor-core kernels (about 2600 at batch 4) where the
+// fp32-math kernel holds bf16 rows in shared memory, its threads owning 8 columns (2752, 2999).
 constexpr Precision kBf16 = Precision::kBf16;
 const Case kBf16Cases[] = {
     {1, 1, 37, kBf16},     {7, 3, 37, kBf16},     {64, 8, 128, kBf16},   {7, 1, 1000, kBf16},
@@ -419,6 +419,10 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_EQ(PersistentRnnPlan(2048, 1).tiling().chunks, 1);
     EXPECT_EQ(PersistentRnnPlan(1152, 8).tiling().chunks, 1);
     EXPECT_EQ(PersistentRnnPlan(1920, 4, 1, -1, Precision::kBf16).tiling().chunks, 1);
+    const PersistentRnnPlan bf16_math(2999, 4, 1, -1, Precision::kBf16);  // past the tensor cores
+    EXPECT_TRUE(bf16_math.fits() && !bf16_math.tiling().tensor_cores &&
+                bf16_math.tiling().chunks == 2)
+        << bf16_math.describe();
     if (prop.multiProcessorCount >= 132) {
       const PersistentRnnPlan beyond(3000, 4);
       EXPECT_TRUE(beyond.fits() && beyond.tiling().chunks == 2) << beyond.describe();
