@@ -1,5 +1,6 @@
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "core/bf16.h"
 #include "core/cuda/check.h"
@@ -382,54 +383,28 @@ __global__ void prnn_kernel(const Args a) {
 
 using KernelFn = void (*)(const Args);
 
+// The instantiation among register groups N... whose count is nrg (nullptr: none).
+template <int BT, bool BF16, bool kTags, int CH, int... N>
+KernelFn kernel_among(int nrg, std::integer_sequence<int, N...>) {
+  KernelFn fn = nullptr;
+  ((fn = nrg == N ? prnn_kernel<BT, N, BF16, kTags, CH> : fn), ...);
+  return fn;
+}
+
+// Register groups instantiated: 0..8 with one chunk per thread, and for half-width weights also
+// 10..16 in steps of two (twice the rows in the same registers). With two chunks a group takes
+// twice the registers: 0..4 fp32 groups, 0..8 bf16.
 template <int BT, bool BF16, bool kTags, int CH = 1>
 KernelFn kernel_for_groups(int nrg) {
-  switch (nrg) {
-    case 0:
-      return prnn_kernel<BT, 0, BF16, kTags, CH>;
-    case 1:
-      return prnn_kernel<BT, 1, BF16, kTags, CH>;
-    case 2:
-      return prnn_kernel<BT, 2, BF16, kTags, CH>;
-    case 3:
-      return prnn_kernel<BT, 3, BF16, kTags, CH>;
-    case 4:
-      return prnn_kernel<BT, 4, BF16, kTags, CH>;
-    default:
-      break;
-  }
-  // Two chunks per thread: a row group takes twice the registers, so at most 4 fp32 groups (8
-  // bf16 groups, which take half).
-  if constexpr (CH == 1 || BF16) {
-    switch (nrg) {
-      case 5:
-        return prnn_kernel<BT, 5, BF16, kTags, CH>;
-      case 6:
-        return prnn_kernel<BT, 6, BF16, kTags, CH>;
-      case 7:
-        return prnn_kernel<BT, 7, BF16, kTags, CH>;
-      case 8:
-        return prnn_kernel<BT, 8, BF16, kTags, CH>;
-      default:
-        break;
-    }
-  }
-  // Half-width weights, one chunk: twice the rows in the same registers, in steps of two groups.
-  if constexpr (CH == 1 && BF16) {
-    switch (nrg) {
-      case 10:
-        return prnn_kernel<BT, 10, BF16, kTags, 1>;
-      case 12:
-        return prnn_kernel<BT, 12, BF16, kTags, 1>;
-      case 14:
-        return prnn_kernel<BT, 14, BF16, kTags, 1>;
-      case 16:
-        return prnn_kernel<BT, 16, BF16, kTags, 1>;
-      default:
-        break;
-    }
-  }
-  return nullptr;
+  using UpTo4 = std::integer_sequence<int, 0, 1, 2, 3, 4>;
+  using UpTo8 = std::integer_sequence<int, 0, 1, 2, 3, 4, 5, 6, 7, 8>;
+  using UpTo16 = std::integer_sequence<int, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16>;
+  if constexpr (CH == 2 && !BF16)
+    return kernel_among<BT, BF16, kTags, CH>(nrg, UpTo4{});
+  else if constexpr (CH == 1 && BF16)
+    return kernel_among<BT, BF16, kTags, CH>(nrg, UpTo16{});
+  else
+    return kernel_among<BT, BF16, kTags, CH>(nrg, UpTo8{});
 }
 static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
               "kernel_for_groups instantiates 0..8 (fp32) and up to 16 (bf16)");
