@@ -12,6 +12,7 @@
 #include "kernels/persistent_rnn_cluster.h"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
+#include "kernels/reduce_scatter_order.h"
 #include "kernels/step_barrier.cuh"
 #include "kernels/tagged_exchange.cuh"
 
@@ -92,27 +93,10 @@ __device__ __forceinline__ float dot4_add(const uint2 w, const float4 h, float a
   return fmaf(w3, h.w, fmaf(w2, h.z, fmaf(w1, h.y, fmaf(w0, h.x, acc))));
 }
 
-// Warp reduce-scatter of V (4, 8 or 16) partial sums without selects. Lane l holds, at position p,
-// the partial of value p ^ reduce_scatter_mask<V>(l): the position lane pairs keep at each
-// halving level is then the lower half for both partners, so a level is one shuffle and one add
-// per kept value (the select form took two selects more). After log2(V) halving levels (offsets
-// 16, 8, ...) position 0 holds value mask(l) summed over the lanes that agree with l below those
-// offsets; the remaining levels add the rest symmetrically, and the lanes with those low bits
-// clear store. Each add is own + partner's, so the order is fixed (deterministic, the same for
-// every V).
-template <int V>
-__host__ __device__ constexpr int reduce_scatter_levels() {
-  static_assert(V == 4 || V == 8 || V == 16, "V: a power of two from 4 to 16");
-  return V == 16 ? 4 : V == 8 ? 3 : 2;
-}
-template <int V>
-__device__ __forceinline__ int reduce_scatter_mask(int lane) {
-  int m = 0;
-#pragma unroll
-  for (int k = 0; k < reduce_scatter_levels<V>(); ++k)
-    if (lane & (16 >> k)) m |= V >> (k + 1);
-  return m;
-}
+// Warp reduce-scatter of V (4, 8 or 16) partial sums without selects, in the value order of
+// kernels/reduce_scatter_order.h: one shuffle and one add per kept value and level (the select form
+// took two selects more). Each add is own + partner's, so the order is fixed (deterministic, the
+// same for every V).
 // Halving level K (offset 16 >> K) and the ones after it; one template per level, so every index
 // is a constant (loops with level-dependent bounds left the array in local memory).
 template <int V, int K>
@@ -131,7 +115,7 @@ __device__ __forceinline__ void reduce_scatter_store(float (&v)[V], float* dst, 
 #pragma unroll
   for (int k = reduce_scatter_levels<V>(); k < 5; ++k)
     v[0] += __shfl_xor_sync(0xffffffffu, v[0], 16 >> k);
-  if ((lane & (32 / V - 1)) == 0) dst[mask] = v[0];
+  if (reduce_scatter_stores<V>(lane)) dst[mask] = v[0];
 }
 
 // Columns c0 .. c0 + 3 of output row k: U[k, j] (forward) or U[j, k] (backward-data); zero
@@ -360,8 +344,7 @@ __global__ void prnn_kernel(const Args a) {
           }
         }
         d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
-        // Column k's reader is lane (k / 4) % 32 of its thread (threads are whole warps).
-        const int xrow = b ^ (reduce_scatter_mask<V>((k >> 2) & 31) % BT);
+        const int xrow = prnn_exchange_row<V, BT>(b, k);
         if constexpr (kTags)
           store_tagged(xout + int64_t{xrow} * hpad + k, out, fp32_step_tag(s));
         else
