@@ -37,9 +37,13 @@ struct Args {
   unsigned int* arrivals;  // per direction: CTAs arrived at the step barriers (0 at launch)
 };
 
+// Batch tiles of the plan's largest batch.
+int batch_tiles(const PrnnTiling& t) {
+  return (t.max_batch + t.batch_tile - 1) / t.batch_tile;
+}
 // Rows of the exchange array per parity: the batch rounded up to whole tiles.
 int exchange_rows(const PrnnTiling& t) {
-  return (t.max_batch + t.batch_tile - 1) / t.batch_tile * t.batch_tile;
+  return batch_tiles(t) * t.batch_tile;
 }
 
 struct SmemLayout {
@@ -50,7 +54,7 @@ SmemLayout smem_layout(const PrnnTiling& t) {
   const int groups = t.rows_per_cta / kRg;
   const int v = kRg * t.batch_tile;
   const int warps = t.threads / 32;
-  const int tiles_max = (t.max_batch + t.batch_tile - 1) / t.batch_tile;
+  const int tiles_max = batch_tiles(t);
   SmemLayout l{};
   const size_t chunk = t.bf16_weights ? sizeof(uint2) : sizeof(float4);  // 4 columns of a row
   size_t off = size_t(groups - t.register_groups) * kRg * t.chunks * t.threads * chunk;
@@ -93,10 +97,6 @@ __device__ __forceinline__ float dot4_add(const uint2 w, const float4 h, float a
   return fmaf(w3, h.w, fmaf(w2, h.z, fmaf(w1, h.y, fmaf(w0, h.x, acc))));
 }
 
-// Warp reduce-scatter of V (4, 8 or 16) partial sums without selects, in the value order of
-// kernels/reduce_scatter_order.h: one shuffle and one add per kept value and level (the select form
-// took two selects more). Each add is own + partner's, so the order is fixed (deterministic, the
-// same for every V).
 // Halving level K (offset 16 >> K) and the ones after it; one template per level, so every index
 // is a constant (loops with level-dependent bounds left the array in local memory).
 template <int V, int K>
@@ -108,6 +108,10 @@ __device__ __forceinline__ void reduce_scatter_halve(float (&v)[V]) {
     reduce_scatter_halve<V, K + 1>(v);
   }
 }
+// Warp reduce-scatter of V (4, 8 or 16) partial sums without selects, in the value order of
+// kernels/reduce_scatter_order.h: one shuffle and one add per kept value and level (the select form
+// took two selects more), then one lane per value stores it to dst[mask]. Each add is own +
+// partner's, so the order is fixed (deterministic, the same for every V).
 template <int V>
 __device__ __forceinline__ void reduce_scatter_store(float (&v)[V], float* dst, int lane,
                                                      int mask) {
@@ -528,7 +532,7 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   a.rows = t.rows_per_cta;
   a.ctas_per_dir = t.ctas_per_direction;
   a.groups = t.rows_per_cta / kRg;
-  a.tiles_max = (t.max_batch + t.batch_tile - 1) / t.batch_tile;
+  a.tiles_max = batch_tiles(t);
   a.xrows = exchange_rows(t);
   a.clip = clip;
   a.backward = backward ? 1 : 0;
