@@ -150,8 +150,10 @@ __device__ __forceinline__ void weight_chunk(const float* __restrict__ u, int H,
 // c' = tid + c * threads, c < CH, and adds its chunks' products before the reduction across the
 // CTA (which costs as much per thread as the products: more chunks, fewer threads to reduce over).
 // kTags: the exchange carries each value's step in its lowest bit (kernels/tagged_exchange.cuh)
-// and no step barrier is needed (one chunk per thread).
-template <int BT, int NRG, bool BF16, bool kTags, int CH>
+// and no step barrier is needed (one chunk per thread). kOneTile: the batch is one pass (B <= BT),
+// so no registers hold the next pass's state while this one computes (BT * CH float4: at BT 4,
+// CH 2 as many registers as one more row group of fp32 weights).
+template <int BT, int NRG, bool BF16, bool kTags, int CH, bool kOneTile>
 __global__ void prnn_kernel(const Args a) {
   static_assert(CH == 1 || !kTags, "the tagged exchange: one chunk per thread");
   using Chunk = typename std::conditional<BF16, uint2, float4>::type;
@@ -170,7 +172,7 @@ __global__ void prnn_kernel(const Args a) {
   const DirArgs d = di ? a.dir[1] : a.dir[0];
   const int H = a.H, B = a.B, T = a.T, groups = a.groups, hpad = a.hpad;
   const int r0 = cta * a.rows;  // first output neuron of this CTA
-  const int tiles = (B + BT - 1) / BT;
+  const int tiles = kOneTile ? 1 : (B + BT - 1) / BT;
   const int vals = groups * V;  // outputs of one batch tile
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
@@ -286,10 +288,12 @@ __global__ void prnn_kernel(const Args a) {
         }
       }
     };
-    float4 hcur[BT * CH], hnext[BT * CH];
+    float4 hcur[BT * CH], hnext[kOneTile ? 1 : BT * CH];
     load_state(hcur, 0);
     for (int tile = 0; tile < tiles; ++tile, ++pass) {
-      if (tile + 1 < tiles) load_state(hnext, tile + 1);
+      if constexpr (!kOneTile) {
+        if (tile + 1 < tiles) load_state(hnext, tile + 1);
+      }
       await_state(hcur, tile);
       // Alternating buffers: a CTA barrier lies between any two writes of the same buffer, so
       // a slow thread's epilogue reads finish before the next overwrite.
@@ -354,8 +358,10 @@ __global__ void prnn_kernel(const Args a) {
         else
           xout[int64_t{xrow} * hpad + k] = out;
       }
+      if constexpr (!kOneTile) {
 #pragma unroll
-      for (int i = 0; i < BT * CH; ++i) hcur[i] = hnext[i];
+        for (int i = 0; i < BT * CH; ++i) hcur[i] = hnext[i];
+      }
     }
     if (s + 1 < T) {
       // Publishes this step's exchange writes to step s + 1's readers in every CTA of the
@@ -371,48 +377,61 @@ __global__ void prnn_kernel(const Args a) {
 using KernelFn = void (*)(const Args);
 
 // The instantiation among register groups N... whose count is nrg (nullptr: none).
-template <int BT, bool BF16, bool kTags, int CH, int... N>
+template <int BT, bool BF16, bool kTags, int CH, bool kOneTile, int... N>
 KernelFn kernel_among(int nrg, std::integer_sequence<int, N...>) {
   KernelFn fn = nullptr;
-  ((fn = nrg == N ? prnn_kernel<BT, N, BF16, kTags, CH> : fn), ...);
+  ((fn = nrg == N ? prnn_kernel<BT, N, BF16, kTags, CH, kOneTile> : fn), ...);
   return fn;
 }
 
 // Register groups instantiated: 0..8 with one chunk per thread, and for half-width weights also
 // 10..16 in steps of two (twice the rows in the same registers). With two chunks a group takes
-// twice the registers: 0..4 fp32 groups, 0..8 bf16.
-template <int BT, bool BF16, bool kTags, int CH = 1>
+// twice the registers: 0..4 fp32 groups, 0..8 bf16; fp32 also 5 where the batch is one pass
+// (kOneTile: the next pass's state needs no registers).
+template <int BT, bool BF16, bool kTags, int CH, bool kOneTile>
 KernelFn kernel_for_groups(int nrg) {
   using UpTo4 = std::integer_sequence<int, 0, 1, 2, 3, 4>;
+  using UpTo5 = std::integer_sequence<int, 0, 1, 2, 3, 4, 5>;
   using UpTo8 = std::integer_sequence<int, 0, 1, 2, 3, 4, 5, 6, 7, 8>;
   using UpTo16 = std::integer_sequence<int, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16>;
-  if constexpr (CH == 2 && !BF16)
-    return kernel_among<BT, BF16, kTags, CH>(nrg, UpTo4{});
-  else if constexpr (CH == 1 && BF16)
-    return kernel_among<BT, BF16, kTags, CH>(nrg, UpTo16{});
+  if constexpr (CH == 2 && !BF16 && kOneTile)
+    return kernel_among<BT, BF16, kTags, CH, kOneTile>(nrg, UpTo5{});
+  else if constexpr (CH == 2 && !BF16)
+    return kernel_among<BT, BF16, kTags, CH, kOneTile>(nrg, UpTo4{});
+  else if constexpr (CH == 2 || !BF16)
+    return kernel_among<BT, BF16, kTags, CH, kOneTile>(nrg, UpTo8{});
   else
-    return kernel_among<BT, BF16, kTags, CH>(nrg, UpTo8{});
+    return kernel_among<BT, BF16, kTags, CH, kOneTile>(nrg, UpTo16{});
 }
 static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
-              "kernel_for_groups instantiates 0..8 (fp32) and up to 16 (bf16)");
+              "kernel_for_groups instantiates up to 8 fp32 groups and up to 16 bf16 ones");
 
 // The tagged exchange only where the plan takes it, fp32 weights at batch tile 1: elsewhere it
 // measured slower than the barrier (kernels/NOTES.md, version 5), so it is not instantiated.
-// Two chunks per thread: with the step barrier.
+// Two chunks per thread: with the step barrier, and for fp32 weights at batches of 3-4 with rows in
+// shared memory a one-pass kernel, which has registers for a fifth row group. H100, forward us a
+// step against the general kernel (kernels/NOTES.md, session 31): H 2304 3.69-3.73 -> 3.53, H 2560
+// 3.79-3.80 -> 3.67-3.68, H 2304 batch 3 3.79-3.87 -> 3.63; with every row in registers (H 1920,
+// 2048) it was 0.01-0.08 slower, so those keep the general kernel. bf16 gains no group that does
+// not spill; batch tiles 1 and 2 keep the general form.
 template <int BT>
 KernelFn kernel_for_precision(const PrnnTiling& t) {
   const int nrg = t.register_groups;
   if (t.chunks == 2) {
     if (t.tagged_exchange) return nullptr;
-    return t.bf16_weights ? kernel_for_groups<BT, true, false, 2>(nrg)
-                          : kernel_for_groups<BT, false, false, 2>(nrg);
+    if constexpr (BT == 4) {
+      if (t.max_batch <= BT && !t.bf16_weights && nrg < t.rows_per_cta / kRg)
+        return kernel_for_groups<BT, false, false, 2, true>(nrg);
+    }
+    return t.bf16_weights ? kernel_for_groups<BT, true, false, 2, false>(nrg)
+                          : kernel_for_groups<BT, false, false, 2, false>(nrg);
   }
   if (t.chunks != 1) return nullptr;
   if (!t.tagged_exchange)
-    return t.bf16_weights ? kernel_for_groups<BT, true, false>(nrg)
-                          : kernel_for_groups<BT, false, false>(nrg);
+    return t.bf16_weights ? kernel_for_groups<BT, true, false, 1, false>(nrg)
+                          : kernel_for_groups<BT, false, false, 1, false>(nrg);
   if constexpr (BT == 1) {
-    if (!t.bf16_weights) return kernel_for_groups<1, false, true>(nrg);
+    if (!t.bf16_weights) return kernel_for_groups<1, false, true, 1, false>(nrg);
   }
   return nullptr;
 }

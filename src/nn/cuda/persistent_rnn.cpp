@@ -248,10 +248,10 @@ std::string PersistentRnnPlan::describe() const {
 
 int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device, Precision precision) {
   int best = 0;
-  // Tried up to 4096 columns (1024 threads of 4 columns each). Two chunks per thread could let a
-  // bf16 layer at batch 1 fit beyond that; this reports at most 4096. Rounding of rows per CTA
-  // makes "fits" not quite monotone in H, so every multiple of 32 is tried.
-  for (int h = 32; h <= 4096; h += 32) {
+  // Every size the kernels can hold: 1024 threads of two 4-column chunks each (8192 columns).
+  // Rounding of rows per CTA makes "fits" not quite monotone in H, so every multiple of 32 is
+  // tried.
+  for (int h = 32; h <= 8192; h += 32) {
     PersistentRnnPlan plan(h, max_batch, directions, device, precision);
     if (plan.fits()) best = h;
   }

@@ -222,6 +222,10 @@ const Case kCases[] = {
     {7, 16, 1700},
     {300, 4, 1600},
     {16, 4, 2900},
+    // One batch pass of 4, so no registers for the next pass's state: a fifth fp32 row group in
+    // registers (DS2-large's 1920 in a two-direction launch); 2304: row groups in shared memory.
+    {16, 4, 1920},
+    {40, 4, 2304},
 };
 
 class PersistentRnnCase : public ::testing::TestWithParam<Case> {};
@@ -426,6 +430,12 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     if (prop.multiProcessorCount >= 132) {
       const PersistentRnnPlan beyond(3000, 4);
       EXPECT_TRUE(beyond.fits() && beyond.tiling().chunks == 2) << beyond.describe();
+    }
+    if (prop.multiProcessorCount == 132 && prop.regsPerMultiprocessor == 65536) {
+      // A batch of one pass holds no next-pass state: 20 of 32 rows per CTA in registers at
+      // H 1920 in two directions (16 with the general kernel).
+      const PersistentRnnPlan ds2_large(1920, 4, 2);
+      EXPECT_EQ(ds2_large.tiling().register_groups, 5) << ds2_large.describe();
     }
   }
   // bf16 layers at batch <= 8 take the tagged exchange; up to H 768 they can run as one
