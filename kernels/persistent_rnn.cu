@@ -410,10 +410,10 @@ static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
 // measured slower than the barrier (kernels/NOTES.md, version 5), so it is not instantiated.
 // Two chunks per thread: with the step barrier, and for fp32 weights at batches of 3-4 with rows in
 // shared memory a one-pass kernel, which has registers for a fifth row group. H100, forward us a
-// step against the general kernel (kernels/NOTES.md, session 31): H 2304 3.69-3.73 -> 3.53, H 2560
-// 3.79-3.80 -> 3.67-3.68, H 2304 batch 3 3.79-3.87 -> 3.63; with every row in registers (H 1920,
-// 2048) it was 0.01-0.08 slower, so those keep the general kernel. bf16 gains no group that does
-// not spill; batch tiles 1 and 2 keep the general form.
+// step against the general kernel (kernels/NOTES.md, session 31): H 2304 3.69-3.73 -> 3.51-3.53, H
+// 2560 3.79-3.80 -> 3.67-3.68, H 2304 batch 3 3.79-3.87 -> 3.63; with every row in registers (H
+// 1920, 2048) it was 0.01-0.08 slower, so those keep the general kernel. bf16 gains no group that
+// does not spill; batch tiles 1 and 2 keep the general form.
 template <int BT>
 KernelFn kernel_for_precision(const PrnnTiling& t) {
   const int nrg = t.register_groups;
