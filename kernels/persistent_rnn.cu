@@ -84,17 +84,17 @@ __device__ __forceinline__ void widen_bf16x2(uint32_t packed, float& lo, float& 
                : "=f"(lo), "=f"(hi)
                : "r"(packed));
 }
+__device__ __forceinline__ float4 widen_bf16x4(const uint2 w) {
+  float4 f;
+  widen_bf16x2(w.x, f.x, f.y);
+  widen_bf16x2(w.y, f.z, f.w);
+  return f;
+}
 __device__ __forceinline__ float dot4(const uint2 w, const float4 h) {
-  float w0, w1, w2, w3;
-  widen_bf16x2(w.x, w0, w1);
-  widen_bf16x2(w.y, w2, w3);
-  return fmaf(w3, h.w, fmaf(w2, h.z, fmaf(w1, h.y, w0 * h.x)));
+  return dot4(widen_bf16x4(w), h);
 }
 __device__ __forceinline__ float dot4_add(const uint2 w, const float4 h, float acc) {
-  float w0, w1, w2, w3;
-  widen_bf16x2(w.x, w0, w1);
-  widen_bf16x2(w.y, w2, w3);
-  return fmaf(w3, h.w, fmaf(w2, h.z, fmaf(w1, h.y, fmaf(w0, h.x, acc))));
+  return dot4_add(widen_bf16x4(w), h, acc);
 }
 
 // Halving level K (offset 16 >> K) and the ones after it; one template per level, so every index
@@ -260,7 +260,8 @@ __global__ void prnn_kernel(const Args a) {
         for (int c = 0; c < CH; ++c) {
           hv[c * BT + i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
           if (s > 0 && b < B && (!kTags || cols != 0))
-            hv[c * BT + i] = kTags ? load_tagged(state_at(tile, i)) : __ldcg(state_at(tile, i, c));
+            hv[c * BT + i] =
+                kTags ? load_tagged(state_at(tile, i, c)) : __ldcg(state_at(tile, i, c));
         }
       }
     };
