@@ -16,6 +16,7 @@
 
 #include "core/device.h"
 #include "support/fsdd_fixture.h"
+#include "support/mpi_session_dir.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
@@ -57,8 +58,9 @@ class DataParallel : public ::testing::Test {
   // `ds2 train` on `ranks` ranks (plain, without mpirun, for 1) into temp/NAME.
   testing::CommandResult train(int ranks, const std::string& name, const std::string& extra = "",
                                const std::string& env = "") {
-    return run_command(env + " " + (ranks > 1 ? mpirun(ranks) : "") + DS2_BINARY + " train " +
-                       shell_quote(config_) + " run.dir=" + shell_quote(dir(name)) + " " + extra);
+    return run_command(env + " " + (ranks > 1 ? mpi_.env() + " " + mpirun(ranks) : "") +
+                       DS2_BINARY + " train " + shell_quote(config_) +
+                       " run.dir=" + shell_quote(dir(name)) + " " + extra);
   }
 
   void expect_same_curve(const std::string& device, std::vector<int> rank_counts, double tolerance);
@@ -79,6 +81,7 @@ class DataParallel : public ::testing::Test {
   }
 
   TempDir temp_;
+  testing::MpiSessionDir mpi_;
   std::string manifest_, config_;
 };
 
@@ -285,7 +288,7 @@ TEST_F(DataParallel, GpuLossScaleOverflowsAreDecidedAlikeOnEveryRank) {
 }
 
 TEST_F(DataParallel, ARankWithAnotherConfigIsRefusedNamingTheKey) {
-  const std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np 1 " +
+  const std::string cmd = mpi_.env() + " mpirun --allow-run-as-root --oversubscribe -np 1 " +
                           std::string(DS2_BINARY) + " train " + shell_quote(config_) +
                           " run.dir=" + shell_quote(dir("mismatch")) + " : -np 1 " + DS2_BINARY +
                           " train " + shell_quote(config_) +

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "support/mpi_session_dir.h"
 #include "support/run_command.h"
 
 namespace ds2 {
@@ -21,7 +22,8 @@ TEST(BenchScaling, CpuRanksGiveATableWithEfficiency) {
 #endif
   if (run_command("mpirun --version").code != 0) GTEST_SKIP() << "mpirun is not installed";
   if (run_command("nvidia-smi -L").code == 0) GTEST_SKIP() << "GPUs present: CPU ranks not used";
-  const auto r = run_command("DS2=" + std::string(DS2_BINARY) + " bash " + kSource +
+  const testing::MpiSessionDir mpi;
+  const auto r = run_command(mpi.env() + " DS2=" + std::string(DS2_BINARY) + " bash " + kSource +
                              "/scripts/bench-scaling.sh --gpus '1 2' --batches 4 --seconds 1 "
                              "--steps 2 --config " +
                              kSource + "/configs/fsdd.yaml -- run.device=cpu run.threads=1");
