@@ -37,12 +37,6 @@ const char* kConfig =
     "train: {epochs: 20, batch_size: 16, max_steps: 20, log_every: 1, eval_every: 0}\n"
     "dist: {check_every: 5, bucket_mb: 0.02}\n";
 
-std::string mpirun(int ranks) {
-  return "mpirun --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none "
-         "-np " +
-         std::to_string(ranks) + " ";
-}
-
 class DataParallel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -58,9 +52,17 @@ class DataParallel : public ::testing::Test {
   // `ds2 train` on `ranks` ranks (plain, without mpirun, for 1) into temp/NAME.
   testing::CommandResult train(int ranks, const std::string& name, const std::string& extra = "",
                                const std::string& env = "") {
-    return run_command(env + " " + (ranks > 1 ? mpi_.env() + " " + mpirun(ranks) : "") +
-                       DS2_BINARY + " train " + shell_quote(config_) +
-                       " run.dir=" + shell_quote(dir(name)) + " " + extra);
+    return run_command(env + " " + (ranks > 1 ? mpirun(ranks) : "") + DS2_BINARY + " train " +
+                       shell_quote(config_) + " run.dir=" + shell_quote(dir(name)) + " " + extra);
+  }
+
+  // mpirun as CI can run it (root, more ranks than cores), in this test's own session folder;
+  // `ranks` > 0 adds the rank count (0: the caller gives -np per program).
+  std::string mpirun(int ranks = 0) const {
+    return mpi_.env() + " mpirun --allow-run-as-root --oversubscribe " +
+           (ranks > 0
+                ? "--mca btl_vader_single_copy_mechanism none -np " + std::to_string(ranks) + " "
+                : std::string());
   }
 
   void expect_same_curve(const std::string& device, std::vector<int> rank_counts, double tolerance);
@@ -288,10 +290,9 @@ TEST_F(DataParallel, GpuLossScaleOverflowsAreDecidedAlikeOnEveryRank) {
 }
 
 TEST_F(DataParallel, ARankWithAnotherConfigIsRefusedNamingTheKey) {
-  const std::string cmd = mpi_.env() + " mpirun --allow-run-as-root --oversubscribe -np 1 " +
-                          std::string(DS2_BINARY) + " train " + shell_quote(config_) +
-                          " run.dir=" + shell_quote(dir("mismatch")) + " : -np 1 " + DS2_BINARY +
-                          " train " + shell_quote(config_) +
+  const std::string cmd = mpirun() + "-np 1 " + std::string(DS2_BINARY) + " train " +
+                          shell_quote(config_) + " run.dir=" + shell_quote(dir("mismatch")) +
+                          " : -np 1 " + DS2_BINARY + " train " + shell_quote(config_) +
                           " run.dir=" + shell_quote(dir("mismatch")) + " optim.lr=0.01";
   auto r = run_command(cmd);
   EXPECT_NE(r.code, 0) << r.output;
