@@ -10,6 +10,7 @@
 #include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn.h"
 #include "kernels/persistent_rnn_cluster.h"
+#include "kernels/persistent_rnn_math.cuh"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
 #include "kernels/reduce_scatter_order.h"
@@ -66,60 +67,6 @@ SmemLayout smem_layout(const PrnnTiling& t) {
   off += size_t(t.max_batch) * sizeof(int);
   l.total = (off + 15) / 16 * 16;
   return l;
-}
-
-__device__ __forceinline__ float dot4(const float4 w, const float4 h) {
-  return fmaf(w.w, h.w, fmaf(w.z, h.z, fmaf(w.y, h.y, w.x * h.x)));
-}
-// acc + the dot product, the columns in the same order as dot4.
-__device__ __forceinline__ float dot4_add(const float4 w, const float4 h, float acc) {
-  return fmaf(w.w, h.w, fmaf(w.z, h.z, fmaf(w.y, h.y, fmaf(w.x, h.x, acc))));
-}
-// Four bf16 weights (two per word, the lower column in the low half): widening a bf16 to fp32 is
-// a shift or a mask, so the products and sums stay fp32.
-// The widening is volatile asm so the compiler cannot hoist it out of the step loop: weights
-// are loop invariant, and widened once they would take the fp32 registers bf16 exists to save.
-__device__ __forceinline__ void widen_bf16x2(uint32_t packed, float& lo, float& hi) {
-  asm volatile("{\n\tshl.b32 %0, %2, 16;\n\tand.b32 %1, %2, 0xFFFF0000;\n\t}"
-               : "=f"(lo), "=f"(hi)
-               : "r"(packed));
-}
-__device__ __forceinline__ float4 widen_bf16x4(const uint2 w) {
-  float4 f;
-  widen_bf16x2(w.x, f.x, f.y);
-  widen_bf16x2(w.y, f.z, f.w);
-  return f;
-}
-__device__ __forceinline__ float dot4(const uint2 w, const float4 h) {
-  return dot4(widen_bf16x4(w), h);
-}
-__device__ __forceinline__ float dot4_add(const uint2 w, const float4 h, float acc) {
-  return dot4_add(widen_bf16x4(w), h, acc);
-}
-
-// Halving level K (offset 16 >> K) and the ones after it; one template per level, so every index
-// is a constant (loops with level-dependent bounds left the array in local memory).
-template <int V, int K>
-__device__ __forceinline__ void reduce_scatter_halve(float (&v)[V]) {
-  if constexpr ((V >> (K + 1)) >= 1) {
-    constexpr int half = V >> (K + 1);
-#pragma unroll
-    for (int i = 0; i < half; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i + half], 16 >> K);
-    reduce_scatter_halve<V, K + 1>(v);
-  }
-}
-// Warp reduce-scatter of V (4, 8 or 16) partial sums without selects, in the value order of
-// kernels/reduce_scatter_order.h: one shuffle and one add per kept value and level (the select form
-// took two selects more), then one lane per value stores it to dst[mask]. Each add is own +
-// partner's, so the order is fixed (deterministic, the same for every V).
-template <int V>
-__device__ __forceinline__ void reduce_scatter_store(float (&v)[V], float* dst, int lane,
-                                                     int mask) {
-  reduce_scatter_halve<V, 0>(v);
-#pragma unroll
-  for (int k = reduce_scatter_levels<V>(); k < 5; ++k)
-    v[0] += __shfl_xor_sync(0xffffffffu, v[0], 16 >> k);
-  if (reduce_scatter_stores<V>(lane)) dst[mask] = v[0];
 }
 
 // Columns c0 .. c0 + 3 of output row k: U[k, j] (forward) or U[j, k] (backward-data); zero

@@ -3,6 +3,7 @@
 #include "core/cuda/check.h"
 #include "kernels/clipped_relu.cuh"
 #include "kernels/grid.h"
+#include "kernels/gru_cell.cuh"
 #include "kernels/rnn.h"
 
 namespace ds2::kernels {
@@ -17,10 +18,6 @@ int blocks_for(int64_t n) {
 #define DS2_RNN_GRID_STRIDE(i, n)                                                        \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
-__device__ __forceinline__ float sigmoidf(float x) {
-  return 1.0f / (1.0f + expf(-x));
-}
 
 __global__ void add_input_bias_kernel(float* pre, int64_t rows, int cols, int directions,
                                       const float* __restrict__ bias0,
@@ -56,15 +53,14 @@ __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
     float* p = pre + int64_t{b} * ld_pre;
     const float* g = hidden_gates + int64_t{b} * 3 * H;
     // Sums in the CPU reference's order: (a + g) + b_h.
-    const float r = sigmoidf(p[k] + g[k] + bias_h[k]);
-    const float z = sigmoidf(p[H + k] + g[H + k] + bias_h[H + k]);
-    const float hn = g[2 * H + k] + bias_h[2 * H + k];
-    const float n = tanhf(p[2 * H + k] + r * hn);
-    p[k] = r;
-    p[H + k] = z;
-    p[2 * H + k] = n;
-    candidate[i] = hn;
-    h[i] = (1.0f - z) * n + z * h_prev[i];
+    const GruGates c =
+        gru_cell_forward({p[k], p[H + k], p[2 * H + k]}, {g[k], g[H + k], g[2 * H + k]},
+                         {bias_h[k], bias_h[H + k], bias_h[2 * H + k]}, h_prev[i]);
+    p[k] = c.r;
+    p[H + k] = c.z;
+    p[2 * H + k] = c.n;
+    candidate[i] = c.hn;
+    h[i] = c.h;
   }
 }
 
@@ -103,18 +99,15 @@ __global__ void gru_step_backward_kernel(const float* __restrict__ gates, int ld
       continue;
     }
     const float* p = gates + int64_t{b} * ld_pre;
-    const float r = p[k], z = p[H + k], n = p[2 * H + k];
-    const float dh = dy[i] + carry[i];
-    const float dn = dh * (1.0f - z) * (1.0f - n * n);
-    const float dz = dh * (h_prev[i] - n) * z * (1.0f - z);
-    const float dr = dn * candidate[i] * r * (1.0f - r);
-    dp[k] = dr;
-    dp[H + k] = dz;
-    dp[2 * H + k] = dn;
-    dg[k] = dr;
-    dg[H + k] = dz;
-    dg[2 * H + k] = dn * r;
-    next[i] = dh * z;
+    const GruGrads c =
+        gru_cell_backward(dy[i] + carry[i], p[k], p[H + k], p[2 * H + k], candidate[i], h_prev[i]);
+    dp[k] = c.dr;
+    dp[H + k] = c.dz;
+    dp[2 * H + k] = c.dn;
+    dg[k] = c.dr;
+    dg[H + k] = c.dz;
+    dg[2 * H + k] = c.dgn;
+    next[i] = c.dh_prev;
   }
 }
 

@@ -246,6 +246,11 @@ int main(int argc, char** argv) {
                    "Keep this fraction of U (random mask); < 1 adds the sparse persistent kernel")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  bench_rnn_cmd
+      ->add_option("--cell", bench_rnn.cell,
+                   "relu (DS2's clipped ReLU) or gru (fp32, dense: persistent GRU vs cuDNN GRU)")
+      ->check(CLI::IsMember({"relu", "gru"}))
+      ->capture_default_str();
   bench_rnn_cmd->add_option("--repeats", bench_rnn.repeats, "Timed runs (median)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -21,6 +21,7 @@
 #include "core/rng.h"
 #include "kernels/elementwise.h"
 #include "kernels/rnn.h"
+#include "nn/cuda/bench_gru.h"
 #include "nn/cuda/bench_timing.h"
 #include "nn/cuda/persistent_rnn.h"
 #include "nn/cuda/sparse_persistent_rnn.h"
@@ -130,6 +131,8 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
 }  // namespace
 
 std::string run_rnn_bench(const RnnBenchOptions& o) {
+  if (o.cell == "gru") return run_gru_bench(o);
+  DS2_CHECK(o.cell == "relu", "bench rnn: --cell must be relu or gru, got '" << o.cell << "'");
   DS2_CHECK(o.hidden > 0 && o.batch > 0 && o.steps > 0 && o.repeats > 0 && o.warmup >= 0,
             "bench rnn: --hidden, --batch, --steps and --repeats must be positive");
   const Precision precision = parse_precision(o.precision);

@@ -28,11 +28,13 @@ struct RnnBenchOptions {
   int warmup = 3;
   int repeats = 20;
   std::string precision = "fp32";  // fp32 | bf16: our kernel's weights, cuDNN's data type
-  double density = 1.0;  // < 1: U pruned by a random mask; adds the sparse persistent kernel
+  double density = 1.0;       // < 1: U pruned by a random mask; adds the sparse persistent kernel
+  std::string cell = "relu";  // relu | gru (nn/cuda/bench_gru.h: fp32, dense only)
   int device = 0;
 };
 
-// Runs the benchmark on the GPU and returns the report (throws ds2::Error on bad options).
+// Runs the benchmark on the GPU and returns the report (throws ds2::Error on bad options);
+// cell "gru" runs run_gru_bench (nn/cuda/bench_gru.h) instead.
 std::string run_rnn_bench(const RnnBenchOptions& options);
 
 }  // namespace ds2

@@ -95,10 +95,10 @@ void setup_cudnn(CudnnShared& c, cudaStream_t stream, int H, int B, int T, cudnn
 
 CudnnRnn::CudnnRnn(CudnnShared& c, cudnnRNNAlgo_t algo, cudnnRNNBiasMode_t bias,
                    cudnnRNNInputMode_t input, cudnnDataType_t dtype, cudnnMathType_t math, int H,
-                   int layers, int B, cudaStream_t stream) {
+                   int layers, int B, cudaStream_t stream, cudnnRNNMode_t cell) {
   DS2_CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn));
-  DS2_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn, algo, CUDNN_RNN_RELU, bias, CUDNN_UNIDIRECTIONAL,
-                                           input, dtype, CUDNN_DATA_FLOAT, math, H, H, H, layers,
+  DS2_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn, algo, cell, bias, CUDNN_UNIDIRECTIONAL, input,
+                                           dtype, CUDNN_DATA_FLOAT, math, H, H, H, layers,
                                            c.dropout, CUDNN_RNN_PADDED_IO_DISABLED));
   if (algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC)
     DS2_CUDNN_CHECK(cudnnBuildRNNDynamic(c.handle, rnn, B));

@@ -43,8 +43,8 @@ struct CudnnShared {
   }
 };
 
-// One cuDNN ReLU RNN (unidirectional, input and hidden width H, fp32 math precision) with its
-// weight (zero-filled), work and reserve spaces, all released in any case.
+// One cuDNN RNN (ReLU, or `cell` CUDNN_GRU; unidirectional, input and hidden width H, fp32 math
+// precision) with its weight (zero-filled), work and reserve spaces, all released in any case.
 struct CudnnRnn {
   cudnnRNNDescriptor_t rnn = nullptr;
   cudnnTensorDescriptor_t m = nullptr, b = nullptr;  // for cudnnGetRNNWeightParams
@@ -54,7 +54,7 @@ struct CudnnRnn {
   // Throws ds2::Error (naming the call) where cuDNN refuses the combination.
   CudnnRnn(CudnnShared& c, cudnnRNNAlgo_t algo, cudnnRNNBiasMode_t bias, cudnnRNNInputMode_t input,
            cudnnDataType_t dtype, cudnnMathType_t math, int H, int layers, int B,
-           cudaStream_t stream);
+           cudaStream_t stream, cudnnRNNMode_t cell = CUDNN_RNN_RELU);
   ~CudnnRnn();
   CudnnRnn(const CudnnRnn&) = delete;
   CudnnRnn& operator=(const CudnnRnn&) = delete;

@@ -362,8 +362,9 @@ void CudaRnnLayer::accumulate_recurrent_gradients(int d, int T, int B, bool bf16
 }
 
 bool CudaRnnLayer::plan_persistent(int B) {
-  if (type_ != RnnType::kRelu || !use_persistent_) return false;  // GRU: not yet persistent
+  if (!use_persistent_) return false;
   const int batch = std::max(B, 1);
+  if (type_ == RnnType::kGru) return plan_persistent_gru(batch);
   // A plan covers batches up to its maximum; it is rebuilt for a larger batch, or for a smaller
   // one when it did not fit (a batch too large for the chip must not pin the layer to GEMMs).
   const Precision precision = ctx_.matmul_precision();
@@ -392,6 +393,68 @@ bool CudaRnnLayer::plan_persistent(int B) {
   if (bytes > 0)
     prnn_workspace_.reserve(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
   return true;
+}
+
+bool CudaRnnLayer::plan_persistent_gru(int batch) {
+  // Rebuilt as the ReLU plan is: for a larger batch, another precision, or a smaller batch when
+  // the last plan did not fit.
+  const Precision precision = ctx_.matmul_precision();
+  if (!gru_plan_ || batch > gru_plan_->max_batch() || gru_plan_precision_ != precision ||
+      (!gru_plan_->fits() && batch < gru_plan_->max_batch())) {
+    auto plan =
+        std::make_unique<PersistentGruPlan>(hidden_, batch, directions_, ctx_.device(), precision);
+    if (!plan->fits() && directions_ == 2)
+      plan = std::make_unique<PersistentGruPlan>(hidden_, batch, 1, ctx_.device(), precision);
+    gru_plan_ = std::move(plan);
+    gru_plan_precision_ = precision;
+    if (!gru_plan_->fits())
+      recurrence_path_ = "GEMM recurrence (" + gru_plan_->why_not() + ")";
+    else if (gru_plan_->directions() == directions_)
+      recurrence_path_ = "persistent recurrence (" + gru_plan_->describe() + ")";
+    else
+      recurrence_path_ =
+          "persistent recurrence, one direction after the other (" + gru_plan_->describe() + ")";
+  }
+  if (!gru_plan_->fits()) return false;
+  prnn_workspace_.reserve(
+      static_cast<int64_t>((gru_plan_->workspace_bytes() + sizeof(float) - 1) / sizeof(float)));
+  return true;
+}
+
+void CudaRnnLayer::run_persistent_gru(bool backward, int T, int B, const int* lengths,
+                                      const float* dy) {
+  const int H = hidden_, P = projection_size(), GH = gates() * H;
+  float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
+  kernels::PgruDirection dirs[2];
+  for (int d = 0; d < directions_; ++d) {
+    kernels::PgruDirection& p = dirs[d];
+    p.u = params_.value(u_[d]);
+    p.bias_h = params_.value(hidden_bias_[d]);
+    p.gates = pre + int64_t{d} * GH;  // input side in; r, z, n out (what backward reads)
+    p.ld_gates = P;
+    p.candidate = hidden_candidate_.data() + int64_t{d} * T * B * H;
+    p.h = hidden_states_.data() + int64_t{d} * T * B * H;
+    p.reverse = d == 1;
+    if (backward) {
+      p.dy = dy;
+      p.ld_dy = H;
+      p.dpre = grad_preactivation_.data.data() + int64_t{d} * GH;
+      p.ld_dpre = P;
+      p.dgates = grad_hidden_gates_.data() + int64_t{d} * T * B * GH;
+    }
+  }
+  const size_t bytes = static_cast<size_t>(prnn_workspace_.capacity()) * sizeof(float);
+  // Two cooperative kernels on two streams are not guaranteed co-resident: without a
+  // two-direction plan the directions run one after the other on the main stream.
+  const int launches = gru_plan_->directions() == directions_ ? 1 : directions_;
+  for (int i = 0; i < launches; ++i) {
+    if (backward)
+      persistent_gru_backward_data(*gru_plan_, dirs + i, lengths, T, B, prnn_workspace_.data(),
+                                   bytes, ctx_.stream());
+    else
+      persistent_gru_forward(*gru_plan_, dirs + i, lengths, T, B, prnn_workspace_.data(), bytes,
+                             ctx_.stream());
+  }
 }
 
 void CudaRnnLayer::describe_choice() {
@@ -478,6 +541,10 @@ void CudaRnnLayer::plan_sparse(int batch) {
 
 void CudaRnnLayer::run_persistent(bool backward, int T, int B, const int* lengths,
                                   const float* dy) {
+  if (type_ == RnnType::kGru) {
+    run_persistent_gru(backward, T, B, lengths, dy);
+    return;
+  }
   const int H = hidden_, P = projection_size();
   const float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
   const int64_t words = sparse_chosen_ ? kernels::sprnn_layout_words(sprnn_plan_->tiling()) : 0;

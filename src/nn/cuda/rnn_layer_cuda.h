@@ -36,6 +36,7 @@
 #include "core/cuda/step_graph.h"
 #include "nn/cuda/batch_norm_cuda.h"
 #include "nn/cuda/cuda_layer.h"
+#include "nn/cuda/persistent_gru.h"
 #include "nn/cuda/persistent_rnn.h"
 #include "nn/cuda/sparse_persistent_rnn.h"
 #include "nn/rnn_layer.h"
@@ -56,7 +57,7 @@ class CudaRnnLayer : public CudaLayer {
 
   int hidden() const { return hidden_; }
   // "persistent recurrence (plan ...)" or "GEMM recurrence (why)", once a forward has run; empty
-  // before, and for GRU layers (always the GEMM recurrence for now).
+  // before.
   const std::string& recurrence_path() const { return recurrence_path_; }
   int directions() const { return directions_; }
   // true (default): the persistent recurrence where it fits; false: always the GEMM recurrence.
@@ -87,8 +88,10 @@ class CudaRnnLayer : public CudaLayer {
   void accumulate_recurrent_gradients(int d, int T, int B, bool bf16, cudaStream_t s,
                                       cublasHandle_t handle);
   // Plans the recurrence for batch B (dense or sparse persistent, workspace reserved); false when
-  // the GEMM recurrence runs (GRU, disabled, or no persistent plan fits).
+  // the GEMM recurrence runs (disabled, or no persistent plan fits).
   bool plan_persistent(int B);
+  // plan_persistent for GRU layers (batch >= 1).
+  bool plan_persistent_gru(int batch);
   // The sparse plan for the current masks and batch, and its layouts (uploaded), or none.
   void plan_sparse(int batch);
   // recurrence_path_ from the current plans.
@@ -96,6 +99,8 @@ class CudaRnnLayer : public CudaLayer {
   // Forward (h into hidden_states_) or backward-data (dpre into grad_preactivation_) of every
   // direction through the planned persistent kernel, on ctx.stream().
   void run_persistent(bool backward, int T, int B, const int* lengths, const float* dy);
+  // run_persistent for GRU layers (also the gates, candidates and dG of the GEMM path's arrays).
+  void run_persistent_gru(bool backward, int T, int B, const int* lengths, const float* dy);
 
   CudaContext& ctx_;
   DeviceParameters& params_;
@@ -134,6 +139,8 @@ class CudaRnnLayer : public CudaLayer {
   bool use_persistent_ = true;
   bool ran_persistent_ = false;
   std::unique_ptr<PersistentRnnPlan> prnn_plan_;  // directions_ (one launch) or 1 directions
+  std::unique_ptr<PersistentGruPlan> gru_plan_;   // GRU layers: likewise
+  Precision gru_plan_precision_ = Precision::kFp32;
   DeviceArray<float> prnn_workspace_;
   // Sparse persistent recurrence (pruned U).
   std::vector<uint8_t> masks_[2];  // empty: unpruned

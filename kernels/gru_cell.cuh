@@ -1,0 +1,57 @@
+// The GRU cell shared by the GRU kernels (the GEMM recurrence's step kernels, kernels/rnn.cu, and
+// the persistent recurrence, kernels/persistent_gru.cu), in PyTorch's formulation with gate order
+// r, z, n: one neuron of one frame, with `a` the input side (BN(W x) + b_x) and `g` the hidden side
+// (U h_prev + b_h) of each gate. Sums in the CPU reference's order (nn/rnn_layer.cpp).
+//
+//   GruGates f = gru_cell_forward(a, g, b, h_prev);     // a, g, b: {r, z, n} each; f.h, f.r, ...
+//   GruGrads d = gru_cell_backward(dh, r, z, n, hn, h_prev);               // d.dr, d.dz, d.dn
+#pragma once
+
+namespace ds2::kernels {
+
+__device__ __forceinline__ float sigmoidf(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+struct GruGates {
+  float r, z, n;  // the gates, which backward reads
+  float hn;       // g_n: what r multiplied, which backward reads
+  float h;        // the output
+};
+
+// One value per gate r, z, n.
+struct GruTriple {
+  float r, z, n;
+};
+
+// a: input side, g: U h_prev, b: b_h; r = sigmoid((a + g) + b) and so on.
+__device__ __forceinline__ GruGates gru_cell_forward(GruTriple a, GruTriple g, GruTriple b,
+                                                     float h_prev) {
+  GruGates o;
+  o.r = sigmoidf(a.r + g.r + b.r);
+  o.z = sigmoidf(a.z + g.z + b.z);
+  o.hn = g.n + b.n;
+  o.n = tanhf(a.n + o.r * o.hn);
+  o.h = (1.0f - o.z) * o.n + o.z * h_prev;
+  return o;
+}
+
+struct GruGrads {
+  float dr, dz, dn;  // dL/d(gate pre-activations): the input side's gradient is (dr, dz, dn)
+  float dgn;         // dL/dg_n = dn r: the hidden side's is (dr, dz, dgn)
+  float dh_prev;     // the direct path dh z (the recurrence adds (dr, dz, dgn) U)
+};
+
+// dh: dL/dh of this frame (from above plus the later frame's carry).
+__device__ __forceinline__ GruGrads gru_cell_backward(float dh, float r, float z, float n, float hn,
+                                                      float h_prev) {
+  GruGrads o;
+  o.dn = dh * (1.0f - z) * (1.0f - n * n);
+  o.dz = dh * (h_prev - n) * z * (1.0f - z);
+  o.dr = o.dn * hn * r * (1.0f - r);
+  o.dgn = o.dn * r;
+  o.dh_prev = dh * z;
+  return o;
+}
+
+}  // namespace ds2::kernels

@@ -1,0 +1,71 @@
+// Arithmetic the fp32-math persistent kernels share (the clipped-ReLU kernel,
+// kernels/persistent_rnn.cu, and the GRU one, kernels/persistent_gru.cu): 4-column dot products
+// on fp32 or bf16 weights, and the select-free warp reduce-scatter of
+// kernels/reduce_scatter_order.h.
+//
+//   float acc[16];                                   // 4 rows x 4 batch rows, lane-permuted
+//   acc[i] = dot4(w[i / 4], h[i % 4]);               // or dot4_add(w, h, acc) for more columns
+//   reduce_scatter_store<16>(acc, red + warp * 16, lane, reduce_scatter_mask<16>(lane));
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/reduce_scatter_order.h"
+
+namespace ds2::kernels {
+
+__device__ __forceinline__ float dot4(const float4 w, const float4 h) {
+  return fmaf(w.w, h.w, fmaf(w.z, h.z, fmaf(w.y, h.y, w.x * h.x)));
+}
+// acc + the dot product, the columns in the same order as dot4.
+__device__ __forceinline__ float dot4_add(const float4 w, const float4 h, float acc) {
+  return fmaf(w.w, h.w, fmaf(w.z, h.z, fmaf(w.y, h.y, fmaf(w.x, h.x, acc))));
+}
+// Four bf16 weights (two per word, the lower column in the low half): widening a bf16 to fp32 is
+// a shift or a mask, so the products and sums stay fp32.
+// The widening is volatile asm so the compiler cannot hoist it out of the step loop: weights
+// are loop invariant, and widened once they would take the fp32 registers bf16 exists to save.
+__device__ __forceinline__ void widen_bf16x2(uint32_t packed, float& lo, float& hi) {
+  asm volatile("{\n\tshl.b32 %0, %2, 16;\n\tand.b32 %1, %2, 0xFFFF0000;\n\t}"
+               : "=f"(lo), "=f"(hi)
+               : "r"(packed));
+}
+__device__ __forceinline__ float4 widen_bf16x4(const uint2 w) {
+  float4 f;
+  widen_bf16x2(w.x, f.x, f.y);
+  widen_bf16x2(w.y, f.z, f.w);
+  return f;
+}
+__device__ __forceinline__ float dot4(const uint2 w, const float4 h) {
+  return dot4(widen_bf16x4(w), h);
+}
+__device__ __forceinline__ float dot4_add(const uint2 w, const float4 h, float acc) {
+  return dot4_add(widen_bf16x4(w), h, acc);
+}
+
+// Halving level K (offset 16 >> K) and the ones after it; one template per level, so every index
+// is a constant (loops with level-dependent bounds left the array in local memory).
+template <int V, int K>
+__device__ __forceinline__ void reduce_scatter_halve(float (&v)[V]) {
+  if constexpr ((V >> (K + 1)) >= 1) {
+    constexpr int half = V >> (K + 1);
+#pragma unroll
+    for (int i = 0; i < half; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i + half], 16 >> K);
+    reduce_scatter_halve<V, K + 1>(v);
+  }
+}
+// Warp reduce-scatter of V (4, 8 or 16) partial sums without selects, in the value order of
+// kernels/reduce_scatter_order.h: one shuffle and one add per kept value and level (the select form
+// took two selects more), then one lane per value stores it to dst[mask]. Each add is own +
+// partner's, so the order is fixed (deterministic, the same for every V).
+template <int V>
+__device__ __forceinline__ void reduce_scatter_store(float (&v)[V], float* dst, int lane,
+                                                     int mask) {
+  reduce_scatter_halve<V, 0>(v);
+#pragma unroll
+  for (int k = reduce_scatter_levels<V>(); k < 5; ++k)
+    v[0] += __shfl_xor_sync(0xffffffffu, v[0], 16 >> k);
+  if (reduce_scatter_stores<V>(lane)) dst[mask] = v[0];
+}
+
+}  // namespace ds2::kernels

@@ -1,0 +1,294 @@
+#include "nn/cuda/bench_gru.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "core/cuda/check.h"
+#include "core/cuda/context.h"
+#include "core/cuda/device_array.h"
+#include "core/cuda/device_tensor.h"
+#include "core/cuda/gemm.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "kernels/elementwise.h"
+#include "kernels/rnn.h"
+#include "nn/cuda/bench_timing.h"
+#include "nn/cuda/persistent_gru.h"
+
+#ifdef DS2_HAVE_CUDNN
+#include "nn/cuda/cudnn_rnn_support.h"
+#endif
+
+namespace ds2 {
+namespace {
+
+struct Row {
+  explicit Row(std::string n) : name(std::move(n)) {}
+  std::string name;
+  double fwd_us = -1.0, bwd_us = -1.0;  // per timestep; < 0: not run
+  std::string note;
+  bool reference = false;  // a strict-fp32 cuDNN row: the reference for 'x cuDNN'
+};
+
+std::string fmt(double v, int precision) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << v;
+  return s.str();
+}
+
+std::string check_note(const std::vector<float>& h, const std::vector<float>& h_ours,
+                       const std::vector<float>& dx, const std::vector<float>& dx_ours) {
+  std::ostringstream note;
+  note << "check vs persistent: h " << std::scientific << std::setprecision(1)
+       << scaled_max_diff(h, h_ours) << ", dx " << scaled_max_diff(dx, dx_ours);
+  return note.str();
+}
+
+// dL/dx of a skip-input GRU from {T, B, 3H} gate gradients: the three gates' sum, {T, B, H}.
+std::vector<float> input_gradient(const std::vector<float>& dpre, int64_t rows, int H) {
+  std::vector<float> dx(rows * H);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int k = 0; k < H; ++k) {
+      const float* g = &dpre[r * 3 * H];
+      dx[r * H + k] = g[k] + g[H + k] + g[2 * H + k];
+    }
+  return dx;
+}
+
+}  // namespace
+
+std::string run_gru_bench(const RnnBenchOptions& o) {
+  DS2_CHECK(o.hidden > 0 && o.batch > 0 && o.steps > 0 && o.repeats > 0 && o.warmup >= 0,
+            "bench rnn: --hidden, --batch, --steps and --repeats must be positive");
+  DS2_CHECK(o.precision == "fp32",
+            "bench rnn --cell gru: the persistent GRU holds fp32 weights "
+            "only; --precision bf16 is for --cell relu");
+  DS2_CHECK(o.density == 1.0, "bench rnn --cell gru: --density is for --cell relu");
+  const int H = o.hidden, B = o.batch, T = o.steps, GH = 3 * H;
+  CudaContext ctx(o.device);
+  cudaStream_t s = ctx.stream();
+  std::ostringstream rep;
+  rep << "ds2 bench rnn: hidden " << H << ", batch " << B << ", " << T
+      << " steps, fp32, one direction, GRU; " << ctx.description() << "\n";
+
+  // U ~ U(-1/sqrt(H), 1/sqrt(H)) (the layer's init), x and dL/dh ~ U(-1, 1), the same x in the
+  // three gates' input columns (cuDNN's skip-input), zero biases, every utterance T frames long.
+  Rng rng(1234);
+  const int64_t n = int64_t{T} * B * H;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(H));
+  std::vector<float> hu(int64_t{GH} * H), hx(n), hdy(n), ha(n * 3);
+  for (auto& v : hu) v = rng.uniform(-scale, scale);
+  for (auto& v : hx) v = rng.uniform(-1.0f, 1.0f);
+  for (auto& v : hdy) v = rng.uniform(-1.0f, 1.0f);
+  for (int64_t r = 0; r < int64_t{T} * B; ++r)
+    for (int g = 0; g < 3; ++g) std::copy(&hx[r * H], &hx[r * H] + H, &ha[(r * 3 + g) * H]);
+  DeviceArray<float> u(int64_t{GH} * H), bias(GH), a(3 * n), gates(3 * n), cand(n), h(n), dy(n),
+      dpre(3 * n), dg(3 * n), step_g(int64_t{B} * GH), zero(int64_t{B} * H), carry(int64_t{B} * H),
+      next(int64_t{B} * H);
+  DeviceArray<int> lengths(B);
+  upload(hu.data(), hu.size(), u.data(), s);
+  upload(ha.data(), ha.size(), a.data(), s);
+  upload(hdy.data(), n, dy.data(), s);
+  kernels::fill(bias.data(), GH, 0.0f, s);
+  kernels::fill(zero.data(), int64_t{B} * H, 0.0f, s);
+  const std::vector<int> host_lengths(B, T);
+  DS2_CUDA_CHECK(cudaMemcpyAsync(lengths.data(), host_lengths.data(), B * sizeof(int),
+                                 cudaMemcpyHostToDevice, s));
+  // The forward writes r, z, n over its input: each timed run starts from a fresh copy.
+  auto restore = [&] {
+    DS2_CUDA_CHECK(cudaMemcpyAsync(gates.data(), a.data(), 3 * n * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, s));
+  };
+  const auto nothing = [] {};
+  std::vector<Row> rows;
+
+  Row persistent("ours: persistent GRU (fp32)");
+  PersistentGruPlan plan(H, B, 1, o.device);
+  rep << "plan: " << plan.describe() << "\n";
+  rep << "largest hidden size that runs persistently at this batch: "
+      << PersistentGruPlan::max_hidden(B, 1, o.device)
+      << " (both directions in one launch: " << PersistentGruPlan::max_hidden(B, 2, o.device)
+      << ")\n";
+  std::vector<float> h_ours, dx_ours;
+  if (plan.fits()) {
+    DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+    const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+    kernels::PgruDirection d;
+    d.u = u.data();
+    d.bias_h = bias.data();
+    d.gates = gates.data();
+    d.ld_gates = GH;
+    d.candidate = cand.data();
+    d.h = h.data();
+    d.dy = dy.data();
+    d.ld_dy = H;
+    d.dpre = dpre.data();
+    d.ld_dpre = GH;
+    d.dgates = dg.data();
+    auto forward = [&] {
+      persistent_gru_forward(plan, &d, lengths.data(), T, B, ws.data(), ws_bytes, s);
+    };
+    auto backward = [&] {
+      persistent_gru_backward_data(plan, &d, lengths.data(), T, B, ws.data(), ws_bytes, s);
+    };
+    persistent.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore, forward) / T;
+    persistent.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    h_ours = download_vector(h.data(), n, s);
+    dx_ours = input_gradient(download_vector(dpre.data(), 3 * n, s), int64_t{T} * B, H);
+  } else {
+    persistent.note = "does not fit";
+  }
+  rows.push_back(persistent);
+
+  // Ours, the GEMM recurrence: CudaRnnLayer's per-step loop.
+  Row gemm_row("ours: GEMM GRU (fp32, cuBLAS/step)");
+  {
+    DeviceArray<float> hg(n), candg(n), dpre_g(3 * n), dg_g(3 * n);
+    auto forward = [&] {
+      for (int t = 0; t < T; ++t) {
+        const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
+        gemm(ctx, false, true, B, GH, H, 1.0f, hp, H, u.data(), H, 0.0f, step_g.data(), GH);
+        kernels::rnn_gru_step_forward(gates.data() + int64_t{t} * B * GH, GH, step_g.data(),
+                                      bias.data(), hp, hg.data() + int64_t{t} * B * H,
+                                      candg.data() + int64_t{t} * B * H, B, H, t, lengths.data(),
+                                      s);
+      }
+    };
+    auto backward = [&] {
+      float* c = carry.data();
+      float* nx = next.data();
+      kernels::fill(c, int64_t{B} * H, 0.0f, s);
+      for (int t = T - 1; t >= 0; --t) {
+        const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
+        float* dgt = dg_g.data() + int64_t{t} * B * GH;
+        kernels::rnn_gru_step_backward(
+            gates.data() + int64_t{t} * B * GH, GH, candg.data() + int64_t{t} * B * H, hp,
+            dy.data() + int64_t{t} * B * H, c, dpre_g.data() + int64_t{t} * B * GH, dgt, nx, B, H,
+            t, lengths.data(), s);
+        gemm(ctx, false, false, B, H, GH, 1.0f, dgt, GH, u.data(), H, 1.0f, nx, H);
+        std::swap(c, nx);
+      }
+    };
+    gemm_row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore, forward) / T;
+    gemm_row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    if (plan.fits())
+      gemm_row.note = check_note(
+          download_vector(hg.data(), n, s), h_ours,
+          input_gradient(download_vector(dpre_g.data(), 3 * n, s), int64_t{T} * B, H), dx_ours);
+  }
+  rows.push_back(gemm_row);
+
+#ifdef DS2_HAVE_CUDNN
+  {
+    const int version = static_cast<int>(cudnnGetVersion());
+    rep << "cuDNN " << version / 10000 << "." << (version / 100) % 100 << "." << version % 100
+        << ": CUDNN_GRU, unidirectional, fp32 data and accumulation; 'fp32' rows use "
+        << "CUDNN_FMA_MATH (no TF32, as ours; the reference for 'x cuDNN'), 'default math' rows "
+        << "may use TF32\n";
+    const std::pair<cudnnRNNAlgo_t, const char*> algos[] = {
+        {CUDNN_RNN_ALGO_STANDARD, "STANDARD"},
+        {CUDNN_RNN_ALGO_PERSIST_STATIC, "PERSIST_STATIC"},
+        {CUDNN_RNN_ALGO_PERSIST_DYNAMIC, "PERSIST_DYNAMIC"}};
+    DeviceArray<float> y(n), dx(n), matrix;
+    for (const cudnnMathType_t math : {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH}) {
+      CudnnShared c;
+      setup_cudnn(c, s, H, B, T, CUDNN_DATA_FLOAT, 1);
+      for (const auto& [algo, name] : algos) {
+        Row row(std::string("cuDNN ") + name +
+                (math == CUDNN_FMA_MATH ? " (fp32)" : " (fp32, default math)"));
+        row.reference = math == CUDNN_FMA_MATH;
+        // Skip-input first; where refused, a linear input with W = I per gate (the time then
+        // includes that input GEMM, said in the note). Biases stay zero either way.
+        for (const bool linear : {false, true}) {
+          try {
+            CudnnRnn r(c, algo, CUDNN_RNN_DOUBLE_BIAS,
+                       linear ? CUDNN_LINEAR_INPUT : CUDNN_SKIP_INPUT, CUDNN_DATA_FLOAT, math, H, 1,
+                       B, s, CUDNN_GRU);
+            // linLayerID 0-2: W of r, z, n; 3-5: R (= U's gate rows, {H, H} row-major each).
+            for (int id = 0; id < 6; ++id) {
+              void* m_addr = nullptr;
+              void* b_addr = nullptr;
+              const cudnnStatus_t st =
+                  cudnnGetRNNWeightParams(c.handle, r.rnn, 0, r.weight_bytes, r.weights.data(), id,
+                                          r.m, &m_addr, r.b, &b_addr);
+              if (id < 3 && (st != CUDNN_STATUS_SUCCESS || !m_addr)) continue;  // skip-input
+              DS2_CUDNN_CHECK(st);
+              DS2_CHECK(m_addr != nullptr, "cuDNN gave no GRU matrix " << id);
+              std::vector<float> m(int64_t{H} * H, 0.0f);
+              if (id < 3) {
+                for (int i = 0; i < H; ++i) m[int64_t{i} * H + i] = 1.0f;
+              } else {
+                const auto gate = hu.begin() + int64_t{id - 3} * H * H;
+                std::copy(gate, gate + int64_t{H} * H, m.begin());
+              }
+              upload_as(m, CUDNN_DATA_FLOAT, matrix, s);
+              DS2_CUDA_CHECK(cudaMemcpyAsync(m_addr, matrix.data(), sizeof(float) * H * H,
+                                             cudaMemcpyDeviceToDevice, s));
+            }
+            DeviceArray<float> x_dev(n);
+            upload(hx.data(), n, x_dev.data(), s);
+            auto forward = [&] { r.forward(c, x_dev.data(), y.data()); };
+            auto backward = [&] { r.backward_data(c, y.data(), dy.data(), dx.data()); };
+            row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
+            forward();
+            row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+            // Checked after one forward and one backward-data (backward-data alone repeated
+            // reads a reserve space the previous one wrote).
+            forward();
+            backward();
+            if (linear) row.note = "skip-input refused: time includes an input GEMM (W = I); ";
+            if (plan.fits())
+              row.note += check_note(download_vector(y.data(), n, s), h_ours,
+                                     download_vector(dx.data(), n, s), dx_ours);
+            break;
+          } catch (const Error& e) {
+            (void)cudaGetLastError();
+            row.fwd_us = row.bwd_us = -1.0;
+            row.note = std::string("n/a: ") + e.what();
+          }
+        }
+        rows.push_back(row);
+      }
+    }
+  }
+#else
+  rep << "cuDNN: not in this build (CMake did not find it), no cuDNN rows\n";
+#endif
+
+  double best_fwd = -1.0, best_bwd = -1.0;
+  for (const Row& r : rows) {
+    if (!r.reference) continue;
+    if (r.fwd_us > 0 && (best_fwd < 0 || r.fwd_us < best_fwd)) best_fwd = r.fwd_us;
+    if (r.bwd_us > 0 && (best_bwd < 0 || r.bwd_us < best_bwd)) best_bwd = r.bwd_us;
+  }
+  const double flop = 2.0 * B * double(GH) * H;  // per step
+  rep << "median of " << o.repeats << " runs after " << o.warmup << " warm-up runs; TFLOP/s = "
+      << "2 B 3H^2 / time per step; 'x cuDNN' = best strict-fp32 cuDNN time / this time (> 1: "
+      << "faster)\n\n";
+  rep << std::left << std::setw(42) << "implementation" << std::right << std::setw(12)
+      << "fwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN" << std::setw(12)
+      << "bwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN"
+      << "  notes\n";
+  auto cell = [&](double us, double best) {
+    std::ostringstream c;
+    if (us < 0) {
+      c << std::setw(12) << "-" << std::setw(9) << "-" << std::setw(9) << "-";
+    } else {
+      c << std::setw(12) << fmt(us, 2) << std::setw(9) << fmt(flop / (us * 1e6), 2) << std::setw(9)
+        << (best > 0 ? fmt(best / us, 2) + "x" : std::string("-"));
+    }
+    return c.str();
+  };
+  for (const Row& r : rows)
+    rep << std::left << std::setw(42) << r.name << std::right << cell(r.fwd_us, best_fwd)
+        << cell(r.bwd_us, best_bwd) << "  " << r.note << "\n";
+  return rep.str();
+}
+
+}  // namespace ds2

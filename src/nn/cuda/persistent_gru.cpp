@@ -1,0 +1,206 @@
+#include "nn/cuda/persistent_gru.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+#include "core/cuda/check.h"
+#include "core/cuda/device_query.h"
+#include "core/error.h"
+
+namespace ds2 {
+namespace {
+
+constexpr int kRowGroup = kernels::kPrnnRowGroup;
+
+int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+std::string kb(size_t bytes) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1) << bytes / 1024.0 << " KB";
+  return s.str();
+}
+
+// The most register groups kernels/persistent_gru.cu instantiates for a pass's chunks.
+int max_register_groups(bool backward, int chunks) {
+  if (!backward) return chunks == 1 ? 8 : 4;
+  return chunks == 3 ? 2 : 1;
+}
+
+}  // namespace
+
+PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, int device,
+                                     Precision precision) {
+  DS2_CHECK(hidden > 0 && max_batch > 0 && (directions == 1 || directions == 2),
+            "persistent GRU plan: hidden " << hidden << ", max batch " << max_batch
+                                           << " and directions " << directions
+                                           << " must be positive (directions 1 or 2)");
+  if (device < 0) DS2_CUDA_CHECK(cudaGetDevice(&device));
+  device_ = device;
+  DeviceGuard guard(device);
+  sm_count_ = device_attribute(cudaDevAttrMultiProcessorCount, device);
+  const bool cooperative = device_attribute(cudaDevAttrCooperativeLaunch, device) != 0;
+  const int max_threads = device_attribute(cudaDevAttrMaxThreadsPerBlock, device);
+  const size_t smem_optin = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+
+  kernels::PgruTiling& t = tiling_;
+  t.hidden = hidden;
+  t.max_batch = max_batch;
+  t.directions = directions;
+  t.batch_tile = max_batch >= 3 ? 4 : max_batch;
+
+  auto refuse = [&](const std::string& why) {
+    std::ostringstream s;
+    s << "persistent GRU (hidden " << hidden << ", batch " << max_batch << ", "
+      << precision_name(precision) << ", " << directions
+      << (directions == 1 ? " direction" : " directions in one launch") << ") does not fit on "
+      << device_name(device) << " (" << sm_count_ << " SMs): " << why;
+    fits_ = false;
+    why_not_ = s.str();
+  };
+  if (precision != Precision::kFp32) {
+    refuse("only fp32 weights are implemented");
+    return;
+  }
+  if (!cooperative) {
+    refuse("the device has no cooperative launches");
+    return;
+  }
+  const int ctas_max = sm_count_ / directions;  // one CTA per SM: co-resident by construction
+  if (ctas_max < 1) {
+    refuse("fewer SMs than directions");
+    return;
+  }
+  // The neurons spread over as many SMs as there are, in whole row groups.
+  t.neurons_per_cta = ceil_div(ceil_div(hidden, ctas_max), kRowGroup) * kRowGroup;
+  t.ctas_per_direction = ceil_div(hidden, t.neurons_per_cta);
+
+  // One pass: the most register groups that fit without spilling, the rest in shared memory.
+  std::string reason;
+  auto fit_pass = [&](bool backward, int chunks) {
+    kernels::PgruPass& p = backward ? t.backward : t.forward;
+    p.chunks = chunks;
+    p.threads = std::max(32, ceil_div(ceil_div(t.inputs(backward), 4 * chunks), 32) * 32);
+    const char* name = backward ? "backward-data" : "forward";
+    if (p.threads > max_threads) {
+      std::ostringstream s;
+      s << name << ": " << p.threads << " threads of " << 4 * chunks
+        << " columns, more than a CTA can have";
+      reason = s.str();
+      return false;
+    }
+    const int groups = t.rows(backward) / kRowGroup;
+    for (int nrg = std::min(groups, max_register_groups(backward, chunks)); nrg >= 0; --nrg) {
+      p.register_groups = nrg;
+      if (!kernels::pgru_has_kernel(t, backward)) continue;
+      const size_t smem = kernels::pgru_shared_bytes(t, backward);
+      std::ostringstream s;
+      if (smem > smem_optin) {
+        s << name << ": with " << nrg * kRowGroup << " of " << t.rows(backward)
+          << " rows per CTA in registers the rest need " << kb(smem) << " of shared memory, more "
+          << "than the " << kb(smem_optin) << " allowed";
+        reason = s.str();
+        continue;
+      }
+      const kernels::PrnnKernelInfo info = kernels::pgru_kernel_info(t, backward);
+      if (info.local_bytes > 0 || info.blocks_per_sm < 1) {
+        s << name << ": a CTA of " << p.threads << " threads x " << info.registers << " registers ("
+          << nrg * kRowGroup << " rows in registers" << (info.local_bytes > 0 ? ", spilling" : "")
+          << ") and " << kb(smem) << " of shared memory does not fit on one SM";
+        reason = s.str();
+        continue;
+      }
+      registers_[backward ? 1 : 0] = info.registers;
+      return true;
+    }
+    return false;
+  };
+  // Forward one 4-column chunk per thread up to H 1600 (two beyond, as the clipped-ReLU kernel
+  // measured faster there), else the other; backward-data with 3x the chunks (same threads).
+  bool ok = false;
+  const int first = hidden >= 1600 ? 2 : 1;
+  for (int chunks : {first, 3 - first}) {
+    if (fit_pass(false, chunks) && fit_pass(true, 3 * chunks)) {
+      ok = true;
+      break;
+    }
+  }
+  if (!ok) {
+    refuse(reason.empty() ? "no kernel variant fits" : reason);
+    return;
+  }
+  fits_ = true;
+}
+
+size_t PersistentGruPlan::workspace_bytes() const {
+  return fits_ ? kernels::pgru_workspace_bytes(tiling_) : 0;
+}
+
+std::string PersistentGruPlan::describe() const {
+  if (!fits_) return why_not_;
+  const kernels::PgruTiling& t = tiling_;
+  std::ostringstream s;
+  s << "persistent GRU hidden " << t.hidden << ", batch <= " << t.max_batch << ", fp32 weights, "
+    << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
+    << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs), "
+    << t.neurons_per_cta << " neurons per CTA, batch tile " << t.batch_tile;
+  for (bool bwd : {false, true}) {
+    const kernels::PgruPass& p = t.pass(bwd);
+    const int rows = t.rows(bwd), reg_rows = p.register_groups * kRowGroup;
+    s << "; " << (bwd ? "backward-data " : "forward ") << p.threads << " threads of "
+      << 4 * p.chunks << " columns, " << reg_rows << " of " << rows << " rows in registers, "
+      << registers_[bwd ? 1 : 0] << " registers/thread, " << kb(kernels::pgru_shared_bytes(t, bwd))
+      << " shared memory/CTA";
+  }
+  s << ", workspace " << kb(workspace_bytes());
+  return s.str();
+}
+
+int PersistentGruPlan::max_hidden(int max_batch, int directions, int device) {
+  int best = 0;
+  // Rounding of neurons per CTA makes "fits" not quite monotone in H: every multiple of 32.
+  for (int h = 32; h <= 4096; h += 32) {
+    PersistentGruPlan plan(h, max_batch, directions, device);
+    if (plan.fits()) best = h;
+  }
+  return best;
+}
+
+namespace {
+
+void launch(const PersistentGruPlan& plan, bool backward, const kernels::PgruDirection* dirs,
+            const int* lengths, int T, int B, void* workspace, size_t workspace_bytes,
+            cudaStream_t stream) {
+  const char* what = backward ? "backward-data" : "forward";
+  DS2_CHECK(plan.fits(), "persistent GRU " << what << ": " << plan.why_not());
+  DS2_CHECK(B <= plan.max_batch(), "persistent GRU " << what << ": batch " << B
+                                                     << " exceeds the plan's maximum batch "
+                                                     << plan.max_batch());
+  DS2_CHECK(workspace_bytes >= plan.workspace_bytes(),
+            "persistent GRU " << what << ": workspace of " << workspace_bytes
+                              << " bytes, the plan needs " << plan.workspace_bytes());
+  int device = 0;
+  DS2_CUDA_CHECK(cudaGetDevice(&device));
+  DS2_CHECK(device == plan.device(), "persistent GRU " << what << ": plan made for device "
+                                                       << plan.device() << ", called on device "
+                                                       << device);
+  kernels::pgru_launch(plan.tiling(), backward, dirs, lengths, T, B, workspace, stream);
+}
+
+}  // namespace
+
+void persistent_gru_forward(const PersistentGruPlan& plan, const kernels::PgruDirection* dirs,
+                            const int* lengths, int T, int B, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream) {
+  launch(plan, false, dirs, lengths, T, B, workspace, workspace_bytes, stream);
+}
+
+void persistent_gru_backward_data(const PersistentGruPlan& plan, const kernels::PgruDirection* dirs,
+                                  const int* lengths, int T, int B, void* workspace,
+                                  size_t workspace_bytes, cudaStream_t stream) {
+  launch(plan, true, dirs, lengths, T, B, workspace, workspace_bytes, stream);
+}
+
+}  // namespace ds2

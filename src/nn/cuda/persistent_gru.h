@@ -1,0 +1,66 @@
+// Persistent GRU: the recurrence of a GRU layer (nn/rnn_layer.h's formulation) in one cooperative
+// kernel per pass that keeps the CTA's slice of U on chip for all timesteps
+// (kernels/persistent_gru.h has the kernel and its contract), with the API of the clipped-ReLU
+// persistent RNN (nn/cuda/persistent_rnn.h): a plan built once per layer shape and device, a
+// workspace size, and forward / backward-data calls on a stream. The input projection and the
+// weight gradients stay cuBLAS GEMMs done by the caller (CudaRnnLayer). fp32 weights and math;
+// results are deterministic (fixed reduction order).
+//
+//   PersistentGruPlan plan(/*hidden=*/1024, /*max_batch=*/4, /*directions=*/2);
+//   if (!plan.fits()) std::cerr << plan.why_not() << "\n";          // then the GEMM recurrence
+//   DeviceArray<float> ws(plan.workspace_bytes() / sizeof(float) + 1);
+//   kernels::PgruDirection d[2] = {...};                              // per direction's operands
+//   persistent_gru_forward(plan, d, lengths, T, B, ws.data(), plan.workspace_bytes(), stream);
+//   persistent_gru_backward_data(plan, d, lengths, T, B, ws.data(), plan.workspace_bytes(),
+//   stream);
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+
+#include "core/precision.h"
+#include "kernels/persistent_gru.h"
+
+namespace ds2 {
+
+class PersistentGruPlan {
+ public:
+  // `directions` = 2 plans one launch for both directions (the SMs split between them).
+  // device -1: the current device. Only fp32 weights are implemented: a bf16 plan does not fit.
+  PersistentGruPlan(int hidden, int max_batch, int directions = 1, int device = -1,
+                    Precision precision = Precision::kFp32);
+
+  bool fits() const { return fits_; }
+  const std::string& why_not() const { return why_not_; }
+  int hidden() const { return tiling_.hidden; }
+  int max_batch() const { return tiling_.max_batch; }
+  int directions() const { return tiling_.directions; }
+  int device() const { return device_; }
+  size_t workspace_bytes() const;
+  const kernels::PgruTiling& tiling() const { return tiling_; }
+  // "persistent GRU hidden 1024, batch <= 4, 2 directions in one launch: 256 CTAs ..."
+  std::string describe() const;
+
+  // The largest hidden size (a multiple of 32) whose plan fits on `device` for this batch.
+  static int max_hidden(int max_batch, int directions = 1, int device = -1);
+
+ private:
+  kernels::PgruTiling tiling_;
+  int device_ = 0;
+  int sm_count_ = 0;
+  int registers_[2] = {0, 0};  // forward, backward-data
+  bool fits_ = false;
+  std::string why_not_;
+};
+
+// plan.directions() directions in one launch (dirs[0 .. plan.directions())).
+void persistent_gru_forward(const PersistentGruPlan& plan, const kernels::PgruDirection* dirs,
+                            const int* lengths, int T, int B, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream);
+void persistent_gru_backward_data(const PersistentGruPlan& plan, const kernels::PgruDirection* dirs,
+                                  const int* lengths, int T, int B, void* workspace,
+                                  size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace ds2

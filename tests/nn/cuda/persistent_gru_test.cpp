@@ -1,0 +1,377 @@
+// The persistent GRU recurrence (nn/cuda/persistent_gru.h) against
+//  - a float64 CPU loop of the same recurrence (PyTorch's GRU cell, the contract of
+//    kernels/persistent_gru.h), on every case: forward h, candidates and gates, backward-data dpre
+//    and dG, with every output poisoned with NaN first (a one-direction launch runs the reverse
+//    direction alone and must leave the other direction's NaN columns of the gates untouched);
+//  - the CPU RnnLayer and CudaRnnLayer's GEMM recurrence, through CudaRnnLayer on whole layers
+//    (forward, dx and every parameter gradient).
+// Cases: T 1 to 700, batch 1, 2, 3, 4, 5, 8, 32, 64, hidden 33 to 1568 (odd, not multiples of
+// the tiles), unequal lengths including 0, both directions, one- and two-direction plans.
+// Tolerances: fp32 against float64 1e-5 absolute + 1e-4 relative (the GRU's gates are
+// contractive: errors do not grow with T); dG and dpre the same.
+#include "nn/cuda/persistent_gru.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "core/cuda/check.h"
+#include "core/cuda/device_array.h"
+#include "nn/cuda/rnn_layer_cuda.h"
+#include "support/cuda_compare.h"
+#include "support/cuda_rnn_reference.h"
+
+namespace ds2 {
+namespace {
+
+constexpr double kAtol = 1e-5, kRtol = 1e-4;
+
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+
+// float64 GRU recurrence of one direction. a: {T, B, P} input side at column offset `off` (3H
+// columns). Outputs {T, B, H} h and candidate, {T, B, 3H} gates r, z, n (valid frames only; the
+// rest stay as given, so callers pass the poisoned GPU values' positions as NaN and skip them).
+struct GruForwardRef {
+  std::vector<double> h, cand, gates;
+};
+
+GruForwardRef cpu_gru_forward(const std::vector<float>& u, const std::vector<float>& bias,
+                              const std::vector<float>& a, int P, int off,
+                              const std::vector<int>& len, int T, int B, int H, bool reverse) {
+  GruForwardRef r;
+  r.h.assign(size_t(T) * B * H, 0.0);
+  r.cand.assign(size_t(T) * B * H, 0.0);
+  r.gates.assign(size_t(T) * B * 3 * H, 0.0);
+  std::vector<double> g(3 * H);
+  for (int b = 0; b < B; ++b)
+    for (int s = 0; s < T; ++s) {
+      const int t = reverse ? T - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+      if (t >= len[b]) continue;
+      const double* hp = (tp >= 0 && tp < T) ? &r.h[(size_t(tp) * B + b) * H] : nullptr;
+      for (int i = 0; i < 3 * H; ++i) {
+        double acc = 0.0;
+        if (hp)
+          for (int j = 0; j < H; ++j) acc += double(u[size_t(i) * H + j]) * hp[j];
+        g[i] = acc + bias[i];
+      }
+      const float* ar = &a[(size_t(t) * B + b) * P + off];
+      for (int k = 0; k < H; ++k) {
+        const double rr = sigmoid(ar[k] + g[k]), z = sigmoid(ar[H + k] + g[H + k]);
+        const double n = std::tanh(ar[2 * H + k] + rr * g[2 * H + k]);
+        const size_t o = (size_t(t) * B + b) * H + k;
+        r.h[o] = (1.0 - z) * n + z * (hp ? hp[k] : 0.0);
+        r.cand[o] = g[2 * H + k];
+        double* gt = &r.gates[(size_t(t) * B + b) * 3 * H];
+        gt[k] = rr;
+        gt[H + k] = z;
+        gt[2 * H + k] = n;
+      }
+    }
+  return r;
+}
+
+// float64 backward-data from the forward's (GPU) r, z, n, candidates and h: dpre and dG {T, B, 3H}.
+struct GruBackwardRef {
+  std::vector<double> dpre, dg;
+};
+
+GruBackwardRef cpu_gru_backward(const std::vector<float>& u, const std::vector<float>& gates, int P,
+                                int off, const std::vector<float>& cand,
+                                const std::vector<float>& h, const std::vector<float>& dy,
+                                const std::vector<int>& len, int T, int B, int H, bool reverse) {
+  GruBackwardRef r;
+  r.dpre.assign(size_t(T) * B * 3 * H, 0.0);
+  r.dg.assign(size_t(T) * B * 3 * H, 0.0);
+  std::vector<double> carry(H), next(H);
+  for (int b = 0; b < B; ++b) {
+    std::fill(carry.begin(), carry.end(), 0.0);
+    for (int s = 0; s < T; ++s) {
+      const int t = reverse ? s : T - 1 - s, tp = reverse ? t + 1 : t - 1;
+      std::fill(next.begin(), next.end(), 0.0);
+      if (t < len[b]) {
+        const size_t row = size_t(t) * B + b;
+        const float* gt = &gates[row * P + off];
+        double* dg = &r.dg[row * 3 * H];
+        double* dp = &r.dpre[row * 3 * H];
+        for (int k = 0; k < H; ++k) {
+          const double rr = gt[k], z = gt[H + k], n = gt[2 * H + k];
+          const double hp = (tp >= 0 && tp < T) ? h[(size_t(tp) * B + b) * H + k] : 0.0;
+          const double dh = dy[row * H + k] + carry[k];
+          const double dn = dh * (1 - z) * (1 - n * n), dz = dh * (hp - n) * z * (1 - z);
+          const double dr = dn * cand[row * H + k] * rr * (1 - rr);
+          dp[k] = dr;
+          dp[H + k] = dz;
+          dp[2 * H + k] = dn;
+          dg[k] = dr;
+          dg[H + k] = dz;
+          dg[2 * H + k] = dn * rr;
+          next[k] = dh * z;
+        }
+        for (int i = 0; i < 3 * H; ++i)
+          for (int j = 0; j < H; ++j) next[j] += dg[i] * u[size_t(i) * H + j];
+      }
+      std::swap(carry, next);
+    }
+  }
+  return r;
+}
+
+// got (GPU, rows of `ld` at column `off`, `cols` wide) vs ref {rows, cols}, valid frames only when
+// `valid_only` (the kernels leave the gates and candidates of padded frames untouched).
+void expect_rows_close(const std::vector<double>& ref, const std::vector<float>& got, int64_t ld,
+                       int off, int cols, const std::vector<int>& len, int T, int B,
+                       bool valid_only, const std::string& what) {
+  int64_t bad = 0;
+  std::string first;
+  for (int t = 0; t < T; ++t)
+    for (int b = 0; b < B; ++b) {
+      if (valid_only && t >= len[b]) continue;
+      for (int c = 0; c < cols; ++c) {
+        const double r = ref[(size_t(t) * B + b) * cols + c];
+        const float g = got[(size_t(t) * B + b) * ld + off + c];
+        if (!(std::fabs(g - r) <= kAtol + kRtol * std::fabs(r))) {
+          if (bad++ == 0)
+            first = "t " + std::to_string(t) + " b " + std::to_string(b) + " col " +
+                    std::to_string(c) + ": " + std::to_string(g) + " vs " + std::to_string(r);
+        }
+      }
+    }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " elements off, first " << first;
+}
+
+struct Case {
+  int T, B, H;
+};
+
+void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
+  const int T = c.T, B = c.B, H = c.H, GH = 3 * H, P = 2 * GH;
+  SCOPED_TRACE("T" + std::to_string(T) + " B" + std::to_string(B) + " H" + std::to_string(H));
+  cudaStream_t s = ctx.stream();
+  Rng rng(seed);
+  const std::vector<int> len = make_lengths(T, B, rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(H));
+  std::vector<float> u[2], bias[2];
+  for (int d = 0; d < 2; ++d) {
+    u[d] = random_vector(int64_t{GH} * H, rng, -scale, scale);
+    bias[d] = random_vector(GH, rng, -0.5f, 0.5f);
+  }
+  const std::vector<float> a = random_vector(int64_t{T} * B * P, rng, -1.5f, 1.5f);
+  const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
+
+  PersistentGruPlan plan1(H, B, 1), plan2(H, B, 2);
+  ASSERT_TRUE(plan1.fits()) << plan1.why_not();
+  DeviceArray<float> du[2], dbias[2], dgates_arr, dcand, dh, ddy, ddpre, ddg, ws;
+  DeviceArray<int> dlen;
+  for (int d = 0; d < 2; ++d) {
+    to_device(u[d], du[d], s);
+    to_device(bias[d], dbias[d], s);
+  }
+  to_device(dy, ddy, s);
+  upload_lengths(len, dlen, s);
+  const int64_t nh = std::max<int64_t>(1, int64_t{T} * B * H);
+  for (auto* arr : {&dcand, &dh}) arr->reserve(2 * nh);
+  ddpre.reserve(std::max<int64_t>(1, int64_t{T} * B * P));
+  ddg.reserve(2 * 3 * nh);
+  ws.reserve(static_cast<int64_t>(
+      std::max(plan1.workspace_bytes(), plan2.workspace_bytes()) / sizeof(float) + 1));
+  const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+
+  for (const PersistentGruPlan* plan : {&plan1, &plan2}) {
+    if (!plan->fits()) continue;
+    const int nd = plan->directions();
+    SCOPED_TRACE(std::to_string(nd) + " direction(s) per launch");
+    // Single-direction plans run the reverse direction alone, so the forward one's columns of
+    // gates and dpre (NaN) must come back untouched.
+    const int first = nd == 2 ? 0 : 1;
+    if (nd == 2) {
+      to_device(a, dgates_arr, s);
+    } else {
+      std::vector<float> mixed(size_t(T) * B * P, std::nanf(""));
+      for (int64_t row = 0; row < int64_t{T} * B; ++row)
+        for (int k = 0; k < GH; ++k) mixed[row * P + GH + k] = a[row * P + GH + k];
+      to_device(mixed, dgates_arr, s);
+    }
+    poison(dcand.data(), 2 * nh, ctx);
+    poison(dh.data(), 2 * nh, ctx);
+    poison(ws.data(), ws.capacity(), ctx);
+    kernels::PgruDirection dirs[2];
+    for (int d = first; d < 2; ++d) {
+      kernels::PgruDirection& p = dirs[d - first];
+      p.u = du[d].data();
+      p.bias_h = dbias[d].data();
+      p.gates = dgates_arr.data() + int64_t{d} * GH;
+      p.ld_gates = P;
+      p.candidate = dcand.data() + int64_t{d} * nh;
+      p.h = dh.data() + int64_t{d} * nh;
+      p.reverse = d == 1;
+      p.dy = ddy.data();
+      p.ld_dy = H;
+      p.dpre = ddpre.data() + int64_t{d} * GH;
+      p.ld_dpre = P;
+      p.dgates = ddg.data() + int64_t{d} * 3 * nh;
+    }
+    persistent_gru_forward(*plan, dirs, dlen.data(), T, B, ws.data(), ws_bytes, s);
+    DS2_CUDA_CHECK(cudaGetLastError());
+    const std::vector<float> gates = to_host(dgates_arr.data(), int64_t{T} * B * P, s);
+    const std::vector<float> cand_all = to_host(dcand.data(), 2 * nh, s);
+    const std::vector<float> h_all = to_host(dh.data(), 2 * nh, s);
+
+    poison(ddpre.data(), int64_t{T} * B * P, ctx);
+    poison(ddg.data(), 2 * 3 * nh, ctx);
+    poison(ws.data(), ws.capacity(), ctx);
+    persistent_gru_backward_data(*plan, dirs, dlen.data(), T, B, ws.data(), ws_bytes, s);
+    DS2_CUDA_CHECK(cudaGetLastError());
+    const std::vector<float> dpre = to_host(ddpre.data(), int64_t{T} * B * P, s);
+    const std::vector<float> dg_all = to_host(ddg.data(), 2 * 3 * nh, s);
+
+    for (int d = first; d < 2; ++d) {
+      SCOPED_TRACE(d == 1 ? "reverse direction" : "forward direction");
+      const bool reverse = d == 1;
+      const std::vector<float> h(h_all.begin() + d * nh,
+                                 h_all.begin() + d * nh + int64_t{T} * B * H);
+      const std::vector<float> cand(cand_all.begin() + d * nh,
+                                    cand_all.begin() + d * nh + int64_t{T} * B * H);
+      const GruForwardRef f = cpu_gru_forward(u[d], bias[d], a, P, d * GH, len, T, B, H, reverse);
+      expect_rows_close(f.h, h, H, 0, H, len, T, B, false, "forward h");
+      expect_rows_close(f.cand, cand, H, 0, H, len, T, B, true, "forward candidate");
+      expect_rows_close(f.gates, gates, P, d * GH, GH, len, T, B, true, "forward gates");
+      // Backward-data from the GPU forward's values (as the layer runs it).
+      const GruBackwardRef g =
+          cpu_gru_backward(u[d], gates, P, d * GH, cand, h, dy, len, T, B, H, reverse);
+      expect_rows_close(g.dpre, dpre, P, d * GH, GH, len, T, B, false, "backward-data dpre");
+      const std::vector<float> dg(dg_all.begin() + d * 3 * nh,
+                                  dg_all.begin() + d * 3 * nh + int64_t{T} * B * GH);
+      expect_rows_close(g.dg, dg, GH, 0, GH, len, T, B, false, "backward-data dG");
+    }
+    if (nd == 1) {
+      // The forward direction's columns were not touched.
+      int64_t touched = 0;
+      for (int64_t row = 0; row < int64_t{T} * B; ++row)
+        for (int k = 0; k < GH; ++k) touched += !std::isnan(gates[row * P + k]);
+      EXPECT_EQ(touched, 0) << "a one-direction launch wrote the other direction's gates";
+    }
+  }
+}
+
+const Case kCases[] = {
+    {1, 1, 37},    {7, 3, 37},    {21, 1, 128}, {20, 4, 128}, {9, 5, 300},
+    {30, 8, 64},   {5, 32, 200},  {3, 64, 96},  {300, 2, 61}, {40, 4, 1000},
+    {16, 1, 1024}, {12, 3, 1536}, {6, 4, 1568}, {4, 8, 1152}, {700, 1, 33},
+};
+
+TEST(PersistentGru, MatchesFloat64Recurrence) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  uint64_t seed = 900;
+  for (const Case& c : kCases) check_case(ctx, c, ++seed);
+}
+
+TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
+  DS2_REQUIRE_GPU();
+  PersistentGruPlan plan(1024, 4, 2);
+  EXPECT_TRUE(plan.fits()) << plan.why_not();
+  EXPECT_NE(plan.describe().find("2 directions in one launch"), std::string::npos)
+      << plan.describe();
+  PersistentGruPlan bf16(1024, 4, 1, -1, Precision::kBf16);
+  EXPECT_FALSE(bf16.fits());
+  EXPECT_NE(bf16.why_not().find("only fp32 weights"), std::string::npos) << bf16.why_not();
+  PersistentGruPlan huge(6000, 4, 1);
+  EXPECT_FALSE(huge.fits());
+  EXPECT_NE(huge.why_not().find("does not fit"), std::string::npos) << huge.why_not();
+  for (int batch : {1, 4, 32}) {
+    const int best = PersistentGruPlan::max_hidden(batch);
+    std::cout << "largest persistent GRU layer at batch " << batch << ": " << best << "\n";
+    EXPECT_GE(best, 1024);
+    EXPECT_FALSE(PersistentGruPlan(best + 512, batch).fits());
+  }
+}
+
+// Whole GRU layers: CudaRnnLayer with the persistent recurrence vs the CPU RnnLayer and vs the
+// GEMM recurrence (forward; backward of both GPU recurrences from the same forward states).
+void check_layer(CudaContext& ctx, bool bidirectional, bool batch_norm, int H, const Shape& shape,
+                 const std::vector<int>& lengths, uint64_t seed) {
+  SCOPED_TRACE(std::string(bidirectional ? "bi" : "uni") + (batch_norm ? " bn" : "") + " H" +
+               std::to_string(H) + " " + shape_str(shape));
+  Rng rng(seed);
+  const int T = static_cast<int>(shape[0]), B = static_cast<int>(shape[1]);
+  ParameterStore store;
+  RnnLayer cpu("gru", store, static_cast<int>(shape[2]), H, RnnType::kGru, bidirectional,
+               batch_norm, 20.0f, 0.1f);
+  store.finalize();
+  store.initialize(rng);
+  DeviceParameters params_gemm(ctx, store), params(ctx, store);
+  store.zero_grads();
+  const Sequences x = random_sequences(shape, lengths, rng);
+  const Sequences dy = random_sequences({T, B, H}, lengths, rng);
+  Sequences y_ref, dx_ref;
+  cpu.forward(x, y_ref, true);
+  cpu.backward(x, y_ref, dy, dx_ref);
+
+  DeviceSequences xd, dyd, yd, yd_gemm, dxd;
+  upload(x, xd, ctx.stream());
+  upload(dy, dyd, ctx.stream());
+  {
+    CudaRnnLayer gemm_layer(ctx, params_gemm, cpu);
+    gemm_layer.set_use_persistent(false);
+    yd_gemm.data.resize({T, B, H});
+    poison(yd_gemm.data, ctx);
+    gemm_layer.forward(xd, yd_gemm, true);
+    EXPECT_FALSE(gemm_layer.ran_persistent());
+  }
+  CudaRnnLayer gpu(ctx, params, cpu);
+  yd.data.resize({T, B, H});
+  poison(yd.data, ctx);
+  gpu.forward(xd, yd, true);
+  EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
+  EXPECT_NE(gpu.recurrence_path().find("persistent GRU"), std::string::npos)
+      << gpu.recurrence_path();
+  const Tensor y = download_tensor(yd.data, ctx);
+  ds2::expect_close(y_ref.data, y, 2e-5, 1e-4, "persistent GRU layer forward vs CPU");
+  ds2::expect_close(download_tensor(yd_gemm.data, ctx), y, 1e-5, 1e-4,
+                    "persistent vs GEMM GRU layer forward");
+  EXPECT_EQ(nonzero_padding(y, lengths), 0);
+
+  Tensor dx[2], grads[2];
+  for (int persistent = 1; persistent >= 0; --persistent) {
+    // The GEMM backward reads the gates the forward wrote: run the persistent forward again.
+    gpu.set_use_persistent(true);
+    gpu.forward(xd, yd, true);
+    gpu.set_use_persistent(persistent == 1);
+    params.zero_grads();
+    dxd.data.resize(shape);
+    poison(dxd.data, ctx);
+    gpu.backward(xd, yd, dyd, dxd);
+    EXPECT_EQ(gpu.ran_persistent(), persistent == 1);
+    dx[persistent] = download_tensor(dxd.data, ctx);
+    params.download_grads(grads[persistent]);
+  }
+  ds2::expect_close(dx[0], dx[1], 1e-5, 1e-4, "persistent vs GEMM GRU layer dx");
+  ds2::expect_close(dx_ref.data, dx[1], 1e-4, 1e-3, "persistent GRU layer dx vs CPU");
+  EXPECT_EQ(nonzero_padding(dx[1], lengths), 0);
+  for (const ParamEntry& e : store.parameters()) {
+    ds2::expect_close(grads[0].data() + e.offset, grads[1].data() + e.offset, e.numel, 1e-4, 1e-3,
+                      "persistent vs GEMM GRU layer grad " + e.name);
+    ds2::expect_close(store.grads().data() + e.offset, grads[1].data() + e.offset, e.numel, 1e-4,
+                      1e-3, "persistent GRU layer grad " + e.name + " vs CPU");
+  }
+}
+
+TEST(PersistentGru, LayerMatchesCpuAndGemmRecurrence) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  uint64_t seed = 70;
+  for (bool bi : {false, true})
+    for (bool bn : {false, true}) {
+      check_layer(ctx, bi, bn, 37, {9, 4, 13}, {9, 0, 5, 3}, ++seed);
+      check_layer(ctx, bi, bn, 256, {20, 8, 33}, {20, 3, 0, 19, 20, 7, 1, 12}, ++seed);
+    }
+  check_layer(ctx, true, true, 1024, {30, 4, 40}, {30, 25, 0, 29}, ++seed);
+}
+
+}  // namespace
+}  // namespace ds2
