@@ -333,6 +333,9 @@ const std::vector<Field>& schema() {
       DS2_FIELD("train.rnn_wavefront", train.rnn_wavefront, bool, "true or false",
                 "CUDA: consecutive unidirectional ReLU layers without batch norm or dropout run "
                 "as a wavefront where possible (bf16, batch <= 8); false: layer after layer"),
+      DS2_FIELD("train.persistent_rnn", train.persistent_rnn, bool, "true or false",
+                "CUDA: recurrences (ReLU and GRU) run as persistent kernels where they fit the "
+                "GPU; false: always the GEMM recurrence (one cuBLAS GEMM per step)"),
       DS2_FIELD("decode.beam_width", decode.beam_width, int, "an integer",
                 "beam search width for eval/transcribe (0 = greedy without an LM, 32 with one)"),
       DS2_FIELD("decode.lm_path", decode.lm_path, std::string, "a path",

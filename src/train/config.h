@@ -79,6 +79,9 @@ struct TrainLoopConfig {
   // CUDA: two or more unidirectional clipped-ReLU layers in a row (no batch norm, no dropout)
   // run as a wavefront of chunks where the GPU can (bf16, batch <= 8); false: layer after layer.
   bool rnn_wavefront = true;
+  // CUDA: recurrences (clipped ReLU and GRU) run as persistent kernels where their plan fits the
+  // GPU; false: always the GEMM recurrence (a cuBLAS GEMM and a cell kernel per step), to compare.
+  bool persistent_rnn = true;
 };
 
 // How `ds2 eval` and `ds2 transcribe` turn the model's output into text (training's dev

@@ -193,6 +193,10 @@ void CudaModel::set_use_wavefront(bool on) {
   for (CudaRnnStackLayer* stack : stacks_) stack->set_use_wavefront(on);
 }
 
+void CudaModel::set_use_persistent(bool on) {
+  for (CudaRnnLayer* rnn : rnn_layers_) rnn->set_use_persistent(on);
+}
+
 void CudaModel::set_recurrent_masks(const std::map<int64_t, const uint8_t*>& by_offset) {
   for (CudaRnnLayer* rnn : rnn_layers_) {
     const uint8_t* masks[2] = {nullptr, nullptr};

@@ -51,6 +51,10 @@ class CudaModel {
   // wavefront of chunks where the GPU can (nn/cuda/rnn_stack_layer.h). true by default; false
   // runs them layer after layer (train.rnn_wavefront).
   void set_use_wavefront(bool on);
+  // true by default: every recurrent layer runs the persistent recurrence where its plan fits;
+  // false: the GEMM recurrence everywhere (train.persistent_rnn; call set_use_wavefront(false)
+  // too, the wavefront being persistent kernels).
+  void set_use_persistent(bool on);
 
   // Pruning masks of recurrent matrices by their offset in the flat parameters (H x H bytes,
   // 0 = pruned), for every RNN layer's U: layers with masks may run the sparse persistent

@@ -21,7 +21,8 @@ CudaStepEngine::CudaStepEngine(const Config& cfg, AcousticModel& am, bool use_av
             "key 'optim.name': unknown optimizer '" << optim_.name << "'");
   ctx_.set_matmul_precision(parse_precision(cfg.train.precision));
   model_ = std::make_unique<CudaModel>(ctx_, *am.model);
-  model_->set_use_wavefront(cfg.train.rnn_wavefront);
+  model_->set_use_persistent(cfg.train.persistent_rnn);
+  model_->set_use_wavefront(cfg.train.rnn_wavefront && cfg.train.persistent_rnn);
   model_->reseed_dropout(static_cast<uint64_t>(cfg.run.seed) * 7919u + 17u);
   const int64_t n = model_->params().num_parameters();
   moment1_.reserve(n);
