@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Leave-one-speaker-out on the digits: each FSDD speaker in turn is held out, a model is trained
-# on the other four with configs/fsdd.yaml, evaluated on the held-out speaker's test takes
-# (greedy and with the config's LM), then adapted with `ds2 adapt` on that speaker's other,
+# on the other four with configs/fsdd.yaml (or --config), evaluated on the held-out speaker's test
+# takes (greedy and with the config's LM), then adapted with `ds2 adapt` on that speaker's other,
 # untranscribed takes and evaluated again. Prints one row per speaker and the mean (every test
 # set has the same 1243 words, so the mean is also the pooled WER).
 #
 #   scripts/held-out-speakers.sh --jobs 5 -- run.device=cuda      # the README's table, one GPU
 #   scripts/held-out-speakers.sh --speakers "george lucas" --no-adapt
+#   scripts/held-out-speakers.sh --jobs 5 --config configs/fsdd-gru.yaml -- run.device=cuda
 #
-# Options: --speakers "S ..." (all five), --out DIR (runs/held-out), --jobs N (speakers at once,
+# Options: --config FILE (configs/fsdd.yaml), --speakers "S ..." (all five), --out DIR
+#          (runs/held-out), --jobs N (speakers at once,
 #          1), --no-adapt, --adapt-args "ARGS" (passed to ds2 adapt, e.g. "--keep 0.5"),
 #          --corpus-args "ARGS" (passed to make-fsdd-corpus.py, e.g. "--train 6000"),
 #          --ds2 PATH (build/ds2), KEY=VALUE overrides for training (and adaptation) after --.
@@ -17,6 +19,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SPEAKERS="jackson george lucas nicolas yweweler"
 OUT="runs/held-out"
+CONFIG="$ROOT/configs/fsdd.yaml"
 JOBS=1
 ADAPT=1
 ADAPT_ARGS=""
@@ -25,6 +28,7 @@ DS2="${DS2:-$ROOT/build/ds2}"
 OVERRIDES=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --config) CONFIG="$2"; shift 2 ;;
     --speakers) SPEAKERS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
@@ -36,6 +40,7 @@ while [ $# -gt 0 ]; do
     *) echo "held-out-speakers.sh: unknown option '$1' (see the comment at the top)" >&2; exit 2 ;;
   esac
 done
+[ -f "$CONFIG" ] || { echo "held-out-speakers.sh: no config file $CONFIG" >&2; exit 2; }
 [ -x "$DS2" ] || { echo "held-out-speakers.sh: no ds2 binary at $DS2 (scripts/build.sh)" >&2; exit 2; }
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "held-out-speakers.sh: --jobs must be >= 1" >&2; exit 2; }
 
@@ -50,7 +55,7 @@ one_speaker() {
   # shellcheck disable=SC2086  # CORPUS_ARGS is a list of options
   python3 "$ROOT/scripts/make-fsdd-corpus.py" --out "$dir/corpus" --test-speaker "$s" \
     $CORPUS_ARGS >"$dir/corpus.log"
-  "$DS2" train "$ROOT/configs/fsdd.yaml" run.dir="$dir/run" \
+  "$DS2" train "$CONFIG" run.dir="$dir/run" \
     data.train_manifest="$dir/corpus/train.jsonl" data.dev_manifest="$dir/corpus/dev.jsonl" \
     ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
   local test="$dir/corpus/test.jsonl" g l ag=- al=-
