@@ -203,37 +203,8 @@ __global__ void pgru_kernel(const Args a) {
       }
       // Alternating buffers: a CTA barrier lies between any two writes of the same buffer.
       float* redt = red + (pass & 1) * groups * nw * V;
-#pragma unroll
-      for (int g = 0; g < NRG; ++g) {
-        float acc[V];
-#pragma unroll
-        for (int rr = 0; rr < kRg; ++rr)
-#pragma unroll
-          for (int b = 0; b < BT; ++b) {
-            const float4* wr = &w[(g * kRg + rr) * CH];
-            acc[rr * BT + b] = dot4(wr[0], hv[b]);
-#pragma unroll
-            for (int c = 1; c < CH; ++c)
-              acc[rr * BT + b] = dot4_add(wr[c], hv[c * BT + b], acc[rr * BT + b]);
-          }
-        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane, rs_mask);
-      }
-      for (int g = NRG; g < groups; ++g) {
-        float4 ws[kRg * CH];
-#pragma unroll
-        for (int i = 0; i < kRg * CH; ++i) ws[i] = wsm[((g - NRG) * kRg * CH + i) * nt + tid];
-        float acc[V];
-#pragma unroll
-        for (int rr = 0; rr < kRg; ++rr)
-#pragma unroll
-          for (int b = 0; b < BT; ++b) {
-            acc[rr * BT + b] = dot4(ws[rr * CH], hv[b]);
-#pragma unroll
-            for (int c = 1; c < CH; ++c)
-              acc[rr * BT + b] = dot4_add(ws[rr * CH + c], hv[c * BT + b], acc[rr * BT + b]);
-          }
-        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane, rs_mask);
-      }
+      reduce_row_groups<kRg, BT, NRG, CH>(w, wsm, hv, groups, redt, nw, warp, lane, rs_mask, tid,
+                                          nt);
       __syncthreads();
 
       // Warps summed in a fixed order (deterministic), then the cell and the padding mask.

@@ -4,7 +4,7 @@
 // kernels/reduce_scatter_order.h.
 //
 //   float acc[16];                                   // 4 rows x 4 batch rows, lane-permuted
-//   acc[i] = dot4(w[i / 4], h[i % 4]);               // or dot4_add(w, h, acc) for more columns
+//   row_group_products<4, 4, 1>(w + g * 4, hv, acc); // acc[r * 4 + b] = w[r] . hv[b]
 //   reduce_scatter_store<16>(acc, red + warp * 16, lane, reduce_scatter_mask<16>(lane));
 #pragma once
 
@@ -43,6 +43,23 @@ __device__ __forceinline__ float dot4_add(const uint2 w, const float4 h, float a
   return dot4_add(widen_bf16x4(w), h, acc);
 }
 
+// The partial sums of one row group: acc[r * BT + b] = sum over c < CH of w[r * CH + c] .
+// hv[c * BT + b], for R rows (a thread's chunks of each, fp32 float4 or bf16 uint2) and BT batch
+// rows of the state; the chunks added in order.
+template <int R, int BT, int CH, class Chunk>
+__device__ __forceinline__ void row_group_products(const Chunk* w, const float4 (&hv)[BT * CH],
+                                                   float (&acc)[R * BT]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int b = 0; b < BT; ++b) {
+      acc[r * BT + b] = dot4(w[r * CH], hv[b]);
+#pragma unroll
+      for (int c = 1; c < CH; ++c)
+        acc[r * BT + b] = dot4_add(w[r * CH + c], hv[c * BT + b], acc[r * BT + b]);
+    }
+}
+
 // Halving level K (offset 16 >> K) and the ones after it; one template per level, so every index
 // is a constant (loops with level-dependent bounds left the array in local memory).
 template <int V, int K>
@@ -66,6 +83,36 @@ __device__ __forceinline__ void reduce_scatter_store(float (&v)[V], float* dst, 
   for (int k = reduce_scatter_levels<V>(); k < 5; ++k)
     v[0] += __shfl_xor_sync(0xffffffffu, v[0], 16 >> k);
   if (reduce_scatter_stores<V>(lane)) dst[mask] = v[0];
+}
+
+// The persistent GRU's kernel uses this; the clipped-ReLU fp32-math kernel still has the same
+// loop inline: through this helper ptxas allocated its instantiations differently (batch tile 4,
+// one chunk: 72 -> 80 registers with no register groups, 221 -> 222 with eight; a bf16 one 128 ->
+// 100), which would need timing on the GPU before that tuned kernel takes it.
+// One batch tile's products of every row group of the CTA, each warp-reduced into
+// red[(g * warps + warp) * R * BT + value] (value r * BT + b, kernels/reduce_scatter_order.h):
+// the first NRG groups from registers (w: [slot][chunk]), the rest from shared memory (wsm:
+// [(g - NRG) * R + r][chunk][threads], loaded a group at a time).
+template <int R, int BT, int NRG, int CH, class Chunk>
+__device__ __forceinline__ void reduce_row_groups(const Chunk* w, const Chunk* wsm,
+                                                  const float4 (&hv)[BT * CH], int groups,
+                                                  float* red, int warps, int warp, int lane,
+                                                  int mask, int tid, int threads) {
+  constexpr int V = R * BT;
+#pragma unroll
+  for (int g = 0; g < NRG; ++g) {
+    float acc[V];
+    row_group_products<R, BT, CH>(w + g * R * CH, hv, acc);
+    reduce_scatter_store<V>(acc, red + (g * warps + warp) * V, lane, mask);
+  }
+  for (int g = NRG; g < groups; ++g) {
+    Chunk ws[R * CH];
+#pragma unroll
+    for (int i = 0; i < R * CH; ++i) ws[i] = wsm[((g - NRG) * R * CH + i) * threads + tid];
+    float acc[V];
+    row_group_products<R, BT, CH>(ws, hv, acc);
+    reduce_scatter_store<V>(acc, red + (g * warps + warp) * V, lane, mask);
+  }
 }
 
 }  // namespace ds2::kernels

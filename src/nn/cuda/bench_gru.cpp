@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "kernels/elementwise.h"
 #include "kernels/rnn.h"
+#include "nn/cuda/bench_table.h"
 #include "nn/cuda/bench_timing.h"
 #include "nn/cuda/persistent_gru.h"
 
@@ -28,19 +29,7 @@
 namespace ds2 {
 namespace {
 
-struct Row {
-  explicit Row(std::string n) : name(std::move(n)) {}
-  std::string name;
-  double fwd_us = -1.0, bwd_us = -1.0;  // per timestep; < 0: not run
-  std::string note;
-  bool reference = false;  // a strict-fp32 cuDNN row: the reference for 'x cuDNN'
-};
-
-std::string fmt(double v, int precision) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(precision) << v;
-  return s.str();
-}
+using Row = BenchRow;
 
 std::string check_note(const std::vector<float>& h, const std::vector<float>& h_ours,
                        const std::vector<float>& dx, const std::vector<float>& dx_ours) {
@@ -261,33 +250,7 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   rep << "cuDNN: not in this build (CMake did not find it), no cuDNN rows\n";
 #endif
 
-  double best_fwd = -1.0, best_bwd = -1.0;
-  for (const Row& r : rows) {
-    if (!r.reference) continue;
-    if (r.fwd_us > 0 && (best_fwd < 0 || r.fwd_us < best_fwd)) best_fwd = r.fwd_us;
-    if (r.bwd_us > 0 && (best_bwd < 0 || r.bwd_us < best_bwd)) best_bwd = r.bwd_us;
-  }
-  const double flop = 2.0 * B * double(GH) * H;  // per step
-  rep << "median of " << o.repeats << " runs after " << o.warmup << " warm-up runs; TFLOP/s = "
-      << "2 B 3H^2 / time per step; 'x cuDNN' = best strict-fp32 cuDNN time / this time (> 1: "
-      << "faster)\n\n";
-  rep << std::left << std::setw(42) << "implementation" << std::right << std::setw(12)
-      << "fwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN" << std::setw(12)
-      << "bwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN"
-      << "  notes\n";
-  auto cell = [&](double us, double best) {
-    std::ostringstream c;
-    if (us < 0) {
-      c << std::setw(12) << "-" << std::setw(9) << "-" << std::setw(9) << "-";
-    } else {
-      c << std::setw(12) << fmt(us, 2) << std::setw(9) << fmt(flop / (us * 1e6), 2) << std::setw(9)
-        << (best > 0 ? fmt(best / us, 2) + "x" : std::string("-"));
-    }
-    return c.str();
-  };
-  for (const Row& r : rows)
-    rep << std::left << std::setw(42) << r.name << std::right << cell(r.fwd_us, best_fwd)
-        << cell(r.bwd_us, best_bwd) << "  " << r.note << "\n";
+  rep << bench_table(rows, 2.0 * B * double(GH) * H, "2 B 3H^2", o.repeats, o.warmup, 42);
   return rep.str();
 }
 

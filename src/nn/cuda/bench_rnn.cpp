@@ -22,6 +22,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/rnn.h"
 #include "nn/cuda/bench_gru.h"
+#include "nn/cuda/bench_table.h"
 #include "nn/cuda/bench_timing.h"
 #include "nn/cuda/persistent_rnn.h"
 #include "nn/cuda/sparse_persistent_rnn.h"
@@ -35,20 +36,7 @@ namespace {
 
 constexpr float kClip = 20.0f;  // DS2's clip; the bench's states stay far below it
 
-struct Row {
-  explicit Row(std::string n) : name(std::move(n)) {}
-  std::string name;
-  double fwd_us = -1.0, bwd_us = -1.0;  // per timestep; < 0: not run
-  std::string note;
-  bool strict_cudnn = false;  // a cuDNN row in strict fp32 (the reference for the ratio)
-  bool sparse = false;        // ours, sparse persistent (--density)
-};
-
-std::string fmt(double v, int precision) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(precision) << v;
-  return s.str();
-}
+using Row = BenchRow;
 
 #ifdef DS2_HAVE_CUDNN
 
@@ -240,7 +228,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     SparsePersistentRnnPlan splan(H, B, fullest, 1, o.device, precision);
     rep << "sparse plan: " << splan.describe() << "\n";
     if (splan.fits())
-      rep << "sparse slots / dense weights: " << fmt(sparse_work_ratio(splan), 3)
+      rep << "sparse slots / dense weights: " << fmt_fixed(sparse_work_ratio(splan), 3)
           << " (a layer prefers sparse: " << (prefer_sparse(splan, &plan) ? "yes" : "no") << ")\n";
     for (const Precision p : {Precision::kFp32, Precision::kBf16})
       rep << "largest hidden size that runs sparse persistently at this batch and density, "
@@ -373,7 +361,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         std::string label = std::string("cuDNN ") + name + " (" + dtype_name(v.dtype);
         if (v.dtype == CUDNN_DATA_FLOAT) label += v.math == CUDNN_FMA_MATH ? "" : ", default math";
         Row row(label + ")");
-        row.strict_cudnn = v.reference;
+        row.reference = v.reference;
         CudnnOutputs out;
         run_cudnn(c, row, out, algo, v.math, v.dtype, hu, x16.data(), dy16.data(), H, B, T,
                   o.warmup, o.repeats, s);
@@ -392,47 +380,22 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   rep << "cuDNN: not in this build (CMake did not find it), no cuDNN rows\n";
 #endif
 
-  double best_fwd = -1.0, best_bwd = -1.0;
-  for (const Row& r : rows) {
-    if (!r.strict_cudnn) continue;
-    if (r.fwd_us > 0 && (best_fwd < 0 || r.fwd_us < best_fwd)) best_fwd = r.fwd_us;
-    if (r.bwd_us > 0 && (best_bwd < 0 || r.bwd_us < best_bwd)) best_bwd = r.bwd_us;
-  }
-  const double flop = 2.0 * B * double(H) * H;  // per step
-  rep << "median of " << o.repeats << " runs after " << o.warmup << " warm-up runs; TFLOP/s = "
-      << "2 B H^2 / time per step; 'x cuDNN' = best reference cuDNN time / this time (> 1: "
-      << "faster)\n\n";
-  rep << std::left << std::setw(38) << "implementation" << std::right << std::setw(12)
-      << "fwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN" << std::setw(12)
-      << "bwd us/step" << std::setw(9) << "TFLOP/s" << std::setw(9) << "x cuDNN"
-      << "  notes\n";
-  auto cell = [&](double us, double best) {
-    std::ostringstream s;
-    if (us < 0) {
-      s << std::setw(12) << "-" << std::setw(9) << "-" << std::setw(9) << "-";
-    } else {
-      s << std::setw(12) << fmt(us, 2) << std::setw(9) << fmt(flop / (us * 1e6), 2) << std::setw(9)
-        << (best > 0 ? fmt(best / us, 2) + "x" : std::string("-"));
-    }
-    return s.str();
-  };
-  for (const Row& r : rows)
-    rep << std::left << std::setw(38) << r.name << std::right << cell(r.fwd_us, best_fwd)
-        << cell(r.bwd_us, best_bwd) << "  " << r.note << "\n";
+  rep << bench_table(rows, 2.0 * B * double(H) * H, "2 B H^2", o.repeats, o.warmup, 38);
   if (!mask.empty() && rows.front().fwd_us > 0) {
     // The yardstick: the sparse kernel against the best dense option on the same
     // matrix, whichever it is (ours persistent or GEMM, or any reference cuDNN algorithm).
     const Row* best[2] = {nullptr, nullptr};
     for (const Row& r : rows) {
-      if (r.sparse || !(r.strict_cudnn || r.name.rfind("ours", 0) == 0)) continue;
+      if (r.sparse || !(r.reference || r.name.rfind("ours", 0) == 0)) continue;
       if (r.fwd_us > 0 && (!best[0] || r.fwd_us < best[0]->fwd_us)) best[0] = &r;
       if (r.bwd_us > 0 && (!best[1] || r.bwd_us < best[1]->bwd_us)) best[1] = &r;
     }
     const Row& sp = rows.front();
     if (best[0] && best[1])
-      rep << "sparse vs the best dense option: forward " << fmt(best[0]->fwd_us / sp.fwd_us, 2)
-          << "x (" << best[0]->name << "), backward-data " << fmt(best[1]->bwd_us / sp.bwd_us, 2)
-          << "x (" << best[1]->name << ")\n";
+      rep << "sparse vs the best dense option: forward "
+          << fmt_fixed(best[0]->fwd_us / sp.fwd_us, 2) << "x (" << best[0]->name
+          << "), backward-data " << fmt_fixed(best[1]->bwd_us / sp.bwd_us, 2) << "x ("
+          << best[1]->name << ")\n";
   }
   return rep.str();
 }
