@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ctest entry scripts.held_out_speakers (RUN_SERIAL: it trains several models at once):
 # scripts/held-out-speakers.sh holds out two speakers in turn for a few steps each on the CPU
-# (the numbers mean nothing; the plumbing does) and prints a row of four WERs per speaker and
-# their mean; an unknown option exits 2.
+# (the numbers mean nothing; the plumbing does) with the GRU recipe given by --config, and prints
+# a row of four WERs per speaker and their mean; an unknown option or a missing config exits 2.
 #   tests/scripts/held_out_speakers_test.sh SOURCE_DIR DS2_BINARY
 set -euo pipefail
 SRC="$1"
@@ -12,7 +12,7 @@ trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 table=$(bash "$SRC/scripts/held-out-speakers.sh" --ds2 "$DS2" --speakers "george nicolas" --jobs 2 \
-  --out "$OUT" --adapt-args "--rounds 1" -- run.device=cpu train.max_steps=4 train.log_every=1000) ||
+  --out "$OUT" --config "$SRC/configs/fsdd-gru.yaml" --adapt-args "--rounds 1" -- run.device=cpu train.max_steps=4 train.log_every=1000) ||
   fail "held-out-speakers.sh exited $?"
 for row in "| george | " "| nicolas | " "| mean of 2 | "; do
   line=$(grep -F -- "$row" <<<"$table") || fail "no row '$row' in: $table"
@@ -26,4 +26,12 @@ code=$?
 set -e
 [ "$code" -eq 2 ] || fail "an unknown option exited $code"
 grep -q "unknown option '--speaker'" <<<"$unknown" || fail "no message naming the option: $unknown"
+grep -q "rnn_type: gru" "$OUT/george/run/config.yaml" || fail "--config did not reach ds2 train"
+
+set +e
+missing=$(bash "$SRC/scripts/held-out-speakers.sh" --ds2 "$DS2" --config "$OUT/none.yaml" 2>&1)
+code=$?
+set -e
+[ "$code" -eq 2 ] || fail "a missing config exited $code"
+grep -q "no config file $OUT/none.yaml" <<<"$missing" || fail "no message naming the file: $missing"
 echo "held-out-speakers.sh: table and option checks passed"
