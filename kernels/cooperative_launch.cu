@@ -25,4 +25,25 @@ void cooperative_launch(const char* kernel, const void* fn, int ctas, int thread
   DS2_CUDA_CHECK(err);
 }
 
+PrnnKernelInfo cooperative_kernel_info(const void* fn, int threads, size_t smem) {
+  int device = 0, optin = 0;
+  DS2_CUDA_CHECK(cudaGetDevice(&device));
+  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  PrnnKernelInfo info;
+  cudaFuncAttributes attr{};
+  DS2_CUDA_CHECK(cudaFuncGetAttributes(&attr, fn));
+  info.registers = attr.numRegs;
+  info.local_bytes = attr.localSizeBytes;
+  info.max_threads = attr.maxThreadsPerBlock;
+  if (smem > static_cast<size_t>(optin) || threads > attr.maxThreadsPerBlock) return info;
+  DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, smem) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unlaunchable configuration: report "does not fit"
+    blocks = 0;
+  }
+  info.blocks_per_sm = blocks;
+  return info;
+}
+
 }  // namespace ds2::kernels

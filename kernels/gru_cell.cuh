@@ -15,7 +15,7 @@ __device__ __forceinline__ float sigmoidf(float x) {
 
 struct GruGates {
   float r, z, n;  // the gates, which backward reads
-  float hn;       // g_n: what r multiplied, which backward reads
+  float hn;       // g_n + b_n: what r multiplied, which backward reads
   float h;        // the output
 };
 

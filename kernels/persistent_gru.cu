@@ -342,27 +342,8 @@ size_t pgru_workspace_bytes(const PgruTiling& t) {
 
 PrnnKernelInfo pgru_kernel_info(const PgruTiling& t, bool backward) {
   check_tiling(t, backward);
-  const void* fn = reinterpret_cast<const void*>(kernel_for(t, backward));
-  int device = 0, optin = 0;
-  DS2_CUDA_CHECK(cudaGetDevice(&device));
-  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const size_t smem = pgru_shared_bytes(t, backward);
-  const int threads = t.pass(backward).threads;
-  PrnnKernelInfo info;
-  cudaFuncAttributes attr{};
-  DS2_CUDA_CHECK(cudaFuncGetAttributes(&attr, fn));
-  info.registers = attr.numRegs;
-  info.local_bytes = attr.localSizeBytes;
-  info.max_threads = attr.maxThreadsPerBlock;
-  if (smem > static_cast<size_t>(optin) || threads > attr.maxThreadsPerBlock) return info;
-  DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, smem) != cudaSuccess) {
-    (void)cudaGetLastError();  // an unlaunchable configuration: report "does not fit"
-    blocks = 0;
-  }
-  info.blocks_per_sm = blocks;
-  return info;
+  return cooperative_kernel_info(reinterpret_cast<const void*>(kernel_for(t, backward)),
+                                 t.pass(backward).threads, pgru_shared_bytes(t, backward));
 }
 
 void pgru_launch(const PgruTiling& t, bool backward, const PgruDirection* dirs, const int* lengths,

@@ -447,28 +447,9 @@ size_t prnn_workspace_bytes(const PrnnTiling& t) {
 
 PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t) {
   check_tiling(t);
-  const void* fn = kernel_ptr(t);
-  int device = 0, optin = 0;
-  DS2_CUDA_CHECK(cudaGetDevice(&device));
-  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const size_t smem = prnn_shared_bytes(t);
-  PrnnKernelInfo info;
-  cudaFuncAttributes attr{};
-  DS2_CUDA_CHECK(cudaFuncGetAttributes(&attr, fn));
-  info.registers = attr.numRegs;
-  info.local_bytes = attr.localSizeBytes;
-  info.max_threads = attr.maxThreadsPerBlock;
-  if (smem > static_cast<size_t>(optin) || t.threads > attr.maxThreadsPerBlock) return info;
-  DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  int blocks = 0;
-  const cudaError_t err =
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, t.threads, smem);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();  // an unlaunchable configuration: report "does not fit"
-    blocks = 0;
-  }
-  info.blocks_per_sm = blocks;
-  if (t.cluster) info.max_clusters = prnn_cluster_max_active(t);
+  PrnnKernelInfo info = cooperative_kernel_info(kernel_ptr(t), t.threads, prnn_shared_bytes(t));
+  // Clusters only where a CTA can run at all (a plan refuses the rest before reading this).
+  if (t.cluster && info.blocks_per_sm > 0) info.max_clusters = prnn_cluster_max_active(t);
   return info;
 }
 

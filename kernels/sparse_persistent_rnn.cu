@@ -8,8 +8,8 @@
 #include "kernels/clipped_relu.cuh"
 #include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn_operands.h"
-#include "kernels/step_barrier.cuh"
 #include "kernels/sparse_persistent_rnn.h"
+#include "kernels/step_barrier.cuh"
 
 namespace ds2::kernels {
 namespace {
@@ -322,27 +322,8 @@ int64_t sprnn_layout_words(const SprnnTiling& t) {
 
 PrnnKernelInfo sprnn_kernel_info(const SprnnTiling& t) {
   check_tiling(t);
-  const KernelFn fn = kernel_for(t);
-  int device = 0, optin = 0;
-  DS2_CUDA_CHECK(cudaGetDevice(&device));
-  DS2_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  PrnnKernelInfo info;
-  cudaFuncAttributes attr{};
-  DS2_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fn)));
-  info.registers = attr.numRegs;
-  info.local_bytes = attr.localSizeBytes;
-  const size_t smem = sprnn_shared_bytes(t);
-  if (smem > static_cast<size_t>(optin) || t.threads() > attr.maxThreadsPerBlock) return info;
-  DS2_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, reinterpret_cast<const void*>(fn),
-                                                    t.threads(), smem) != cudaSuccess) {
-    (void)cudaGetLastError();  // an unlaunchable configuration: "does not fit"
-    blocks = 0;
-  }
-  info.blocks_per_sm = blocks;
-  return info;
+  return cooperative_kernel_info(reinterpret_cast<const void*>(kernel_for(t)), t.threads(),
+                                 sprnn_shared_bytes(t));
 }
 
 void sprnn_launch(const SprnnTiling& t, bool backward, const PrnnDirection* dirs,
@@ -378,7 +359,7 @@ void sprnn_launch(const SprnnTiling& t, bool backward, const PrnnDirection* dirs
                                      /*needs_layout=*/true);
   if (t.directions == 1) a.dir[1] = a.dir[0];
   a.arrivals = reinterpret_cast<unsigned int*>(ws + int64_t{t.directions} * 2 * a.tiles_max *
-                                               t.batch_tile * a.hpad);
+                                                        t.batch_tile * a.hpad);
   DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
 
   cooperative_launch("sparse persistent RNN", reinterpret_cast<const void*>(kernel_for(t)),

@@ -7,15 +7,14 @@
 #include "core/cuda/check.h"
 #include "core/cuda/device_query.h"
 #include "core/error.h"
+#include "kernels/grid.h"
+#include "nn/cuda/persistent_rnn.h"
 
 namespace ds2 {
 namespace {
 
 constexpr int kRowGroup = kernels::kPrnnRowGroup;
-
-int ceil_div(int a, int b) {
-  return (a + b - 1) / b;
-}
+using kernels::ceil_div;
 
 std::string kb(size_t bytes) {
   std::ostringstream s;
@@ -39,6 +38,7 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
                                            << " must be positive (directions 1 or 2)");
   if (device < 0) DS2_CUDA_CHECK(cudaGetDevice(&device));
   device_ = device;
+  precision_ = precision;
   DeviceGuard guard(device);
   sm_count_ = device_attribute(cudaDevAttrMultiProcessorCount, device);
   const bool cooperative = device_attribute(cudaDevAttrCooperativeLaunch, device) != 0;
@@ -74,15 +74,16 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
     return;
   }
   // The neurons spread over as many SMs as there are, in whole row groups.
-  t.neurons_per_cta = ceil_div(ceil_div(hidden, ctas_max), kRowGroup) * kRowGroup;
-  t.ctas_per_direction = ceil_div(hidden, t.neurons_per_cta);
+  t.neurons_per_cta = static_cast<int>(ceil_div(ceil_div(hidden, ctas_max), kRowGroup) * kRowGroup);
+  t.ctas_per_direction = static_cast<int>(ceil_div(hidden, t.neurons_per_cta));
 
   // One pass: the most register groups that fit without spilling, the rest in shared memory.
   std::string reason;
   auto fit_pass = [&](bool backward, int chunks) {
     kernels::PgruPass& p = backward ? t.backward : t.forward;
     p.chunks = chunks;
-    p.threads = std::max(32, ceil_div(ceil_div(t.inputs(backward), 4 * chunks), 32) * 32);
+    p.threads = static_cast<int>(
+        std::max<int64_t>(32, ceil_div(ceil_div(t.inputs(backward), 4 * chunks), 32) * 32));
     const char* name = backward ? "backward-data" : "forward";
     if (p.threads > max_threads) {
       std::ostringstream s;
@@ -173,19 +174,9 @@ namespace {
 void launch(const PersistentGruPlan& plan, bool backward, const kernels::PgruDirection* dirs,
             const int* lengths, int T, int B, void* workspace, size_t workspace_bytes,
             cudaStream_t stream) {
-  const char* what = backward ? "backward-data" : "forward";
-  DS2_CHECK(plan.fits(), "persistent GRU " << what << ": " << plan.why_not());
-  DS2_CHECK(B <= plan.max_batch(), "persistent GRU " << what << ": batch " << B
-                                                     << " exceeds the plan's maximum batch "
-                                                     << plan.max_batch());
-  DS2_CHECK(workspace_bytes >= plan.workspace_bytes(),
-            "persistent GRU " << what << ": workspace of " << workspace_bytes
-                              << " bytes, the plan needs " << plan.workspace_bytes());
-  int device = 0;
-  DS2_CUDA_CHECK(cudaGetDevice(&device));
-  DS2_CHECK(device == plan.device(), "persistent GRU " << what << ": plan made for device "
-                                                       << plan.device() << ", called on device "
-                                                       << device);
+  check_persistent_launch("persistent GRU", backward ? "backward-data" : "forward", plan.fits(),
+                          plan.why_not(), B, plan.max_batch(), workspace_bytes,
+                          plan.workspace_bytes(), plan.device());
   kernels::pgru_launch(plan.tiling(), backward, dirs, lengths, T, B, workspace, stream);
 }
 

@@ -38,6 +38,7 @@ class PersistentGruPlan {
   int max_batch() const { return tiling_.max_batch; }
   int directions() const { return tiling_.directions; }
   int device() const { return device_; }
+  Precision precision() const { return precision_; }  // as asked for, whether it fits or not
   size_t workspace_bytes() const;
   const kernels::PgruTiling& tiling() const { return tiling_; }
   // "persistent GRU hidden 1024, batch <= 4, 2 directions in one launch: 256 CTAs ..."
@@ -49,6 +50,7 @@ class PersistentGruPlan {
  private:
   kernels::PgruTiling tiling_;
   int device_ = 0;
+  Precision precision_ = Precision::kFp32;
   int sm_count_ = 0;
   int registers_[2] = {0, 0};  // forward, backward-data
   bool fits_ = false;

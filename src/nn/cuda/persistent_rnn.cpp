@@ -258,9 +258,9 @@ int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device, Pre
   return best;
 }
 
-void check_persistent_call(const char* kernel, const char* what, bool fits,
-                           const std::string& why_not, int B, int max_batch, size_t workspace_bytes,
-                           size_t needed_bytes, int plan_device, float clip) {
+void check_persistent_launch(const char* kernel, const char* what, bool fits,
+                             const std::string& why_not, int B, int max_batch,
+                             size_t workspace_bytes, size_t needed_bytes, int plan_device) {
   DS2_CHECK(fits, kernel << " " << what << ": " << why_not);
   DS2_CHECK(B <= max_batch, kernel << " " << what << ": batch " << B
                                    << " exceeds the plan's maximum batch " << max_batch);
@@ -271,6 +271,13 @@ void check_persistent_call(const char* kernel, const char* what, bool fits,
   DS2_CUDA_CHECK(cudaGetDevice(&device));
   DS2_CHECK(device == plan_device, kernel << " " << what << ": plan made for device " << plan_device
                                           << ", called on device " << device);
+}
+
+void check_persistent_call(const char* kernel, const char* what, bool fits,
+                           const std::string& why_not, int B, int max_batch, size_t workspace_bytes,
+                           size_t needed_bytes, int plan_device, float clip) {
+  check_persistent_launch(kernel, what, fits, why_not, B, max_batch, workspace_bytes, needed_bytes,
+                          plan_device);
   DS2_CHECK(clip > 0.0f, kernel << ": relu clip must be positive, got " << clip);
 }
 

@@ -111,9 +111,13 @@ struct PersistentRnnDirection {
   const uint32_t* layout = nullptr;
 };
 
-// Shared by the dense and sparse calls (`kernel` names which in messages): the checks every call
-// makes (plan fits, batch, workspace, device, clip), and the kernel-level operands of `n`
-// directions (h of the forward at ld `hidden`).
+// The checks every persistent call makes, dense, sparse or GRU (`kernel` names which in
+// messages): the plan fits, the batch, the workspace, the device.
+void check_persistent_launch(const char* kernel, const char* what, bool fits,
+                             const std::string& why_not, int B, int max_batch,
+                             size_t workspace_bytes, size_t needed_bytes, int plan_device);
+// Shared by the clipped-ReLU calls, dense and sparse: check_persistent_launch and the clip; and
+// the kernel-level operands of `n` directions (h of the forward at ld `hidden`).
 void check_persistent_call(const char* kernel, const char* what, bool fits,
                            const std::string& why_not, int B, int max_batch, size_t workspace_bytes,
                            size_t needed_bytes, int plan_device, float clip);

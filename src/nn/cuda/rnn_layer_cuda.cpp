@@ -22,6 +22,33 @@ const uint16_t* rounded_to_bf16(const float* x, int64_t n, DeviceArray<uint16_t>
   return out.data();
 }
 
+// Whether `plan` (null: none yet) must be rebuilt for `batch` at `precision`: for a larger batch,
+// another precision, or a smaller one when it did not fit (a batch too large for the chip must
+// not pin the layer to GEMMs).
+template <class Plan>
+bool needs_replan(const Plan* plan, int batch, Precision precision) {
+  return !plan || batch > plan->max_batch() || plan->precision() != precision ||
+         (!plan->fits() && batch < plan->max_batch());
+}
+
+// A plan running all `directions` in one launch, or, where that does not fit, one at a time.
+template <class Plan>
+std::unique_ptr<Plan> plan_for_directions(int hidden, int batch, int directions, int device,
+                                          Precision precision) {
+  auto plan = std::make_unique<Plan>(hidden, batch, directions, device, precision);
+  if (!plan->fits() && directions == 2)
+    plan = std::make_unique<Plan>(hidden, batch, 1, device, precision);
+  return plan;
+}
+
+// Which recurrence a dense plan (clipped ReLU or GRU) gives a layer of `directions`, and why.
+template <class Plan>
+std::string recurrence_of(const Plan& plan, int directions) {
+  if (!plan.fits()) return "GEMM recurrence (" + plan.why_not() + ")";
+  if (plan.directions() == directions) return "persistent recurrence (" + plan.describe() + ")";
+  return "persistent recurrence, one direction after the other (" + plan.describe() + ")";
+}
+
 }  // namespace
 
 CudaRnnLayer::CudaRnnLayer(CudaContext& ctx, DeviceParameters& params, const RnnLayer& cpu)
@@ -365,17 +392,12 @@ bool CudaRnnLayer::plan_persistent(int B) {
   if (!use_persistent_) return false;
   const int batch = std::max(B, 1);
   if (type_ == RnnType::kGru) return plan_persistent_gru(batch);
-  // A plan covers batches up to its maximum; it is rebuilt for a larger batch, or for a smaller
-  // one when it did not fit (a batch too large for the chip must not pin the layer to GEMMs).
+  // A plan covers batches up to its maximum.
   const Precision precision = ctx_.matmul_precision();
   bool replanned = false;
-  if (!prnn_plan_ || batch > prnn_plan_->max_batch() || prnn_plan_->precision() != precision ||
-      (!prnn_plan_->fits() && batch < prnn_plan_->max_batch())) {
-    auto plan =
-        std::make_unique<PersistentRnnPlan>(hidden_, batch, directions_, ctx_.device(), precision);
-    if (!plan->fits() && directions_ == 2)
-      plan = std::make_unique<PersistentRnnPlan>(hidden_, batch, 1, ctx_.device(), precision);
-    prnn_plan_ = std::move(plan);
+  if (needs_replan(prnn_plan_.get(), batch, precision)) {
+    prnn_plan_ = plan_for_directions<PersistentRnnPlan>(hidden_, batch, directions_, ctx_.device(),
+                                                        precision);
     masks_changed_ = masks_changed_ || !masks_[0].empty();  // replan the sparse side as well
     replanned = true;
   }
@@ -390,34 +412,23 @@ bool CudaRnnLayer::plan_persistent(int B) {
   // plan that runs, not one that does not.
   const size_t bytes =
       sparse_chosen_ ? sprnn_plan_->workspace_bytes() : prnn_plan_->workspace_bytes();
-  if (bytes > 0)
-    prnn_workspace_.reserve(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+  if (bytes > 0) reserve_workspace(bytes);
   return true;
 }
 
+void CudaRnnLayer::reserve_workspace(size_t bytes) {
+  prnn_workspace_.reserve(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+}
+
 bool CudaRnnLayer::plan_persistent_gru(int batch) {
-  // Rebuilt as the ReLU plan is: for a larger batch, another precision, or a smaller batch when
-  // the last plan did not fit.
   const Precision precision = ctx_.matmul_precision();
-  if (!gru_plan_ || batch > gru_plan_->max_batch() || gru_plan_precision_ != precision ||
-      (!gru_plan_->fits() && batch < gru_plan_->max_batch())) {
-    auto plan =
-        std::make_unique<PersistentGruPlan>(hidden_, batch, directions_, ctx_.device(), precision);
-    if (!plan->fits() && directions_ == 2)
-      plan = std::make_unique<PersistentGruPlan>(hidden_, batch, 1, ctx_.device(), precision);
-    gru_plan_ = std::move(plan);
-    gru_plan_precision_ = precision;
-    if (!gru_plan_->fits())
-      recurrence_path_ = "GEMM recurrence (" + gru_plan_->why_not() + ")";
-    else if (gru_plan_->directions() == directions_)
-      recurrence_path_ = "persistent recurrence (" + gru_plan_->describe() + ")";
-    else
-      recurrence_path_ =
-          "persistent recurrence, one direction after the other (" + gru_plan_->describe() + ")";
+  if (needs_replan(gru_plan_.get(), batch, precision)) {
+    gru_plan_ = plan_for_directions<PersistentGruPlan>(hidden_, batch, directions_, ctx_.device(),
+                                                       precision);
+    recurrence_path_ = recurrence_of(*gru_plan_, directions_);
   }
   if (!gru_plan_->fits()) return false;
-  prnn_workspace_.reserve(
-      static_cast<int64_t>((gru_plan_->workspace_bytes() + sizeof(float) - 1) / sizeof(float)));
+  reserve_workspace(gru_plan_->workspace_bytes());
   return true;
 }
 
@@ -462,13 +473,8 @@ void CudaRnnLayer::describe_choice() {
   std::string choice;
   if (sparse_chosen_)
     choice = sparse_path_;
-  else if (!prnn_plan_->fits())
-    choice = "GEMM recurrence (" + prnn_plan_->why_not() + ")";
-  else if (prnn_plan_->directions() == directions_)
-    choice = "persistent recurrence (" + prnn_plan_->describe() + ")";
   else
-    choice =
-        "persistent recurrence, one direction after the other (" + prnn_plan_->describe() + ")";
+    choice = recurrence_of(*prnn_plan_, directions_);
   if (!sparse_chosen_ && !sparse_path_.empty()) choice += "; " + sparse_path_;
   // The trainer logs it (recurrence_path()); library code prints nothing.
   recurrence_path_ = choice;
@@ -531,8 +537,7 @@ void CudaRnnLayer::plan_sparse(int batch) {
                                 layout.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
     }
   sparse_chosen_ = true;
-  prnn_workspace_.reserve(
-      static_cast<int64_t>((sprnn_plan_->workspace_bytes() + sizeof(float) - 1) / sizeof(float)));
+  reserve_workspace(sprnn_plan_->workspace_bytes());
   sparse_path_ =
       std::string("sparse persistent recurrence") +
       (sprnn_plan_->directions() == directions_ ? "" : ", one direction after the other") + " (" +

@@ -92,6 +92,8 @@ class CudaRnnLayer : public CudaLayer {
   bool plan_persistent(int B);
   // plan_persistent for GRU layers (batch >= 1).
   bool plan_persistent_gru(int batch);
+  // prnn_workspace_ grown to at least `bytes` (never shrinks: reserved once, not in a step).
+  void reserve_workspace(size_t bytes);
   // The sparse plan for the current masks and batch, and its layouts (uploaded), or none.
   void plan_sparse(int batch);
   // recurrence_path_ from the current plans.
@@ -140,7 +142,6 @@ class CudaRnnLayer : public CudaLayer {
   bool ran_persistent_ = false;
   std::unique_ptr<PersistentRnnPlan> prnn_plan_;  // directions_ (one launch) or 1 directions
   std::unique_ptr<PersistentGruPlan> gru_plan_;   // GRU layers: likewise
-  Precision gru_plan_precision_ = Precision::kFp32;
   DeviceArray<float> prnn_workspace_;
   // Sparse persistent recurrence (pruned U).
   std::vector<uint8_t> masks_[2];  // empty: unpruned
