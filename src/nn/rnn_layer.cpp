@@ -6,6 +6,7 @@
 
 #include "core/blas.h"
 #include "core/error.h"
+#include "core/vector_math.h"
 #include "nn/activations.h"
 
 namespace ds2 {
@@ -13,10 +14,6 @@ namespace ds2 {
 namespace {
 
 const char* const kDirectionNames[2] = {"fwd", "bwd"};
-
-inline float sigmoid(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
-}
 
 // sums[c] += sum over rows of a[r * lda + c].
 void add_column_sums(const float* a, int64_t rows, int cols, int64_t lda, float* sums) {
@@ -196,21 +193,22 @@ void RnnLayer::run_direction(int d, const Sequences& in) {
         std::fill(hb, hb + H, 0.0f);
         continue;
       }
-      float* pb = p + int64_t{b} * P;
+      // r, z, n stored in place of their preactivations. Whole-array passes, so the
+      // sigmoids and tanh vectorize.
+      float* r = p + int64_t{b} * P;
+      float* z = r + H;
+      float* n = z + H;
       const float* gb = g + int64_t{b} * GH;
       const float* hp = h_prev + int64_t{b} * H;
-      float* cb = cand + int64_t{b} * H;
+      float* hn = cand + int64_t{b} * H;
+      for (int k = 0; k < 2 * H; ++k) r[k] += gb[k] + bias_h[k];
+      vector_sigmoid(r, r, 2 * H);
       for (int k = 0; k < H; ++k) {
-        const float r = sigmoid(pb[k] + gb[k] + bias_h[k]);
-        const float z = sigmoid(pb[H + k] + gb[H + k] + bias_h[H + k]);
-        const float hn = gb[2 * H + k] + bias_h[2 * H + k];
-        const float n = std::tanh(pb[2 * H + k] + r * hn);
-        pb[k] = r;
-        pb[H + k] = z;
-        pb[2 * H + k] = n;
-        cb[k] = hn;
-        hb[k] = (1.0f - z) * n + z * hp[k];
+        hn[k] = gb[2 * H + k] + bias_h[2 * H + k];
+        n[k] += r[k] * hn[k];
       }
+      vector_tanh(n, n, H);
+      for (int k = 0; k < H; ++k) hb[k] = (1.0f - z[k]) * n[k] + z[k] * hp[k];
     }
   }
 }
