@@ -218,6 +218,45 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   }
   rows.push_back(persistent);
   if (grid_row.fwd_us > 0) rows.push_back(grid_row);
+  // A bidirectional layer runs both directions in one launch, the SMs split between them (what
+  // training runs for DS2's layers): its time per step is for both, so it is a line of its own,
+  // not a row (the table's columns are per direction).
+  std::string both_directions;
+  if (plan.fits()) {
+    const PersistentRnnPlan bi(H, B, 2, o.device, precision);
+    if (bi.fits()) {
+      DeviceArray<float> ws(static_cast<int64_t>(bi.workspace_bytes() / sizeof(float) + 1));
+      const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+      DeviceArray<float> hb(2 * n), db(2 * n);
+      PersistentRnnDirection fwd[2], bwd[2];
+      for (int d = 0; d < 2; ++d) {
+        fwd[d].u = bwd[d].u = u.data();
+        fwd[d].x = x.data();
+        bwd[d].x = dy.data();
+        fwd[d].ld_x = bwd[d].ld_x = H;
+        bwd[d].h = hb.data() + d * n;
+        fwd[d].y = hb.data() + d * n;
+        bwd[d].y = db.data() + d * n;
+        fwd[d].ld_y = bwd[d].ld_y = H;
+        fwd[d].reverse = bwd[d].reverse = d == 1;
+      }
+      const double f = median_ms(s, o.warmup, o.repeats, nothing, [&] {
+        persistent_rnn_forward(bi, fwd, lengths.data(), T, B, kClip, ws.data(), ws_bytes, s);
+      });
+      const double b = median_ms(s, o.warmup, o.repeats, nothing, [&] {
+        persistent_rnn_backward_data(bi, bwd, lengths.data(), T, B, kClip, ws.data(), ws_bytes, s);
+      });
+      std::ostringstream line;
+      line << "both directions in one launch: " << fmt_fixed(1e3 * f / T, 2) << " / "
+           << fmt_fixed(1e3 * b / T, 2)
+           << " us per step for both, forward / backward-data (one direction above: "
+           << fmt_fixed(persistent.fwd_us, 2) << " / " << fmt_fixed(persistent.bwd_us, 2)
+           << "); plan: " << bi.describe() << "\n";
+      both_directions = line.str();
+    } else {
+      both_directions = "both directions in one launch: does not fit (" + bi.why_not() + ")\n";
+    }
+  }
   if (other_row.fwd_us > 0) rows.push_back(other_row);
 
   // Ours, sparse persistent (with --density): only the kept weights on chip.
@@ -381,6 +420,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
 #endif
 
   rep << bench_table(rows, 2.0 * B * double(H) * H, "2 B H^2", o.repeats, o.warmup, 38);
+  rep << both_directions;
   if (!mask.empty() && rows.front().fwd_us > 0) {
     // The yardstick: the sparse kernel against the best dense option on the same
     // matrix, whichever it is (ours persistent or GEMM, or any reference cuDNN algorithm).
