@@ -6,6 +6,7 @@
 //
 //   prnn_a_fragment(af[kk][mt], u, H, r0 + 16 * mt, kt, g, q, backward, kt < kt_end);
 //   prnn_split_a_fragment(hi[kk][mt], lo[kk][mt], u, H, m0, kt, g, q, backward, mine);  // fp32
+//   prnn_half_split_a_fragment(hi[kk][mt], lo[kk][mt], u, H, m0, kt, g, q, false, mine); // fp16
 //   float* lane_out = red + warp * red_warp + prnn_partials_lane(pitch, g, q);   // once
 //   prnn_store_partials(lane_out, pitch, 16 * mt, 8 * nt, acc[mt][nt]);
 //   xbuf[fragment_index(b, k, n_tiles)] = float_to_bf16(h);   // then one 8-byte load per lane
@@ -73,6 +74,30 @@ __device__ __forceinline__ void prnn_split_a_fragment(uint32_t (&hi)[8], uint32_
     for (int half = 0; half < 2; ++half)
       lo[r + 2 * half] = uint32_t{float_to_bf16(rest[4 * r + 2 * half])} |
                          (uint32_t{float_to_bf16(rest[4 * r + 2 * half + 1])} << 16);
+}
+
+// The fp16 split (fp32 products on fp16 tensor cores, 4 bytes a weight): U = hi + lo / kHalfLoScale
+// with hi = U rounded to fp16 and lo = (U - hi) * kHalfLoScale rounded to fp16, together within
+// ~2^-22 |U| for |U| in fp16's normal range (and within 2^-35 absolutely below it). The state is
+// split the same way; the products hi h_hi + (hi h_lo + lo h_hi) / kHalfLoScale + lo h_lo /
+// kHalfLoScale^2 then carry fp32 accuracy.
+constexpr float kHalfLoScale = 2048.0f;
+
+// The A fragments of hi and lo, in prnn_a_fragment's layout (fp16 instead of bf16).
+__device__ __forceinline__ void prnn_half_split_a_fragment(uint32_t (&hi)[4], uint32_t (&lo)[4],
+                                                           const float* __restrict__ u, int H,
+                                                           int m0, int kt, int g, int q,
+                                                           bool transpose, bool mine) {
+  const int k = m0 + g, j = 16 * kt + 2 * q;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int row = k + 8 * (i & 1), col = j + 8 * (i >> 1);
+    const float w0 = mine ? prnn_weight(u, H, row, col, transpose) : 0.0f;
+    const float w1 = mine ? prnn_weight(u, H, row, col + 1, transpose) : 0.0f;
+    const float h0 = __half2float(__float2half_rn(w0)), h1 = __half2float(__float2half_rn(w1));
+    hi[i] = pack_f16x2(h0, h1);
+    lo[i] = pack_f16x2((w0 - h0) * kHalfLoScale, (w1 - h1) * kHalfLoScale);
+  }
 }
 
 // A warp's partial sums go to a [batch column][row] array of row pitch `pitch`: this lane's

@@ -52,8 +52,21 @@ struct MmaSmem {
 };
 
 // The fp32 split kernel keeps U's lo fragments in shared memory from this many k-tiles per warp
-// up (registers hold hi only), one 16-byte piece per lane: [k-tile][warp][lane].
+// (fp16 split: k-tiles x m-tiles) up (registers hold hi only), one 16-byte piece per lane:
+// [k-tile][m-tile][warp][lane].
 constexpr int kSplitLoSharedFrom = 5;
+
+// fp32 plans run the tf32 split (version 6) at one m-tile and at most 6 k-tiles per warp, where
+// its 6 bytes a weight fit; beyond, the fp16 split (4 bytes a weight, session 34).
+bool tf32_split_fits(int mt, int kpw) {
+  return mt == 1 && kpw <= 6;
+}
+
+bool lo_in_shared(const PrnnTiling& t) {
+  const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
+  if (t.bf16_weights) return false;
+  return tf32_split_fits(mt, kpw) ? kpw >= kSplitLoSharedFrom : kpw * mt >= kSplitLoSharedFrom;
+}
 
 MmaSmem mma_smem(const PrnnTiling& t) {
   MmaSmem l{};
@@ -66,8 +79,7 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   off = (off + 15) / 16 * 16;
   l.lo_off = off;
   const int kpw = prnn_mma_k_tiles_per_warp(t.hidden);
-  if (!t.bf16_weights && kpw >= kSplitLoSharedFrom)
-    off += size_t(kpw) * kWarps * 32 * sizeof(uint4);
+  if (lo_in_shared(t)) off += size_t(kpw) * (t.rows_per_cta / 16) * kWarps * 32 * sizeof(uint4);
   l.total = off;
   return l;
 }
@@ -86,10 +98,14 @@ __device__ __forceinline__ uint4 load_shared_volatile(const uint4* p) {
 // MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
 // least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT); kTags: the tagged
 // exchange; kSplit: fp32 (U and the state each split into tf32 hi + a lo part, products on
-// tensor cores; tagged, one n-tile of 4 batch rows: columns b and b + 4 hold row b's hi and lo).
-template <int MT, int KPW, int NT, bool kTags, bool kSplit>
+// tensor cores; tagged, one n-tile of 4 batch rows: columns b and b + 4 hold row b's hi and lo);
+// kHalf (with kSplit): the split into two fp16 halves instead (forward only: fp16's range suits
+// the clipped state, not gradients), 4 bytes a weight, any MT.
+template <int MT, int KPW, int NT, bool kTags, bool kSplit, bool kHalf = false>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
   static_assert(!kSplit || (kTags && NT == 1), "fp32 split: tagged, one n-tile");
+  static_assert(!kHalf || kSplit, "fp16 split: a form of the fp32 split");
+  constexpr bool kTf32 = kSplit && !kHalf;                // tf32 words with 1-bit tags
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
   constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
   constexpr int kPass = kTileRows * NT;                   // batch rows per pass
@@ -175,11 +191,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H. bf16: af;
   // fp32 split: hi in ah (two tf32 products), lo in af or, from kSplitLoSharedFrom k-tiles per
   // warp, in shared memory (lo_s), read back before each product (registers hold hi only).
-  constexpr bool kLoShared = kSplit && KPW >= kSplitLoSharedFrom;
-  static_assert(!kSplit || MT == 1, "fp32 split: one m-tile");
+  constexpr bool kLoShared =
+      kSplit && (kHalf ? KPW * MT >= kSplitLoSharedFrom : KPW >= kSplitLoSharedFrom);
+  static_assert(!kTf32 || MT == 1, "tf32 split: one m-tile");
   uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;  // stride warps*32
   uint32_t af[kLoShared ? 1 : KPW][MT][4];
-  uint32_t ah[kSplit ? KPW : 1][MT][8];
+  uint32_t ah[kSplit ? KPW : 1][MT][kHalf ? 4 : 8];
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
@@ -187,8 +204,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       const bool mine = kt0 + kk < kt_end;
       if constexpr (kLoShared) {
         uint32_t lo[4];
-        prnn_split_a_fragment(ah[kk][mt], lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
-        if (mine) lo_s[kk * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        if constexpr (kHalf)
+          prnn_half_split_a_fragment(ah[kk][mt], lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
+                                     mine);
+        else
+          prnn_split_a_fragment(ah[kk][mt], lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+        if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+      } else if constexpr (kHalf) {
+        prnn_half_split_a_fragment(ah[kk][mt], af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q,
+                                   bwd, mine);
       } else if constexpr (kSplit) {
         prnn_split_a_fragment(ah[kk][mt], af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
                               mine);
@@ -216,8 +240,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     // The state step s - 1 wrote, as this lane's first B fragment piece.
     const Piece* frags = frag_base + ((s + 1) & 1) * (xbuf_parity / 4);
     const int64_t xout = (s & 1) * xbuf_parity;  // this step's parity
-    const uint32_t tag_in = kSplit ? fp32_step_tag(s - 1) : step_tag(s - 1);
-    const uint32_t tag_out = kSplit ? fp32_step_tag(s) : step_tag(s);
+    const uint32_t tag_in = kTf32 ? fp32_step_tag(s - 1) : step_tag(s - 1);
+    const uint32_t tag_out = kTf32 ? fp32_step_tag(s) : step_tag(s);
     const float* epx = ep + (s & 1) * ep_parity;
     // This step's epilogue inputs (other threads': after the barrier). A thread that owns its
     // output copied its own inputs and waits for them only where it reads them.
@@ -225,13 +249,20 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     for (int pass = 0; pass < passes; ++pass) {
       // fp32 split: the tf32 and the bf16 products in one chain (two chains, or three, measured
       // no faster; kernels/NOTES.md, version 6).
-      float acc[MT][NT][4];
+      // fp16 split: U's hi in acc, its lo in acc2 (summed apart: they are scaled apart).
+      float acc[MT][NT][4], acc2[kHalf ? MT : 1][NT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+      if constexpr (kHalf) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc2[mt][0][i] = 0.0f;
+      }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int ntg = pass * NT + nt;
@@ -252,12 +283,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
           for (int kk = 0; kk < KPW; ++kk)
             if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
-          if (!all_tags_are<kSplit>(w, my_pieces, tag_in)) {
+          if (!all_tags_are<kTf32>(w, my_pieces, tag_in)) {
             unsigned int late = my_pieces;
             while (true) {
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)
-                if ((late >> kk & 1u) && tags_are<kSplit>(w[kk], tag_in)) late &= ~(1u << kk);
+                if ((late >> kk & 1u) && tags_are<kTf32>(w[kk], tag_in)) late &= ~(1u << kk);
               if (late == 0) break;
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)
@@ -266,7 +297,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           }
 #pragma unroll
           for (int kk = 0; kk < KPW; ++kk) {
-            if constexpr (kSplit) {
+            if constexpr (kHalf) {
+              bf[kk] = tagged_fragment(w[kk]);  // the fp16 halves (hi columns, then lo)
+            } else if constexpr (kSplit) {
               // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
               // products' bf16 operands rounded from them.
               bf[kk] = make_uint2(pack_bf16x2(__uint_as_float(w[kk].x), __uint_as_float(w[kk].y)),
@@ -287,7 +320,20 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           if (kk >= my_k_tiles) break;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            if constexpr (kSplit) {
+            if constexpr (kHalf) {
+              // Both halves of the state in one n-tile (columns b, b + 4), times U's hi and lo.
+              float(&c)[4] = acc[mt][nt];
+              float(&e)[4] = acc2[mt][0];
+              const uint32_t(&t)[4] = ah[kk][mt];
+              mma_f16_16816(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bf[kk].x, bf[kk].y);
+              if constexpr (kLoShared) {
+                const uint4 lo = load_shared_volatile(lo_s + (kk * MT + mt) * kWarps * 32);
+                mma_f16_16816(e[0], e[1], e[2], e[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
+              } else {
+                mma_f16_16816(e[0], e[1], e[2], e[3], af[kk][mt][0], af[kk][mt][1], af[kk][mt][2],
+                              af[kk][mt][3], bf[kk].x, bf[kk].y);
+              }
+            } else if constexpr (kSplit) {
               // U h = hi (h_hi + h_lo) + lo h: the tf32 products take both halves of the state
               // (columns b and b + 4), the bf16 ones lo times either.
               float(&c)[4] = acc[mt][nt];
@@ -318,7 +364,23 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          if constexpr (kSplit) {
+          if constexpr (kHalf) {
+            // Lanes q < 2 hold the hi columns (products with h_hi), q >= 2 the lo ones; both
+            // lanes of a pair form the same sum hi hi + (hi lo + lo hi) / s + lo lo / s^2.
+            const bool hi_lane = (q & 2) == 0;
+            constexpr float kInv = 1.0f / kHalfLoScale;
+            float c[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const float m = acc[mt][nt][i], e = acc2[mt][0][i];
+              const float pm = __shfl_xor_sync(0xffffffffu, m, 2);
+              const float pe = __shfl_xor_sync(0xffffffffu, e, 2);
+              const float hh = hi_lane ? m : pm, hl = hi_lane ? pm : m;
+              const float lh = hi_lane ? e : pe, ll = hi_lane ? pe : e;
+              c[i] = hh + (hl + lh) * kInv + ll * (kInv * kInv);
+            }
+            prnn_store_partials(partials_lane, pitch, 16 * mt, 0, c);
+          } else if constexpr (kSplit) {
             float c[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -339,7 +401,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           if (t < own_len)
             out = prnn_cell_from_partials(red + tid_b * pitch + tid_m, red_warp, kWarps, epx[tid],
                                           bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
-          if constexpr (kSplit)
+          if constexpr (kHalf)
+            store_half_split_tagged(d.xbuf + (s & 1 ? own_out_odd : own_out_even),
+                                    d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset, out,
+                                    tag_out);
+          else if constexpr (kSplit)
             store_split_tagged(d.xbuf + (s & 1 ? own_out_odd : own_out_even),
                                d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset, out,
                                tag_out);
@@ -382,12 +448,17 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 // The fp32 split kernel only tagged, at one n-tile, and where its weights do not spill: one
 // m-tile, at most 6 k-tiles per warp (ptxas, lo in shared memory from 5: <1, 5> 98 registers,
 // <1, 6> 126, no spills; <1, 8> spills), so H <= 1536.
+// The fp16 split where the tf32 split does not fit: one m-tile at 8 or 10 k-tiles per warp (H
+// 1921-2560), two m-tiles (both directions in one launch, or H > ~2100) at 5-10.
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, bool split) {
   if (split) {
+    if (!tags) return nullptr;
     if constexpr (NT == 1 && MT == 1 && KPW <= 6)
-      return tags ? reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>)
-                  : nullptr;
+      return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
+    if constexpr (NT == 1 &&
+                  ((MT == 1 && (KPW == 8 || KPW == 10)) || (MT == 2 && KPW >= 5 && KPW <= 10)))
+      return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true, true>);
     return nullptr;
   }
   if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, false>);
@@ -423,6 +494,11 @@ const void* kernel_for_mt(int mt, int kpw, bool tags, bool split) {
 }
 
 }  // namespace
+
+bool prnn_mma_half_split(const PrnnTiling& t) {
+  return t.tensor_cores && !t.bf16_weights &&
+         !tf32_split_fits(t.rows_per_cta / 16, prnn_mma_k_tiles_per_warp(t.hidden));
+}
 
 const void* prnn_mma_kernel(const PrnnTiling& t) {
   if (!t.tensor_cores || t.threads != kThreads || t.rows_per_cta % 16 != 0) return nullptr;
@@ -462,6 +538,13 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
                      cudaStream_t stream) {
   const void* fn = prnn_mma_kernel(t);
   DS2_CHECK(fn != nullptr, "persistent RNN (tensor cores): no kernel for this tiling");
+  const bool half = prnn_mma_half_split(t);
+  DS2_CHECK(!half || !backward,
+            "persistent RNN (fp16 split): forward only; backward-data runs "
+            "the plan's backward tiling");
+  DS2_CHECK(!half || clip <= kPrnnHalfSplitMaxClip,
+            "persistent RNN (fp16 split): relu clip " << clip << " above " << kPrnnHalfSplitMaxClip
+                                                      << ", which fp16 cannot hold");
   const MmaSmem layout = mma_smem(t);
   MmaArgs a{};
   a.lengths = lengths;
@@ -488,9 +571,9 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
     // tag 0, fp32 split words tag bit 1.
-    DS2_CUDA_CHECK(cudaMemsetAsync(workspace,
-                                   t.bf16_weights ? kTaggedWordFillByte : kTaggedFp32FillByte,
-                                   exchange_bytes(t), stream));
+    DS2_CUDA_CHECK(cudaMemsetAsync(
+        workspace, t.bf16_weights || half ? kTaggedWordFillByte : kTaggedFp32FillByte,
+        exchange_bytes(t), stream));
   } else {
     a.arrivals = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
     DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));

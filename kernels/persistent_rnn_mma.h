@@ -47,6 +47,14 @@ __host__ __device__ constexpr int prnn_mma_partial_pitch(int rows) {
   return rows + 4;
 }
 
+// fp32 tilings on tensor cores beyond the tf32 split's reach (more than one m-tile, or more than
+// 6 k-tiles per warp) split U and the state into two fp16 halves instead: 4 bytes a weight, so
+// both directions of H 1920 fit. fp16's range holds the forward's clipped state (clip <=
+// kPrnnHalfSplitMaxClip) but not gradients, so such a tiling runs the forward only; the plan
+// gives backward-data a tiling of its own (nn/cuda/persistent_rnn.h).
+constexpr float kPrnnHalfSplitMaxClip = 32768.0f;
+bool prnn_mma_half_split(const PrnnTiling& t);
+
 // The kernel instantiation for t (nullptr when none: rows_per_cta / 16 or the k-tiles per warp
 // or the batch tile outside what is instantiated).
 const void* prnn_mma_kernel(const PrnnTiling& t);

@@ -11,6 +11,7 @@
 //   while (!tags_are(w, step_tag(s))) w = load_tagged(frag);   // split words: tags_are<true>
 //   const uint2 b = tagged_fragment(w);                    // the mma.sync B registers
 //   store_split_tagged(xout + hi_index, xout + lo_index, h, fp32_step_tag(s));   // fp32 split
+//   store_half_split_tagged(xout + hi_index, xout + lo_index, h, step_tag(s));    // fp16 split
 //
 // The tags, the fills and why they are unambiguous: kernels/exchange_tags.h.
 #pragma once
@@ -20,6 +21,7 @@
 #include "core/bf16.h"
 #include "kernels/exchange_tags.h"
 #include "kernels/mma.cuh"
+#include "kernels/persistent_rnn_fragments.cuh"
 
 namespace ds2::kernels {
 
@@ -100,6 +102,18 @@ __device__ __forceinline__ void store_split_tagged(uint32_t* hi, uint32_t* lo, f
   const uint32_t h = round_tf32(v);
   store_word_relaxed(hi, h | tag);
   store_word_relaxed(lo, round_tf32(v - __uint_as_float(h)) | tag);
+}
+
+// fp32 state for the fp16 split (kernels/persistent_rnn_fragments.cuh): hi = v rounded to fp16
+// and lo = (v - hi) * kHalfLoScale rounded to fp16, each in the high half of a bf16-style tagged
+// word (tag in the low half; read with tags_are<false> and tagged_fragment). |v| must stay within
+// fp16's range (the forward's clipped state does).
+__device__ __forceinline__ void store_half_split_tagged(uint32_t* hi, uint32_t* lo, float v,
+                                                        uint32_t tag) {
+  const __half h = __float2half_rn(v);
+  const __half l = __float2half_rn((v - __half2float(h)) * kHalfLoScale);
+  store_word_relaxed(hi, (uint32_t{__half_as_ushort(h)} << 16) | tag);
+  store_word_relaxed(lo, (uint32_t{__half_as_ushort(l)} << 16) | tag);
 }
 
 }  // namespace ds2::kernels

@@ -108,11 +108,27 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // H 512-1536 1.15-2.00 against the step barrier's 1.75-2.59; batch 2 H 1152 1.66 against 1.94;
   // batch 1 H 1152 1.62 against the barrier's 1.70, but at H 512 the fp32-math tagged kernel is
   // faster (1.08 against 1.11) and at H 1536 the barrier (1.79 against 2.07).
+  // Where the tf32 split does not fit (two m-tiles, or more than 6 k-tiles per warp), the fp16
+  // split runs the forward, the fp32-math kernel backward-data (kernels/NOTES.md, session 34).
   const bool fp32_split_wins = max_batch >= 2 || (hidden > 512 && hidden <= 1280);
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
     m.tagged_exchange = true;
-    if (take_tensor_tiling(m)) return;
+    const kernels::PrnnTiling before = t;
+    const bool half = kernels::prnn_mma_half_split(m);
+    if ((!half || allowed.fp16_split) && take_tensor_tiling(m)) {
+      if (!half) return;
+      const PersistentRnnPlan back(hidden, max_batch, directions, device, precision,
+                                   PersistentRnnKernels{allowed.cluster, false, false});
+      if (back.fits()) {
+        backward_tiling_ = back.tiling_;
+        backward_describe_ = back.describe();
+        separate_backward_ = true;
+        return;
+      }
+      t = before;
+      fits_ = false;
+    }
   }
   if (t.bf16_weights) {
     if (allowed.tagged_exchange && max_batch <= 8) {
@@ -217,7 +233,9 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
 }
 
 size_t PersistentRnnPlan::workspace_bytes() const {
-  return fits_ ? kernels::prnn_workspace_bytes(tiling_) : 0;
+  if (!fits_) return 0;
+  return std::max(kernels::prnn_workspace_bytes(tiling_),
+                  kernels::prnn_workspace_bytes(backward_tiling()));
 }
 
 size_t PersistentRnnPlan::shared_bytes() const {
@@ -236,13 +254,15 @@ std::string PersistentRnnPlan::describe() const {
     << " threads" << (t.chunks > 1 ? " of " + std::to_string(4 * t.chunks) + " columns" : "")
     << ", " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
     << t.rows_per_cta - reg_rows << " in shared memory), "
-    << (t.state_in_bf16() ? "tensor cores (bf16 state), "
-        : t.tensor_cores  ? "tensor cores (U and state split tf32 + rest), "
-                          : "")
+    << (t.state_in_bf16()                 ? "tensor cores (bf16 state), "
+        : kernels::prnn_mma_half_split(t) ? "tensor cores (U and state split into fp16 halves), "
+        : t.tensor_cores                  ? "tensor cores (U and state split tf32 + rest), "
+                                          : "")
     << (t.tagged_exchange ? "tagged exchange (no step barrier), " : "")
     << (t.cluster ? "one cluster per direction (distributed shared memory), " : "") << "batch tile "
     << t.batch_tile << ", " << registers_ << " registers/thread, " << kb(shared_bytes())
     << " shared memory/CTA, workspace " << kb(workspace_bytes());
+  if (separate_backward_) s << "; backward-data: " << backward_describe_;
   return s.str();
 }
 
@@ -306,7 +326,13 @@ void launch(const PersistentRnnPlan& plan, bool backward, const PersistentRnnDir
                         plan.workspace_bytes(), plan.device(), clip);
   kernels::PrnnDirection k[2];
   to_kernel_directions(dirs, plan.directions(), plan.hidden(), k);
-  kernels::prnn_launch(plan.tiling(), backward, k, lengths, T, B, clip, workspace, stream);
+  // The fp16 split holds the clipped state only up to kPrnnHalfSplitMaxClip; above it the
+  // forward runs on the backward tiling (the fp32-math kernel) as well.
+  const bool half_forward = !backward && kernels::prnn_mma_half_split(plan.tiling());
+  const bool use_backward_tiling =
+      backward || (half_forward && clip > kernels::kPrnnHalfSplitMaxClip);
+  kernels::prnn_launch(use_backward_tiling ? plan.backward_tiling() : plan.tiling(), backward, k,
+                       lengths, T, B, clip, workspace, stream);
 }
 
 }  // namespace

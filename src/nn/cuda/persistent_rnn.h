@@ -28,10 +28,13 @@
 // at batch 2-4 (batch 1: H 513-1280) and H <= 1536 may run on tensor cores too
 // (tiling().tensor_cores without bf16): U is split into a tf32 part and the rest in bf16, h into
 // two tf32 parts, three products per pair, each within ~2^-20 relative of the fp32 product; fp32
-// accuracy, the state not rounded. Everything is queued on `stream`; no host synchronization.
-// Results are deterministic (fixed reduction order) and identical for every plan of the same hidden
-// size, precision and kernel kind (tensor cores or not, and for the fp32-math kernel its columns
-// per thread, tiling().chunks).
+// accuracy, the state not rounded. Beyond that kernel's reach (both directions of a layer in one
+// launch, or H > 1536) an fp32 plan at batch <= 4 runs its forward on tensor cores with U and h
+// each split into two fp16 halves (4 bytes a weight, ~2^-21 relative), and its backward-data on
+// the fp32-math kernel (backward_tiling()): fp16's range holds the clipped state, not gradients.
+// Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
+// reduction order) and identical for every plan of the same hidden size, precision and kernel kind
+// (tensor cores or not, and for the fp32-math kernel its columns per thread, tiling().chunks).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,6 +55,8 @@ struct PersistentRnnKernels {
   // The exchange synchronizes through its data (bf16 grid-wide at batch <= 8, fp32 at batch 1,
   // and fp32 on tensor cores with split operands, which exist only tagged)
   bool tagged_exchange = true;
+  // fp32 forwards on tensor cores with fp16 halves where the tf32 split does not fit
+  bool fp16_split = true;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront
 // stack needs the cluster's co-resident launches; benchmarks time the barrier beside the tags).
@@ -80,6 +85,10 @@ class PersistentRnnPlan {
   size_t shared_bytes() const;
   int registers_per_thread() const { return registers_; }
   const kernels::PrnnTiling& tiling() const { return tiling_; }
+  // The tiling backward-data runs: tiling(), except under the fp16 split (forward only).
+  const kernels::PrnnTiling& backward_tiling() const {
+    return separate_backward_ ? backward_tiling_ : tiling_;
+  }
   // "H=1152 B<=4 x1: 96 CTAs x 288 threads, 12 rows/CTA (12 in registers), 138 regs, ..."
   std::string describe() const;
 
@@ -90,6 +99,9 @@ class PersistentRnnPlan {
 
  private:
   kernels::PrnnTiling tiling_;
+  kernels::PrnnTiling backward_tiling_;
+  bool separate_backward_ = false;
+  std::string backward_describe_;
   int device_ = 0;
   int sm_count_ = 0;
   int registers_ = 0;

@@ -31,6 +31,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/device_array.h"
 #include "core/cuda/gemm.h"
+#include "kernels/persistent_rnn_mma.h"
 #include "kernels/rnn.h"
 #include "nn/cuda/rnn_layer_cuda.h"
 #include "support/cuda_compare.h"
@@ -152,9 +153,12 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   // Both directions in one launch: the same numbers, bit for bit (the reduction order of a row
   // does not depend on how rows are spread over CTAs), when both plans run the same kernel kind.
   if (!plan2.fits()) return;
-  const bool same_kind = plan2.tiling().tensor_cores == plan.tiling().tensor_cores &&
-                         plan2.tiling().chunks == plan.tiling().chunks;
-  const double atol2 = same_kind ? 0 : atol, rtol2 = same_kind ? 0 : rtol;
+  auto same_kind = [](const kernels::PrnnTiling& a, const kernels::PrnnTiling& b) {
+    return a.tensor_cores == b.tensor_cores && a.chunks == b.chunks;
+  };
+  const bool same_fwd = same_kind(plan2.tiling(), plan.tiling());
+  const bool same_bwd = same_kind(plan2.backward_tiling(), plan.backward_tiling());
+  const double atol2 = same_fwd ? 0 : atol, rtol2 = same_fwd ? 0 : rtol;
   DeviceArray<float> h2[2];
   PersistentRnnDirection dirs[2];
   for (int d = 0; d < 2; ++d) {
@@ -192,7 +196,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   poison(ws.data(), ws.capacity(), ctx);
   persistent_rnn_backward_data(plan2, dirs, dlen.data(), T, B, clip, ws.data(), ws_bytes, s);
   expect_close(ref, to_host(dpre_p.data(), int64_t{T} * B * P, s),
-               "two-direction launch backward-data", atol2, rtol2);
+               "two-direction launch backward-data", same_bwd ? 0 : atol, same_bwd ? 0 : rtol);
 }
 
 // Every T, batch and hidden size of the brief appears; float64 checks where the host is quick.
@@ -415,10 +419,22 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_TRUE(split(b2)) << b2.describe();
     EXPECT_TRUE(split(b2_large)) << b2_large.describe();
     EXPECT_TRUE(split(b4)) << b4.describe();
-    EXPECT_TRUE(b4_large.fits() && !b4_large.tiling().tensor_cores) << b4_large.describe();
+    // Beyond the tf32 split, batch <= 4: the forward on the fp16 split, backward-data on the
+    // fp32-math kernel.
+    auto half = [](const PersistentRnnPlan& p) {
+      return p.fits() && kernels::prnn_mma_half_split(p.tiling()) &&
+             !p.backward_tiling().tensor_cores;
+    };
+    EXPECT_TRUE(half(b4_large)) << b4_large.describe();
+    EXPECT_TRUE(half(PersistentRnnPlan(1920, 4, 2))) << PersistentRnnPlan(1920, 4, 2).describe();
+    EXPECT_TRUE(half(PersistentRnnPlan(1152, 4, 2))) << PersistentRnnPlan(1152, 4, 2).describe();
+    const PersistentRnnPlan no_half(2048, 4, 1, -1, Precision::kFp32,
+                                    PersistentRnnKernels{true, true, false});
+    EXPECT_TRUE(no_half.fits() && !no_half.tiling().tensor_cores) << no_half.describe();
+    EXPECT_FALSE(PersistentRnnPlan(2048, 5).tiling().tensor_cores);
     // The fp32-math kernel's threads own 8 columns at batch passes of 4 from H 1600, and where
     // 4 do not fit; else 4.
-    EXPECT_EQ(b4_large.tiling().chunks, 2) << b4_large.describe();
+    EXPECT_EQ(b4_large.backward_tiling().chunks, 2) << b4_large.describe();
     EXPECT_EQ(PersistentRnnPlan(2048, 32).tiling().chunks, 2);
     EXPECT_EQ(PersistentRnnPlan(2048, 1).tiling().chunks, 1);
     EXPECT_EQ(PersistentRnnPlan(1152, 8).tiling().chunks, 1);
@@ -435,7 +451,7 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
       // A batch of one pass holds no next-pass state: 20 of 32 rows per CTA in registers at
       // H 1920 in two directions (16 with the general kernel).
       const PersistentRnnPlan ds2_large(1920, 4, 2);
-      EXPECT_EQ(ds2_large.tiling().register_groups, 5) << ds2_large.describe();
+      EXPECT_EQ(ds2_large.backward_tiling().register_groups, 5) << ds2_large.describe();
     }
   }
   // bf16 layers at batch <= 8 take the tagged exchange; up to H 768 they can run as one
@@ -470,15 +486,16 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
 
 // The fp32 tensor-core kernel (U and the state split into tf32 + the rest) against float64 at
 // every batch its plan (max batch 4) is called with, 1 to 4: fp32 accuracy, not bf16's. Hidden
-// sizes of 1, 2, 5 and 6 k-tiles per warp (from 5, U's lo part in shared memory), none a
-// multiple of 16; both directions.
+// sizes of 1, 2, 5 and 6 k-tiles per warp (from 5, U's lo part in shared memory), and 8 (H 1999:
+// the forward on the fp16 split, backward-data on the fp32-math kernel), none a multiple of 16;
+// both directions.
 TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   cudaStream_t s = ctx.stream();
   const float clip = 0.8f;
   int checked = 0;
-  for (const int H : {37, 300, 1150, 1500}) {
+  for (const int H : {37, 300, 1150, 1500, 1999}) {
     const PersistentRnnPlan plan(H, 4);
     if (!plan.fits() || !plan.tiling().tensor_cores) continue;  // e.g. fewer SMs: H 1500 misses
     ASSERT_FALSE(plan.tiling().state_in_bf16()) << plan.describe();
