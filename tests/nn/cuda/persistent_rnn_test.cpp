@@ -154,7 +154,8 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   // does not depend on how rows are spread over CTAs), when both plans run the same kernel kind.
   if (!plan2.fits()) return;
   auto same_kind = [](const kernels::PrnnTiling& a, const kernels::PrnnTiling& b) {
-    return a.tensor_cores == b.tensor_cores && a.chunks == b.chunks;
+    return a.tensor_cores == b.tensor_cores && a.chunks == b.chunks &&
+           kernels::prnn_mma_half_split(a) == kernels::prnn_mma_half_split(b);
   };
   const bool same_fwd = same_kind(plan2.tiling(), plan.tiling());
   const bool same_bwd = same_kind(plan2.backward_tiling(), plan.backward_tiling());
