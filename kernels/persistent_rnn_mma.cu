@@ -449,7 +449,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 // m-tile, at most 6 k-tiles per warp (ptxas, lo in shared memory from 5: <1, 5> 98 registers,
 // <1, 6> 126, no spills; <1, 8> spills), so H <= 1536.
 // The fp16 split where the tf32 split does not fit: one m-tile at 8 or 10 k-tiles per warp (H
-// 1921-2560), two m-tiles (both directions in one launch, or H > ~2100) at 5-10.
+// 1537-2112 on 132 SMs), two m-tiles (both directions in one launch, or H > ~2100) at 5-8 (at 10
+// it spills 48 bytes, which the plan would refuse).
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, bool split) {
   if (split) {
@@ -457,7 +458,7 @@ const void* kernel_for_exchange(bool tags, bool split) {
     if constexpr (NT == 1 && MT == 1 && KPW <= 6)
       return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
     if constexpr (NT == 1 &&
-                  ((MT == 1 && (KPW == 8 || KPW == 10)) || (MT == 2 && KPW >= 5 && KPW <= 10)))
+                  ((MT == 1 && (KPW == 8 || KPW == 10)) || (MT == 2 && KPW >= 5 && KPW <= 8)))
       return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true, true>);
     return nullptr;
   }
