@@ -62,11 +62,15 @@ bool tf32_split_fits(int mt, int kpw) {
   return mt == 1 && kpw <= 6;
 }
 
-bool lo_in_shared(const PrnnTiling& t) {
+}  // namespace
+
+bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
+  if (!t.tensor_cores || t.bf16_weights) return false;
   const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
-  if (t.bf16_weights) return false;
   return tf32_split_fits(mt, kpw) ? kpw >= kSplitLoSharedFrom : kpw * mt >= kSplitLoSharedFrom;
 }
+
+namespace {
 
 MmaSmem mma_smem(const PrnnTiling& t) {
   MmaSmem l{};
@@ -79,7 +83,8 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   off = (off + 15) / 16 * 16;
   l.lo_off = off;
   const int kpw = prnn_mma_k_tiles_per_warp(t.hidden);
-  if (lo_in_shared(t)) off += size_t(kpw) * (t.rows_per_cta / 16) * kWarps * 32 * sizeof(uint4);
+  if (prnn_mma_lo_in_shared(t))
+    off += size_t(kpw) * (t.rows_per_cta / 16) * kWarps * 32 * sizeof(uint4);
   l.total = off;
   return l;
 }

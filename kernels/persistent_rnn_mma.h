@@ -54,6 +54,8 @@ __host__ __device__ constexpr int prnn_mma_partial_pitch(int rows) {
 // gives backward-data a tiling of its own (nn/cuda/persistent_rnn.h).
 constexpr float kPrnnHalfSplitMaxClip = 32768.0f;
 bool prnn_mma_half_split(const PrnnTiling& t);
+// Whether an fp32 split tiling keeps U's lo halves in shared memory (registers hold hi only).
+bool prnn_mma_lo_in_shared(const PrnnTiling& t);
 
 // The kernel instantiation for t (nullptr when none: rows_per_cta / 16 or the k-tiles per warp
 // or the batch tile outside what is instantiated).

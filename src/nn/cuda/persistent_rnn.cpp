@@ -252,8 +252,12 @@ std::string PersistentRnnPlan::describe() const {
     << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
     << " threads" << (t.chunks > 1 ? " of " + std::to_string(4 * t.chunks) + " columns" : "")
-    << ", " << t.rows_per_cta << " rows per CTA (" << reg_rows << " in registers, "
-    << t.rows_per_cta - reg_rows << " in shared memory), "
+    << ", " << t.rows_per_cta << " rows per CTA ("
+    << (kernels::prnn_mma_lo_in_shared(t)
+            ? std::string("their hi parts in registers, lo parts in shared memory")
+            : std::to_string(reg_rows) + " in registers, " +
+                  std::to_string(t.rows_per_cta - reg_rows) + " in shared memory")
+    << "), "
     << (t.state_in_bf16()                 ? "tensor cores (bf16 state), "
         : kernels::prnn_mma_half_split(t) ? "tensor cores (U and state split into fp16 halves), "
         : t.tensor_cores                  ? "tensor cores (U and state split tf32 + rest), "
