@@ -3,7 +3,8 @@
 // fp32 plans (batch <= 4, tagged exchange only) split U into a tf32 part (two m16n8k8 tf32
 // products per k-tile) and the rest in bf16 (one m16n8k16), and the state into two tf32 words
 // (hi, lo) that sit in B columns b and b + 4 of one n-tile: fp32 accuracy (kernels/NOTES.md,
-// version 6).
+// version 6). Where that does not fit, U and the state are split into two fp16 halves instead
+// (two m16n8k16 fp16 products per k-tile, 4 bytes a weight), for the forward only (version 7).
 //
 // U (forward) or U^T (backward-data) is rounded to bf16 and held in registers as mma.sync A
 // fragments for the whole launch; every step each warp reads the previous state, rounded to bf16,
