@@ -34,7 +34,8 @@
 // the fp32-math kernel (backward_tiling()): fp16's range holds the clipped state, not gradients.
 // Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
 // reduction order) and identical for every plan of the same hidden size, precision and kernel kind
-// (tensor cores or not, and for the fp32-math kernel its columns per thread, tiling().chunks).
+// (tensor cores or not, for fp32 on tensor cores which split, and for the fp32-math kernel its
+// columns per thread, tiling().chunks).
 #pragma once
 
 #include <cuda_runtime.h>
