@@ -16,12 +16,6 @@ namespace {
 constexpr int kRowGroup = kernels::kPrnnRowGroup;
 using kernels::ceil_div;
 
-std::string kb(size_t bytes) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(1) << bytes / 1024.0 << " KB";
-  return s.str();
-}
-
 // The most register groups kernels/persistent_gru.cu instantiates for a pass's chunks.
 int max_register_groups(bool backward, int chunks) {
   if (!backward) return chunks == 1 ? 8 : 4;
@@ -100,8 +94,9 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
       std::ostringstream s;
       if (smem > smem_optin) {
         s << name << ": with " << nrg * kRowGroup << " of " << t.rows(backward)
-          << " rows per CTA in registers the rest need " << kb(smem) << " of shared memory, more "
-          << "than the " << kb(smem_optin) << " allowed";
+          << " rows per CTA in registers the rest need " << kilobytes(smem)
+          << " of shared memory, more "
+          << "than the " << kilobytes(smem_optin) << " allowed";
         reason = s.str();
         continue;
       }
@@ -109,7 +104,7 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
       if (info.local_bytes > 0 || info.blocks_per_sm < 1) {
         s << name << ": a CTA of " << p.threads << " threads x " << info.registers << " registers ("
           << nrg * kRowGroup << " rows in registers" << (info.local_bytes > 0 ? ", spilling" : "")
-          << ") and " << kb(smem) << " of shared memory does not fit on one SM";
+          << ") and " << kilobytes(smem) << " of shared memory does not fit on one SM";
         reason = s.str();
         continue;
       }
@@ -152,10 +147,10 @@ std::string PersistentGruPlan::describe() const {
     const int rows = t.rows(bwd), reg_rows = p.register_groups * kRowGroup;
     s << "; " << (bwd ? "backward-data " : "forward ") << p.threads << " threads of "
       << 4 * p.chunks << " columns, " << reg_rows << " of " << rows << " rows in registers, "
-      << registers_[bwd ? 1 : 0] << " registers/thread, " << kb(kernels::pgru_shared_bytes(t, bwd))
-      << " shared memory/CTA";
+      << registers_[bwd ? 1 : 0] << " registers/thread, "
+      << kilobytes(kernels::pgru_shared_bytes(t, bwd)) << " shared memory/CTA";
   }
-  s << ", workspace " << kb(workspace_bytes());
+  s << ", workspace " << kilobytes(workspace_bytes());
   return s.str();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iomanip>
 #include <sstream>
+#include <utility>
 
 #include "core/cuda/check.h"
 #include "core/cuda/device_query.h"
@@ -17,12 +18,6 @@ constexpr int kRowGroup = kernels::kPrnnRowGroup;
 
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
-}
-
-std::string kb(size_t bytes) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(1) << bytes / 1024.0 << " KB";
-  return s.str();
 }
 
 }  // namespace
@@ -118,12 +113,11 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     const bool half = kernels::prnn_mma_half_split(m);
     if ((!half || allowed.fp16_split) && take_tensor_tiling(m)) {
       if (!half) return;
-      const PersistentRnnPlan back(hidden, max_batch, directions, device, precision,
-                                   PersistentRnnKernels{allowed.cluster, false, false});
-      if (back.fits()) {
-        backward_tiling_ = back.tiling_;
-        backward_describe_ = back.describe();
-        separate_backward_ = true;
+      auto back = std::make_shared<const PersistentRnnPlan>(
+          hidden, max_batch, directions, device, precision,
+          PersistentRnnKernels{allowed.cluster, false, false});
+      if (back->fits()) {
+        backward_plan_ = std::move(back);
         return;
       }
       t = before;
@@ -187,8 +181,8 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
         std::ostringstream s;
         if (smem > smem_optin) {
           s << "with " << nrg * kRowGroup << " of " << t.rows_per_cta
-            << " rows per CTA in registers the rest need " << kb(smem)
-            << " of shared memory per CTA, more than the " << kb(smem_optin) << " allowed";
+            << " rows per CTA in registers the rest need " << kilobytes(smem)
+            << " of shared memory per CTA, more than the " << kilobytes(smem_optin) << " allowed";
           smem_reason = s.str();
           continue;
         }
@@ -196,9 +190,9 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
         if (pass == 0 && info.local_bytes > 0) continue;
         if (info.blocks_per_sm < 1) {
           s << "a CTA of " << t.threads << " threads x " << info.registers << " registers ("
-            << nrg * kRowGroup << " rows in registers) and " << kb(smem)
+            << nrg * kRowGroup << " rows in registers) and " << kilobytes(smem)
             << " of shared memory does not fit on one SM (" << regs_sm << " registers, "
-            << kb(smem_sm) << ")";
+            << kilobytes(smem_sm) << ")";
           if (sm_reason.empty()) sm_reason = s.str();
           continue;
         }
@@ -264,9 +258,9 @@ std::string PersistentRnnPlan::describe() const {
                                           : "")
     << (t.tagged_exchange ? "tagged exchange (no step barrier), " : "")
     << (t.cluster ? "one cluster per direction (distributed shared memory), " : "") << "batch tile "
-    << t.batch_tile << ", " << registers_ << " registers/thread, " << kb(shared_bytes())
-    << " shared memory/CTA, workspace " << kb(workspace_bytes());
-  if (separate_backward_) s << "; backward-data: " << backward_describe_;
+    << t.batch_tile << ", " << registers_ << " registers/thread, " << kilobytes(shared_bytes())
+    << " shared memory/CTA, workspace " << kilobytes(workspace_bytes());
+  if (backward_plan_) s << "; backward-data: " << backward_plan_->describe();
   return s.str();
 }
 
@@ -280,6 +274,12 @@ int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device, Pre
     if (plan.fits()) best = h;
   }
   return best;
+}
+
+std::string kilobytes(size_t bytes) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1) << bytes / 1024.0 << " KB";
+  return s.str();
 }
 
 void check_persistent_launch(const char* kernel, const char* what, bool fits,

@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/precision.h"
@@ -88,7 +89,7 @@ class PersistentRnnPlan {
   const kernels::PrnnTiling& tiling() const { return tiling_; }
   // The tiling backward-data runs: tiling(), except under the fp16 split (forward only).
   const kernels::PrnnTiling& backward_tiling() const {
-    return separate_backward_ ? backward_tiling_ : tiling_;
+    return backward_plan_ ? backward_plan_->tiling() : tiling_;
   }
   // "H=1152 B<=4 x1: 96 CTAs x 288 threads, 12 rows/CTA (12 in registers), 138 regs, ..."
   std::string describe() const;
@@ -100,9 +101,8 @@ class PersistentRnnPlan {
 
  private:
   kernels::PrnnTiling tiling_;
-  kernels::PrnnTiling backward_tiling_;
-  bool separate_backward_ = false;
-  std::string backward_describe_;
+  // Under the fp16 split: the plan backward-data runs (the fp32-math kernel); else none.
+  std::shared_ptr<const PersistentRnnPlan> backward_plan_;
   int device_ = 0;
   int sm_count_ = 0;
   int registers_ = 0;
@@ -123,6 +123,9 @@ struct PersistentRnnDirection {
   // for this pass, SparsePersistentRnnPlan::layout(mask, backward) uploaded.
   const uint32_t* layout = nullptr;
 };
+
+// "106.0 KB": how the persistent plans' describe() give sizes.
+std::string kilobytes(size_t bytes);
 
 // The checks every persistent call makes, dense, sparse or GRU (`kernel` names which in
 // messages): the plan fits, the batch, the workspace, the device.

@@ -147,8 +147,7 @@ std::string SparsePersistentRnnPlan::describe() const {
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads()
     << " threads, " << t.rows_per_cta << " rows per CTA, " << t.lanes_per_row << " lanes per row x "
     << t.slots << " slots, batch tile " << t.batch_tile << ", " << registers_
-    << " registers/thread, " << std::fixed << std::setprecision(1) << shared_bytes() / 1024.0
-    << " KB shared memory/CTA";
+    << " registers/thread, " << kilobytes(shared_bytes()) << " shared memory/CTA";
   return s.str();
 }
 
