@@ -179,17 +179,28 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(B, 2, o.device, p)
         << ")\n";
   std::vector<float> h_ours, dpre_ours;
-  // Times one plan's forward and backward-data into `row`; the outputs stay in h and dpre.
-  auto time_plan = [&](const PersistentRnnPlan& p, Row& row) {
+  // Times one plan's forward and backward-data of its directions into `row` (per step, for all of
+  // them); direction d's outputs stay at h_out + d n and dpre_out + d n.
+  auto time_plan = [&](const PersistentRnnPlan& p, Row& row, float* h_out, float* dpre_out) {
     DeviceArray<float> ws(static_cast<int64_t>(p.workspace_bytes() / sizeof(float) + 1));
     const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+    PersistentRnnDirection fwd[2], bwd[2];
+    for (int d = 0; d < p.directions(); ++d) {
+      fwd[d].u = bwd[d].u = u.data();
+      fwd[d].x = x.data();
+      bwd[d].x = dy.data();
+      fwd[d].ld_x = bwd[d].ld_x = H;
+      fwd[d].y = h_out + d * n;
+      bwd[d].h = h_out + d * n;
+      bwd[d].y = dpre_out + d * n;
+      fwd[d].ld_y = bwd[d].ld_y = H;
+      fwd[d].reverse = bwd[d].reverse = d == 1;
+    }
     auto forward = [&] {
-      persistent_rnn_forward(p, u.data(), x.data(), H, h.data(), lengths.data(), T, B, false, kClip,
-                             ws.data(), ws_bytes, s);
+      persistent_rnn_forward(p, fwd, lengths.data(), T, B, kClip, ws.data(), ws_bytes, s);
     };
     auto backward = [&] {
-      persistent_rnn_backward_data(p, u.data(), h.data(), dy.data(), H, dpre.data(), H,
-                                   lengths.data(), T, B, false, kClip, ws.data(), ws_bytes, s);
+      persistent_rnn_backward_data(p, bwd, lengths.data(), T, B, kClip, ws.data(), ws_bytes, s);
     };
     row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
     row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
@@ -201,16 +212,16 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     // it picked the cluster one; the cluster or step-barrier kernel when it picked the tagged one.
     if (plan.tiling().cluster) {
       const PersistentRnnPlan grid(H, B, 1, o.device, precision, PersistentRnnKernels{false});
-      if (grid.fits()) time_plan(grid, grid_row);
+      if (grid.fits()) time_plan(grid, grid_row, h.data(), dpre.data());
     }
     if (plan.tiling().tagged_exchange) {
       const PersistentRnnPlan other(H, B, 1, o.device, precision, kClusterBeforeGrid);
       other_row.name = std::string("ours: persistent, ") +
                        (other.tiling().cluster ? "cluster" : "step barrier") + " (" + o.precision +
                        ")";
-      if (other.fits()) time_plan(other, other_row);
+      if (other.fits()) time_plan(other, other_row, h.data(), dpre.data());
     }
-    time_plan(plan, persistent);
+    time_plan(plan, persistent, h.data(), dpre.data());
     h_ours = download_vector(h.data(), n, s);
     dpre_ours = download_vector(dpre.data(), n, s);
   } else {
@@ -225,30 +236,12 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   if (plan.fits()) {
     const PersistentRnnPlan bi(H, B, 2, o.device, precision);
     if (bi.fits()) {
-      DeviceArray<float> ws(static_cast<int64_t>(bi.workspace_bytes() / sizeof(float) + 1));
-      const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
       DeviceArray<float> hb(2 * n), db(2 * n);
-      PersistentRnnDirection fwd[2], bwd[2];
-      for (int d = 0; d < 2; ++d) {
-        fwd[d].u = bwd[d].u = u.data();
-        fwd[d].x = x.data();
-        bwd[d].x = dy.data();
-        fwd[d].ld_x = bwd[d].ld_x = H;
-        bwd[d].h = hb.data() + d * n;
-        fwd[d].y = hb.data() + d * n;
-        bwd[d].y = db.data() + d * n;
-        fwd[d].ld_y = bwd[d].ld_y = H;
-        fwd[d].reverse = bwd[d].reverse = d == 1;
-      }
-      const double f = median_ms(s, o.warmup, o.repeats, nothing, [&] {
-        persistent_rnn_forward(bi, fwd, lengths.data(), T, B, kClip, ws.data(), ws_bytes, s);
-      });
-      const double b = median_ms(s, o.warmup, o.repeats, nothing, [&] {
-        persistent_rnn_backward_data(bi, bwd, lengths.data(), T, B, kClip, ws.data(), ws_bytes, s);
-      });
+      Row both("");
+      time_plan(bi, both, hb.data(), db.data());
       std::ostringstream line;
-      line << "both directions in one launch: " << fmt_fixed(1e3 * f / T, 2) << " / "
-           << fmt_fixed(1e3 * b / T, 2)
+      line << "both directions in one launch: " << fmt_fixed(both.fwd_us, 2) << " / "
+           << fmt_fixed(both.bwd_us, 2)
            << " us per step for both, forward / backward-data (one direction above: "
            << fmt_fixed(persistent.fwd_us, 2) << " / " << fmt_fixed(persistent.bwd_us, 2)
            << "); plan: " << bi.describe() << "\n";
