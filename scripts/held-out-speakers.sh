@@ -10,8 +10,8 @@
 #   scripts/held-out-speakers.sh --jobs 5 --config configs/fsdd-gru.yaml -- run.device=cuda
 #
 # Options: --config FILE (configs/fsdd.yaml), --speakers "S ..." (all five), --out DIR
-#          (runs/held-out), --jobs N (speakers at once,
-#          1), --no-adapt, --adapt-args "ARGS" (passed to ds2 adapt, e.g. "--keep 0.5"),
+#          (runs/held-out), --jobs N (speakers at once, 1), --no-adapt, --adapt-args "ARGS"
+#          (passed to ds2 adapt, e.g. "--keep 0.5"),
 #          --corpus-args "ARGS" (passed to make-fsdd-corpus.py, e.g. "--train 6000"),
 #          --ds2 PATH (build/ds2), KEY=VALUE overrides for training (and adaptation) after --.
 # A speaker's corpus and runs go to OUT/SPEAKER/; an existing folder is replaced.
