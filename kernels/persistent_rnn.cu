@@ -35,7 +35,8 @@ struct Args {
   int backward;
   // Dynamic shared memory carve-up, in bytes (weights at 0).
   int red_off, ep_off, len_off;
-  unsigned int* arrivals;  // per direction: CTAs arrived at the step barriers (0 at launch)
+  unsigned int* arrivals;      // per direction: CTAs arrived at the step barriers (0 at launch)
+  const unsigned int* run_if;  // nullptr, or a device word: the launch does nothing while it is 0
 };
 
 // Batch tiles of the plan's largest batch.
@@ -111,6 +112,8 @@ __global__ void prnn_kernel(const Args a) {
   float* red = reinterpret_cast<float*>(smem + a.red_off);  // [2][groups][warps][V]
   float* ep = reinterpret_cast<float*>(smem + a.ep_off);    // [2][x | h][tiles_max][groups * V]
   int* len_s = reinterpret_cast<int*>(smem + a.len_off);    // [B]
+  if (a.run_if != nullptr && *a.run_if == 0u)
+    return;  // every CTA alike: no barrier is left waiting
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int nt = blockDim.x, nw = nt >> 5;
@@ -454,7 +457,8 @@ PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t) {
 }
 
 void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, const int* lengths,
-                 int T, int B, float clip, void* workspace, cudaStream_t stream) {
+                 int T, int B, float clip, void* workspace, cudaStream_t stream,
+                 const unsigned int* run_if) {
   DS2_CHECK(T >= 0 && B >= 0, "persistent RNN: negative sizes T " << T << ", B " << B);
   if (T == 0 || B == 0) return;
   check_tiling(t);
@@ -462,6 +466,8 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
             "persistent RNN: batch " << B << " exceeds the plan's maximum " << t.max_batch);
   DS2_CHECK(lengths != nullptr && (workspace != nullptr || prnn_workspace_bytes(t) == 0),
             "persistent RNN: null workspace/lengths");
+  DS2_CHECK(run_if == nullptr || (!t.cluster && !t.tensor_cores),
+            "persistent RNN: a conditional launch (run_if) runs the fp32-math kernel only");
   if (t.cluster) {
     prnn_cluster_launch(t, backward, dirs, lengths, T, B, clip, stream);
     return;
@@ -484,6 +490,7 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   a.xrows = exchange_rows(t);
   a.clip = clip;
   a.backward = backward ? 1 : 0;
+  a.run_if = run_if;
   a.red_off = static_cast<int>(layout.red_off);
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);

@@ -115,8 +115,11 @@ struct PrnnDirection {
 // cooperative launch of t.directions * t.ctas_per_direction CTAs. `lengths` are device lengths of
 // B <= t.max_batch utterances; `workspace` holds prnn_workspace_bytes(t) (any contents). Throws
 // ds2::Error when the grid cannot be co-resident (instead of ever hanging). T == 0 or B == 0 does
-// nothing.
+// nothing. `run_if` (fp32-math tilings only): a device word read when the kernel starts; while it
+// is 0 the launch computes nothing (the fp16 split's backward-data reruns on the fp32-math kernel
+// this way when its scaled gradients overflowed, without a host synchronization).
 void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, const int* lengths,
-                 int T, int B, float clip, void* workspace, cudaStream_t stream);
+                 int T, int B, float clip, void* workspace, cudaStream_t stream,
+                 const unsigned int* run_if = nullptr);
 
 }  // namespace ds2::kernels

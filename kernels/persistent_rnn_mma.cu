@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -34,6 +35,10 @@ struct MmaArgs {
   int ep_off, len_off;     // dynamic shared memory carve-up in bytes (reduction at 0)
   int lo_off;              // fp32 split from 5 k-tiles per warp: U's lo fragments
   unsigned int* arrivals;  // step barriers: per direction, CTAs arrived (0 at launch)
+  // fp16 split backward-data: per direction the largest |dL/dh| (float bits), and the word raised
+  // when a scaled state value leaves fp16's range (both in the workspace's control block).
+  const unsigned int* grad_max;
+  unsigned int* overflow;
 };
 
 int k_tiles(const PrnnTiling& t) {
@@ -104,8 +109,8 @@ __device__ __forceinline__ uint4 load_shared_volatile(const uint4* p) {
 // least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT); kTags: the tagged
 // exchange; kSplit: fp32 (U and the state each split into tf32 hi + a lo part, products on
 // tensor cores; tagged, one n-tile of 4 batch rows: columns b and b + 4 hold row b's hi and lo);
-// kHalf (with kSplit): the split into two fp16 halves instead (forward only: fp16's range suits
-// the clipped state, not gradients), 4 bytes a weight, any MT.
+// kHalf (with kSplit): the split into two fp16 halves instead, 4 bytes a weight, any MT; its
+// backward-data exchanges the state times a power of two (persistent_rnn_mma.h).
 template <int MT, int KPW, int NT, bool kTags, bool kSplit, bool kHalf = false>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
   static_assert(!kSplit || (kTags && NT == 1), "fp32 split: tagged, one n-tile");
@@ -162,6 +167,20 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const float clip = a.clip;
   const int ep_parity = 2 * a.max_batch * R, ep_h = a.max_batch * R;
   const int64_t xbuf_parity = int64_t{a.k_tiles} * ntx * 32 * 4;
+  // fp16 split backward-data: the state travels as state_scale times its value, a power of two
+  // that brings the direction's largest |dL/dh| to [2^7, 2^8) (exact both ways). A NaN or
+  // infinity in dL/dh leaves no scale to choose: the caller's fp32-math rerun reproduces it.
+  float state_scale = 1.0f, sum_scale = 1.0f;
+  if (kHalf && bwd) {
+    const float top = __uint_as_float(a.grad_max[di]);
+    if (!(top <= 3.402823466e38f)) {
+      if (tid == 0) *a.overflow = 1u;
+    } else if (top > 0.0f) {
+      const int e = min(max(kPrnnHalfSplitGradExponent - ilogbf(top), -120), 120);
+      state_scale = ldexpf(1.0f, e);
+      sum_scale = ldexpf(1.0f, -e);
+    }
+  }
 
   for (int i = tid; i < B; i += kThreads) len_s[i] = a.lengths[i];
   if (!kTags && cta == 0) {
@@ -373,6 +392,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             // Lanes q < 2 hold the hi columns (products with h_hi), q >= 2 the lo ones; both
             // lanes of a pair form the same sum hi hi + (hi lo + lo hi) / s + lo lo / s^2.
             const bool hi_lane = (q & 2) == 0;
+            // Backward-data: the products of the scaled state, scaled back (sum_scale: 1 forward).
             constexpr float kInv = 1.0f / kHalfLoScale;
             float c[4];
 #pragma unroll
@@ -382,7 +402,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               const float pe = __shfl_xor_sync(0xffffffffu, e, 2);
               const float hh = hi_lane ? m : pm, hl = hi_lane ? pm : m;
               const float lh = hi_lane ? e : pe, ll = hi_lane ? pe : e;
-              c[i] = hh + (hl + lh) * kInv + ll * (kInv * kInv);
+              c[i] = (hh + (hl + lh) * kInv + ll * (kInv * kInv)) * sum_scale;
             }
             prnn_store_partials(partials_lane, pitch, 16 * mt, 0, c);
           } else if constexpr (kSplit) {
@@ -406,11 +426,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           if (t < own_len)
             out = prnn_cell_from_partials(red + tid_b * pitch + tid_m, red_warp, kWarps, epx[tid],
                                           bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
-          if constexpr (kHalf)
+          if constexpr (kHalf) {
+            const float scaled = out * state_scale;
             store_half_split_tagged(d.xbuf + (s & 1 ? own_out_odd : own_out_even),
-                                    d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset, out,
-                                    tag_out);
-          else if constexpr (kSplit)
+                                    d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset,
+                                    scaled, tag_out);
+            // fp16's largest finite value; the forward's clipped state stays within it.
+            if (bwd && !(fabsf(scaled) <= 65504.0f)) *a.overflow = 1u;
+          } else if constexpr (kSplit)
             store_split_tagged(d.xbuf + (s & 1 ? own_out_odd : own_out_even),
                                d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset, out,
                                tag_out);
@@ -456,6 +479,23 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 // The fp16 split where the tf32 split does not fit: one m-tile at 8 or 10 k-tiles per warp (H
 // 1537-2112 on 132 SMs), two m-tiles (both directions in one launch, or H > ~2100) at 5-8 (at 10
 // it spills 48 bytes, which the plan would refuse).
+// Each direction's largest |x| (x = dL/dh) over the frames t < lengths[b], as float bits into
+// top[direction] (0 before; bits compare as the values do, a NaN above infinity). Grid: (any,
+// directions), rows of {T, B} spread over x, columns over the threads.
+__global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int* lengths, int T,
+                                     int B, int H, unsigned int* top) {
+  const MmaDir& d = blockIdx.y ? d1 : d0;
+  unsigned int m = 0u;
+  for (int64_t row = blockIdx.x; row < int64_t{T} * B; row += gridDim.x) {
+    const int t = static_cast<int>(row / B), b = static_cast<int>(row % B);
+    if (t >= lengths[b]) continue;
+    const float* x = d.x + row * d.ld_x;
+    for (int k = threadIdx.x; k < H; k += blockDim.x) m = max(m, __float_as_uint(fabsf(x[k])));
+  }
+  for (int o = 16; o > 0; o /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0 && m != 0u) atomicMax(top + blockIdx.y, m);
+}
+
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, bool split) {
   if (split) {
@@ -529,14 +569,25 @@ size_t prnn_mma_shared_bytes(const PrnnTiling& t) {
   return mma_smem(t).total;
 }
 
-// The exchange arrays of both directions (then, without tags, the two barrier counters).
+// The exchange arrays of both directions, then the two barrier counters (without tags) or the
+// fp16 split's control block: [largest |dL/dh| of direction 0, of direction 1, overflow, unused].
 size_t exchange_bytes(const PrnnTiling& t) {
   return size_t(t.directions) * 2 * exchange_elements(t) *
          (t.tagged_exchange ? sizeof(uint32_t) : sizeof(uint16_t));
 }
+constexpr int kControlWords = 4;
 
 size_t prnn_mma_workspace_bytes(const PrnnTiling& t) {
-  return exchange_bytes(t) + (t.tagged_exchange ? 0 : 2 * sizeof(unsigned int));
+  return exchange_bytes(t) + (!t.tagged_exchange       ? 2 * sizeof(unsigned int)
+                              : prnn_mma_half_split(t) ? kControlWords * sizeof(unsigned int)
+                                                       : 0);
+}
+
+const unsigned int* prnn_mma_overflow_flag(const PrnnTiling& t, const void* workspace) {
+  DS2_CHECK(prnn_mma_half_split(t), "persistent RNN: only the fp16 split has an overflow word");
+  return reinterpret_cast<const unsigned int*>(static_cast<const char*>(workspace) +
+                                               exchange_bytes(t)) +
+         2;
 }
 
 void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
@@ -545,10 +596,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   const void* fn = prnn_mma_kernel(t);
   DS2_CHECK(fn != nullptr, "persistent RNN (tensor cores): no kernel for this tiling");
   const bool half = prnn_mma_half_split(t);
-  DS2_CHECK(!half || !backward,
-            "persistent RNN (fp16 split): forward only; backward-data runs "
-            "the plan's backward tiling");
-  DS2_CHECK(!half || clip <= kPrnnHalfSplitMaxClip,
+  DS2_CHECK(!half || backward || clip <= kPrnnHalfSplitMaxClip,
             "persistent RNN (fp16 split): relu clip " << clip << " above " << kPrnnHalfSplitMaxClip
                                                       << ", which fp16 cannot hold");
   const MmaSmem layout = mma_smem(t);
@@ -583,6 +631,20 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   } else {
     a.arrivals = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
     DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
+  }
+  if (half) {
+    unsigned int* control = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
+    a.grad_max = control;
+    a.overflow = control + 2;
+    DS2_CUDA_CHECK(cudaMemsetAsync(control, 0, kControlWords * sizeof(unsigned int), stream));
+    if (backward) {
+      // A few CTAs per SM's worth of rows: the scan reads T B H floats once (8 MB at T 256, B 4,
+      // H 2048), a few microseconds beside the recurrence.
+      const dim3 grid(std::min(T * B, 512), t.directions);
+      prnn_grad_max_kernel<<<grid, 256, 0, stream>>>(a.dir[0], a.dir[1], lengths, T, B, t.hidden,
+                                                     control);
+      DS2_CUDA_CHECK(cudaGetLastError());
+    }
   }
   cooperative_launch("persistent RNN (tensor cores)", fn, t.directions * t.ctas_per_direction,
                      t.threads, &a, layout.total, stream);

@@ -4,7 +4,8 @@
 // products per k-tile) and the rest in bf16 (one m16n8k16), and the state into two tf32 words
 // (hi, lo) that sit in B columns b and b + 4 of one n-tile: fp32 accuracy (kernels/NOTES.md,
 // version 6). Where that does not fit, U and the state are split into two fp16 halves instead
-// (two m16n8k16 fp16 products per k-tile, 4 bytes a weight), for the forward only (version 7).
+// (two m16n8k16 fp16 products per k-tile, 4 bytes a weight; version 7, backward-data with the
+// gradients scaled by a power of two: version 8).
 //
 // U (forward) or U^T (backward-data) is rounded to bf16 and held in registers as mma.sync A
 // fragments for the whole launch; every step each warp reads the previous state, rounded to bf16,
@@ -51,10 +52,19 @@ __host__ __device__ constexpr int prnn_mma_partial_pitch(int rows) {
 // fp32 tilings on tensor cores beyond the tf32 split's reach (more than one m-tile, or more than
 // 6 k-tiles per warp) split U and the state into two fp16 halves instead: 4 bytes a weight, so
 // both directions of H 1920 fit. fp16's range holds the forward's clipped state (clip <=
-// kPrnnHalfSplitMaxClip) but not gradients, so such a tiling runs the forward only; the plan
-// gives backward-data a tiling of its own (nn/cuda/persistent_rnn.h).
+// kPrnnHalfSplitMaxClip). Gradients have no such bound: backward-data first finds each
+// direction's largest |dL/dh| (over the frames inside the lengths) and exchanges the state times
+// a power of two that brings it to [2^7, 2^8), leaving 2^8 of headroom for growth through U^T
+// and 2^-44 of the largest as the finest step kept; the products are scaled back exactly. Should
+// a scaled value still leave fp16's range (or dL/dh hold a NaN or infinity), the launch raises
+// the word at prnn_mma_overflow_flag() and the caller reruns backward-data on the fp32-math
+// kernel (prnn_launch's run_if; nn/cuda/persistent_rnn.h does).
 constexpr float kPrnnHalfSplitMaxClip = 32768.0f;
+constexpr int kPrnnHalfSplitGradExponent = 7;
 bool prnn_mma_half_split(const PrnnTiling& t);
+// The fp16 split's overflow word in `workspace` (0 after a backward-data launch whose scaled
+// state stayed within fp16's range).
+const unsigned int* prnn_mma_overflow_flag(const PrnnTiling& t, const void* workspace);
 // Whether an fp32 split tiling keeps U's lo halves in shared memory (registers hold hi only).
 bool prnn_mma_lo_in_shared(const PrnnTiling& t);
 

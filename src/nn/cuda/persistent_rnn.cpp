@@ -104,7 +104,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // batch 1 H 1152 1.62 against the barrier's 1.70, but at H 512 the fp32-math tagged kernel is
   // faster (1.08 against 1.11) and at H 1536 the barrier (1.79 against 2.07).
   // Where the tf32 split does not fit (two m-tiles, or more than 6 k-tiles per warp), the fp16
-  // split runs the forward, the fp32-math kernel backward-data (kernels/NOTES.md, session 34).
+  // split, with the fp32-math kernel as its fallback (kernels/NOTES.md, versions 7 and 8).
   const bool fp32_split_wins = max_batch >= 2 || (hidden > 512 && hidden <= 1280);
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
@@ -117,7 +117,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
           hidden, max_batch, directions, device, precision,
           PersistentRnnKernels{allowed.cluster, false, false});
       if (back->fits()) {
-        backward_plan_ = std::move(back);
+        fallback_plan_ = std::move(back);
         return;
       }
       t = before;
@@ -226,10 +226,14 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   }
 }
 
+size_t PersistentRnnPlan::fallback_workspace_offset() const {
+  return (kernels::prnn_workspace_bytes(tiling_) + 255) / 256 * 256;
+}
+
 size_t PersistentRnnPlan::workspace_bytes() const {
   if (!fits_) return 0;
-  return std::max(kernels::prnn_workspace_bytes(tiling_),
-                  kernels::prnn_workspace_bytes(backward_tiling()));
+  if (!fallback_plan_) return kernels::prnn_workspace_bytes(tiling_);
+  return fallback_workspace_offset() + fallback_plan_->workspace_bytes();
 }
 
 size_t PersistentRnnPlan::shared_bytes() const {
@@ -260,7 +264,7 @@ std::string PersistentRnnPlan::describe() const {
     << (t.cluster ? "one cluster per direction (distributed shared memory), " : "") << "batch tile "
     << t.batch_tile << ", " << registers_ << " registers/thread, " << kilobytes(shared_bytes())
     << " shared memory/CTA, workspace " << kilobytes(workspace_bytes());
-  if (backward_plan_) s << "; backward-data: " << backward_plan_->describe();
+  if (fallback_plan_) s << "; fallback: " << fallback_plan_->describe();
   return s.str();
 }
 
@@ -330,13 +334,23 @@ void launch(const PersistentRnnPlan& plan, bool backward, const PersistentRnnDir
                         plan.workspace_bytes(), plan.device(), clip);
   kernels::PrnnDirection k[2];
   to_kernel_directions(dirs, plan.directions(), plan.hidden(), k);
-  // The fp16 split holds the clipped state only up to kPrnnHalfSplitMaxClip; above it the
-  // forward runs on the backward tiling (the fp32-math kernel) as well.
-  const bool half_forward = !backward && kernels::prnn_mma_half_split(plan.tiling());
-  const bool use_backward_tiling =
-      backward || (half_forward && clip > kernels::kPrnnHalfSplitMaxClip);
-  kernels::prnn_launch(use_backward_tiling ? plan.backward_tiling() : plan.tiling(), backward, k,
-                       lengths, T, B, clip, workspace, stream);
+  const PersistentRnnPlan* fallback = plan.fallback();
+  if (fallback == nullptr) {
+    kernels::prnn_launch(plan.tiling(), backward, k, lengths, T, B, clip, workspace, stream);
+    return;
+  }
+  // The fp16 split: its forward holds the clipped state only up to kPrnnHalfSplitMaxClip, and
+  // its backward-data may overflow fp16 even scaled; the fp32-math fallback runs then, the latter
+  // decided on the device (it reads the split's overflow word as it starts).
+  void* fallback_ws = static_cast<char*>(workspace) + plan.fallback_workspace_offset();
+  if (!backward && clip > kernels::kPrnnHalfSplitMaxClip) {
+    kernels::prnn_launch(fallback->tiling(), false, k, lengths, T, B, clip, fallback_ws, stream);
+    return;
+  }
+  kernels::prnn_launch(plan.tiling(), backward, k, lengths, T, B, clip, workspace, stream);
+  if (backward)
+    kernels::prnn_launch(fallback->tiling(), true, k, lengths, T, B, clip, fallback_ws, stream,
+                         kernels::prnn_mma_overflow_flag(plan.tiling(), workspace));
 }
 
 }  // namespace

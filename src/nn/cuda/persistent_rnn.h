@@ -29,9 +29,11 @@
 // (tiling().tensor_cores without bf16): U is split into a tf32 part and the rest in bf16, h into
 // two tf32 parts, three products per pair, each within ~2^-20 relative of the fp32 product; fp32
 // accuracy, the state not rounded. Beyond that kernel's reach (both directions of a layer in one
-// launch, or H > 1536) an fp32 plan at batch <= 4 runs its forward on tensor cores with U and h
-// each split into two fp16 halves (4 bytes a weight, ~2^-21 relative), and its backward-data on
-// the fp32-math kernel (backward_tiling()): fp16's range holds the clipped state, not gradients.
+// launch, or H > 1536) an fp32 plan at batch <= 4 runs on tensor cores with U and the state each
+// split into two fp16 halves (4 bytes a weight, ~2^-21 relative); backward-data exchanges the
+// gradient times a power of two chosen from the largest |dy| (fp16's range), and where a scaled
+// value still overflows it reruns on the fp32-math kernel (fallback(), queued behind it and
+// skipped on the device when not needed), which also runs the forward when clip > 32768.
 // Everything is queued on `stream`; no host synchronization. Results are deterministic (fixed
 // reduction order) and identical for every plan of the same hidden size, precision and kernel kind
 // (tensor cores or not, for fp32 on tensor cores which split, and for the fp32-math kernel its
@@ -87,10 +89,12 @@ class PersistentRnnPlan {
   size_t shared_bytes() const;
   int registers_per_thread() const { return registers_; }
   const kernels::PrnnTiling& tiling() const { return tiling_; }
-  // The tiling backward-data runs: tiling(), except under the fp16 split (forward only).
-  const kernels::PrnnTiling& backward_tiling() const {
-    return backward_plan_ ? backward_plan_->tiling() : tiling_;
-  }
+  // Under the fp16 split: the fp32-math plan that reruns backward-data when the scaled gradients
+  // overflow fp16, and runs the forward when the clip exceeds fp16's range; else nullptr.
+  const PersistentRnnPlan* fallback() const { return fallback_plan_.get(); }
+  // Where the fallback's workspace starts within workspace_bytes() (after the split's own, whose
+  // overflow word the fallback reads).
+  size_t fallback_workspace_offset() const;
   // "H=1152 B<=4 x1: 96 CTAs x 288 threads, 12 rows/CTA (12 in registers), 138 regs, ..."
   std::string describe() const;
 
@@ -101,8 +105,7 @@ class PersistentRnnPlan {
 
  private:
   kernels::PrnnTiling tiling_;
-  // Under the fp16 split: the plan backward-data runs (the fp32-math kernel); else none.
-  std::shared_ptr<const PersistentRnnPlan> backward_plan_;
+  std::shared_ptr<const PersistentRnnPlan> fallback_plan_;  // see fallback()
   int device_ = 0;
   int sm_count_ = 0;
   int registers_ = 0;

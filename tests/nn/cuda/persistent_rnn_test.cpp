@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -157,8 +158,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
     return a.tensor_cores == b.tensor_cores && a.chunks == b.chunks &&
            kernels::prnn_mma_half_split(a) == kernels::prnn_mma_half_split(b);
   };
-  const bool same_fwd = same_kind(plan2.tiling(), plan.tiling());
-  const bool same_bwd = same_kind(plan2.backward_tiling(), plan.backward_tiling());
+  const bool same_fwd = same_kind(plan2.tiling(), plan.tiling()), same_bwd = same_fwd;
   const double atol2 = same_fwd ? 0 : atol, rtol2 = same_fwd ? 0 : rtol;
   DeviceArray<float> h2[2];
   PersistentRnnDirection dirs[2];
@@ -420,11 +420,12 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_TRUE(split(b2)) << b2.describe();
     EXPECT_TRUE(split(b2_large)) << b2_large.describe();
     EXPECT_TRUE(split(b4)) << b4.describe();
-    // Beyond the tf32 split, batch <= 4: the forward on the fp16 split, backward-data on the
-    // fp32-math kernel.
+    // Beyond the tf32 split, batch <= 4: the fp16 split, with the fp32-math kernel as its
+    // fallback.
     auto half = [](const PersistentRnnPlan& p) {
-      return p.fits() && kernels::prnn_mma_half_split(p.tiling()) &&
-             !p.backward_tiling().tensor_cores;
+      return p.fits() && kernels::prnn_mma_half_split(p.tiling()) && p.fallback() != nullptr &&
+             !p.fallback()->tiling().tensor_cores &&
+             p.workspace_bytes() >= p.fallback_workspace_offset() + p.fallback()->workspace_bytes();
     };
     EXPECT_TRUE(half(b4_large)) << b4_large.describe();
     EXPECT_TRUE(half(PersistentRnnPlan(1920, 4, 2))) << PersistentRnnPlan(1920, 4, 2).describe();
@@ -435,7 +436,7 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_FALSE(PersistentRnnPlan(2048, 5).tiling().tensor_cores);
     // The fp32-math kernel's threads own 8 columns at batch passes of 4 from H 1600, and where
     // 4 do not fit; else 4.
-    EXPECT_EQ(b4_large.backward_tiling().chunks, 2) << b4_large.describe();
+    EXPECT_EQ(b4_large.fallback()->tiling().chunks, 2) << b4_large.describe();
     EXPECT_EQ(PersistentRnnPlan(2048, 32).tiling().chunks, 2);
     EXPECT_EQ(PersistentRnnPlan(2048, 1).tiling().chunks, 1);
     EXPECT_EQ(PersistentRnnPlan(1152, 8).tiling().chunks, 1);
@@ -452,7 +453,7 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
       // A batch of one pass holds no next-pass state: 20 of 32 rows per CTA in registers at
       // H 1920 in two directions (16 with the general kernel).
       const PersistentRnnPlan ds2_large(1920, 4, 2);
-      EXPECT_EQ(ds2_large.backward_tiling().register_groups, 5) << ds2_large.describe();
+      EXPECT_EQ(ds2_large.fallback()->tiling().register_groups, 5) << ds2_large.describe();
     }
   }
   // bf16 layers at batch <= 8 take the tagged exchange; up to H 768 they can run as one
@@ -488,8 +489,8 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
 // The fp32 tensor-core kernel (U and the state split into tf32 + the rest) against float64 at
 // every batch its plan (max batch 4) is called with, 1 to 4: fp32 accuracy, not bf16's. Hidden
 // sizes of 1, 2, 5 and 6 k-tiles per warp (from 5, U's lo part in shared memory), and 8 (H 1999:
-// the forward on the fp16 split, backward-data on the fp32-math kernel), none a multiple of 16;
-// both directions.
+// the fp16 split, backward-data with the gradients scaled), none a multiple of 16; both
+// directions.
 TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -539,6 +540,89 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "this GPU plans no fp32 tensor-core layer (sm_80+, 100+ SMs)";
+}
+
+// The fp16 split's backward-data exchanges dL/dh times a power of two chosen from the largest
+// |dy|, so scaling dy by 2^60 or 2^-60 must scale dpre by exactly that, bit for bit (unscaled,
+// fp16 would flush 2^-60 to zero and overflow at 2^60; a rerun on the fallback would sum in
+// another order). Where a scaled value does leave fp16's range (gradients doubling every step)
+// or dy holds a NaN, dpre must be exactly what the fp32-math fallback computes on its own.
+TEST(PersistentRnn, Fp16SplitBackwardDataScalesAndFallsBack) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  cudaStream_t s = ctx.stream();
+  const int H = 1999, B = 4, T = 24;
+  const float clip = 20.0f;
+  const PersistentRnnPlan plan(H, B);
+  if (!plan.fits() || !kernels::prnn_mma_half_split(plan.tiling()))
+    GTEST_SKIP() << "this GPU plans no fp16 split at H " << H << ": " << plan.describe();
+  ASSERT_NE(plan.fallback(), nullptr);
+  const PersistentRnnPlan& fallback = *plan.fallback();
+  DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+  const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+  Rng rng(77);
+  const std::vector<int> len = make_lengths(T, B, rng);
+  // h only masks the gradient (0 < h < clip): inside the clip everywhere, so nothing is masked
+  // and growth through U^T is not cut off.
+  const std::vector<float> h = random_vector(int64_t{T} * B * H, rng, 0.1f, 0.5f);
+  const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
+  DeviceArray<float> dh, ddy, dpre, du;
+  DeviceArray<int> dlen;
+  to_device(h, dh, s);
+  upload_lengths(len, dlen, s);
+  const int64_t n = int64_t{T} * B * H;
+  dpre.reserve(n);
+  auto backward = [&](const PersistentRnnPlan& p, const std::vector<float>& u,
+                      const std::vector<float>& x) {
+    to_device(u, du, s);
+    to_device(x, ddy, s);
+    poison(dpre.data(), n, ctx);
+    poison(ws.data(), ws.capacity(), ctx);
+    persistent_rnn_backward_data(p, du.data(), dh.data(), ddy.data(), H, dpre.data(), H,
+                                 dlen.data(), T, B, /*reverse=*/false, clip, ws.data(), ws_bytes,
+                                 s);
+    DS2_CUDA_CHECK(cudaGetLastError());
+    return to_host(dpre.data(), n, s);
+  };
+  auto scaled = [](std::vector<float> v, float f) {
+    for (float& x : v) x *= f;
+    return v;
+  };
+  auto expect_bits_equal = [&](const std::vector<float>& want, const std::vector<float>& got,
+                               const std::string& what) {
+    int64_t differ = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (std::memcmp(&want[i], &got[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+    EXPECT_EQ(differ, 0) << what << ": first at " << first << ": " << want[first] << " vs "
+                         << got[first];
+  };
+
+  // Contractive U: the split's own result, within fp32 accuracy of float64.
+  const float a = 1.0f / std::sqrt(static_cast<float>(H));
+  const std::vector<float> u = random_vector(int64_t{H} * H, rng, -a, a);
+  const std::vector<float> base = backward(plan, u, dy);
+  expect_close(cpu_backward_data(u, h, dy, len, T, B, H, false, clip), base,
+               "backward-data dpre vs float64");
+  const float big = std::ldexp(1.0f, 60), small = std::ldexp(1.0f, -60);
+  expect_bits_equal(scaled(base, big), backward(plan, u, scaled(dy, big)), "dy x 2^60");
+  expect_bits_equal(scaled(base, small), backward(plan, u, scaled(dy, small)), "dy x 2^-60");
+  const std::vector<float> own = backward(fallback, u, dy);
+  EXPECT_NE(std::memcmp(own.data(), base.data(), n * sizeof(float)), 0)
+      << "the split and the fp32-math kernel summed alike: was the split run at all?";
+
+  // U^T doubles the gradient every step (uniform entries of +-2 sqrt(3 / H)): 2^24 over the
+  // sequence, past fp16's range after the scale's 2^8 of headroom, well within fp32's.
+  const float grow = 2.0f * std::sqrt(3.0f / static_cast<float>(H));
+  const std::vector<float> u_grow = random_vector(int64_t{H} * H, rng, -grow, grow);
+  const std::vector<float> grown = backward(fallback, u_grow, dy);
+  EXPECT_GT(*std::max_element(grown.begin(), grown.end()), 1e5f) << "the gradients did not grow";
+  expect_bits_equal(grown, backward(plan, u_grow, dy), "overflowing gradients");
+
+  // A NaN in dy inside the lengths: as the fp32-math kernel propagates it.
+  const int b = static_cast<int>(std::max_element(len.begin(), len.end()) - len.begin());
+  std::vector<float> nan_dy = dy;
+  nan_dy[(int64_t{len[b] - 1} * B + b) * H + 5] = std::nanf("");
+  expect_bits_equal(backward(fallback, u, nan_dy), backward(plan, u, nan_dy), "a NaN in dy");
 }
 
 TEST(PersistentRnn, EmptySequencesAndZeroLengths) {
