@@ -624,10 +624,12 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   if (t.directions == 1) a.dir[1] = a.dir[0];
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
-    // tag 0, fp32 split words tag bit 1.
+    // tag 0, fp32 split words tag bit 1. The fp16 split's words are bf16-style, so the same
+    // zeros clear its control block, which follows the exchange.
+    static_assert(kTaggedWordFillByte == 0, "the fp16 split's control block starts at zero");
     DS2_CUDA_CHECK(cudaMemsetAsync(
         workspace, t.bf16_weights || half ? kTaggedWordFillByte : kTaggedFp32FillByte,
-        exchange_bytes(t), stream));
+        half ? prnn_mma_workspace_bytes(t) : exchange_bytes(t), stream));
   } else {
     a.arrivals = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
     DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
@@ -636,7 +638,6 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     unsigned int* control = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
     a.grad_max = control;
     a.overflow = control + 2;
-    DS2_CUDA_CHECK(cudaMemsetAsync(control, 0, kControlWords * sizeof(unsigned int), stream));
     if (backward) {
       // A few CTAs per SM's worth of rows: the scan reads T B H floats once (8 MB at T 256, B 4,
       // H 2048), a few microseconds beside the recurrence.
