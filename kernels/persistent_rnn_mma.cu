@@ -470,15 +470,6 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   }
 }
 
-// The tagged exchange only at one n-tile per pass (batch <= 8), where the plan takes it: wider
-// passes measured slower than the barrier (kernels/NOTES.md, version 5), so they are not
-// instantiated.
-// The fp32 split kernel only tagged, at one n-tile, and where its weights do not spill: one
-// m-tile, at most 6 k-tiles per warp (ptxas, lo in shared memory from 5: <1, 5> 98 registers,
-// <1, 6> 126, no spills; <1, 8> spills), so H <= 1536.
-// The fp16 split where the tf32 split does not fit: one m-tile at 8 or 10 k-tiles per warp (H
-// 1537-2112 on 132 SMs), two m-tiles (both directions in one launch, or H > ~2100) at 5-8 (at 10
-// it spills 48 bytes, which the plan would refuse).
 // Each direction's largest |x| (x = dL/dh) over the frames t < lengths[b], as float bits into
 // top[direction] (0 before; bits compare as the values do, a NaN above infinity). Grid: (any,
 // directions), rows of {T, B} spread over x, columns over the threads.
@@ -496,6 +487,15 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
   if ((threadIdx.x & 31) == 0 && m != 0u) atomicMax(top + blockIdx.y, m);
 }
 
+// The tagged exchange only at one n-tile per pass (batch <= 8), where the plan takes it: wider
+// passes measured slower than the barrier (kernels/NOTES.md, version 5), so they are not
+// instantiated.
+// The fp32 split kernel only tagged, at one n-tile, and where its weights do not spill: one
+// m-tile, at most 6 k-tiles per warp (ptxas, lo in shared memory from 5: <1, 5> 98 registers,
+// <1, 6> 126, no spills; <1, 8> spills), so H <= 1536.
+// The fp16 split where the tf32 split does not fit: one m-tile at 8 or 10 k-tiles per warp (H
+// 1537-2112 on 132 SMs), two m-tiles (both directions in one launch, or H > ~2100) at 5-8 (at 10
+// it spills 48 bytes, which the plan would refuse).
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, bool split) {
   if (split) {
