@@ -217,16 +217,21 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // warp, in shared memory (lo_s), read back before each product (registers hold hi only).
   constexpr bool kLoShared =
       kSplit && (kHalf ? KPW * MT >= kSplitLoSharedFrom : KPW >= kSplitLoSharedFrom);
+  // Where lo is in shared memory, the fp16 split at one m-tile keeps the first 4 k-tiles' lo in
+  // registers anyway (ptxas: <1, 8> 117 registers, <1, 10> 122, no spills), so fewer
+  // shared-memory reads follow the state's arrival (H100, us a step forward: H 2048 2.25-2.30 ->
+  // 2.23, H 1920 2.24 -> 2.19, H 1600 level; the tf32 split's <1, 5> with 2 measured level).
+  constexpr int kLoRegs = !kLoShared ? KPW : kHalf && MT == 1 ? 4 : 0;
   static_assert(!kTf32 || MT == 1, "tf32 split: one m-tile");
   uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;  // stride warps*32
-  uint32_t af[kLoShared ? 1 : KPW][MT][4];
+  uint32_t af[kLoRegs > 0 ? kLoRegs : 1][MT][4];
   uint32_t ah[kSplit ? KPW : 1][MT][kHalf ? 4 : 8];
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
-      if constexpr (kLoShared) {
+      if (kLoShared && kk >= kLoRegs) {
         uint32_t lo[4];
         if constexpr (kHalf)
           prnn_half_split_a_fragment(ah[kk][mt], lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
@@ -235,11 +240,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           prnn_split_a_fragment(ah[kk][mt], lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
         if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
       } else if constexpr (kHalf) {
-        prnn_half_split_a_fragment(ah[kk][mt], af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q,
-                                   bwd, mine);
+        prnn_half_split_a_fragment(ah[kk][mt], af[kk < kLoRegs ? kk : 0][mt], d.u, H, r0 + 16 * mt,
+                                   kt0 + kk, g, q, bwd, mine);
       } else if constexpr (kSplit) {
-        prnn_split_a_fragment(ah[kk][mt], af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
-                              mine);
+        prnn_split_a_fragment(ah[kk][mt], af[kk < kLoRegs ? kk : 0][mt], d.u, H, r0 + 16 * mt,
+                              kt0 + kk, g, q, bwd, mine);
       } else {
         prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
       }
@@ -350,12 +355,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               float(&e)[4] = acc2[mt][0];
               const uint32_t(&t)[4] = ah[kk][mt];
               mma_f16_16816(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bf[kk].x, bf[kk].y);
-              if constexpr (kLoShared) {
+              if (kLoShared && kk >= kLoRegs) {
                 const uint4 lo = load_shared_volatile(lo_s + (kk * MT + mt) * kWarps * 32);
                 mma_f16_16816(e[0], e[1], e[2], e[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
               } else {
-                mma_f16_16816(e[0], e[1], e[2], e[3], af[kk][mt][0], af[kk][mt][1], af[kk][mt][2],
-                              af[kk][mt][3], bf[kk].x, bf[kk].y);
+                const uint32_t(&l)[4] = af[kk < kLoRegs ? kk : 0][mt];
+                mma_f16_16816(e[0], e[1], e[2], e[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
               }
             } else if constexpr (kSplit) {
               // U h = hi (h_hi + h_lo) + lo h: the tf32 products take both halves of the state
@@ -364,13 +369,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               const uint32_t(&t)[8] = ah[kk][mt];
               mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], w[kk].x, w[kk].y);
               mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], w[kk].z, w[kk].w);
-              if constexpr (kLoShared) {
+              if (kLoShared && kk >= kLoRegs) {
                 // After the pieces' loads (volatile), so the compiler keeps it out of the wait.
                 const uint4 lo = load_shared_volatile(lo_s + kk * kWarps * 32);
                 mma_bf16_16816(c[0], c[1], c[2], c[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
               } else {
-                mma_bf16_16816(c[0], c[1], c[2], c[3], af[kk][0][0], af[kk][0][1], af[kk][0][2],
-                               af[kk][0][3], bf[kk].x, bf[kk].y);
+                const uint32_t(&l)[4] = af[kk < kLoRegs ? kk : 0][0];
+                mma_bf16_16816(c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
               }
             } else {
               mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
