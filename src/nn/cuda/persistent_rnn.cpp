@@ -109,19 +109,16 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
     m.tagged_exchange = true;
-    const kernels::PrnnTiling before = t;
-    const bool half = kernels::prnn_mma_half_split(m);
-    if ((!half || allowed.fp16_split) && take_tensor_tiling(m)) {
-      if (!half) return;
-      auto back = std::make_shared<const PersistentRnnPlan>(
+    // The fp16 split only with a fallback that fits (it is an fp32-math plan of this shape).
+    std::shared_ptr<const PersistentRnnPlan> fallback;
+    if (kernels::prnn_mma_half_split(m) && allowed.fp16_split)
+      fallback = std::make_shared<const PersistentRnnPlan>(
           hidden, max_batch, directions, device, precision,
           PersistentRnnKernels{allowed.cluster, false, false});
-      if (back->fits()) {
-        fallback_plan_ = std::move(back);
-        return;
-      }
-      t = before;
-      fits_ = false;
+    const bool usable = !kernels::prnn_mma_half_split(m) || (fallback && fallback->fits());
+    if (usable && take_tensor_tiling(m)) {
+      fallback_plan_ = std::move(fallback);
+      return;
     }
   }
   if (t.bf16_weights) {
