@@ -1,7 +1,6 @@
 #include "nn/rnn_layer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <sstream>
 
 #include "core/blas.h"

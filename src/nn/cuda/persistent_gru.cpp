@@ -1,7 +1,6 @@
 #include "nn/cuda/persistent_gru.h"
 
 #include <algorithm>
-#include <iomanip>
 #include <sstream>
 
 #include "core/cuda/check.h"
@@ -95,8 +94,7 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
       if (smem > smem_optin) {
         s << name << ": with " << nrg * kRowGroup << " of " << t.rows(backward)
           << " rows per CTA in registers the rest need " << kilobytes(smem)
-          << " of shared memory, more "
-          << "than the " << kilobytes(smem_optin) << " allowed";
+          << " of shared memory, more than the " << kilobytes(smem_optin) << " allowed";
         reason = s.str();
         continue;
       }
