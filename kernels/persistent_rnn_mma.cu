@@ -60,6 +60,10 @@ struct MmaSmem {
 // (fp16 split: k-tiles x m-tiles) up (registers hold hi only), one 16-byte piece per lane:
 // [k-tile][m-tile][warp][lane].
 constexpr int kSplitLoSharedFrom = 5;
+// The rule, for the plan's shared-memory size and the kernel alike (kpw: k-tiles per warp).
+__host__ __device__ constexpr bool split_lo_in_shared(bool half, int mt, int kpw) {
+  return (half ? kpw * mt : kpw) >= kSplitLoSharedFrom;
+}
 
 // fp32 plans run the tf32 split (version 6) at one m-tile and at most 6 k-tiles per warp, where
 // its 6 bytes a weight fit; beyond, the fp16 split (4 bytes a weight, session 34).
@@ -72,7 +76,7 @@ bool tf32_split_fits(int mt, int kpw) {
 bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
   if (!t.tensor_cores || t.bf16_weights) return false;
   const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
-  return tf32_split_fits(mt, kpw) ? kpw >= kSplitLoSharedFrom : kpw * mt >= kSplitLoSharedFrom;
+  return split_lo_in_shared(prnn_mma_half_split(t), mt, kpw);
 }
 
 namespace {
@@ -215,8 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H. bf16: af;
   // fp32 split: hi in ah (two tf32 products), lo in af or, from kSplitLoSharedFrom k-tiles per
   // warp, in shared memory (lo_s), read back before each product (registers hold hi only).
-  constexpr bool kLoShared =
-      kSplit && (kHalf ? KPW * MT >= kSplitLoSharedFrom : KPW >= kSplitLoSharedFrom);
+  constexpr bool kLoShared = kSplit && split_lo_in_shared(kHalf, MT, KPW);
   // Where lo is in shared memory, the fp16 split at one m-tile keeps the first 4 k-tiles' lo in
   // registers anyway (ptxas: <1, 8> 117 registers, <1, 10> 122, no spills), so fewer
   // shared-memory reads follow the state's arrival (H100, us a step forward: H 2048 2.25-2.30 ->
