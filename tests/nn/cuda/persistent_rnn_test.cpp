@@ -158,8 +158,8 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
     return a.tensor_cores == b.tensor_cores && a.chunks == b.chunks &&
            kernels::prnn_mma_half_split(a) == kernels::prnn_mma_half_split(b);
   };
-  const bool same_fwd = same_kind(plan2.tiling(), plan.tiling()), same_bwd = same_fwd;
-  const double atol2 = same_fwd ? 0 : atol, rtol2 = same_fwd ? 0 : rtol;
+  const bool same = same_kind(plan2.tiling(), plan.tiling());
+  const double atol2 = same ? 0 : atol, rtol2 = same ? 0 : rtol;
   DeviceArray<float> h2[2];
   PersistentRnnDirection dirs[2];
   for (int d = 0; d < 2; ++d) {
@@ -197,7 +197,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   poison(ws.data(), ws.capacity(), ctx);
   persistent_rnn_backward_data(plan2, dirs, dlen.data(), T, B, clip, ws.data(), ws_bytes, s);
   expect_close(ref, to_host(dpre_p.data(), int64_t{T} * B * P, s),
-               "two-direction launch backward-data", same_bwd ? 0 : atol, same_bwd ? 0 : rtol);
+               "two-direction launch backward-data", atol2, rtol2);
 }
 
 // Every T, batch and hidden size of the brief appears; float64 checks where the host is quick.
@@ -424,8 +424,7 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     // fallback.
     auto half = [](const PersistentRnnPlan& p) {
       return p.fits() && kernels::prnn_mma_half_split(p.tiling()) && p.fallback() != nullptr &&
-             !p.fallback()->tiling().tensor_cores &&
-             p.workspace_bytes() >= p.fallback_workspace_offset() + p.fallback()->workspace_bytes();
+             !p.fallback()->tiling().tensor_cores;
     };
     EXPECT_TRUE(half(b4_large)) << b4_large.describe();
     EXPECT_TRUE(half(PersistentRnnPlan(1920, 4, 2))) << PersistentRnnPlan(1920, 4, 2).describe();
