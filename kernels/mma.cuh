@@ -7,7 +7,7 @@
 //   mma_tf32_1688(c0, c1, c2, c3, t0, t1, t2, t3, u0, u1);    // c (16 x 8) += a (16 x 8) b
 //   uint32_t t0 = round_tf32(x);         // an operand register: x to tf32, low 13 bits zero
 //   mma_f16_16816(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1);    // the same with fp16 operands
-//   uint32_t h0 = pack_halves(x0, x1);   // two fp16 values as one register, x0 in the low half
+//   uint32_t h0 = pack_f16x2(x0, x1);    // x0, x1 rounded to fp16, x0 in the low half
 //
 // Fragments (PTX ISA, g = lane / 4, q = lane % 4). m16n8k16 (each register two bf16, the lower
 // column or row in the low half): a0 = A[g][2q..], a1 = A[g + 8][2q..], a2 = A[g][2q + 8..],
@@ -40,9 +40,10 @@ __device__ __forceinline__ void mma_bf16_16816(float& d0, float& d1, float& d2, 
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Two fp16 values as one operand register, lo in the low half.
-__device__ __forceinline__ uint32_t pack_halves(__half lo, __half hi) {
-  return uint32_t{__half_as_ushort(lo)} | uint32_t{__half_as_ushort(hi)} << 16;
+// Two values rounded to fp16 (nearest even) as one operand register, lo in the low half.
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 __device__ __forceinline__ void mma_f16_16816(float& d0, float& d1, float& d2, float& d3,

@@ -83,15 +83,6 @@ __device__ __forceinline__ void prnn_split_a_fragment(uint32_t (&hi)[8], uint32_
 // kHalfLoScale^2 then carry fp32 accuracy.
 constexpr float kHalfLoScale = 2048.0f;
 
-// One value split so: the weights' A fragments and the exchanged state both go through it.
-struct HalfSplit {
-  __half hi, lo;
-};
-__device__ __forceinline__ HalfSplit half_split(float v) {
-  const __half hi = __float2half_rn(v);
-  return {hi, __float2half_rn((v - __half2float(hi)) * kHalfLoScale)};
-}
-
 // The A fragments of hi and lo, in prnn_a_fragment's layout (fp16 instead of bf16).
 __device__ __forceinline__ void prnn_half_split_a_fragment(uint32_t (&hi)[4], uint32_t (&lo)[4],
                                                            const float* __restrict__ u, int H,
@@ -101,10 +92,11 @@ __device__ __forceinline__ void prnn_half_split_a_fragment(uint32_t (&hi)[4], ui
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int row = k + 8 * (i & 1), col = j + 8 * (i >> 1);
-    const HalfSplit w0 = half_split(mine ? prnn_weight(u, H, row, col, transpose) : 0.0f);
-    const HalfSplit w1 = half_split(mine ? prnn_weight(u, H, row, col + 1, transpose) : 0.0f);
-    hi[i] = pack_halves(w0.hi, w1.hi);
-    lo[i] = pack_halves(w0.lo, w1.lo);
+    const float w0 = mine ? prnn_weight(u, H, row, col, transpose) : 0.0f;
+    const float w1 = mine ? prnn_weight(u, H, row, col + 1, transpose) : 0.0f;
+    const float h0 = __half2float(__float2half_rn(w0)), h1 = __half2float(__float2half_rn(w1));
+    hi[i] = pack_f16x2(h0, h1);
+    lo[i] = pack_f16x2((w0 - h0) * kHalfLoScale, (w1 - h1) * kHalfLoScale);
   }
 }
 

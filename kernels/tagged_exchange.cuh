@@ -110,9 +110,10 @@ __device__ __forceinline__ void store_split_tagged(uint32_t* hi, uint32_t* lo, f
 // fp16's range (the forward's clipped state does).
 __device__ __forceinline__ void store_half_split_tagged(uint32_t* hi, uint32_t* lo, float v,
                                                         uint32_t tag) {
-  const HalfSplit s = half_split(v);
-  store_word_relaxed(hi, (uint32_t{__half_as_ushort(s.hi)} << 16) | tag);
-  store_word_relaxed(lo, (uint32_t{__half_as_ushort(s.lo)} << 16) | tag);
+  const __half h = __float2half_rn(v);
+  const __half l = __float2half_rn((v - __half2float(h)) * kHalfLoScale);
+  store_word_relaxed(hi, (uint32_t{__half_as_ushort(h)} << 16) | tag);
+  store_word_relaxed(lo, (uint32_t{__half_as_ushort(l)} << 16) | tag);
 }
 
 }  // namespace ds2::kernels
