@@ -83,7 +83,10 @@ __device__ __forceinline__ void prnn_split_a_fragment(uint32_t (&hi)[8], uint32_
 // kHalfLoScale^2 then carry fp32 accuracy.
 constexpr float kHalfLoScale = 2048.0f;
 
-// The A fragments of hi and lo, in prnn_a_fragment's layout (fp16 instead of bf16).
+// The A fragments of hi and lo, in prnn_a_fragment's layout (fp16 instead of bf16). The split
+// rule is spelled out here and in store_half_split_tagged: routing both through one helper that
+// returns two __half (then packed with shifts) made ptxas spill the fp16 split kernels on sm_90,
+// and the plan then refused them (session 36); pairs convert with one f16x2 instruction here.
 __device__ __forceinline__ void prnn_half_split_a_fragment(uint32_t (&hi)[4], uint32_t (&lo)[4],
                                                            const float* __restrict__ u, int H,
                                                            int m0, int kt, int g, int q,

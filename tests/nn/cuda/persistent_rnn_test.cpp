@@ -426,7 +426,7 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
       return p.fits() && kernels::prnn_mma_half_split(p.tiling()) && p.fallback() != nullptr &&
              !p.fallback()->tiling().tensor_cores;
     };
-    EXPECT_TRUE(half(b4_large)) << b4_large.describe();
+    ASSERT_TRUE(half(b4_large)) << b4_large.describe();  // its fallback is read below
     EXPECT_TRUE(half(PersistentRnnPlan(1920, 4, 2))) << PersistentRnnPlan(1920, 4, 2).describe();
     EXPECT_TRUE(half(PersistentRnnPlan(1152, 4, 2))) << PersistentRnnPlan(1152, 4, 2).describe();
     const PersistentRnnPlan no_half(2048, 4, 1, -1, Precision::kFp32,
