@@ -12,7 +12,8 @@
 # Options: --config FILE (configs/fsdd.yaml), --speakers "S ..." (all five), --out DIR
 #          (runs/held-out), --jobs N (speakers at once, 1), --no-adapt, --adapt-args "ARGS"
 #          (passed to ds2 adapt, e.g. "--keep 0.5"),
-#          --corpus-args "ARGS" (passed to make-fsdd-corpus.py, e.g. "--train 6000"),
+#          --corpus-args "ARGS" (passed to make-fsdd-corpus.py; default: the recipe's extra
+#          training voices, "--extra-data data/voices --extra-train 3000"; "" for FSDD alone),
 #          --ds2 PATH (build/ds2), KEY=VALUE overrides for training (and adaptation) after --.
 # A speaker's corpus and runs go to OUT/SPEAKER/; an existing folder is replaced.
 set -euo pipefail
@@ -23,7 +24,7 @@ CONFIG="$ROOT/configs/fsdd.yaml"
 JOBS=1
 ADAPT=1
 ADAPT_ARGS=""
-CORPUS_ARGS=""
+CORPUS_ARGS="--extra-data $ROOT/data/voices --extra-train 3000"
 DS2="${DS2:-$ROOT/build/ds2}"
 OVERRIDES=()
 while [ $# -gt 0 ]; do

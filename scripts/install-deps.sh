@@ -11,6 +11,8 @@ PACKAGES=(
   flac
   sctk  # NIST sclite: tests/cli/score_test.cpp checks ds2 score against it
   espeak-ng sox fortunes fortunes-min  # scripts/make-english-corpus.sh: voices, resampling, text
+  # scripts/make-digit-voices.py (data/voices): synthesizers, their voices, recorded digits
+  flite festival festvox-kdlpc16k festvox-us-slt-hts asterisk-core-sounds-en-wav
 )
 
 missing=()

@@ -219,9 +219,12 @@ def remove_stale_audio(split_dir, split):
             os.remove(os.path.join(split_dir, name))
 
 
-def build_split(split, pool, count, args, clips, noise, tmp_dir):
+def build_split(split, pool, count, args, clips, noise, tmp_dir, extra_pool=None, extra_count=0):
     rng = random.Random(f"fsdd-corpus:{args.seed}:{split}")
     plans = plan_utterances(pool, count, rng)
+    if extra_count:  # their own stream: the real speakers' utterances stay as without extras
+        plans += plan_utterances(extra_pool, extra_count,
+                                 random.Random(f"fsdd-corpus:{args.seed}:{split}:extra"))
     split_dir = os.path.join(args.out, "audio", split)
     os.makedirs(split_dir, exist_ok=True)
     remove_stale_audio(split_dir, split)
@@ -253,8 +256,9 @@ def build_split(split, pool, count, args, clips, noise, tmp_dir):
         for entry in entries:
             manifest.write(json.dumps(entry) + "\n")
     os.replace(manifest_path + ".tmp", manifest_path)
+    speakers = sorted(pool) + (sorted(extra_pool) if extra_count else [])
     print(f"{split}: {len(entries)} utterances, {total_samples / SAMPLE_RATE / 3600:.3f} hours, "
-          f"speakers {', '.join(sorted(pool))} -> {manifest_path}")
+          f"speakers {', '.join(speakers)} -> {manifest_path}")
 
 
 def main():
@@ -277,9 +281,16 @@ def main():
     parser.add_argument("--noise-std", type=float, default=None,
                         help="std of the Gaussian noise in pauses, in 16-bit units (0: silence); "
                              "default: each speaker's own noise floor and DC offset")
+    parser.add_argument("--extra-data", default=None,
+                        help="more voices packed the same way (scripts/make-digit-voices.py), "
+                             "all their takes for training only")
+    parser.add_argument("--extra-train", type=int, default=0,
+                        help="train utterances from --extra-data's voices, besides --train")
     parser.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                         help="parallel flac encoders")
     args = parser.parse_args()
+    if (args.extra_data is None) != (args.extra_train == 0):
+        sys.exit("make-fsdd-corpus: --extra-data and --extra-train go together")
     if shutil.which("flac") is None:
         sys.exit("make-fsdd-corpus: the `flac` command is missing (apt-get install flac)")
     for split in SPLITS:
@@ -291,14 +302,30 @@ def main():
     if args.adapt > 0 and not pools["adapt"]:
         sys.exit(f"make-fsdd-corpus: --test-takes {args.test_takes} leaves no take of "
                  f"{args.test_speaker} for --adapt")
+    extra_rows, extra_pool = [], {}
+    if args.extra_data:
+        extra_rows = load_index(args.extra_data)
+        clash = {r["speaker"] for r in extra_rows} & {r["speaker"] for r in rows}
+        if clash:
+            sys.exit(f"make-fsdd-corpus: {args.extra_data}: speakers also in --data: "
+                     f"{', '.join(sorted(clash))}")
+        for row in extra_rows:
+            extra_pool.setdefault(row["speaker"], {}).setdefault(row["digit"], []).append(row["take"])
+        for speaker, by_digit in extra_pool.items():
+            if len(by_digit) != len(DIGIT_WORDS):
+                sys.exit(f"make-fsdd-corpus: {args.extra_data} lacks some digits of {speaker}")
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fsdd-corpus-") as tmp_dir:
         clips = decode_clips(args.data, rows, tmp_dir)
+        if extra_rows:
+            clips.update(decode_clips(args.extra_data, extra_rows, tmp_dir))
         noise = speaker_backgrounds(clips, args.seed, args.noise_std)
         for split in SPLITS:
             if split == "adapt" and args.adapt == 0:
                 continue
-            build_split(split, pools[split], getattr(args, split), args, clips, noise, tmp_dir)
+            extra = (extra_pool, args.extra_train) if split == "train" else (None, 0)
+            build_split(split, pools[split], getattr(args, split), args, clips, noise, tmp_dir,
+                        *extra)
     attribution = os.path.join(args.data, "ATTRIBUTION.md")
     if os.path.exists(attribution):
         shutil.copyfile(attribution, os.path.join(args.out, "ATTRIBUTION.md"))

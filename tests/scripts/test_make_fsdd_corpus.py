@@ -16,6 +16,7 @@ import wave
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "scripts", "make-fsdd-corpus.py")
 DATA = os.path.join(REPO, "data", "fsdd")
+VOICES = os.path.join(REPO, "data", "voices")
 
 spec = importlib.util.spec_from_file_location("make_fsdd_corpus", SCRIPT)
 corpus = importlib.util.module_from_spec(spec)
@@ -110,6 +111,51 @@ class BuildTest(unittest.TestCase):
                 capture_output=True, text=True)
             self.assertNotEqual(nothing_left.returncode, 0)
             self.assertIn("leaves no take of jackson for --adapt", nothing_left.stderr)
+
+    def test_extra_voices_join_train_only_and_leave_the_real_utterances_alone(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            plain, extra = os.path.join(tmp, "plain"), os.path.join(tmp, "extra")
+            build(plain)
+            build(extra, "--extra-data", VOICES, "--extra-train", "5")
+            voices = {row["speaker"] for row in corpus.load_index(VOICES)}
+            self.assertEqual(len(voices), 7)
+            train = read_manifest(os.path.join(extra, "train.jsonl"))
+            self.assertEqual(len(train), 6 + 5)
+            # The real speakers' utterances come first, byte for byte as without extras.
+            self.assertEqual(train[:6], read_manifest(os.path.join(plain, "train.jsonl")))
+            for number in range(6):
+                audio = os.path.join("audio", "train", f"train_{number:05d}.flac")
+                with open(os.path.join(plain, audio), "rb") as a, \
+                        open(os.path.join(extra, audio), "rb") as b:
+                    self.assertEqual(a.read(), b.read())
+            self.assertTrue(all(entry["speaker"] in voices for entry in train[6:]))
+            for split in ("dev", "test", "adapt"):
+                for entry in read_manifest(os.path.join(extra, f"{split}.jsonl")):
+                    self.assertNotIn(entry["speaker"], voices)
+            # The extra utterances splice the voices' takes, unchanged, after their silences.
+            plans = corpus.plan_utterances(
+                {v: {d: list(range(40)) for d in range(10)} for v in sorted(voices)}, 5,
+                random.Random("fsdd-corpus:1:train:extra"))
+            with tempfile.TemporaryDirectory() as decode_dir:
+                clips = corpus.decode_clips(VOICES, corpus.load_index(VOICES), decode_dir)
+                for entry, plan in zip(train[6:], plans):
+                    self.assertEqual(entry["text"], corpus.transcript(plan))
+                    pcm = decode(os.path.join(extra, entry["audio_filepath"]), decode_dir)
+                    offset = plan["silences"][0] * 2
+                    digit, take = plan["words"][0]
+                    clip = clips[(plan["speaker"], digit, take)]
+                    self.assertEqual(pcm[offset:offset + len(clip)], clip)
+
+    def test_extra_options_go_together_and_voices_must_not_clash(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            alone = subprocess.run([sys.executable, SCRIPT, "--out", tmp, "--extra-train", "3"],
+                                   capture_output=True, text=True)
+            self.assertNotEqual(alone.returncode, 0)
+            self.assertIn("--extra-data and --extra-train go together", alone.stderr)
+            clash = subprocess.run([sys.executable, SCRIPT, "--out", tmp, "--extra-data", DATA,
+                                    "--extra-train", "3"], capture_output=True, text=True)
+            self.assertNotEqual(clash.returncode, 0)
+            self.assertIn("speakers also in --data", clash.stderr)
 
     def test_transcript_spells_digits(self):
         plan = {"speaker": "x", "words": [(3, 0), (1, 4), (0, 2)], "silences": [0, 0, 0, 0]}
