@@ -11,7 +11,9 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# Small corpora (with a few of the extra voices' utterances, as the recipe's): plumbing, not WER.
 table=$(bash "$SRC/scripts/held-out-speakers.sh" --ds2 "$DS2" --speakers "george nicolas" --jobs 2 \
+  --corpus-args "--train 200 --dev 20 --test 20 --adapt 20 --extra-data $SRC/data/voices --extra-train 50" \
   --out "$OUT" --config "$SRC/configs/fsdd-gru.yaml" --adapt-args "--rounds 1" -- run.device=cpu train.max_steps=4 train.log_every=1000) ||
   fail "held-out-speakers.sh exited $?"
 for row in "| george | " "| nicolas | " "| mean of 2 | "; do
@@ -27,6 +29,7 @@ set -e
 [ "$code" -eq 2 ] || fail "an unknown option exited $code"
 grep -q "unknown option '--speaker'" <<<"$unknown" || fail "no message naming the option: $unknown"
 grep -q "rnn_type: gru" "$OUT/george/run/config.yaml" || fail "--config did not reach ds2 train"
+grep -q '"speaker": "allison"' "$OUT/george/corpus/train.jsonl" || fail "--corpus-args did not reach the corpus"
 
 set +e
 missing=$(bash "$SRC/scripts/held-out-speakers.sh" --ds2 "$DS2" --config "$OUT/none.yaml" 2>&1)
