@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole job on the bundled data, on the CPU: build ds2, make the connected-digits corpus from
 # the packed FSDD recordings in data/fsdd and the extra training voices in data/voices, validate
-# it, train configs/fsdd.yaml for 8 epochs (about 6 minutes on 2 cores; the recipe's 16 take
-# twice that; DS2_DEMO_EPOCHS=N sets it), evaluate on a speaker never heard in training
+# it, train configs/fsdd.yaml for 6 epochs (about 7 minutes on 2 cores; the recipe's 16 take
+# about 23; DS2_DEMO_EPOCHS=N sets it), evaluate on a speaker never heard in training
 # (greedy, then beam search with the digits LM data/fsdd/digits-3gram.arpa as the config's decode:
 # section says), self-train for one round on that speaker's other, untranscribed recordings
 # (ds2 adapt, 2 epochs, about 2 minutes; the README's numbers use the default 2 rounds of 4) and evaluate again,
@@ -13,7 +13,7 @@ cd "$ROOT"
 DS2="$ROOT/build/ds2"
 CORPUS="$ROOT/data/fsdd/corpus"
 RUN="${DS2_DEMO_RUN:-runs/fsdd-demo}"
-EPOCHS="${DS2_DEMO_EPOCHS:-8}"
+EPOCHS="${DS2_DEMO_EPOCHS:-6}"
 
 echo "== build"
 BUILD_LOG="$(mktemp)"
