@@ -110,12 +110,13 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     m.batch_tile = 4;
     m.tagged_exchange = true;
     // The fp16 split only with a fallback that fits (it is an fp32-math plan of this shape).
+    const bool half = kernels::prnn_mma_half_split(m);
     std::shared_ptr<const PersistentRnnPlan> fallback;
-    if (kernels::prnn_mma_half_split(m) && allowed.fp16_split)
+    if (half && allowed.fp16_split)
       fallback = std::make_shared<const PersistentRnnPlan>(
           hidden, max_batch, directions, device, precision,
           PersistentRnnKernels{allowed.cluster, false, false});
-    const bool usable = !kernels::prnn_mma_half_split(m) || (fallback && fallback->fits());
+    const bool usable = !half || (fallback && fallback->fits());
     if (usable && take_tensor_tiling(m)) {
       fallback_plan_ = std::move(fallback);
       return;
