@@ -53,7 +53,7 @@ def run(command):
         sys.exit(f"make-digit-voices: {' '.join(command)} failed: {result.stderr.strip()}")
 
 
-def synthesize(engine, voice, word, digit, stretch, wav_path, tmp_dir):
+def synthesize(engine, voice, word, digit, stretch, wav_path):
     """Writes the word spoken by the voice at `stretch` times its duration (any sample rate)."""
     if engine == "flite":
         run(["flite", "-voice", voice, "-t", word, "-o", wav_path,
@@ -99,7 +99,7 @@ def make_take(job):
     floor = random.Random(f"digit-voices:{seed}:{name}:floor").uniform(2.0, 10.0)
     raw = os.path.join(tmp_dir, f"{name}-{digit}-{take}.raw.wav")
     out = os.path.join(tmp_dir, f"{name}-{digit}-{take}.wav")
-    synthesize(engine, voice, DIGIT_WORDS[digit], digit, stretch, raw, tmp_dir)
+    synthesize(engine, voice, DIGIT_WORDS[digit], digit, stretch, raw)
     run(["sox", "-R", "-D", raw, "-b", "16", "-c", "1", out, "pitch", f"{cents:.0f}", "rate", "-v",
          str(SAMPLE_RATE)])
     samples = trim(read_pcm(out))

@@ -85,14 +85,18 @@ def split_pools(rows, test_speaker, dev_first_take, test_takes):
         by_digit = pools[split].setdefault(row["speaker"], {})
         by_digit.setdefault(row["digit"], []).append(row["take"])
     for split, pool in pools.items():
-        if split == "adapt" and not pool:
-            continue
-        for speaker, by_digit in pool.items():
-            if len(by_digit) != len(DIGIT_WORDS):
-                sys.exit(f"make-fsdd-corpus: {split} split lacks some digits of {speaker}")
-            for takes in by_digit.values():
-                takes.sort()
+        if split != "adapt" or pool:
+            check_every_digit(pool, f"{split} split")
     return pools
+
+
+def check_every_digit(pool, where):
+    """Exits unless every speaker of {speaker: {digit: [takes]}} has every digit; sorts takes."""
+    for speaker, by_digit in pool.items():
+        if len(by_digit) != len(DIGIT_WORDS):
+            sys.exit(f"make-fsdd-corpus: {where} lacks some digits of {speaker}")
+        for takes in by_digit.values():
+            takes.sort()
 
 
 def plan_utterances(pool, count, rng):
@@ -311,9 +315,7 @@ def main():
                      f"{', '.join(sorted(clash))}")
         for row in extra_rows:
             extra_pool.setdefault(row["speaker"], {}).setdefault(row["digit"], []).append(row["take"])
-        for speaker, by_digit in extra_pool.items():
-            if len(by_digit) != len(DIGIT_WORDS):
-                sys.exit(f"make-fsdd-corpus: {args.extra_data} lacks some digits of {speaker}")
+        check_every_digit(extra_pool, args.extra_data)
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fsdd-corpus-") as tmp_dir:
         clips = decode_clips(args.data, rows, tmp_dir)
