@@ -3,26 +3,34 @@
 
     scripts/make-digit-voices.py --out data/voices            # 7 voices x 10 digits x 40 takes
     scripts/make-fsdd-corpus.py --out /tmp/c --extra-data data/voices --extra-train 3000
+    scripts/make-digit-voices.py --out /tmp/accented --voices cz_machac,fi_mv   # not committed
 
 Four training speakers are few for a model that must understand a fifth voice; these voices add
 other vocal tracts to the training split (never to dev or test). Each is a recorded human voice
-behind a synthesizer, or a real recording:
+behind a synthesizer, or a real recording. The default seven, committed as data/voices:
   flite's kal (diphone), awb (Scottish male), rms (US male) and slt (US female) voices;
   festival's ked diphone voice and the slt HTS voice;
   allison: Allison Smith's recordings of the digits for Asterisk (one take each; CC BY-SA 3.0).
+Nine more on request (--voices): festival's voices of other languages, given the English words
+respelled in their language's spelling, so they come out as accented English: Italian (it_pc
+male, it_lp female), Czech (cz_machac and cz_ph male, cz_krb a boy, cz_dita female), Finnish
+(fi_mv male, fi_lj female) and Russian (ru_nsh male). Added to the seven they did not lower the
+held-out speakers' WER (README "More voices"), so they are not committed.
 Every take varies the speaking rate (0.8-1.3x duration), the pitch (+-300 cents with sox, which
 moves the formants with it, as a different vocal tract would) and the level; each voice gets its
 own noise floor, so pauses spliced between its words match it (make-fsdd-corpus.py). Clips are
 resampled to 8 kHz, trimmed to the word (frames above 0.5% of the loudest one's RMS, 20 ms
 margins) and stored as one FLAC per voice with an index.tsv (speaker, digit, take, flac, start_sample,
 num_samples), the layout of data/fsdd.
-Needs flite, festival (festvox-kdlpc16k, festvox-us-slt-hts), asterisk-core-sounds-en-wav, sox
-and flac (scripts/install-deps.sh). The same seed gives the same bytes.
+Needs sox, flac and each voice's Debian package (VOICES below; scripts/install-deps.sh installs
+those of the default seven). The same seed gives the same bytes.
 """
 
 import argparse
 import array
+import collections
 import concurrent.futures
+import glob
 import math
 import os
 import random
@@ -35,15 +43,38 @@ import wave
 DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 SAMPLE_RATE = 8000
 ASTERISK_DIGITS = "/usr/share/asterisk/sounds/en/digits"
-# name -> (engine, voice); flite's f0 target is left to the voice (sox moves the pitch).
+Voice = collections.namedtuple("Voice", "engine voice language package")
+# name -> engine, the engine's voice, the language of the respelled words (None: English) and the
+# Debian package that has the voice. flite's f0 target is left to the voice (sox moves the pitch).
 VOICES = {
-    "kal": ("flite", "kal"),
-    "awb": ("flite", "awb"),
-    "rms": ("flite", "rms"),
-    "slt": ("flite", "slt"),
-    "ked": ("festival", "ked_diphone"),
-    "slt_hts": ("festival", "cmu_us_slt_arctic_hts"),
-    "allison": ("recording", None),
+    "kal": Voice("flite", "kal", None, "flite"),
+    "awb": Voice("flite", "awb", None, "flite"),
+    "rms": Voice("flite", "rms", None, "flite"),
+    "slt": Voice("flite", "slt", None, "flite"),
+    "ked": Voice("festival", "ked_diphone", None, "festvox-kdlpc16k"),
+    "slt_hts": Voice("festival", "cmu_us_slt_arctic_hts", None, "festvox-us-slt-hts"),
+    "allison": Voice("recording", None, None, "asterisk-core-sounds-en-wav"),
+    "it_pc": Voice("festival", "pc_diphone", "it", "festvox-itapc16k"),
+    "it_lp": Voice("festival", "lp_diphone", "it", "festvox-italp16k"),
+    "cz_machac": Voice("festival", "czech_machac", "cz", "festvox-czech-machac"),
+    "cz_ph": Voice("festival", "czech_ph", "cz", "festvox-czech-ph"),
+    "cz_krb": Voice("festival", "czech_krb", "cz", "festvox-czech-krb"),
+    "cz_dita": Voice("festival", "czech_dita", "cz", "festvox-czech-dita"),
+    "fi_mv": Voice("festival", "hy_fi_mv_diphone", "fi", "festvox-suopuhe-mv"),
+    "fi_lj": Voice("festival", "suo_fi_lj_diphone", "fi", "festvox-suopuhe-lj"),
+    "ru_nsh": Voice("festival", "msu_ru_nsh_clunits", "ru", "festvox-ru"),
+}
+# The committed data/voices; the accented ones did not help on the held-out speakers (README).
+DEFAULT_VOICES = ("kal", "awb", "rms", "slt", "ked", "slt_hts", "allison")
+# The digit words as a speaker of each voice's language would write them down from English, and
+# the encoding that language's festival front end reads. Checked without listening: models trained
+# without these voices transcribe most takes as the intended digit (README "More voices").
+RESPELLED = {
+    "it": ("utf-8", ("ziro", "uan", "tu", "tri", "for", "fajv", "sics", "seven", "eit", "nain")),
+    "cz": ("iso-8859-2", ("zírou", "uan", "tú", "trí", "fór", "fajv", "siks", "sevn", "ejt", "najn")),
+    "fi": ("iso-8859-1", ("siirou", "uan", "tuu", "trii", "foor", "faiv", "siks", "seven", "eit",
+                          "nain")),
+    "ru": ("utf-8", ("зироу", "уан", "ту", "фри", "фор", "файв", "сикс", "севен", "эйт", "найн")),
 }
 
 
@@ -53,14 +84,16 @@ def run(command):
         sys.exit(f"make-digit-voices: {' '.join(command)} failed: {result.stderr.strip()}")
 
 
-def synthesize(engine, voice, word, digit, stretch, wav_path):
-    """Writes the word spoken by the voice at `stretch` times its duration (any sample rate)."""
+def synthesize(engine, voice, language, digit, stretch, wav_path):
+    """Writes the digit spoken by the voice at `stretch` times its duration (any sample rate)."""
+    encoding, words = RESPELLED[language] if language else ("utf-8", DIGIT_WORDS)
+    word = words[digit]
     if engine == "flite":
         run(["flite", "-voice", voice, "-t", word, "-o", wav_path,
              "--setf", f"duration_stretch={stretch:.3f}"])
     elif engine == "festival":
         text_path = wav_path + ".txt"
-        with open(text_path, "w", encoding="utf-8") as text:
+        with open(text_path, "w", encoding=encoding) as text:
             text.write(word + "\n")
         run(["text2wave", "-eval", f"(voice_{voice})", "-eval",
              f"(Parameter.set 'Duration_Stretch {stretch:.3f})", text_path, "-o", wav_path])
@@ -91,7 +124,7 @@ def trim(samples, margin=160, frame=80, rel=0.005):
 def make_take(job):
     """One take: synthesize, pitch-shift and resample to 8 kHz, trim, set the level, add noise."""
     name, digit, take, seed, tmp_dir = job
-    engine, voice = VOICES[name]
+    engine, voice, language, _ = VOICES[name]
     rng = random.Random(f"digit-voices:{seed}:{name}:{digit}:{take}")
     stretch = rng.uniform(0.8, 1.3)
     cents = rng.uniform(-300, 300)
@@ -99,7 +132,7 @@ def make_take(job):
     floor = random.Random(f"digit-voices:{seed}:{name}:floor").uniform(2.0, 10.0)
     raw = os.path.join(tmp_dir, f"{name}-{digit}-{take}.raw.wav")
     out = os.path.join(tmp_dir, f"{name}-{digit}-{take}.wav")
-    synthesize(engine, voice, DIGIT_WORDS[digit], digit, stretch, raw)
+    synthesize(engine, voice, language, digit, stretch, raw)
     run(["sox", "-R", "-D", raw, "-b", "16", "-c", "1", out, "pitch", f"{cents:.0f}", "rate", "-v",
          str(SAMPLE_RATE)])
     samples = trim(read_pcm(out))
@@ -116,7 +149,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="folder to write (index.tsv, VOICE.flac)")
     parser.add_argument("--takes", type=int, default=40, help="takes of each digit per voice")
-    parser.add_argument("--voices", default=",".join(VOICES), help="comma-separated subset")
+    parser.add_argument("--voices", default=",".join(DEFAULT_VOICES),
+                        help=f"comma-separated, of {', '.join(VOICES)}")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
@@ -124,14 +158,21 @@ def main():
     for v in names:
         if v not in VOICES:
             sys.exit(f"make-digit-voices: unknown voice '{v}' (have: {', '.join(VOICES)})")
-    needed = {"sox", "flac"} | {"flite" for v in names if VOICES[v][0] == "flite"} | {
-        "text2wave" for v in names if VOICES[v][0] == "festival"}
-    missing = [tool for tool in sorted(needed) if shutil.which(tool) is None]
-    if "allison" in names and not os.path.isdir(ASTERISK_DIGITS):
-        missing.append(ASTERISK_DIGITS + " (asterisk-core-sounds-en-wav)")
+    missing = [tool for tool in ("sox", "flac") if shutil.which(tool) is None]
+    for v in names:
+        engine, voice, _, package = VOICES[v]
+        if engine == "flite":
+            ready = shutil.which("flite") is not None
+        elif engine == "festival":
+            ready = shutil.which("text2wave") is not None and bool(
+                glob.glob(f"/usr/share/festival/voices/*/{voice}"))
+        else:
+            ready = os.path.isdir(ASTERISK_DIGITS)
+        if not ready:
+            missing.append(f"voice {v} (Debian package {package})")
     if missing:
-        sys.exit("make-digit-voices: missing " + ", ".join(missing) +
-                 " (scripts/install-deps.sh installs them)")
+        sys.exit("make-digit-voices: missing " + ", ".join(dict.fromkeys(missing)) +
+                 " (scripts/install-deps.sh installs the default voices' packages)")
 
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="digit-voices-") as tmp_dir:

@@ -20,6 +20,10 @@ spec = importlib.util.spec_from_file_location("make_fsdd_corpus",
 corpus = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(corpus)
 
+spec = importlib.util.spec_from_file_location("make_digit_voices", SCRIPT)
+voices = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(voices)
+
 TOOLS = ("flite", "text2wave", "sox", "flac")
 HAVE_TOOLS = all(shutil.which(t) for t in TOOLS) and os.path.isdir(
     "/usr/share/asterisk/sounds/en/digits")
@@ -51,6 +55,18 @@ class CommittedVoicesTest(unittest.TestCase):
             committed = corpus.decode_clips(VOICES, corpus.load_index(VOICES), tmp)
             for key, pcm in fresh.items():
                 self.assertEqual(pcm, committed[key], key)
+
+    def test_the_default_voices_are_the_committed_ones(self):
+        committed = {r["speaker"] for r in corpus.load_index(VOICES)}
+        self.assertEqual(set(voices.DEFAULT_VOICES), committed)
+
+    def test_every_accented_voice_has_ten_respelled_words_in_its_encoding(self):
+        languages = {v.language for v in voices.VOICES.values() if v.language}
+        self.assertEqual(languages, set(voices.RESPELLED))
+        for language, (encoding, words) in voices.RESPELLED.items():
+            self.assertEqual(len(words), 10, language)
+            for word in words:
+                word.encode(encoding)  # raises if festival's front end could not read it
 
     def test_unknown_voice_is_refused_by_name(self):
         result = subprocess.run([sys.executable, SCRIPT, "--out", "/nonexistent/x", "--voices",
