@@ -13,6 +13,7 @@
 #include "audio/audio_io.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "ctc/error_rate.h"
 #include "ctc/trn_score.h"
 #include "data/dataset.h"
 #include "data/kaldi_import.h"
@@ -126,6 +127,15 @@ int eval(const EvalArgs& args) {
     for (const auto* u : worst)
       std::cout << "worst: " << u->id << " errors " << u->words.errors() << " ref \""
                 << u->reference << "\" hyp \"" << u->hypothesis << "\"\n";
+  }
+  if (args.show_confusions > 0) {
+    std::vector<std::pair<std::string, std::string>> texts;
+    for (const auto& u : r.utterances) texts.emplace_back(u.reference, u.hypothesis);
+    std::vector<Confusion> confusions = word_confusions(texts);
+    if (confusions.size() > static_cast<size_t>(args.show_confusions))
+      confusions.resize(args.show_confusions);
+    for (const auto& c : confusions)
+      std::cout << "confusion: " << c.ref << " -> " << c.hyp << " " << c.count << "\n";
   }
   if (!args.trn_prefix.empty()) {
     std::string ref, hyp;

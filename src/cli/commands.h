@@ -37,6 +37,7 @@ struct EvalArgs {
   int batch_size = 16;
   int threads = 2;
   int show_worst = 5;
+  int show_confusions = 0;
   std::string trn_prefix;  // write PREFIX.ref.trn / PREFIX.hyp.trn for sclite
   int adapt_bn = 0;        // passes of unsupervised batch-norm adaptation to the manifest's audio
   DecodeArgs decode;

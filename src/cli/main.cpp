@@ -84,6 +84,10 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--threads", eval.threads, "Loader and decoder threads")
       ->check(CLI::PositiveNumber);
   eval_cmd->add_option("--worst", eval.show_worst, "Print the N worst utterances");
+  eval_cmd
+      ->add_option("--confusions", eval.show_confusions,
+                   "Print the N most frequent word substitutions (reference -> recognized)")
+      ->check(CLI::NonNegativeNumber);
   eval_cmd->add_option("--trn", eval.trn_prefix, "Write PREFIX.ref.trn and PREFIX.hyp.trn");
   eval_cmd
       ->add_option("--adapt-bn", eval.adapt_bn,

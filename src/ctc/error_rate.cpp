@@ -1,6 +1,8 @@
 #include "ctc/error_rate.h"
 
+#include <algorithm>
 #include <limits>
+#include <map>
 
 namespace ds2 {
 namespace {
@@ -38,7 +40,11 @@ double ErrorCounts::rate() const {
   return static_cast<double>(errors()) / static_cast<double>(reference_length);
 }
 
-ErrorCounts align_tokens(const std::vector<std::string>& ref, const std::vector<std::string>& hyp) {
+namespace {
+
+// The moves of the minimum-cost alignment, from the last tokens back to the first.
+std::vector<Move> trace_alignment(const std::vector<std::string>& ref,
+                                  const std::vector<std::string>& hyp) {
   const size_t n = ref.size(), m = hyp.size();
   const size_t width = m + 1;
   std::vector<int64_t> cost((n + 1) * width);
@@ -68,20 +74,33 @@ ErrorCounts align_tokens(const std::vector<std::string>& ref, const std::vector<
       }
     }
   }
-
-  ErrorCounts counts;
-  counts.reference_length = static_cast<int64_t>(n);
+  std::vector<Move> moves;
   size_t i = n, j = m;
   while (i > 0 || j > 0) {
-    switch (move[i * width + j]) {
+    const Move step = static_cast<Move>(move[i * width + j]);
+    moves.push_back(step);
+    if (step != kInsertion) --i;
+    if (step != kDeletion) --j;
+  }
+  return moves;
+}
+
+}  // namespace
+
+ErrorCounts align_tokens(const std::vector<std::string>& ref, const std::vector<std::string>& hyp) {
+  ErrorCounts counts;
+  counts.reference_length = static_cast<int64_t>(ref.size());
+  size_t i = ref.size(), j = hyp.size();
+  for (Move step : trace_alignment(ref, hyp)) {
+    switch (step) {
       case kDiagonal:
-        if (ref[i - 1] == hyp[j - 1]) {
+        --i;
+        --j;
+        if (ref[i] == hyp[j]) {
           ++counts.correct;
         } else {
           ++counts.substitutions;
         }
-        --i;
-        --j;
         break;
       case kDeletion:
         ++counts.deletions;
@@ -94,6 +113,35 @@ ErrorCounts align_tokens(const std::vector<std::string>& ref, const std::vector<
     }
   }
   return counts;
+}
+
+std::vector<AlignedToken> aligned_tokens(const std::vector<std::string>& ref,
+                                         const std::vector<std::string>& hyp) {
+  const std::vector<Move> moves = trace_alignment(ref, hyp);
+  std::vector<AlignedToken> out(moves.size());
+  size_t i = ref.size(), j = hyp.size(), k = moves.size();
+  for (Move step : moves) {
+    AlignedToken& t = out[--k];
+    if (step != kInsertion) t.ref = ref[--i];
+    if (step != kDeletion) t.hyp = hyp[--j];
+  }
+  return out;
+}
+
+std::vector<Confusion> word_confusions(
+    const std::vector<std::pair<std::string, std::string>>& ref_hyp) {
+  std::map<std::pair<std::string, std::string>, int64_t> counts;
+  for (const auto& [ref, hyp] : ref_hyp) {
+    for (const AlignedToken& t : aligned_tokens(split_words(ref), split_words(hyp))) {
+      if (!t.ref.empty() && !t.hyp.empty() && t.ref != t.hyp) ++counts[{t.ref, t.hyp}];
+    }
+  }
+  std::vector<Confusion> out;
+  for (const auto& [pair, count] : counts) out.push_back({pair.first, pair.second, count});
+  // Most frequent first; the map's order (reference, then hypothesis word) breaks ties.
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Confusion& a, const Confusion& b) { return a.count > b.count; });
+  return out;
 }
 
 std::vector<std::string> split_words(const std::string& text) {

@@ -10,11 +10,14 @@
 //   printf("WER %.2f%% (S=%lld D=%lld I=%lld)\n", 100 * wer.rate(), ...);
 //
 // Average over a corpus by adding counts and calling rate() once (sclite's "Err" column), not by
-// averaging per-utterance rates.
+// averaging per-utterance rates. Which words a model confuses (`ds2 eval --confusions N`):
+//
+//   for (const auto& c : ds2::word_confusions(pairs)) printf("%s -> %s %lld\n", ...);
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ds2 {
@@ -37,6 +40,27 @@ struct ErrorCounts {
 // cost, each cell prefers a match/substitution, then a deletion, then an insertion, tracing back
 // from the end of both sequences, as sclite does.
 ErrorCounts align_tokens(const std::vector<std::string>& ref, const std::vector<std::string>& hyp);
+
+// One position of that alignment: a reference token and the hypothesis token aligned with it;
+// `ref` is empty for an insertion and `hyp` for a deletion.
+struct AlignedToken {
+  std::string ref;
+  std::string hyp;
+};
+// The alignment align_tokens counts, first tokens first.
+std::vector<AlignedToken> aligned_tokens(const std::vector<std::string>& ref,
+                                         const std::vector<std::string>& hyp);
+
+// Word substitutions over a corpus of (reference, hypothesis) texts, sclite's confusion pairs:
+// reference word `ref` recognized as `hyp`, `count` times. Most frequent first, ties in
+// (ref, hyp) order.
+struct Confusion {
+  std::string ref;
+  std::string hyp;
+  int64_t count = 0;
+};
+std::vector<Confusion> word_confusions(
+    const std::vector<std::pair<std::string, std::string>>& ref_hyp);
 
 // Words: tokens separated by runs of ASCII whitespace.
 std::vector<std::string> split_words(const std::string& text);

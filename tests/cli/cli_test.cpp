@@ -193,6 +193,24 @@ TEST(CliEndToEnd, TrainThenTranscribeAndEvaluate) {
       << r.output;
   EXPECT_NE(r.output.find(" N=24)"), std::string::npos) << r.output;
   EXPECT_NE(run("eval " + run_dir + "/best.ckpt x.jsonl --adapt-bn -1").code, 0);
+  // Confusion pairs: one line per substituted word pair, at most N, none without substitutions.
+  r = run("eval " + run_dir + "/best.ckpt " + (temp.path() / "train.jsonl").string() +
+          " --confusions 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const size_t s_at = r.output.find("WER ");
+  ASSERT_NE(s_at, std::string::npos) << r.output;
+  const int substitutions = std::stoi(r.output.substr(r.output.find("(S=", s_at) + 3));
+  size_t lines = 0;
+  for (size_t at = r.output.find("confusion: "); at != std::string::npos;
+       at = r.output.find("confusion: ", at + 1))
+    ++lines;
+  if (substitutions == 0) {
+    EXPECT_EQ(lines, 0u) << r.output;
+  } else {
+    EXPECT_GE(lines, 1u) << r.output;
+    EXPECT_LE(lines, std::min<size_t>(2, substitutions)) << r.output;
+  }
+  EXPECT_NE(run("eval " + run_dir + "/best.ckpt x.jsonl --confusions -1").code, 0);
 
   // Beam search with a word LM, from the command line.
   const std::string lm = (temp.path() / "digits.arpa").string();
