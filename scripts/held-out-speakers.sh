@@ -15,7 +15,8 @@
 #          --corpus-args "ARGS" (passed to make-fsdd-corpus.py; default: the recipe's extra
 #          training voices, "--extra-data data/voices --extra-train 3000"; "" for FSDD alone),
 #          --ds2 PATH (build/ds2), KEY=VALUE overrides for training (and adaptation) after --.
-# A speaker's corpus and runs go to OUT/SPEAKER/; an existing folder is replaced.
+# A speaker's corpus, runs and evaluation reports (eval-*.txt: WER, CER, the five commonest word
+# confusions) go to OUT/SPEAKER/; an existing folder is replaced.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SPEAKERS="jackson george lucas nicolas yweweler"
@@ -60,14 +61,17 @@ one_speaker() {
     data.train_manifest="$dir/corpus/train.jsonl" data.dev_manifest="$dir/corpus/dev.jsonl" \
     ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
   local test="$dir/corpus/test.jsonl" g l ag=- al=-
-  g=$("$DS2" eval "$dir/run/best.ckpt" "$test" --greedy | wer_of)
-  l=$("$DS2" eval "$dir/run/best.ckpt" "$test" | wer_of)
+  # Each evaluation's report, with the voice's commonest confusions, stays in DIR/eval-*.txt.
+  g=$("$DS2" eval "$dir/run/best.ckpt" "$test" --greedy --confusions 5 | tee "$dir/eval-greedy.txt" | wer_of)
+  l=$("$DS2" eval "$dir/run/best.ckpt" "$test" --confusions 5 | tee "$dir/eval-lm.txt" | wer_of)
   if [ "$ADAPT" = 1 ]; then
     # shellcheck disable=SC2086  # ADAPT_ARGS is a list of options
     "$DS2" adapt "$dir/run/best.ckpt" "$dir/corpus/adapt.jsonl" --out "$dir/adapt" $ADAPT_ARGS \
       ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/adapt.log" 2>&1
-    ag=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --greedy | wer_of)
-    al=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" | wer_of)
+    ag=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --greedy --confusions 5 |
+      tee "$dir/eval-adapted-greedy.txt" | wer_of)
+    al=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --confusions 5 |
+      tee "$dir/eval-adapted-lm.txt" | wer_of)
   fi
   echo "$s $g $l $ag $al" >"$dir/result"
 }

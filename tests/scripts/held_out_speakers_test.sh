@@ -30,6 +30,9 @@ set -e
 grep -q "unknown option '--speaker'" <<<"$unknown" || fail "no message naming the option: $unknown"
 grep -q "rnn_type: gru" "$OUT/george/run/config.yaml" || fail "--config did not reach ds2 train"
 grep -q '"speaker": "allison"' "$OUT/george/corpus/train.jsonl" || fail "--corpus-args did not reach the corpus"
+for report in eval-greedy eval-lm eval-adapted-greedy eval-adapted-lm; do
+  grep -q "^WER " "$OUT/nicolas/$report.txt" || fail "no WER line in $OUT/nicolas/$report.txt"
+done
 
 set +e
 missing=$(bash "$SRC/scripts/held-out-speakers.sh" --ds2 "$DS2" --config "$OUT/none.yaml" 2>&1)
