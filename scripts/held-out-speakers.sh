@@ -12,6 +12,7 @@
 # Options: --config FILE (configs/fsdd.yaml), --speakers "S ..." (all five), --out DIR
 #          (runs/held-out), --jobs N (speakers at once, 1), --no-adapt, --adapt-args "ARGS"
 #          (passed to ds2 adapt, e.g. "--keep 0.5"),
+#          --eval-args "ARGS" (passed to every ds2 eval, e.g. "--warps 0.92,0.96,1,1.04,1.08"),
 #          --corpus-args "ARGS" (passed to make-fsdd-corpus.py; default: the recipe's extra
 #          training voices, "--extra-data data/voices --extra-train 3000"; "" for FSDD alone),
 #          --ds2 PATH (build/ds2), KEY=VALUE overrides for training (and adaptation) after --.
@@ -25,6 +26,7 @@ CONFIG="$ROOT/configs/fsdd.yaml"
 JOBS=1
 ADAPT=1
 ADAPT_ARGS=""
+EVAL_ARGS=""
 CORPUS_ARGS="--extra-data $ROOT/data/voices --extra-train 3000"
 DS2="${DS2:-$ROOT/build/ds2}"
 OVERRIDES=()
@@ -36,6 +38,7 @@ while [ $# -gt 0 ]; do
     --jobs) JOBS="$2"; shift 2 ;;
     --no-adapt) ADAPT=0; shift ;;
     --adapt-args) ADAPT_ARGS="$2"; shift 2 ;;
+    --eval-args) EVAL_ARGS="$2"; shift 2 ;;
     --corpus-args) CORPUS_ARGS="$2"; shift 2 ;;
     --ds2) DS2="$2"; shift 2 ;;
     --) shift; OVERRIDES=("$@"); break ;;
@@ -62,15 +65,20 @@ one_speaker() {
     ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
   local test="$dir/corpus/test.jsonl" g l ag=- al=-
   # Each evaluation's report, with the voice's commonest confusions, stays in DIR/eval-*.txt.
-  g=$("$DS2" eval "$dir/run/best.ckpt" "$test" --greedy --confusions 5 | tee "$dir/eval-greedy.txt" | wer_of)
-  l=$("$DS2" eval "$dir/run/best.ckpt" "$test" --confusions 5 | tee "$dir/eval-lm.txt" | wer_of)
+  # shellcheck disable=SC2086  # EVAL_ARGS is a list of options
+  g=$("$DS2" eval "$dir/run/best.ckpt" "$test" --greedy --confusions 5 $EVAL_ARGS |
+    tee "$dir/eval-greedy.txt" | wer_of)
+  # shellcheck disable=SC2086
+  l=$("$DS2" eval "$dir/run/best.ckpt" "$test" --confusions 5 $EVAL_ARGS | tee "$dir/eval-lm.txt" | wer_of)
   if [ "$ADAPT" = 1 ]; then
     # shellcheck disable=SC2086  # ADAPT_ARGS is a list of options
     "$DS2" adapt "$dir/run/best.ckpt" "$dir/corpus/adapt.jsonl" --out "$dir/adapt" $ADAPT_ARGS \
       ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/adapt.log" 2>&1
-    ag=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --greedy --confusions 5 |
+    # shellcheck disable=SC2086
+    ag=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --greedy --confusions 5 $EVAL_ARGS |
       tee "$dir/eval-adapted-greedy.txt" | wer_of)
-    al=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --confusions 5 |
+    # shellcheck disable=SC2086
+    al=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --confusions 5 $EVAL_ARGS |
       tee "$dir/eval-adapted-lm.txt" | wer_of)
   fi
   echo "$s $g $l $ag $al" >"$dir/result"

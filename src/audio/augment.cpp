@@ -94,10 +94,16 @@ void warp_frequency(Tensor& features, const AugmentConfig& config, Rng& rng) {
   if (config.freq_warp == 0.0) return;
   DS2_CHECK(config.freq_warp > 0.0 && config.freq_warp < 0.5,
             "augment.freq_warp must be in [0, 0.5), got " << config.freq_warp);
-  DS2_CHECK(features.rank() == 2,
-            "warp_frequency: expected {frames, features}, got " << shape_str(features.shape()));
   const double alpha = rng.uniform(static_cast<float>(1.0 - config.freq_warp),
                                    static_cast<float>(1.0 + config.freq_warp));
+  warp_frequency_by(features, alpha);
+}
+
+void warp_frequency_by(Tensor& features, double alpha) {
+  DS2_CHECK(alpha > 0.5 && alpha < 2.0, "frequency warp factor must be in (0.5, 2), got " << alpha);
+  DS2_CHECK(features.rank() == 2,
+            "warp_frequency: expected {frames, features}, got " << shape_str(features.shape()));
+  if (alpha == 1.0) return;
   const int64_t frames = features.dim(0), bins = features.dim(1);
   float* x = features.data();
   // Bins are rewritten in place from the top down when stretching (alpha > 1, sources lie below)

@@ -41,6 +41,8 @@ void augment_waveform(std::vector<float>& samples, int sample_rate, const Augmen
 // beyond the top take the last bin). Unlike speed perturbation it leaves timing alone. Draws
 // nothing when freq_warp is 0.
 void warp_frequency(Tensor& features, const AugmentConfig& config, Rng& rng);
+// The same warp with a given factor (alpha > 1 moves spectral features up; 1 changes nothing).
+void warp_frequency_by(Tensor& features, double alpha);
 
 // `features` is {frames, features}.
 void spec_augment(Tensor& features, const AugmentConfig& config, Rng& rng);

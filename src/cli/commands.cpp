@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
@@ -109,7 +110,7 @@ int eval(const EvalArgs& args) {
   }
   const auto device = run_on_device(am, args.decode);
   const TextDecoder decoder = make_decoder(am, args.decode);
-  EvalResult r = evaluate(am, ds, decoder, args.batch_size, args.threads);
+  EvalResult r = evaluate(am, ds, decoder, args.warps, args.batch_size, args.threads);
   for (const auto& f : r.failures) std::cerr << "skip: " << f << "\n";
   std::cout << "decoder: " << decoder.describe() << "\n";
   std::cout << "utterances " << r.utterances.size() << " (skipped "
@@ -117,6 +118,13 @@ int eval(const EvalArgs& args) {
             << " s, decoded in " << r.wall_seconds << " s\n";
   std::cout << "WER " << percent(r.words.rate()) << " " << counts(r.words) << "\n";
   std::cout << "CER " << percent(r.chars.rate()) << " " << counts(r.chars) << "\n";
+  if (!r.warps.empty()) {
+    std::map<double, int> chosen;
+    for (double w : r.warps) ++chosen[w];
+    std::cout << "frequency warps chosen (warp: utterances):";
+    for (const auto& [w, count] : chosen) std::cout << " " << w << ": " << count;
+    std::cout << "\n";
+  }
   if (args.show_worst > 0) {
     std::vector<const UtteranceResult*> worst;
     for (const auto& u : r.utterances)

@@ -38,8 +38,9 @@ struct EvalArgs {
   int threads = 2;
   int show_worst = 5;
   int show_confusions = 0;
-  std::string trn_prefix;  // write PREFIX.ref.trn / PREFIX.hyp.trn for sclite
-  int adapt_bn = 0;        // passes of unsupervised batch-norm adaptation to the manifest's audio
+  std::vector<double> warps;  // test-time frequency-warp search (evaluate's overload)
+  std::string trn_prefix;     // write PREFIX.ref.trn / PREFIX.hyp.trn for sclite
+  int adapt_bn = 0;  // passes of unsupervised batch-norm adaptation to the manifest's audio
   DecodeArgs decode;
 };
 int eval(const EvalArgs& args);

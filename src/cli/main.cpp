@@ -85,6 +85,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   eval_cmd->add_option("--worst", eval.show_worst, "Print the N worst utterances");
   eval_cmd
+      ->add_option("--warps", eval.warps,
+                   "Comma-separated frequency warps tried on every utterance (e.g. "
+                   "0.92,0.96,1,1.04,1.08,1.12,1.16); each is decoded from the one the model is "
+                   "surest of")
+      ->delimiter(',');
+  eval_cmd
       ->add_option("--confusions", eval.show_confusions,
                    "Print the N most frequent word substitutions (reference -> recognized)")
       ->check(CLI::NonNegativeNumber);

@@ -42,7 +42,11 @@ void Featurizer::featurize_samples(std::vector<float>& samples, Rng* augment_rng
   if (augment_rng)
     augment_waveform(samples, features_.sample_rate, augment_, *augment_rng, &noise_);
   extractor_.compute(samples.data(), static_cast<int64_t>(samples.size()), out);
-  if (augment_rng) warp_frequency(out, augment_, *augment_rng);
+  if (augment_rng) {
+    warp_frequency(out, augment_, *augment_rng);
+  } else if (warp_ != 1.0) {
+    warp_frequency_by(out, warp_);
+  }
   if (features_.normalize == "utterance") {
     normalize_per_utterance(out);
   } else if (features_.normalize == "global") {

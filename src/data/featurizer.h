@@ -48,6 +48,10 @@ class Featurizer {
   // The recordings that augmentation's noise is cut from (augment.noise_manifest), loaded at
   // sample_rate(); throws naming a file that cannot be read or is silent. Returns their seconds.
   double load_noise(const std::vector<std::string>& paths);
+  // A fixed frequency warp for featurizing without augmentation (warp_frequency_by; 1 = none):
+  // `ds2 eval --warps` tries several per utterance.
+  void set_frequency_warp(double alpha) { warp_ = alpha; }
+  double frequency_warp() const { return warp_; }
   // Log features without normalization (for computing global statistics).
   void raw_features(const std::vector<float>& samples, Tensor& out) const;
 
@@ -57,6 +61,7 @@ class Featurizer {
   FeatureExtractor extractor_;
   std::vector<float> mean_, stddev_;
   NoiseBank noise_;
+  double warp_ = 1.0;
 };
 
 }  // namespace ds2

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -12,7 +13,9 @@
 
 #include "audio/audio_io.h"
 #include "core/error.h"
+#include "ctc/ctc_alignment.h"
 #include "data/loader.h"
+#include "train/transcribe.h"
 
 namespace ds2 {
 namespace {
@@ -223,6 +226,61 @@ EvalResult evaluate(AcousticModel& am, const Dataset& dataset, const TextDecoder
       decode_dataset(am, dataset, decoder, batch_size, threads, &failures);
   EvalResult result = score_texts(am, dataset, texts);
   result.failures = std::move(failures);
+  result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+namespace {
+
+// How sure the model is of its best path through `u` (transcribe.h's utterance confidence).
+double best_path_confidence(const UtteranceLogits& u, const Alphabet& alphabet) {
+  if (u.frames == 0) return -1.0;  // a failed utterance: never preferred
+  const std::vector<float> log_probs = log_softmax_frames(u.data.data(), u.frames, u.classes);
+  const std::vector<int> path = best_path(u.data.data(), u.frames, u.classes);
+  double confidence = 0;
+  words_from_path(log_probs, u.classes, path, alphabet, 1.0, u.frames, &confidence);
+  return confidence;
+}
+
+}  // namespace
+
+EvalResult evaluate(AcousticModel& am, const Dataset& dataset, const TextDecoder& decoder,
+                    const std::vector<double>& warps, int batch_size, int threads) {
+  if (warps.empty()) return evaluate(am, dataset, decoder, batch_size, threads);
+  for (double w : warps)
+    DS2_CHECK(w > 0.5 && w < 2.0, "--warps: each frequency warp must be in (0.5, 2), got " << w);
+  const auto start = std::chrono::steady_clock::now();
+  const size_t n = dataset.examples.size();
+  std::vector<UtteranceLogits> best(n);
+  std::vector<double> best_confidence(n, -2.0), chosen(n, 1.0);
+  std::vector<std::string> failures;
+  const double restore = am.featurizer->frequency_warp();
+  try {
+    for (size_t w = 0; w < warps.size(); ++w) {
+      am.featurizer->set_frequency_warp(warps[w]);
+      std::vector<std::string> pass_failures;  // the same utterances fail in every pass
+      std::vector<UtteranceLogits> logits =
+          dataset_logits(am, dataset, batch_size, threads, &pass_failures);
+      if (w == 0) failures = std::move(pass_failures);
+      for (size_t i = 0; i < n; ++i) {
+        const double c = best_path_confidence(logits[i], am.alphabet);
+        const bool nearer_one = std::abs(warps[w] - 1.0) < std::abs(chosen[i] - 1.0);
+        if (c > best_confidence[i] || (c == best_confidence[i] && nearer_one)) {
+          best_confidence[i] = c;
+          chosen[i] = warps[w];
+          best[i] = std::move(logits[i]);
+        }
+      }
+    }
+  } catch (...) {
+    am.featurizer->set_frequency_warp(restore);
+    throw;
+  }
+  am.featurizer->set_frequency_warp(restore);
+  EvalResult result = score_texts(am, dataset, decode_logits(best, decoder, threads));
+  result.failures = std::move(failures);
+  result.warps = std::move(chosen);
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -40,12 +40,19 @@ struct EvalResult {
   std::vector<std::string> failures;        // utterances that could not be loaded
   double audio_seconds = 0;
   double wall_seconds = 0;
+  std::vector<double> warps;  // with a warp search: the frequency warp chosen per utterance
 };
 
 // Greedy decoding.
 EvalResult evaluate(AcousticModel& am, const Dataset& dataset, int batch_size, int threads);
 EvalResult evaluate(AcousticModel& am, const Dataset& dataset, const TextDecoder& decoder,
                     int batch_size, int threads);
+// With a test-time search over frequency warps (vocal tract length, per utterance, no
+// transcripts): the network runs once per factor in `warps` (Featurizer::set_frequency_warp) and
+// each utterance is decoded from the factor whose best path the model is surest of (the path's
+// confidence as transcribe.h defines it; a tie goes to the factor nearest 1).
+EvalResult evaluate(AcousticModel& am, const Dataset& dataset, const TextDecoder& decoder,
+                    const std::vector<double>& warps, int batch_size, int threads);
 
 // Transcribes audio files (any format libsndfile reads, any rate, any channel count). Failures
 // throw naming the file.

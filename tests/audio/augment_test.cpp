@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -255,6 +256,24 @@ TEST(FrequencyWarp, OffLeavesFeaturesAndRngUntouched) {
   EXPECT_EQ(rng.engine()(), copy.engine()());
   cfg.freq_warp = 0.7;
   EXPECT_THROW(warp_frequency(f, cfg, rng), Error);
+}
+
+TEST(FrequencyWarp, AGivenFactorInterpolatesBinKAtKOverAlpha) {
+  // A ramp (bin k holds k + 10 t) shows the mapping directly: bin k takes the value at k / alpha,
+  // linearly interpolated, and bins whose source lies past the top take the top bin.
+  for (double alpha : {1.25, 0.8, 1.0}) {
+    Tensor f({2, 9});
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t k = 0; k < 9; ++k) f[t * 9 + k] = static_cast<float>(k + 10 * t);
+    warp_frequency_by(f, alpha);
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t k = 0; k < 9; ++k)
+        EXPECT_NEAR(f[t * 9 + k], std::min(8.0, k / alpha) + 10 * t, 1e-5)
+            << "alpha " << alpha << " bin " << k;
+  }
+  Tensor f({1, 4}, 1.0f);
+  EXPECT_THROW(warp_frequency_by(f, 0.5), Error);
+  EXPECT_THROW(warp_frequency_by(f, 2.0), Error);
 }
 
 }  // namespace

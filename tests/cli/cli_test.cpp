@@ -211,6 +211,19 @@ TEST(CliEndToEnd, TrainThenTranscribeAndEvaluate) {
     EXPECT_LE(lines, std::min<size_t>(2, substitutions)) << r.output;
   }
   EXPECT_NE(run("eval " + run_dir + "/best.ckpt x.jsonl --confusions -1").code, 0);
+  // The warp search: one factor of 1 scores as plain decoding; a factor out of range is refused.
+  const std::string wer_line = r.output.substr(s_at, r.output.find('\n', s_at) - s_at);
+  r = run("eval " + run_dir + "/best.ckpt " + (temp.path() / "train.jsonl").string() +
+          " --warps 1 --confusions 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(wer_line), std::string::npos) << wer_line << "\n" << r.output;
+  EXPECT_NE(r.output.find("frequency warps chosen (warp: utterances): 1: 24"), std::string::npos)
+      << r.output;
+  r = run("eval " + run_dir + "/best.ckpt " + (temp.path() / "train.jsonl").string() +
+          " --warps 1,0.4");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("each frequency warp must be in (0.5, 2), got 0.4"), std::string::npos)
+      << r.output;
 
   // Beam search with a word LM, from the command line.
   const std::string lm = (temp.path() / "digits.arpa").string();

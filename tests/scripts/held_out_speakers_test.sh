@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # Small corpora (with a few of the extra voices' utterances, as the recipe's): plumbing, not WER.
 table=$(bash "$SRC/scripts/held-out-speakers.sh" --ds2 "$DS2" --speakers "george nicolas" --jobs 2 \
   --corpus-args "--train 200 --dev 20 --test 20 --adapt 20 --extra-data $SRC/data/voices --extra-train 50" \
-  --out "$OUT" --config "$SRC/configs/fsdd-gru.yaml" --adapt-args "--rounds 1" -- run.device=cpu train.max_steps=4 train.log_every=1000) ||
+  --out "$OUT" --config "$SRC/configs/fsdd-gru.yaml" --adapt-args "--rounds 1" --eval-args "--warps 0.96,1" -- run.device=cpu train.max_steps=4 train.log_every=1000) ||
   fail "held-out-speakers.sh exited $?"
 for row in "| george | " "| nicolas | " "| mean of 2 | "; do
   line=$(grep -F -- "$row" <<<"$table") || fail "no row '$row' in: $table"
@@ -32,6 +32,7 @@ grep -q "rnn_type: gru" "$OUT/george/run/config.yaml" || fail "--config did not 
 grep -q '"speaker": "allison"' "$OUT/george/corpus/train.jsonl" || fail "--corpus-args did not reach the corpus"
 for report in eval-greedy eval-lm eval-adapted-greedy eval-adapted-lm; do
   grep -q "^WER " "$OUT/nicolas/$report.txt" || fail "no WER line in $OUT/nicolas/$report.txt"
+  grep -q "^frequency warps chosen" "$OUT/nicolas/$report.txt" || fail "--eval-args did not reach $report"
 done
 
 set +e

@@ -4,7 +4,9 @@
 
 #include <iostream>
 #include <string>
+#include <vector>
 
+#include "core/error.h"
 #include "support/temp_dir.h"
 #include "support/tiny_model.h"
 
@@ -44,6 +46,38 @@ TEST(Evaluate, BatchSizeNeverChangesAResult) {
     EXPECT_EQ(r.chars.errors(), one.chars.errors()) << batch;
     EXPECT_DOUBLE_EQ(r.words.rate(), one.words.rate()) << batch;
   }
+}
+
+// The test-time warp search: one factor of 1 is plain decoding; several pick one factor per
+// utterance from the list, leave the featurizer as it was, and a factor out of range is refused.
+TEST(Evaluate, WarpSearchPicksAListedFactorPerUtterance) {
+  TempDir dir;
+  AcousticModel am = AcousticModel::load(testing::shared_tiny_model().checkpoint);
+  const std::string lucas = testing::write_connected_digits(dir.path(), "lucas", 8, 7, "l.jsonl");
+  DatasetChecks checks = am.dataset_checks();
+  const Dataset ds = load_dataset(lucas, checks, 1);
+  const TextDecoder greedy(am.alphabet);
+  const EvalResult plain = evaluate(am, ds, greedy, 4, 2);
+  const EvalResult one = evaluate(am, ds, greedy, std::vector<double>{1.0}, 4, 2);
+  ASSERT_EQ(one.utterances.size(), plain.utterances.size());
+  for (size_t i = 0; i < one.utterances.size(); ++i)
+    EXPECT_EQ(one.utterances[i].hypothesis, plain.utterances[i].hypothesis);
+  EXPECT_EQ(one.warps, std::vector<double>(ds.examples.size(), 1.0));
+
+  const std::vector<double> warps = {0.9, 1.0, 1.12};
+  const EvalResult searched = evaluate(am, ds, greedy, warps, 4, 2);
+  ASSERT_EQ(searched.warps.size(), ds.examples.size());
+  for (double w : searched.warps) EXPECT_TRUE(w == 0.9 || w == 1.0 || w == 1.12) << w;
+  EXPECT_EQ(am.featurizer->frequency_warp(), 1.0);
+  // Each utterance's text is what decoding at its chosen factor alone gives.
+  for (double w : warps) {
+    const EvalResult fixed = evaluate(am, ds, greedy, std::vector<double>{w}, 4, 2);
+    for (size_t i = 0; i < ds.examples.size(); ++i)
+      if (searched.warps[i] == w)
+        EXPECT_EQ(searched.utterances[i].hypothesis, fixed.utterances[i].hypothesis) << i;
+  }
+  EXPECT_THROW(evaluate(am, ds, greedy, std::vector<double>{1.0, 0.4}, 4, 2), Error);
+  EXPECT_EQ(am.featurizer->frequency_warp(), 1.0);
 }
 
 }  // namespace
