@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace ds2 {
@@ -61,28 +63,35 @@ TEST(ErrorRate, TiesResolveLikeSclite) {
   expect_counts(align_tokens({"a", "a", "b"}, {"b", "c", "c", "c"}), 0, 3, 0, 1);
 }
 
+// (ref, hyp) per aligned position, and (ref, hyp, count) per confusion, for whole-list checks.
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+Pairs pairs_of(const std::vector<AlignedToken>& aligned) {
+  Pairs out;
+  for (const AlignedToken& t : aligned) out.emplace_back(t.ref, t.hyp);
+  return out;
+}
+using Counted = std::vector<std::tuple<std::string, std::string, int64_t>>;
+Counted counted_of(const std::vector<Confusion>& confusions) {
+  Counted out;
+  for (const Confusion& c : confusions) out.emplace_back(c.ref, c.hyp, c.count);
+  return out;
+}
+
 TEST(ErrorRate, AlignedTokensFollowTheCountedAlignment) {
   // the cat sat on the mat -> the bat sat the mat too: cat->bat, "on" deleted, "too" inserted.
-  const std::vector<AlignedToken> a =
-      aligned_tokens(split_words("the cat sat on the mat"), split_words("the bat sat the mat too"));
-  const std::vector<std::pair<std::string, std::string>> expected = {
-      {"the", "the"}, {"cat", "bat"}, {"sat", "sat"}, {"on", ""},
-      {"the", "the"}, {"mat", "mat"}, {"", "too"}};
-  ASSERT_EQ(a.size(), expected.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].ref, expected[i].first) << i;
-    EXPECT_EQ(a[i].hyp, expected[i].second) << i;
-  }
+  EXPECT_EQ(pairs_of(aligned_tokens(split_words("the cat sat on the mat"),
+                                    split_words("the bat sat the mat too"))),
+            (Pairs{{"the", "the"},
+                   {"cat", "bat"},
+                   {"sat", "sat"},
+                   {"on", ""},
+                   {"the", "the"},
+                   {"mat", "mat"},
+                   {"", "too"}}));
   // The same choice among equal-cost alignments as the counts: "b" kept, "a" deleted and
   // inserted.
-  const std::vector<AlignedToken> shifted = aligned_tokens({"a", "b"}, {"b", "a"});
-  ASSERT_EQ(shifted.size(), 3u);
-  EXPECT_EQ(shifted[0].ref, "a");
-  EXPECT_EQ(shifted[0].hyp, "");
-  EXPECT_EQ(shifted[1].ref, "b");
-  EXPECT_EQ(shifted[1].hyp, "b");
-  EXPECT_EQ(shifted[2].ref, "");
-  EXPECT_EQ(shifted[2].hyp, "a");
+  EXPECT_EQ(pairs_of(aligned_tokens({"a", "b"}, {"b", "a"})),
+            (Pairs{{"a", ""}, {"b", "b"}, {"", "a"}}));
   EXPECT_TRUE(aligned_tokens({}, {}).empty());
 }
 
@@ -94,16 +103,8 @@ TEST(ErrorRate, WordConfusionsCountSubstitutionsOnly) {
       {"four one", "five one"},               // four->five
       {"nine", "one"},                        // nine->one
   });
-  ASSERT_EQ(c.size(), 3u);
-  EXPECT_EQ(c[0].ref, "four");  // 2 each: (four, five) sorts before (two, four)
-  EXPECT_EQ(c[0].hyp, "five");
-  EXPECT_EQ(c[0].count, 2);
-  EXPECT_EQ(c[1].ref, "two");
-  EXPECT_EQ(c[1].hyp, "four");
-  EXPECT_EQ(c[1].count, 2);
-  EXPECT_EQ(c[2].ref, "nine");
-  EXPECT_EQ(c[2].hyp, "one");
-  EXPECT_EQ(c[2].count, 1);
+  // 2 each: (four, five) sorts before (two, four).
+  EXPECT_EQ(counted_of(c), (Counted{{"four", "five", 2}, {"two", "four", 2}, {"nine", "one", 1}}));
   EXPECT_TRUE(word_confusions({{"a b", "a b"}}).empty());
 }
 
