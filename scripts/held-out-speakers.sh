@@ -52,6 +52,14 @@ done
 # "WER 23.73% (...)" -> 23.73
 wer_of() { sed -n 's/^WER \([0-9.]*\)%.*/\1/p'; }
 
+# score DIR CHECKPOINT NAME [--greedy]: the checkpoint on DIR's test takes; keeps the report (with
+# the voice's commonest confusions) in DIR/eval-NAME.txt and prints the WER.
+score() {
+  # shellcheck disable=SC2086  # EVAL_ARGS is a list of options
+  "$DS2" eval "$2" "$1/corpus/test.jsonl" --confusions 5 $EVAL_ARGS "${@:4}" |
+    tee "$1/eval-$3.txt" | wer_of
+}
+
 # One speaker: corpus, training, evaluation, adaptation; writes OUT/S/result (five fields).
 one_speaker() {
   local s="$1" dir="$OUT/$1"
@@ -63,23 +71,15 @@ one_speaker() {
   "$DS2" train "$CONFIG" run.dir="$dir/run" \
     data.train_manifest="$dir/corpus/train.jsonl" data.dev_manifest="$dir/corpus/dev.jsonl" \
     ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
-  local test="$dir/corpus/test.jsonl" g l ag=- al=-
-  # Each evaluation's report, with the voice's commonest confusions, stays in DIR/eval-*.txt.
-  # shellcheck disable=SC2086  # EVAL_ARGS is a list of options
-  g=$("$DS2" eval "$dir/run/best.ckpt" "$test" --greedy --confusions 5 $EVAL_ARGS |
-    tee "$dir/eval-greedy.txt" | wer_of)
-  # shellcheck disable=SC2086
-  l=$("$DS2" eval "$dir/run/best.ckpt" "$test" --confusions 5 $EVAL_ARGS | tee "$dir/eval-lm.txt" | wer_of)
+  local g l ag=- al=-
+  g=$(score "$dir" "$dir/run/best.ckpt" greedy --greedy)
+  l=$(score "$dir" "$dir/run/best.ckpt" lm)
   if [ "$ADAPT" = 1 ]; then
     # shellcheck disable=SC2086  # ADAPT_ARGS is a list of options
     "$DS2" adapt "$dir/run/best.ckpt" "$dir/corpus/adapt.jsonl" --out "$dir/adapt" $ADAPT_ARGS \
       ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/adapt.log" 2>&1
-    # shellcheck disable=SC2086
-    ag=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --greedy --confusions 5 $EVAL_ARGS |
-      tee "$dir/eval-adapted-greedy.txt" | wer_of)
-    # shellcheck disable=SC2086
-    al=$("$DS2" eval "$dir/adapt/adapted.ckpt" "$test" --confusions 5 $EVAL_ARGS |
-      tee "$dir/eval-adapted-lm.txt" | wer_of)
+    ag=$(score "$dir" "$dir/adapt/adapted.ckpt" adapted-greedy --greedy)
+    al=$(score "$dir" "$dir/adapt/adapted.ckpt" adapted-lm)
   fi
   echo "$s $g $l $ag $al" >"$dir/result"
 }

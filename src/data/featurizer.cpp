@@ -44,8 +44,8 @@ void Featurizer::featurize_samples(std::vector<float>& samples, Rng* augment_rng
   extractor_.compute(samples.data(), static_cast<int64_t>(samples.size()), out);
   if (augment_rng) {
     warp_frequency(out, augment_, *augment_rng);
-  } else if (warp_ != 1.0) {
-    warp_frequency_by(out, warp_);
+  } else {
+    warp_frequency_by(out, warp_);  // a no-op at 1
   }
   if (features_.normalize == "utterance") {
     normalize_per_utterance(out);
