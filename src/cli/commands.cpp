@@ -184,6 +184,31 @@ int adapt(const AdaptArgs& args) {
   return 0;
 }
 
+namespace {
+// --adapt-bn for transcription: batch-norm statistics from the recordings about to be
+// transcribed (meant for many recordings of one new voice), on the host model before a GPU
+// engine copies it. Files the training checks refuse (unreadable, longer than
+// data.max_duration_s, ...) are left out of the statistics and counted; they are still
+// transcribed, or reported, as usual. Messages go to stderr: stdout holds the transcripts.
+void adapt_to_recordings(AcousticModel& am, const std::vector<std::string>& paths, int passes,
+                         int batch_size, int threads) {
+  DataConfig data = am.config.data;
+  data.fatal_bad_utterances = false;
+  const DatasetChecks model_checks = am.dataset_checks();
+  const DatasetChecks checks{data, am.alphabet, *am.featurizer, model_checks.output_length,
+                             /*transcribed=*/false};
+  const Dataset ds = audio_files_dataset(paths, checks, threads);
+  DS2_CHECK(!ds.examples.empty(), "--adapt-bn: none of the "
+                                      << paths.size()
+                                      << " recordings can be used: " << ds.problems.front());
+  adapt_batch_norm(am, ds, passes, batch_size, threads);
+  std::cerr << "batch-norm statistics adapted to " << ds.examples.size() << " of " << paths.size()
+            << " recordings, " << passes << " passes (left out: " << ds.problems.size();
+  if (!ds.problems.empty()) std::cerr << ", first: " << ds.problems.front();
+  std::cerr << ")\n";
+}
+}  // namespace
+
 int transcribe(const TranscribeArgs& args) {
   std::vector<std::string> paths;
   for (const std::string& a : args.audio) {
@@ -206,6 +231,8 @@ int transcribe(const TranscribeArgs& args) {
   DS2_CHECK(args.format == "text" || args.format == "json",
             "transcribe: --format must be text or json, got '" << args.format << "'");
   AcousticModel am = AcousticModel::load(args.checkpoint);
+  if (args.adapt_bn > 0)
+    adapt_to_recordings(am, paths, args.adapt_bn, args.batch_size, args.threads);
   const auto device = run_on_device(am, args.decode);
   const TextDecoder decoder = make_decoder(am, args.decode);
   TranscribeOptions options;

@@ -76,6 +76,7 @@ struct TranscribeArgs {
   double overlap_s = 2.0;
   int batch_size = 8;
   int threads = 2;
+  int adapt_bn = 0;  // passes of unsupervised batch-norm adaptation to the recordings first
   DecodeArgs decode;
 };
 int transcribe(const TranscribeArgs& args);

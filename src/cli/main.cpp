@@ -118,6 +118,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   tr_cmd->add_option("--batch-size", tr.batch_size, "Files per batch")->check(CLI::PositiveNumber);
+  tr_cmd
+      ->add_option("--adapt-bn", tr.adapt_bn,
+                   "First re-estimate batch-norm statistics on these recordings, N passes (for "
+                   "many recordings of one new voice; unsupervised)")
+      ->check(CLI::NonNegativeNumber);
   tr_cmd->add_option("--threads", tr.threads, "Loader and decoder threads")
       ->check(CLI::PositiveNumber);
   add_decode_options(tr_cmd, &tr.decode);

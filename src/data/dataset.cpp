@@ -77,15 +77,12 @@ std::string check_utterance(const Utterance& utt, const DatasetChecks& checks, E
   return "";
 }
 
-Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, int threads) {
-  Dataset ds;
-  ds.manifest = manifest;
-  std::vector<std::string> manifest_problems;
-  std::vector<Utterance> utts = read_manifest(manifest, &manifest_problems);
-  if (checks.data.fatal_bad_utterances && !manifest_problems.empty())
-    throw Error(manifest_problems.front());
-  ds.total_lines = static_cast<int64_t>(utts.size() + manifest_problems.size());
+namespace {
 
+// Checks `utts` on `threads` threads; usable ones become ds's examples, the rest its problems
+// (after any already there), in order. Throws on the first problem with fatal_bad_utterances.
+void check_all(const std::vector<Utterance>& utts, const DatasetChecks& checks, int threads,
+               Dataset* ds) {
   std::vector<Example> examples(utts.size());
   std::vector<std::string> reasons(utts.size());
   std::atomic<size_t> next{0};
@@ -97,18 +94,46 @@ Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, i
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
-
-  ds.problems = std::move(manifest_problems);
   for (size_t i = 0; i < utts.size(); ++i) {
     if (reasons[i].empty()) {
-      ds.examples.push_back(std::move(examples[i]));
+      ds->examples.push_back(std::move(examples[i]));
     } else {
-      ds.problems.push_back(describe_problem(utts[i], reasons[i]));
-      if (checks.data.fatal_bad_utterances) throw Error(ds.problems.back());
+      ds->problems.push_back(describe_problem(utts[i], reasons[i]));
+      if (checks.data.fatal_bad_utterances) throw Error(ds->problems.back());
     }
   }
+}
+
+}  // namespace
+
+Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, int threads) {
+  Dataset ds;
+  ds.manifest = manifest;
+  std::vector<std::string> manifest_problems;
+  std::vector<Utterance> utts = read_manifest(manifest, &manifest_problems);
+  if (checks.data.fatal_bad_utterances && !manifest_problems.empty())
+    throw Error(manifest_problems.front());
+  ds.total_lines = static_cast<int64_t>(utts.size() + manifest_problems.size());
+  ds.problems = std::move(manifest_problems);
+  check_all(utts, checks, threads, &ds);
   DS2_CHECK(!ds.examples.empty(), manifest << ": no usable utterance (" << ds.problems.size()
                                            << " problems; run ds2 validate-data)");
+  return ds;
+}
+
+Dataset audio_files_dataset(const std::vector<std::string>& paths, const DatasetChecks& checks,
+                            int threads) {
+  Dataset ds;
+  ds.manifest = "<command line>";
+  std::vector<Utterance> utts(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    utts[i].id = paths[i];
+    utts[i].audio_path = paths[i];
+    utts[i].manifest = ds.manifest;
+    utts[i].line = static_cast<int>(i + 1);
+  }
+  ds.total_lines = static_cast<int64_t>(paths.size());
+  check_all(utts, checks, threads, &ds);
   return ds;
 }
 

@@ -58,4 +58,11 @@ std::string describe_problem(const Utterance& utt, const std::string& reason);
 // checks.data.fatal_bad_utterances is set, and when no utterance at all is usable.
 Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, int threads);
 
+// Audio files named on a command line, checked as a manifest's utterances are (with
+// checks.transcribed false: the audio checks only; no manifest duration to compare). Problems
+// read "<command line>:N: PATH: reason", N counting the paths from 1. Unlike load_dataset, no
+// usable file at all is not an error here: the caller decides.
+Dataset audio_files_dataset(const std::vector<std::string>& paths, const DatasetChecks& checks,
+                            int threads);
+
 }  // namespace ds2

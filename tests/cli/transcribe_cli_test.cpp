@@ -132,5 +132,57 @@ TEST_F(TranscribeCli, UnreadableFilesAreSkippedInPlaceAndFailTheRun) {
   EXPECT_EQ(out[2].rfind(paths[1] + "\t", 0), 0u);
 }
 
+// --adapt-bn takes batch-norm statistics from the recordings given, as `ds2 eval --adapt-bn` takes
+// them from its manifest: with the same passes and batch size the texts are eval's. A file the
+// checks refuse is left out of the statistics, counted, and still reported in place; with no
+// usable file at all the command fails saying why.
+TEST_F(TranscribeCli, AdaptBnTakesStatisticsFromTheRecordingsAsEvalDoes) {
+  const std::string eval_cmd = std::string(DS2_BINARY) + " eval " + shell_quote(*checkpoint_) +
+                               " " + shell_quote(*manifest_) +
+                               " --greedy --adapt-bn 2 --batch-size 4 --trn " +
+                               shell_quote(dir_->file("bn"));
+  const auto evaluated = run_command(eval_cmd);
+  ASSERT_EQ(evaluated.code, 0) << evaluated.output;
+  std::vector<std::string> expected;
+  std::ifstream hyp(dir_->file("bn.hyp.trn"));
+  for (std::string line; std::getline(hyp, line);) {
+    const size_t open = line.rfind(" (");
+    expected.push_back(open == std::string::npos ? "" : line.substr(0, open));
+  }
+  const std::string args = "--greedy --batch-size 4 --manifest " + shell_quote(*manifest_);
+  const auto adapted = run_command(ds2(args + " --adapt-bn 2"), false);
+  ASSERT_EQ(adapted.code, 0) << adapted.output;
+  const std::vector<std::string> texts = lines(adapted.output);
+  const std::vector<std::string> paths = manifest_audio_paths(*manifest_);
+  ASSERT_EQ(texts.size(), paths.size());
+  ASSERT_EQ(expected.size(), paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) EXPECT_EQ(texts[i], paths[i] + "\t" + expected[i]);
+  // The statistics moved: the model is less or more sure of something.
+  const auto plain_json = run_command(ds2(args + " --format json"), false);
+  const auto adapted_json = run_command(ds2(args + " --format json --adapt-bn 2"), false);
+  ASSERT_EQ(adapted_json.code, 0);
+  EXPECT_NE(plain_json.output, adapted_json.output);
+
+  const std::string broken = dir_->file("broken.wav");
+  std::ofstream(broken) << "RIFF, but not really a WAV file";
+  const auto mixed = run_command(ds2("--adapt-bn 1 " + shell_quote(paths[0]) + " " +
+                                     shell_quote(broken) + " " + shell_quote(paths[1])));
+  EXPECT_EQ(mixed.code, 1);
+  EXPECT_NE(mixed.output.find("batch-norm statistics adapted to 2 of 3 recordings, 1 passes (left "
+                              "out: 1, first: <command line>:2: " +
+                              broken + ": "),
+            std::string::npos)
+      << mixed.output;
+  EXPECT_NE(mixed.output.find("skip: " + broken + ": "), std::string::npos) << mixed.output;
+  const auto none = run_command(ds2("--adapt-bn 1 " + shell_quote(broken)));
+  EXPECT_EQ(none.code, 1);
+  EXPECT_EQ(none.output.rfind("ds2: error: --adapt-bn: none of the 1 recordings can be used: "
+                              "<command line>:1: " +
+                                  broken + ": ",
+                              0),
+            0u)
+      << none.output;
+}
+
 }  // namespace
 }  // namespace ds2
