@@ -35,6 +35,20 @@ for report in eval-greedy eval-lm eval-adapted-greedy eval-adapted-lm; do
   grep -q "^frequency warps chosen" "$OUT/nicolas/$report.txt" || fail "--eval-args did not reach $report"
 done
 
+# A speaker that fails (no such speaker in the corpus) does not hide the ones that finished.
+set +e
+partial=$(bash "$SRC/scripts/held-out-speakers.sh" --ds2 "$DS2" --speakers "george nobody" --no-adapt \
+  --corpus-args "--train 200 --dev 20 --test 20 --adapt 20" --out "$OUT/partial" \
+  -- run.device=cpu train.max_steps=2 train.log_every=1000 2>&1)
+code=$?
+set -e
+[ "$code" -eq 1 ] || fail "a failed speaker exited $code"
+grep -q "^held-out-speakers.sh: george done: WER greedy [0-9.]*, with the LM [0-9.]*, adapted - / -$" <<<"$partial" ||
+  fail "no progress line for george in: $partial"
+grep -q "nobody failed (logs in $OUT/partial/nobody/)" <<<"$partial" || fail "no failure line in: $partial"
+grep -qF "| george | " <<<"$partial" || fail "no row for the finished speaker in: $partial"
+grep -qF "| mean of 1 | " <<<"$partial" || fail "no mean over the finished speaker in: $partial"
+
 set +e
 missing=$(bash "$SRC/scripts/held-out-speakers.sh" --ds2 "$DS2" --config "$OUT/none.yaml" 2>&1)
 code=$?
