@@ -121,19 +121,23 @@ Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, i
   return ds;
 }
 
-Dataset audio_files_dataset(const std::vector<std::string>& paths, const DatasetChecks& checks,
-                            int threads) {
-  Dataset ds;
-  ds.manifest = "<command line>";
+std::vector<Utterance> command_line_utterances(const std::vector<std::string>& paths) {
   std::vector<Utterance> utts(paths.size());
   for (size_t i = 0; i < paths.size(); ++i) {
     utts[i].id = paths[i];
     utts[i].audio_path = paths[i];
-    utts[i].manifest = ds.manifest;
+    utts[i].manifest = "<command line>";
     utts[i].line = static_cast<int>(i + 1);
   }
+  return utts;
+}
+
+Dataset audio_files_dataset(const std::vector<std::string>& paths, const DatasetChecks& checks,
+                            int threads) {
+  Dataset ds;
+  ds.manifest = "<command line>";
   ds.total_lines = static_cast<int64_t>(paths.size());
-  check_all(utts, checks, threads, &ds);
+  check_all(command_line_utterances(paths), checks, threads, &ds);
   return ds;
 }
 

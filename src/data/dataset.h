@@ -58,6 +58,10 @@ std::string describe_problem(const Utterance& utt, const std::string& reason);
 // checks.data.fatal_bad_utterances is set, and when no utterance at all is usable.
 Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, int threads);
 
+// Utterances for audio files named on a command line: id and path are the file's path, the
+// manifest is "<command line>", the line counts the paths from 1; no text, no duration.
+std::vector<Utterance> command_line_utterances(const std::vector<std::string>& paths);
+
 // Audio files named on a command line, checked as a manifest's utterances are (with
 // checks.transcribed false: the audio checks only; no manifest duration to compare). Problems
 // read "<command line>:N: PATH: reason", N counting the paths from 1. Unlike load_dataset, no

@@ -294,13 +294,10 @@ std::vector<std::string> transcribe_files(AcousticModel& am, const std::vector<s
                                           const TextDecoder& decoder, int batch_size, int threads) {
   Dataset ds;
   ds.manifest = "<command line>";
-  for (size_t i = 0; i < paths.size(); ++i) {
+  for (Utterance& utt : command_line_utterances(paths)) {
     Example ex;
-    ex.utterance.id = paths[i];
-    ex.utterance.audio_path = paths[i];
-    ex.utterance.manifest = "<command line>";
-    ex.utterance.line = static_cast<int>(i + 1);
-    ex.duration_s = probe_audio(paths[i]).duration_s;  // throws "PATH: reason"
+    ex.duration_s = probe_audio(utt.audio_path).duration_s;  // throws "PATH: reason"
+    ex.utterance = std::move(utt);
     ds.examples.push_back(std::move(ex));
   }
   std::vector<std::string> failures;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ctc/trn_score.h"
 #include "data/manifest.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
@@ -143,12 +144,7 @@ TEST_F(TranscribeCli, AdaptBnTakesStatisticsFromTheRecordingsAsEvalDoes) {
                                shell_quote(dir_->file("bn"));
   const auto evaluated = run_command(eval_cmd);
   ASSERT_EQ(evaluated.code, 0) << evaluated.output;
-  std::vector<std::string> expected;
-  std::ifstream hyp(dir_->file("bn.hyp.trn"));
-  for (std::string line; std::getline(hyp, line);) {
-    const size_t open = line.rfind(" (");
-    expected.push_back(open == std::string::npos ? "" : line.substr(0, open));
-  }
+  const std::vector<TrnUtterance> expected = read_trn(dir_->file("bn.hyp.trn"));
   const std::string args = "--greedy --batch-size 4 --manifest " + shell_quote(*manifest_);
   const auto adapted = run_command(ds2(args + " --adapt-bn 2"), false);
   ASSERT_EQ(adapted.code, 0) << adapted.output;
@@ -156,7 +152,10 @@ TEST_F(TranscribeCli, AdaptBnTakesStatisticsFromTheRecordingsAsEvalDoes) {
   const std::vector<std::string> paths = manifest_audio_paths(*manifest_);
   ASSERT_EQ(texts.size(), paths.size());
   ASSERT_EQ(expected.size(), paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) EXPECT_EQ(texts[i], paths[i] + "\t" + expected[i]);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& hyp = expected[i].text;  // as written: a space before the "(id)"
+    EXPECT_EQ(texts[i], paths[i] + "\t" + hyp.substr(0, hyp.find_last_not_of(' ') + 1));
+  }
   // The statistics moved: the model is less or more sure of something.
   const auto plain_json = run_command(ds2(args + " --format json"), false);
   const auto adapted_json = run_command(ds2(args + " --format json --adapt-bn 2"), false);
