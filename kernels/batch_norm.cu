@@ -274,8 +274,8 @@ dim3 apply_grid(const BatchNormDims& d) {
 }
 
 // y = valid ? x a + b : 0 (apply), or dx = valid ? dy ca + x cb + cc : 0 (backward), per channel
-// c = j / S of frame value j.
-template <int kVec, bool kBackwardPass>
+// c = j / S of frame value j; with kPerUtterance the coefficients of row (t, b) start at b * C.
+template <int kVec, bool kBackwardPass, bool kPerUtterance>
 __global__ void apply_kernel(const float* __restrict__ x, const float* __restrict__ dy,
                              float* __restrict__ out, const int* __restrict__ lengths,
                              const float* __restrict__ ca, const float* __restrict__ cb,
@@ -284,16 +284,25 @@ __global__ void apply_kernel(const float* __restrict__ x, const float* __restric
   const int j0 = (blockIdx.x * kApplyThreads + threadIdx.x) * kVec;
   if (j0 >= frame) return;
   float a[kVec], b[kVec], c[kVec];
+  int ch[kVec];
 #pragma unroll
-  for (int v = 0; v < kVec; ++v) {
-    const int ch = (S == 1 ? j0 + v : (j0 + v) / S);
-    a[v] = __ldg(ca + ch), b[v] = __ldg(cb + ch), c[v] = kBackwardPass ? __ldg(cc + ch) : 0.0f;
-  }
+  for (int v = 0; v < kVec; ++v) ch[v] = (S == 1 ? j0 + v : (j0 + v) / S);
+  auto load_coefficients = [&](int group_offset) {
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int k = group_offset + ch[v];
+      a[v] = __ldg(ca + k), b[v] = __ldg(cb + k), c[v] = kBackwardPass ? __ldg(cc + k) : 0.0f;
+    }
+  };
+  if (!kPerUtterance) load_coefficients(0);
+  const int C = frame / S;
   const int row_begin = blockIdx.y * rows_per_block;
   const int row_end = min(rows, row_begin + rows_per_block);
   for (int row = row_begin; row < row_end; ++row) {
     const int t = row / B;
-    const bool valid = t < __ldg(lengths + (row - t * B));
+    const int utt = row - t * B;
+    const bool valid = t < __ldg(lengths + utt);
+    if (kPerUtterance && valid) load_coefficients(utt * C);
     const int i = row * frame + j0;
     float xv[kVec], dv[kVec], r[kVec];
     if (kVec == 4) {
@@ -319,20 +328,174 @@ __global__ void apply_kernel(const float* __restrict__ x, const float* __restric
   }
 }
 
+template <bool kBackwardPass, bool kPerUtterance>
+void launch_apply_for(const BatchNormDims& d, const float* x, const float* dy, float* out,
+                      const int* lengths, const float* ca, const float* cb, const float* cc,
+                      cudaStream_t stream) {
+  const int rows = d.T * d.B, frame = static_cast<int>(d.C * d.S);
+  const int per_block = apply_rows_per_block(d);
+  if (frame % 4 == 0) {
+    apply_kernel<4, kBackwardPass, kPerUtterance><<<apply_grid<4>(d), kApplyThreads, 0, stream>>>(
+        x, dy, out, lengths, ca, cb, cc, d.B, rows, per_block, frame, static_cast<int>(d.S));
+  } else {
+    apply_kernel<1, kBackwardPass, kPerUtterance><<<apply_grid<1>(d), kApplyThreads, 0, stream>>>(
+        x, dy, out, lengths, ca, cb, cc, d.B, rows, per_block, frame, static_cast<int>(d.S));
+  }
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
 template <bool kBackwardPass>
 void launch_apply(const BatchNormDims& d, const float* x, const float* dy, float* out,
                   const int* lengths, const float* ca, const float* cb, const float* cc,
                   cudaStream_t stream) {
-  const int rows = d.T * d.B, frame = static_cast<int>(d.C * d.S);
-  const int per_block = apply_rows_per_block(d);
-  if (frame % 4 == 0) {
-    apply_kernel<4, kBackwardPass><<<apply_grid<4>(d), kApplyThreads, 0, stream>>>(
-        x, dy, out, lengths, ca, cb, cc, d.B, rows, per_block, frame, static_cast<int>(d.S));
+  if (d.per_utterance)
+    launch_apply_for<kBackwardPass, true>(d, x, dy, out, lengths, ca, cb, cc, stream);
+  else
+    launch_apply_for<kBackwardPass, false>(d, x, dy, out, lengths, ca, cb, cc, stream);
+}
+
+// Per-utterance reductions: one block per (utterance, 32 channels) for {T, B, F} data (32
+// channel lanes by 8 row lanes over the utterance's valid frames), or per (utterance, channel)
+// for {T, B, C, S} data (threads over its frames * S values); fixed orders, then the block's
+// first thread(s) finish the statistics of their (utterance, channel).
+
+// Moments: mean, inv_std and the forward coefficients. Backward: sum(dy) and sum(dy * xhat) into
+// the workspace (for dgamma and dbeta) and the dx coefficients.
+template <int kMode>
+__device__ void finish_utterance(int b, int c, int C, double n, double a, double b_sum,
+                                 const float* gamma, const float* beta, float epsilon,
+                                 bool input_grad, const BatchNormStats& stats, double* sums_dy,
+                                 double* sums_dy_xhat) {
+  const int i = b * C + c;
+  if (kMode == kMoments) {
+    const double mean_d = n > 0.0 ? a / n : 0.0;
+    const double var = n > 0.0 ? fmax(0.0, b_sum / n - mean_d * mean_d) : 0.0;
+    const float inv_std =
+        n > 0.0 ? static_cast<float>(1.0 / sqrt(var + static_cast<double>(epsilon))) : 0.0f;
+    const float mean = static_cast<float>(mean_d);
+    stats.mean[i] = mean;
+    stats.inv_std[i] = inv_std;
+    const float ca = gamma[c] * inv_std;
+    stats.coef_a[i] = ca;
+    stats.coef_b[i] = beta[c] - mean * ca;
   } else {
-    apply_kernel<1, kBackwardPass><<<apply_grid<1>(d), kApplyThreads, 0, stream>>>(
-        x, dy, out, lengths, ca, cb, cc, d.B, rows, per_block, frame, static_cast<int>(d.S));
+    sums_dy[i] = a;
+    sums_dy_xhat[i] = b_sum;
+    if (!input_grad) return;
+    const float inv_std = stats.inv_std[i];
+    const double ca = static_cast<double>(gamma[c]) * inv_std;
+    stats.coef_a[i] = static_cast<float>(ca);
+    if (n > 0.0) {
+      const double k = ca * inv_std * b_sum / n;
+      stats.coef_b[i] = static_cast<float>(-k);
+      stats.coef_c[i] = static_cast<float>(k * stats.mean[i] - ca * a / n);
+    } else {
+      stats.coef_b[i] = 0.0f;
+      stats.coef_c[i] = 0.0f;
+    }
+  }
+}
+
+template <int kMode>
+__global__ void utterance_rows_kernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                      const int* __restrict__ lengths, int B, int C,
+                                      const float* gamma, const float* beta, float epsilon,
+                                      bool input_grad, BatchNormStats stats, double* sums_dy,
+                                      double* sums_dy_xhat) {
+  __shared__ double sa[kRowLanes][33], sb[kRowLanes][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  const int b = blockIdx.y;
+  const int len = __ldg(lengths + b);
+  double a = 0.0, s = 0.0;
+  if (c < C) {
+    const float m = kMode == kBackward ? stats.mean[b * C + c] : 0.0f;
+    const float is = kMode == kBackward ? stats.inv_std[b * C + c] : 0.0f;
+    for (int t = threadIdx.y; t < len; t += kRowLanes) {
+      const int i = (t * B + b) * C + c;
+      accumulate<kMode>(__ldg(x + i), kMode == kBackward ? __ldg(dy + i) : 0.0f, m, is, a, s);
+    }
+  }
+  sa[threadIdx.y][threadIdx.x] = a;
+  sb[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    double ta = 0.0, tb = 0.0;
+    for (int k = 0; k < kRowLanes; ++k) {
+      ta += sa[k][threadIdx.x];
+      tb += sb[k][threadIdx.x];
+    }
+    finish_utterance<kMode>(b, c, C, static_cast<double>(len), ta, tb, gamma, beta, epsilon,
+                            input_grad, stats, sums_dy, sums_dy_xhat);
+  }
+}
+
+template <int kMode>
+__global__ void utterance_positions_kernel(const float* __restrict__ x,
+                                           const float* __restrict__ dy,
+                                           const int* __restrict__ lengths, int B, int C, int S,
+                                           const float* gamma, const float* beta, float epsilon,
+                                           bool input_grad, BatchNormStats stats, double* sums_dy,
+                                           double* sums_dy_xhat) {
+  __shared__ double sa[kPositionThreads], sb[kPositionThreads];
+  const int c = blockIdx.x;
+  const int b = blockIdx.y;
+  const int count = __ldg(lengths + b) * S;
+  const float m = kMode == kBackward ? stats.mean[b * C + c] : 0.0f;
+  const float is = kMode == kBackward ? stats.inv_std[b * C + c] : 0.0f;
+  double a = 0.0, s = 0.0;
+  for (int e = threadIdx.x; e < count; e += kPositionThreads) {
+    const int t = e / S;
+    const int i = ((t * B + b) * C + c) * S + (e - t * S);
+    accumulate<kMode>(__ldg(x + i), kMode == kBackward ? __ldg(dy + i) : 0.0f, m, is, a, s);
+  }
+  sa[threadIdx.x] = a;
+  sb[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = kPositionThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      sa[threadIdx.x] += sa[threadIdx.x + stride];
+      sb[threadIdx.x] += sb[threadIdx.x + stride];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    finish_utterance<kMode>(b, c, C, static_cast<double>(count), sa[0], sb[0], gamma, beta, epsilon,
+                            input_grad, stats, sums_dy, sums_dy_xhat);
+}
+
+template <int kMode>
+void launch_utterance_reduction(const BatchNormDims& d, const float* x, const float* dy,
+                                const int* lengths, const float* gamma, const float* beta,
+                                float epsilon, bool input_grad, const BatchNormStats& stats,
+                                double* sums_dy, double* sums_dy_xhat, cudaStream_t stream) {
+  DS2_CHECK(d.per_utterance, "utterance_norm: dims.per_utterance is not set");
+  if (int64_t{d.B} * d.C == 0) return;
+  check_indexing(d);
+  if (d.S == 1) {
+    const dim3 grid((d.C + 31) / 32, d.B);
+    utterance_rows_kernel<kMode><<<grid, dim3(32, kRowLanes), 0, stream>>>(
+        x, dy, lengths, d.B, d.C, gamma, beta, epsilon, input_grad, stats, sums_dy, sums_dy_xhat);
+  } else {
+    const dim3 grid(d.C, d.B);
+    utterance_positions_kernel<kMode><<<grid, kPositionThreads, 0, stream>>>(
+        x, dy, lengths, d.B, d.C, static_cast<int>(d.S), gamma, beta, epsilon, input_grad, stats,
+        sums_dy, sums_dy_xhat);
   }
   DS2_CUDA_CHECK_LAUNCH();
+}
+
+// dgamma[c] += sum over b of sum(dy * xhat), dbeta[c] += sum over b of sum(dy), b in order.
+__global__ void utterance_parameter_grads_kernel(const double* sums_dy, const double* sums_dy_xhat,
+                                                 int B, int C, float* dgamma, float* dbeta) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  double g = 0.0, be = 0.0;
+  for (int b = 0; b < B; ++b) {
+    g += sums_dy_xhat[int64_t{b} * C + c];
+    be += sums_dy[int64_t{b} * C + c];
+  }
+  dgamma[c] += static_cast<float>(g);
+  dbeta[c] += static_cast<float>(be);
 }
 
 constexpr int kChannelThreads = 128;
@@ -401,6 +564,31 @@ void batch_norm_backward_apply(const BatchNormDims& dims, const float* x, const 
   if (int64_t{dims.T} * dims.B * dims.C * dims.S == 0) return;
   check_indexing(dims);
   launch_apply<true>(dims, x, dy, dx, lengths, stats.coef_a, stats.coef_b, stats.coef_c, stream);
+}
+
+int64_t utterance_norm_workspace(const BatchNormDims& dims) {
+  return std::max<int64_t>(1, 2 * int64_t{dims.B} * dims.C);
+}
+
+void utterance_norm_stats(const BatchNormDims& dims, const float* x, const int* lengths,
+                          const float* gamma, const float* beta, float epsilon,
+                          const BatchNormStats& stats, cudaStream_t stream) {
+  launch_utterance_reduction<kMoments>(dims, x, nullptr, lengths, gamma, beta, epsilon,
+                                       /*input_grad=*/false, stats, nullptr, nullptr, stream);
+}
+
+void utterance_norm_backward_stats(const BatchNormDims& dims, const float* x, const float* dy,
+                                   const int* lengths, const float* gamma, float* dgamma,
+                                   float* dbeta, bool input_grad, const BatchNormStats& stats,
+                                   double* workspace, cudaStream_t stream) {
+  double* sums_dy = workspace;
+  double* sums_dy_xhat = workspace + int64_t{dims.B} * dims.C;
+  launch_utterance_reduction<kBackward>(dims, x, dy, lengths, gamma, nullptr, 0.0f, input_grad,
+                                        stats, sums_dy, sums_dy_xhat, stream);
+  if (int64_t{dims.B} * dims.C == 0) return;
+  utterance_parameter_grads_kernel<<<channel_blocks(dims.C), kChannelThreads, 0, stream>>>(
+      sums_dy, sums_dy_xhat, dims.B, dims.C, dgamma, dbeta);
+  DS2_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ds2::kernels

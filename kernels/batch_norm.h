@@ -5,6 +5,11 @@
 // in a fixed order (per-chunk double partial sums, then the chunks in order), so results are
 // identical run to run. All calls queue on `stream` and return without waiting.
 //
+// Per-utterance statistics (dims.per_utterance; BatchNorm's NormStatistics::kUtterance): each
+// utterance b is normalized by its own valid frames, and the BatchNormStats vectors hold B * C
+// floats, [b * C + c]. The utterance_norm_* calls compute those statistics; the apply calls read
+// them.
+//
 //   BatchNormDims dims{T, B, C, S};
 //   DeviceArray<double> ws(kernels::batch_norm_workspace(dims));
 //   kernels::batch_norm_train_stats(dims, x, lengths, valid_count, gamma, beta, 0.1f, 1e-5f,
@@ -20,10 +25,12 @@ namespace ds2::kernels {
 
 struct BatchNormDims {
   int T = 0, B = 0, C = 0;
-  int64_t S = 1;  // positions per channel within a frame
+  int64_t S = 1;               // positions per channel within a frame
+  bool per_utterance = false;  // statistics and coefficients per (utterance, channel)
 };
 
-// Per-channel device vectors (C floats each) the kernels exchange.
+// Per-channel device vectors (C floats each; B * C with per-utterance statistics) the kernels
+// exchange.
 struct BatchNormStats {
   float* mean;     // statistics used to normalize
   float* inv_std;  // 1 / sqrt(var + eps)
@@ -68,5 +75,23 @@ void batch_norm_backward_stats(const BatchNormDims& dims, const float* x, const 
 void batch_norm_backward_apply(const BatchNormDims& dims, const float* x, const float* dy,
                                float* dx, const int* lengths, const BatchNormStats& stats,
                                cudaStream_t stream);
+
+// Device doubles utterance_norm_backward_stats needs as scratch (dims.per_utterance).
+int64_t utterance_norm_workspace(const BatchNormDims& dims);
+
+// Per-utterance statistics over each utterance's valid frames (sums of x and x^2 in double, in a
+// fixed order) and the forward coefficients; an utterance with no valid frame gets mean 0,
+// inv_std 0. No running statistics exist in this mode.
+void utterance_norm_stats(const BatchNormDims& dims, const float* x, const int* lengths,
+                          const float* gamma, const float* beta, float epsilon,
+                          const BatchNormStats& stats, cudaStream_t stream);
+
+// As batch_norm_backward_stats with every utterance's own statistics (always differentiated):
+// dbeta[c] += sum over b of sum(dy), dgamma[c] += sum over b of sum(dy * xhat), utterances added
+// in order; with `input_grad` the dx coefficients of each (utterance, channel).
+void utterance_norm_backward_stats(const BatchNormDims& dims, const float* x, const float* dy,
+                                   const int* lengths, const float* gamma, float* dgamma,
+                                   float* dbeta, bool input_grad, const BatchNormStats& stats,
+                                   double* workspace, cudaStream_t stream);
 
 }  // namespace ds2::kernels

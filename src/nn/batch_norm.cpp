@@ -10,26 +10,17 @@ namespace ds2 {
 
 namespace {
 
-// Calls fn(frame_pointer_offset) for every valid frame, in memory order.
-template <typename Fn>
-void for_each_valid_frame(const Sequences& seq, int64_t frame_size, Fn fn) {
-  const int64_t T = seq.data.dim(0), B = seq.data.dim(1);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b)
-      if (t < seq.lengths[b]) fn((t * B + b) * frame_size);
-}
-
-// Calls fn(offset, valid) for every frame, in memory order.
+// Calls fn(offset, b, valid) for every frame (t, b), in memory order.
 template <typename Fn>
 void for_each_frame(const Sequences& seq, int64_t frame_size, Fn fn) {
   const int64_t T = seq.data.dim(0), B = seq.data.dim(1);
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b) fn((t * B + b) * frame_size, t < seq.lengths[b]);
+    for (int64_t b = 0; b < B; ++b) fn((t * B + b) * frame_size, b, t < seq.lengths[b]);
 }
 
 // acc[c] += sum over s of f(c, s) for one {C, S} frame.
 template <typename Fn>
-void accumulate_frame(std::vector<double>& acc, int64_t C, int64_t S, Fn f) {
+void accumulate_frame(double* acc, int64_t C, int64_t S, Fn f) {
   if (S == 1) {
     for (int64_t c = 0; c < C; ++c) acc[c] += f(c, 0);
     return;
@@ -41,30 +32,51 @@ void accumulate_frame(std::vector<double>& acc, int64_t C, int64_t S, Fn f) {
   }
 }
 
+// Grows `v` to at least n elements (never shrinks, so a smaller last batch reallocates nothing).
+template <typename V>
+void ensure_size(V& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+}
+
 }  // namespace
 
+NormStatistics parse_norm_statistics(const std::string& name) {
+  if (name == "batch") return NormStatistics::kBatch;
+  if (name == "utterance") return NormStatistics::kUtterance;
+  throw Error("unknown batch-norm statistics '" + name + "' (valid: batch, utterance)");
+}
+
+std::string norm_statistics_name(NormStatistics statistics) {
+  return statistics == NormStatistics::kUtterance ? "utterance" : "batch";
+}
+
 BatchNorm::BatchNorm(const std::string& name, ParameterStore& store, int channels, float momentum,
-                     float epsilon)
-    : name_(name), store_(store), channels_(channels), momentum_(momentum), epsilon_(epsilon) {
+                     NormStatistics statistics, float epsilon)
+    : name_(name),
+      store_(store),
+      channels_(channels),
+      momentum_(momentum),
+      statistics_(statistics),
+      epsilon_(epsilon) {
   DS2_CHECK(channels > 0, name << ": batch norm needs at least one channel");
   DS2_CHECK(momentum >= 0.0f && momentum <= 1.0f,
             name << ": batch norm momentum must be in [0, 1], got " << momentum);
   gamma_ = store.add(name + ".gamma", {channels}, Init::constant(1.0f));
   beta_ = store.add(name + ".beta", {channels}, Init::constant(0.0f));
-  running_mean_ = store.add_buffer(name + ".running_mean", {channels}, Init::constant(0.0f));
-  running_var_ = store.add_buffer(name + ".running_var", {channels}, Init::constant(1.0f));
-  mean_.resize(channels);
-  inv_std_.resize(channels);
-  sum_a_.resize(channels);
-  sum_b_.resize(channels);
-  coef_a_.resize(channels);
-  coef_b_.resize(channels);
-  coef_c_.resize(channels);
+  if (!per_utterance()) {
+    running_mean_ = store.add_buffer(name + ".running_mean", {channels}, Init::constant(0.0f));
+    running_var_ = store.add_buffer(name + ".running_var", {channels}, Init::constant(1.0f));
+  }
+  prepare_groups(1);
 }
 
 std::string BatchNorm::describe() const {
   std::ostringstream out;
-  out << "BatchNorm " << channels_ << " (sequence-wise, momentum " << momentum_ << ")";
+  out << "BatchNorm " << channels_;
+  if (per_utterance())
+    out << " (per utterance)";
+  else
+    out << " (sequence-wise, momentum " << momentum_ << ")";
   return out.str();
 }
 
@@ -80,50 +92,73 @@ int64_t BatchNorm::inner_size(const Sequences& in) const {
   return s.size() == 4 ? s[3] : 1;
 }
 
+int64_t BatchNorm::prepare_groups(int64_t batch) {
+  const int64_t groups = per_utterance() ? batch : 1, n = groups * channels_;
+  for (auto* v : {&mean_, &inv_std_, &coef_a_, &coef_b_, &coef_c_}) ensure_size(*v, n);
+  ensure_size(sum_a_, n);
+  ensure_size(sum_b_, n);
+  ensure_size(counts_, groups);
+  return groups;
+}
+
 void BatchNorm::forward(const Sequences& in, Sequences& out, bool training) {
   check_sequences(in, name_);
   const int64_t C = channels_, S = inner_size(in), frame = C * S;
+  const int64_t G = prepare_groups(in.batch());
+  const int64_t group_stride = per_utterance() ? C : 0;  // offset of utterance b's group: b * this
   const float* x = in.data.data();
   out.data.resize(in.data.shape());
   out.lengths = in.lengths;
 
-  used_batch_stats_ = training;
-  if (training) {
-    int64_t frames = 0;
-    for (int len : in.lengths) frames += len;
-    valid_count_ = frames * S;
-    if (valid_count_ == 0) {  // nothing to normalize; keep the running statistics untouched
+  used_data_stats_ = training || per_utterance();
+  if (used_data_stats_) {
+    std::fill(counts_.begin(), counts_.begin() + G, 0);
+    for (int64_t b = 0; b < in.batch(); ++b)
+      counts_[per_utterance() ? b : 0] += static_cast<int64_t>(in.lengths[b]) * S;
+    if (!per_utterance() && counts_[0] == 0) {  // nothing to normalize; running stats untouched
       out.data.fill(0.0f);
-      std::fill(mean_.begin(), mean_.end(), 0.0f);
-      std::fill(inv_std_.begin(), inv_std_.end(), 0.0f);
+      std::fill(mean_.begin(), mean_.begin() + C, 0.0f);
+      std::fill(inv_std_.begin(), inv_std_.begin() + C, 0.0f);
       return;
     }
     // Two passes (mean, then squared deviations) for a variance that does not cancel.
-    std::fill(sum_a_.begin(), sum_a_.end(), 0.0);
-    for_each_valid_frame(in, frame, [&](int64_t off) {
+    std::fill(sum_a_.begin(), sum_a_.begin() + G * C, 0.0);
+    for_each_frame(in, frame, [&](int64_t off, int64_t b, bool valid) {
+      if (!valid) return;
       const float* p = x + off;
-      accumulate_frame(sum_a_, C, S, [p, S](int64_t c, int64_t s) { return p[c * S + s]; });
+      accumulate_frame(sum_a_.data() + b * group_stride, C, S,
+                       [p, S](int64_t c, int64_t s) { return p[c * S + s]; });
     });
-    const double n = static_cast<double>(valid_count_);
-    for (int64_t c = 0; c < C; ++c) mean_[c] = static_cast<float>(sum_a_[c] / n);
-    std::fill(sum_b_.begin(), sum_b_.end(), 0.0);
-    const float* mean = mean_.data();
-    for_each_valid_frame(in, frame, [&](int64_t off) {
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t c = 0; c < C; ++c)
+        mean_[g * C + c] = counts_[g] ? static_cast<float>(sum_a_[g * C + c] / counts_[g]) : 0.0f;
+    std::fill(sum_b_.begin(), sum_b_.begin() + G * C, 0.0);
+    for_each_frame(in, frame, [&](int64_t off, int64_t b, bool valid) {
+      if (!valid) return;
       const float* p = x + off;
-      accumulate_frame(sum_b_, C, S, [p, S, mean](int64_t c, int64_t s) {
+      const float* mean = mean_.data() + b * group_stride;
+      accumulate_frame(sum_b_.data() + b * group_stride, C, S, [p, S, mean](int64_t c, int64_t s) {
         const float d = p[c * S + s] - mean[c];
         return d * d;
       });
     });
-    float* running_mean = store_.value(running_mean_);
-    float* running_var = store_.value(running_var_);
-    const double unbias = valid_count_ > 1 ? n / (n - 1.0) : 1.0;
-    for (int64_t c = 0; c < C; ++c) {
-      const double var = sum_b_[c] / n;
-      inv_std_[c] = static_cast<float>(1.0 / std::sqrt(var + epsilon_));
-      running_mean[c] = (1.0f - momentum_) * running_mean[c] + momentum_ * mean_[c];
-      running_var[c] =
-          (1.0f - momentum_) * running_var[c] + momentum_ * static_cast<float>(var * unbias);
+    // An utterance with no valid frame gets inv_std 0: its frames are all padding anyway.
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t c = 0; c < C; ++c)
+        inv_std_[g * C + c] =
+            counts_[g]
+                ? static_cast<float>(1.0 / std::sqrt(sum_b_[g * C + c] / counts_[g] + epsilon_))
+                : 0.0f;
+    if (training && !per_utterance()) {
+      float* running_mean = store_.value(running_mean_);
+      float* running_var = store_.value(running_var_);
+      const double n = static_cast<double>(counts_[0]);
+      const double unbias = n > 1 ? n / (n - 1.0) : 1.0;
+      for (int64_t c = 0; c < C; ++c) {
+        running_mean[c] = (1.0f - momentum_) * running_mean[c] + momentum_ * mean_[c];
+        running_var[c] = (1.0f - momentum_) * running_var[c] +
+                         momentum_ * static_cast<float>(sum_b_[c] / n * unbias);
+      }
     }
   } else {
     const float* running_mean = store_.value(running_mean_);
@@ -137,83 +172,91 @@ void BatchNorm::forward(const Sequences& in, Sequences& out, bool training) {
   // y = x * a + b with a = gamma / std and b = beta - mean * a.
   const float* gamma = store_.value(gamma_);
   const float* beta = store_.value(beta_);
-  for (int64_t c = 0; c < C; ++c) {
-    coef_a_[c] = gamma[c] * inv_std_[c];
-    coef_b_[c] = beta[c] - mean_[c] * coef_a_[c];
-  }
-  const float* a = coef_a_.data();
-  const float* b = coef_b_.data();
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t i = g * C + c;
+      coef_a_[i] = gamma[c] * inv_std_[i];
+      coef_b_[i] = beta[c] - mean_[i] * coef_a_[i];
+    }
   float* y = out.data.data();
-  for_each_frame(in, frame, [&](int64_t off, bool valid) {
+  for_each_frame(in, frame, [&](int64_t off, int64_t b, bool valid) {
     float* q = y + off;
     if (!valid) {
       std::fill(q, q + frame, 0.0f);
       return;
     }
     const float* p = x + off;
+    const float* a = coef_a_.data() + b * group_stride;
+    const float* bb = coef_b_.data() + b * group_stride;
     if (S == 1) {
-      for (int64_t c = 0; c < C; ++c) q[c] = p[c] * a[c] + b[c];
+      for (int64_t c = 0; c < C; ++c) q[c] = p[c] * a[c] + bb[c];
       return;
     }
     for (int64_t c = 0; c < C; ++c)
-      for (int64_t s = 0; s < S; ++s) q[c * S + s] = p[c * S + s] * a[c] + b[c];
+      for (int64_t s = 0; s < S; ++s) q[c * S + s] = p[c * S + s] * a[c] + bb[c];
   });
 }
 
 void BatchNorm::backward(const Sequences& in, const Sequences& /*out*/, const Sequences& grad_out,
                          Sequences& grad_in) {
   const int64_t C = channels_, S = inner_size(in), frame = C * S;
+  const int64_t G = prepare_groups(in.batch());
+  const int64_t group_stride = per_utterance() ? C : 0;
   const float* x = in.data.data();
   const float* dy = grad_out.data.data();
   DS2_CHECK(grad_out.data.shape() == in.data.shape(),
             name_ << ": gradient shape " << shape_str(grad_out.data.shape())
                   << " differs from the input's " << shape_str(in.data.shape()));
 
-  // sum_a_ = sum dy, sum_b_ = sum dy * xhat, over the valid frames.
-  std::fill(sum_a_.begin(), sum_a_.end(), 0.0);
-  std::fill(sum_b_.begin(), sum_b_.end(), 0.0);
-  const float* mean = mean_.data();
-  const float* inv_std = inv_std_.data();
-  for_each_valid_frame(in, frame, [&](int64_t off) {
+  // sum_a_ = sum dy, sum_b_ = sum dy * xhat, per group over its valid frames.
+  std::fill(sum_a_.begin(), sum_a_.begin() + G * C, 0.0);
+  std::fill(sum_b_.begin(), sum_b_.begin() + G * C, 0.0);
+  for_each_frame(in, frame, [&](int64_t off, int64_t b, bool valid) {
+    if (!valid) return;
     const float* p = x + off;
     const float* g = dy + off;
-    accumulate_frame(sum_a_, C, S, [g, S](int64_t c, int64_t s) { return g[c * S + s]; });
-    accumulate_frame(sum_b_, C, S, [p, g, S, mean, inv_std](int64_t c, int64_t s) {
-      return g[c * S + s] * (p[c * S + s] - mean[c]) * inv_std[c];
-    });
+    const float* mean = mean_.data() + b * group_stride;
+    const float* inv_std = inv_std_.data() + b * group_stride;
+    accumulate_frame(sum_a_.data() + b * group_stride, C, S,
+                     [g, S](int64_t c, int64_t s) { return g[c * S + s]; });
+    accumulate_frame(sum_b_.data() + b * group_stride, C, S,
+                     [p, g, S, mean, inv_std](int64_t c, int64_t s) {
+                       return g[c * S + s] * (p[c * S + s] - mean[c]) * inv_std[c];
+                     });
   });
   float* dgamma = store_.grad(gamma_);
   float* dbeta = store_.grad(beta_);
-  for (int64_t c = 0; c < C; ++c) {
-    dgamma[c] += static_cast<float>(sum_b_[c]);
-    dbeta[c] += static_cast<float>(sum_a_[c]);
-  }
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t c = 0; c < C; ++c) {
+      dgamma[c] += static_cast<float>(sum_b_[g * C + c]);
+      dbeta[c] += static_cast<float>(sum_a_[g * C + c]);
+    }
   if (!needs_input_grad_) return;
 
-  // dx = a * dy + c_x * x + c_0 per channel. With batch statistics (n values per channel):
+  // dx = a * dy + c_x * x + c_0 per group and channel. With the data's own statistics (n values
+  // per channel in the group):
   //   dx = gamma/std * (dy - sum(dy)/n - xhat * sum(dy*xhat)/n)
   // and with running statistics only the first term remains.
   const float* gamma = store_.value(gamma_);
-  for (int64_t c = 0; c < C; ++c) {
-    const double a = static_cast<double>(gamma[c]) * inv_std[c];
-    coef_a_[c] = static_cast<float>(a);
-    if (used_batch_stats_ && valid_count_ > 0) {
-      const double n = static_cast<double>(valid_count_);
-      const double k = a * inv_std[c] * sum_b_[c] / n;
-      coef_b_[c] = static_cast<float>(-k);
-      coef_c_[c] = static_cast<float>(k * mean[c] - a * sum_a_[c] / n);
-    } else {
-      coef_b_[c] = 0.0f;
-      coef_c_[c] = 0.0f;
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t i = g * C + c;
+      const double a = static_cast<double>(gamma[c]) * inv_std_[i];
+      coef_a_[i] = static_cast<float>(a);
+      if (used_data_stats_ && counts_[g] > 0) {
+        const double n = static_cast<double>(counts_[g]);
+        const double k = a * inv_std_[i] * sum_b_[i] / n;
+        coef_b_[i] = static_cast<float>(-k);
+        coef_c_[i] = static_cast<float>(k * mean_[i] - a * sum_a_[i] / n);
+      } else {
+        coef_b_[i] = 0.0f;
+        coef_c_[i] = 0.0f;
+      }
     }
-  }
   grad_in.data.resize(in.data.shape());
   grad_in.lengths = in.lengths;
   float* dx = grad_in.data.data();
-  const float* ca = coef_a_.data();
-  const float* cb = coef_b_.data();
-  const float* cc = coef_c_.data();
-  for_each_frame(in, frame, [&](int64_t off, bool valid) {
+  for_each_frame(in, frame, [&](int64_t off, int64_t b, bool valid) {
     float* q = dx + off;
     if (!valid) {
       std::fill(q, q + frame, 0.0f);
@@ -221,6 +264,9 @@ void BatchNorm::backward(const Sequences& in, const Sequences& /*out*/, const Se
     }
     const float* p = x + off;
     const float* g = dy + off;
+    const float* ca = coef_a_.data() + b * group_stride;
+    const float* cb = coef_b_.data() + b * group_stride;
+    const float* cc = coef_c_.data() + b * group_stride;
     if (S == 1) {
       for (int64_t c = 0; c < C; ++c) q[c] = g[c] * ca[c] + p[c] * cb[c] + cc[c];
       return;

@@ -23,6 +23,7 @@ Model::Model(const ModelConfig& config, int input_features, int num_classes)
             "model.rnn_layers must be at least 1, got " << config.rnn_layers);
   DS2_CHECK(config.rnn_hidden >= 1, "model.rnn_hidden must be positive, got " << config.rnn_hidden);
   const RnnType rnn_type = parse_rnn_type(config.rnn_type);
+  const NormStatistics bn_statistics = parse_norm_statistics(config.batch_norm_statistics);
 
   Shape frame = {input_features};
   int channels = 1;
@@ -36,9 +37,9 @@ Model::Model(const ModelConfig& config, int input_features, int num_classes)
     DS2_CHECK(conv_out[1] >= 1, name << ": frequency axis shrank to nothing");
     add_layer(std::move(conv), frame);
     frame = conv_out;
-    add_layer(
-        std::make_unique<BatchNorm>(name + ".bn", store_, c.channels, config.batch_norm_momentum),
-        frame);
+    add_layer(std::make_unique<BatchNorm>(name + ".bn", store_, c.channels,
+                                          config.batch_norm_momentum, bn_statistics),
+              frame);
     add_layer(std::make_unique<ClippedReLU>(name + ".relu", config.relu_clip), frame);
     channels = c.channels;
   }
@@ -49,7 +50,7 @@ Model::Model(const ModelConfig& config, int input_features, int num_classes)
                   "rnn" + std::to_string(i), store_, features, config.rnn_hidden, rnn_type,
                   config.bidirectional, config.rnn_batch_norm, config.relu_clip,
                   config.batch_norm_momentum,
-                  /*residual=*/config.rnn_residual && features == config.rnn_hidden),
+                  /*residual=*/config.rnn_residual && features == config.rnn_hidden, bn_statistics),
               frame);
     features = config.rnn_hidden;
     frame = {features};

@@ -30,7 +30,10 @@ struct ModelConfig {
   bool rnn_residual = false;  // add each recurrent layer's input to its output where widths match
   float relu_clip = 20.0f;    // clipped ReLU ceiling (DS2 uses 20)
   float batch_norm_momentum = 0.1f;  // running statistics update rate
-  float dropout = 0.0f;              // dropout after each recurrent layer (0 = none)
+  // Whose statistics every batch norm uses: "batch" (the minibatch's; running averages at
+  // inference) or "utterance" (each utterance's own, in training and inference).
+  std::string batch_norm_statistics = "batch";
+  float dropout = 0.0f;  // dropout after each recurrent layer (0 = none)
   // Future frames of the lookahead (row) convolution after the last recurrent layer (DS2's
   // streaming-friendly context for unidirectional models); 0 = none.
   int lookahead = 0;

@@ -50,7 +50,7 @@ void add_valid_rows(const Sequences& x, Sequences& y) {
 
 RnnLayer::RnnLayer(const std::string& name, ParameterStore& store, int input_size, int hidden,
                    RnnType type, bool bidirectional, bool batch_norm, float relu_clip,
-                   float bn_momentum, bool residual)
+                   float bn_momentum, bool residual, NormStatistics bn_statistics)
     : name_(name),
       store_(store),
       input_size_(input_size),
@@ -79,14 +79,15 @@ RnnLayer::RnnLayer(const std::string& name, ParameterStore& store, int input_siz
     if (type == RnnType::kGru) hidden_bias_[d] = store.add(prefix + ".b_h", {gh}, init);
   }
   if (batch_norm)
-    bn_ = std::make_unique<BatchNorm>(name + ".bn", store, projection_size(), bn_momentum);
+    bn_ = std::make_unique<BatchNorm>(name + ".bn", store, projection_size(), bn_momentum,
+                                      bn_statistics);
 }
 
 std::string RnnLayer::describe() const {
   std::ostringstream out;
   out << (type_ == RnnType::kGru ? "GRU " : "RNN(clipped relu) ") << input_size_ << "->" << hidden_
       << (directions_ == 2 ? " bidirectional(sum)" : " unidirectional")
-      << (batch_norm_ ? " +BN" : "");
+      << (batch_norm_ ? (bn_->per_utterance() ? " +BN(per utterance)" : " +BN") : "");
   if (type_ == RnnType::kRelu) out << " clip " << relu_clip_;
   if (residual_) out << " +residual";
   return out.str();

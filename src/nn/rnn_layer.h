@@ -47,7 +47,7 @@ class RnnLayer : public Layer {
   // hidden sizes must match): deep stacks then train stably.
   RnnLayer(const std::string& name, ParameterStore& store, int input_size, int hidden, RnnType type,
            bool bidirectional, bool batch_norm, float relu_clip, float bn_momentum,
-           bool residual = false);
+           bool residual = false, NormStatistics bn_statistics = NormStatistics::kBatch);
 
   std::string name() const override { return name_; }
   std::string describe() const override;

@@ -8,8 +8,13 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/loader.h"
+#include "nn/batch_norm.h"
 
 namespace ds2 {
+
+bool has_running_statistics(const AcousticModel& am) {
+  return parse_norm_statistics(am.config.model.batch_norm_statistics) == NormStatistics::kBatch;
+}
 
 void adapt_batch_norm(AcousticModel& am, const Dataset& dataset, int passes, int batch_size,
                       int threads) {
@@ -17,7 +22,11 @@ void adapt_batch_norm(AcousticModel& am, const Dataset& dataset, int passes, int
             "batch-norm adaptation: passes " << passes << ", batch size " << batch_size
                                              << " and threads " << threads
                                              << " must be >= 0, > 0 and > 0");
-  if (passes == 0 || dataset.examples.empty()) return;
+  if (passes == 0) return;
+  DS2_CHECK(has_running_statistics(am),
+            "batch-norm adaptation: this model normalizes every utterance by its own statistics "
+            "(model.batch_norm_statistics: utterance) and keeps no running statistics to adapt");
+  if (dataset.examples.empty()) return;
   std::vector<int> order(dataset.examples.size());
   std::iota(order.begin(), order.end(), 0);
   Rng rng(am.config.run.seed);

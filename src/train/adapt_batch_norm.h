@@ -4,7 +4,9 @@
 // nothing else changes: no transcripts are read, no weight moves. A model trained on a few
 // speakers then normalizes a new speaker's (or channel's) activations by that speaker's own
 // statistics. Dropout runs as in training, so the statistics are gathered as training gathered
-// them. Runs on the host model; install a GPU inference engine afterwards.
+// them. Runs on the host model; install a GPU inference engine afterwards. A model trained with
+// per-utterance statistics (model.batch_norm_statistics: utterance) already normalizes every
+// recording by its own frames and keeps no running statistics: there is nothing to adapt.
 //
 //   ds2::AcousticModel am = ds2::AcousticModel::load("runs/fsdd/best.ckpt");
 //   ds2::adapt_batch_norm(am, new_speaker_set, /*passes=*/2, /*batch_size=*/16, /*threads=*/2);
@@ -16,8 +18,12 @@
 
 namespace ds2 {
 
+// False for a model with per-utterance batch-norm statistics.
+bool has_running_statistics(const AcousticModel& am);
+
 // `passes` shuffled passes over `dataset` (order from the config's run.seed, so the result is
-// reproducible); utterances that cannot be loaded are skipped. passes 0 does nothing.
+// reproducible); utterances that cannot be loaded are skipped. passes 0 does nothing; passes > 0
+// on a model without running statistics throws, saying why.
 void adapt_batch_norm(AcousticModel& am, const Dataset& dataset, int passes, int batch_size,
                       int threads);
 

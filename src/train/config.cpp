@@ -274,6 +274,9 @@ const std::vector<Field>& schema() {
       DS2_FIELD("model.relu_clip", model.relu_clip, float, "a number", "clipped ReLU ceiling"),
       DS2_FIELD("model.batch_norm_momentum", model.batch_norm_momentum, float, "a number",
                 "update rate of batch-norm running statistics"),
+      DS2_FIELD("model.batch_norm_statistics", model.batch_norm_statistics, std::string, "a string",
+                "batch (the minibatch's; running averages at inference) | utterance (each "
+                "utterance's own, in training and inference; no running statistics)"),
       DS2_FIELD("model.dropout", model.dropout, float, "a number",
                 "dropout after each recurrent layer (0 = none)"),
       DS2_FIELD("model.lookahead", model.lookahead, int, "an integer",
@@ -495,6 +498,8 @@ void validate(const Config& c) {
   require_one_of("features.type", c.features.type, {"linear", "mel", "mfcc"});
   require_one_of("features.normalize", c.features.normalize, {"utterance", "global", "none"});
   require_one_of("model.rnn_type", c.model.rnn_type, {"rnn", "gru"});
+  require_one_of("model.batch_norm_statistics", c.model.batch_norm_statistics,
+                 {"batch", "utterance"});
   require_one_of("optim.name", c.optim.name, {"adam", "sgd"});
   require_one_of("optim.schedule", c.optim.schedule, {"constant", "cosine", "exponential"});
   positive("features.sample_rate", c.features.sample_rate);

@@ -23,9 +23,11 @@
 //   ds2.crc32c      JSON object: CRC-32C of every tensor's bytes (readers may ignore it)
 // Tensor names are the checkpoint's: the trainable parameters ("conv0.weight", "rnn0.fwd.W",
 // "fc.bias", ...; see nn/model.h) and the batch-norm running statistics ("conv0.bn.running_mean",
-// ...), which inference needs; training state that a checkpoint may also hold (optimizer
-// moments, ...) is left out. The exported file is itself a ds2 checkpoint: `ds2 transcribe` and
-// `ds2 eval` accept it. It is written atomically (temporary file, fsync, rename).
+// ...), which inference needs (a model with model.batch_norm_statistics: utterance has none: it
+// normalizes each utterance by its own frames, as the config in the metadata says); training state
+// that a checkpoint may also hold (optimizer moments, ...) is left out. The exported file is itself
+// a ds2 checkpoint: `ds2 transcribe` and `ds2 eval` accept it. It is written atomically (temporary
+// file, fsync, rename).
 #pragma once
 
 #include <cstdint>

@@ -49,7 +49,10 @@ PseudoLabels pseudo_label(const std::string& checkpoint, const std::string& mani
   for (const std::string& p : ds.problems) log("skip: " + p);
   out.unusable = static_cast<int64_t>(ds.problems.size());
   // On the host model, before an engine copies the weights and statistics.
-  adapt_batch_norm(am, ds, o.adapt_bn_passes, o.batch_size, o.threads);
+  if (has_running_statistics(am))
+    adapt_batch_norm(am, ds, o.adapt_bn_passes, o.batch_size, o.threads);
+  else if (o.adapt_bn_passes > 0)
+    log("AdaBN skipped: the model normalizes every utterance by its own statistics");
   const std::unique_ptr<InferenceEngine> engine = make_inference_engine(am, o.device);
   am.inference = engine.get();
   const TextDecoder decoder =

@@ -40,7 +40,9 @@ TEST(Model, GradientMatchesFiniteDifferences) {
   gru.rnn_type = "gru";
   gru.bidirectional = false;
   gru.rnn_batch_norm = false;
-  for (const ModelConfig& config : {small_config(), gru}) {
+  ModelConfig per_utterance = small_config();
+  per_utterance.batch_norm_statistics = "utterance";
+  for (const ModelConfig& config : {small_config(), gru, per_utterance}) {
     Rng rng(40);
     Model model(config, /*input_features=*/12, /*num_classes=*/4);
     model.initialize(rng);
@@ -52,7 +54,8 @@ TEST(Model, GradientMatchesFiniteDifferences) {
     opt.atol = 1e-3;
     nn_testing::GradCheckReport r =
         nn_testing::check_gradients(wrap_model(model), model.parameters(), x, rng, opt);
-    EXPECT_TRUE(r.ok(0.1)) << config.rnn_type << ": " << r.describe();
+    EXPECT_TRUE(r.ok(0.1)) << config.rnn_type << " " << config.batch_norm_statistics << ": "
+                           << r.describe();
     EXPECT_EQ(r.checked, model.parameters().num_parameters());
   }
 }
@@ -94,6 +97,35 @@ TEST(Model, UtteranceAloneEqualsUtteranceInBatch) {
   for (int t = 0; t < y.lengths[0]; ++t)
     for (int k = 0; k < 4; ++k)
       EXPECT_NEAR(y.data[t * 4 + k], in_batch.data[(t * 3 + 1) * 4 + k], 1e-5) << t << " " << k;
+}
+
+// With per-utterance statistics this holds in training mode too, and every batch norm says so.
+TEST(Model, PerUtteranceStatisticsMakeAnUtteranceIndependentOfItsBatchInTraining) {
+  ModelConfig config = small_config();
+  config.batch_norm_statistics = "utterance";
+  Rng rng(44);
+  Model model(config, 12, 4);
+  model.initialize(rng);
+  EXPECT_TRUE(model.parameters().buffer_entries().empty()) << "no running statistics";
+  EXPECT_NE(model.summary().find("+BN(per utterance)"), std::string::npos) << model.summary();
+  EXPECT_NE(model.summary().find("BatchNorm 3 (per utterance)"), std::string::npos);
+  Sequences batch = random_sequences({20, 3, 12}, {20, 9, 14}, rng, -1.0f, 1.0f, 3.0f);
+  Sequences alone;
+  alone.data.resize({9, 1, 12});
+  alone.lengths = {9};
+  for (int t = 0; t < 9; ++t)
+    for (int f = 0; f < 12; ++f) alone.data[t * 12 + f] = batch.data[(t * 3 + 1) * 12 + f];
+  model.forward(batch, true);
+  const Sequences in_batch = model.logits();
+  model.forward(alone, true);
+  const Sequences& y = model.logits();
+  ASSERT_EQ(y.lengths[0], in_batch.lengths[1]);
+  for (int t = 0; t < y.lengths[0]; ++t)
+    for (int k = 0; k < 4; ++k)
+      EXPECT_NEAR(y.data[t * 4 + k], in_batch.data[(t * 3 + 1) * 4 + k], 1e-5) << t << " " << k;
+  ModelConfig bad = small_config();
+  bad.batch_norm_statistics = "speaker";
+  EXPECT_THROW(Model(bad, 12, 4), Error);
 }
 
 TEST(Model, DefaultArchitectureNamesShapesAndSummary) {

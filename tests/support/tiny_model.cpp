@@ -83,9 +83,13 @@ std::string write_connected_digits(const std::filesystem::path& dir, const std::
 }
 
 std::string train_tiny_model(const std::filesystem::path& dir, const std::string& manifest,
-                             int epochs) {
+                             int epochs, const std::vector<std::string>& overrides) {
   // Overrides, not assignments after parsing: the checkpoint keeps the resolved config, and
   // what starts from it (train.init_from, self-training) reads its paths there.
+  std::vector<std::string> all = {
+      "run.dir=" + (dir / "run").string(), "data.train_manifest=" + manifest,
+      "data.dev_manifest=" + manifest, "train.epochs=" + std::to_string(epochs)};
+  all.insert(all.end(), overrides.begin(), overrides.end());
   Config cfg = parse_config(
       "run: {seed: 3, threads: 2}\n"
       "features: {sample_rate: 8000, type: mel, n_mels: 32}\n"
@@ -93,8 +97,7 @@ std::string train_tiny_model(const std::filesystem::path& dir, const std::string
       " rnn_hidden: 48}\n"
       "optim: {lr: 0.005, schedule: cosine}\n"
       "train: {batch_size: 8, log_every: 1000}\n",
-      {"run.dir=" + (dir / "run").string(), "data.train_manifest=" + manifest,
-       "data.dev_manifest=" + manifest, "train.epochs=" + std::to_string(epochs)});
+      all);
   Trainer(cfg).run();
   return (dir / "run" / "best.ckpt").string();
 }

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "support/temp_dir.h"
 
@@ -29,9 +30,10 @@ std::string write_connected_digits(const std::filesystem::path& dir, const std::
                                    const std::string& name = "connected.jsonl");
 
 // Trains the tiny model (32 log-mel bands, one 8-channel conv, one recurrent layer of 48 units)
-// on `manifest` for `epochs` epochs in dir/run and returns dir/run/best.ckpt.
+// on `manifest` for `epochs` epochs in dir/run and returns dir/run/best.ckpt. `overrides`
+// ("key.path=value") change the recipe.
 std::string train_tiny_model(const std::filesystem::path& dir, const std::string& manifest,
-                             int epochs = 60);
+                             int epochs = 60, const std::vector<std::string>& overrides = {});
 
 // The tiny model trained once per test process on write_connected_digits(dir, "george", 40)
 // (the first caller pays the few seconds), in a scratch folder removed at exit; suites that only

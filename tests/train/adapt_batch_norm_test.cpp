@@ -83,5 +83,22 @@ TEST(AdaptBatchNorm, RejectsNonsenseArguments) {
   EXPECT_NO_THROW(adapt_batch_norm(am, empty, 3, 4, 1));  // nothing to adapt to
 }
 
+// Such a model normalizes every recording by its own frames already: adaptation says so.
+TEST(AdaptBatchNorm, RefusesAModelWithPerUtteranceStatistics) {
+  AcousticModel am = AcousticModel::load(testing::shared_tiny_model().checkpoint);
+  EXPECT_TRUE(has_running_statistics(am));
+  am.config.model.batch_norm_statistics = "utterance";
+  EXPECT_FALSE(has_running_statistics(am));
+  const Dataset empty;
+  EXPECT_NO_THROW(adapt_batch_norm(am, empty, 0, 4, 1));
+  try {
+    adapt_batch_norm(am, empty, 2, 4, 1);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("keeps no running statistics to adapt"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ds2

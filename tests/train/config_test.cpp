@@ -55,6 +55,10 @@ TEST(Config, BadTypesAndValuesNameTheKey) {
   EXPECT_NE(error_of("", {"optim.name=adamw"}).find("'adamw' is not one of: adam, sgd"),
             std::string::npos);
   EXPECT_NE(error_of("", {"optim.lr=-1"}).find("optim.lr"), std::string::npos);
+  EXPECT_NE(error_of("", {"model.batch_norm_statistics=speaker"})
+                .find("key 'model.batch_norm_statistics': 'speaker' is not one of: batch, "
+                      "utterance"),
+            std::string::npos);
   EXPECT_NE(error_of("", {"dist.comm_ctas=-1"}).find("key 'dist.comm_ctas' must be >= 0"),
             std::string::npos);
   EXPECT_NE(error_of("", {"features.type=mfcc", "features.n_mels=12", "features.n_ceps=13"})

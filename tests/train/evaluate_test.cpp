@@ -48,6 +48,27 @@ TEST(Evaluate, BatchSizeNeverChangesAResult) {
   }
 }
 
+// A model trained with per-utterance batch-norm statistics learns (its training speaker's new
+// utterances come out mostly right), and, having no running statistics, still decodes every
+// utterance the same in any batch.
+TEST(Evaluate, PerUtteranceStatisticsModelLearnsAndDecodesAloneAsInABatch) {
+  TempDir dir;
+  const std::string train = testing::write_connected_digits(dir.path(), "george", 40);
+  AcousticModel am = AcousticModel::load(
+      testing::train_tiny_model(dir.path(), train, 60, {"model.batch_norm_statistics=utterance"}));
+  EXPECT_EQ(am.config.model.batch_norm_statistics, "utterance");
+  const std::string george =
+      testing::write_connected_digits(dir.path(), "george", 10, 5, "g.jsonl");
+  const Dataset ds = load_dataset(george, am.dataset_checks(), 1);
+  const EvalResult one = evaluate(am, ds, 1, 1);
+  std::cout << "per-utterance statistics, batch 1: WER " << 100 * one.words.rate() << "%\n";
+  EXPECT_LT(one.words.rate(), 0.35);
+  const EvalResult many = evaluate(am, ds, 7, 2);
+  ASSERT_EQ(many.utterances.size(), one.utterances.size());
+  for (size_t i = 0; i < many.utterances.size(); ++i)
+    EXPECT_EQ(many.utterances[i].hypothesis, one.utterances[i].hypothesis) << i;
+}
+
 // The test-time warp search: one factor of 1 is plain decoding; several pick one factor per
 // utterance from the list, leave the featurizer as it was, and a factor out of range is refused.
 TEST(Evaluate, WarpSearchPicksAListedFactorPerUtterance) {

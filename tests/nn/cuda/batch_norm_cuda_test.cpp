@@ -1,8 +1,9 @@
 // CPU BatchNorm vs CudaBatchNorm: forward (training and inference), running statistics,
 // backward (dx, dgamma, dbeta) for {T, B, F} and {T, B, C, F} data, odd sizes, batch 1, unequal
 // lengths with an empty and a full-length utterance, and shapes large enough for several
-// reduction chunks. Tolerances: forward atol 1e-5 rtol 1e-4; running statistics 1e-6 / 1e-5;
-// backward and parameter gradients atol 1e-4 rtol 1e-4 (sums over up to ~10^5 values, double
+// reduction chunks; each case with batch statistics and with per-utterance statistics
+// (NormStatistics::kUtterance). Tolerances: forward atol 1e-5 rtol 1e-4; running statistics 1e-6 /
+// 1e-5; backward and parameter gradients atol 1e-4 rtol 1e-4 (sums over up to ~10^5 values, double
 // accumulation on both sides, float rounding of the per-value terms only).
 #include "nn/cuda/batch_norm_cuda.h"
 
@@ -32,18 +33,21 @@ const char* mode_name(Mode m) {
   return m == Mode::kTraining ? "training" : m == Mode::kInference ? "inference" : "no-input-grad";
 }
 
-void check_case(CudaContext& ctx, const Case& c, Mode mode, uint64_t seed) {
-  const std::string what = case_name(c) + " " + mode_name(mode);
+void check_case(CudaContext& ctx, const Case& c, Mode mode, uint64_t seed,
+                NormStatistics statistics = NormStatistics::kBatch) {
+  const std::string what =
+      case_name(c) + " " + mode_name(mode) + " " + norm_statistics_name(statistics);
   SCOPED_TRACE(what);
   Rng rng(seed);
   const int C = static_cast<int>(c.shape[2]);
   ParameterStore store;
-  BatchNorm cpu("bn", store, C, /*momentum=*/0.1f);
+  BatchNorm cpu("bn", store, C, /*momentum=*/0.1f, statistics);
   store.finalize();
   store.initialize(rng);
   for (int i = 0; i < C; ++i) {
     store.value(cpu.gamma())[i] = rng.uniform(0.5f, 1.5f);
     store.value(cpu.beta())[i] = rng.uniform(-0.5f, 0.5f);
+    if (cpu.per_utterance()) continue;  // no running statistics
     store.value(cpu.running_mean())[i] = rng.uniform(-0.5f, 0.5f);
     store.value(cpu.running_var())[i] = rng.uniform(0.5f, 2.0f);
   }
@@ -76,7 +80,7 @@ void check_case(CudaContext& ctx, const Case& c, Mode mode, uint64_t seed) {
 
   // Running statistics (updated by a training forward, untouched by an inference one).
   ParameterStore mirror;
-  BatchNorm mirror_layer("bn", mirror, C, 0.1f);
+  BatchNorm mirror_layer("bn", mirror, C, 0.1f, statistics);
   mirror.finalize();
   params.download_to(mirror);
   expect_close(store.buffers(), mirror.buffers(), 1e-6, 1e-5, "running statistics");
@@ -109,9 +113,10 @@ TEST(CudaBatchNorm, MatchesCpu) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   uint64_t seed = 100;
-  for (const Case& c : kCases)
-    for (Mode m : {Mode::kTraining, Mode::kInference, Mode::kTrainingNoInputGrad})
-      check_case(ctx, c, m, ++seed);
+  for (NormStatistics s : {NormStatistics::kBatch, NormStatistics::kUtterance})
+    for (const Case& c : kCases)
+      for (Mode m : {Mode::kTraining, Mode::kInference, Mode::kTrainingNoInputGrad})
+        check_case(ctx, c, m, ++seed, s);
 }
 
 // More frame rows (T * B) than 8 rows per block x 65535 blocks of grid.y: the elementwise passes
@@ -121,6 +126,8 @@ TEST(CudaBatchNorm, MoreRowsThanOneGridDimensionHolds) {
   CudaContext ctx;
   check_case(ctx, {{300000, 2, 4}, {300000, 250001}}, Mode::kTraining, 11);
   check_case(ctx, {{300000, 2, 3}, {299999, 300000}}, Mode::kTraining, 12);
+  check_case(ctx, {{300000, 2, 4}, {300000, 250001}}, Mode::kTraining, 13,
+             NormStatistics::kUtterance);
 }
 
 // Every utterance empty: the output is zeros, the running statistics stay, gradients are zero.
@@ -129,16 +136,19 @@ TEST(CudaBatchNorm, AllPaddingBatch) {
   CudaContext ctx;
   check_case(ctx, {{4, 2, 5}, {0, 0}}, Mode::kTraining, 7);
   check_case(ctx, {{4, 2, 3, 6}, {0, 0}}, Mode::kTraining, 8);
+  check_case(ctx, {{4, 2, 5}, {0, 0}}, Mode::kTraining, 9, NormStatistics::kUtterance);
 }
 
-TEST(CudaBatchNorm, RepeatIsBitwiseIdenticalAndAllocationFree) {
+class CudaBatchNormRepeat : public ::testing::TestWithParam<NormStatistics> {};
+
+TEST_P(CudaBatchNormRepeat, IsBitwiseIdenticalAndAllocationFree) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   Rng rng(9);
   const Shape shape{150, 6, 3, 29};
   const std::vector<int> lengths{150, 40, 0, 149, 77, 12};
   ParameterStore store;
-  BatchNorm cpu("bn", store, 3, 0.1f);
+  BatchNorm cpu("bn", store, 3, 0.1f, GetParam());
   store.finalize();
   store.initialize(rng);
   DeviceParameters params(ctx, store);
@@ -165,6 +175,10 @@ TEST(CudaBatchNorm, RepeatIsBitwiseIdenticalAndAllocationFree) {
   expect_close(dx[0], dx[1], 0, 0, "dx repeat");
   expect_close(grads[0], grads[1], 0, 0, "grads repeat");
 }
+
+INSTANTIATE_TEST_SUITE_P(Statistics, CudaBatchNormRepeat,
+                         ::testing::Values(NormStatistics::kBatch, NormStatistics::kUtterance),
+                         [](const auto& info) { return norm_statistics_name(info.param); });
 
 }  // namespace
 }  // namespace ds2

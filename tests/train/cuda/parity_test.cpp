@@ -20,7 +20,8 @@ namespace {
 
 std::vector<double> train_losses(const std::filesystem::path& dir, const std::string& manifest,
                                  const std::string& device, TrainSummary* summary,
-                                 const std::string& precision = "fp32") {
+                                 const std::string& precision = "fp32",
+                                 const std::string& statistics = "batch") {
   Config cfg = parse_config(
       "run: {seed: 5, threads: 2}\n"
       "features: {sample_rate: 8000, type: mel, n_mels: 20}\n"
@@ -29,14 +30,15 @@ std::vector<double> train_losses(const std::filesystem::path& dir, const std::st
       " rnn_hidden: 40}\n"
       "optim: {name: adam, lr: 0.002, schedule: constant, grad_clip: 5}\n"
       "train: {epochs: 10, max_steps: 20, batch_size: 5, log_every: 1, ema_decay: 0.99}\n");
-  cfg.run.dir = (dir / (device + precision)).string();
+  cfg.model.batch_norm_statistics = statistics;
+  cfg.run.dir = (dir / (device + precision + statistics)).string();
   cfg.run.device = device;
   cfg.train.precision = precision;
   cfg.data.train_manifest = manifest;
   cfg.data.dev_manifest = manifest;
   *summary = Trainer(cfg).run();
   std::vector<double> losses;
-  std::ifstream metrics(dir / (device + precision) / "metrics.jsonl");
+  std::ifstream metrics(dir / (device + precision + statistics) / "metrics.jsonl");
   std::string line;
   while (std::getline(metrics, line)) {
     const auto j = nlohmann::json::parse(line);
@@ -64,6 +66,25 @@ TEST(EngineParity, CpuAndCudaLossCurvesAgreeOver20Steps) {
   EXPECT_EQ(gpu_summary.loop_device_allocations, 0);
   EXPECT_EQ(cpu_summary.loop_device_allocations, -1);
   // The dev evaluation (weights averaged on the device, decoded on the host) agrees too.
+  EXPECT_NEAR(gpu_summary.best_dev_cer, cpu_summary.best_dev_cer, 0.05);
+}
+
+// The same with per-utterance batch-norm statistics (every batch norm normalizes each utterance
+// by its own frames, in training and in the dev evaluation).
+TEST(EngineParity, PerUtteranceStatisticsCurvesAgree) {
+  DS2_REQUIRE_GPU();
+  TempDir temp;
+  const std::string manifest = testing::write_digit_manifest(temp.path(), "lucas", {3, 5, 9}, 5);
+  TrainSummary cpu_summary, gpu_summary;
+  const auto cpu = train_losses(temp.path(), manifest, "cpu", &cpu_summary, "fp32", "utterance");
+  const auto gpu = train_losses(temp.path(), manifest, "cuda", &gpu_summary, "fp32", "utterance");
+  ASSERT_EQ(cpu.size(), 20u);
+  ASSERT_EQ(gpu.size(), 20u);
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_NEAR(gpu[i], cpu[i], 0.005 * cpu[i] + 0.01) << "step " << i + 1;
+  EXPECT_LT(cpu.back(), cpu.front());
+  EXPECT_LT(gpu.back(), gpu.front());
+  EXPECT_EQ(gpu_summary.loop_device_allocations, 0);
   EXPECT_NEAR(gpu_summary.best_dev_cer, cpu_summary.best_dev_cer, 0.05);
 }
 
