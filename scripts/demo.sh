@@ -40,8 +40,6 @@ echo "== eval on the held-out speaker (greedy)"
 "$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --greedy
 echo "== eval on the held-out speaker (beam search + LM, configs/fsdd.yaml decode:)"
 "$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --worst 0
-echo "== the same after adapting batch-norm statistics to that speaker's audio (no transcripts)"
-"$DS2" eval "$RUN/best.ckpt" "$CORPUS/test.jsonl" --worst 0 --adapt-bn 2
 echo "== self-training on the held-out speaker's other recordings (transcripts unused), then eval"
 rm -rf "$RUN-adapt"
 # Two epochs of fine-tuning instead of ds2 adapt's 4: the training set is twice the size it was.

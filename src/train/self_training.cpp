@@ -34,6 +34,8 @@ struct PseudoLabels {
   int64_t unsure = 0;
   std::string decoder;
   std::string base_config;  // the labelling checkpoint's resolved config
+  // What AdaBN did first: "2 passes", or why it did not run.
+  std::string adaptation;
 };
 
 // The model of `checkpoint`, its batch norm adapted to the manifest's audio, transcribes it.
@@ -49,10 +51,12 @@ PseudoLabels pseudo_label(const std::string& checkpoint, const std::string& mani
   for (const std::string& p : ds.problems) log("skip: " + p);
   out.unusable = static_cast<int64_t>(ds.problems.size());
   // On the host model, before an engine copies the weights and statistics.
-  if (has_running_statistics(am))
+  if (has_running_statistics(am) || o.adapt_bn_passes == 0) {
     adapt_batch_norm(am, ds, o.adapt_bn_passes, o.batch_size, o.threads);
-  else if (o.adapt_bn_passes > 0)
-    log("AdaBN skipped: the model normalizes every utterance by its own statistics");
+    out.adaptation = std::to_string(o.adapt_bn_passes) + " passes";
+  } else {
+    out.adaptation = "skipped (the model normalizes every utterance by its own statistics)";
+  }
   const std::unique_ptr<InferenceEngine> engine = make_inference_engine(am, o.device);
   am.inference = engine.get();
   const TextDecoder decoder =
@@ -162,8 +166,8 @@ std::vector<SelfTrainingRound> self_train(const std::string& checkpoint,
     line << "round " << round << ": " << labels.utterances.size() << " recordings of " << manifest
          << " labelled by " << previous << " (" << labels.empty << " decoded to no words, "
          << labels.unusable << " unusable, " << labels.unsure
-         << " less sure than the kept fraction; AdaBN " << options.adapt_bn_passes
-         << " passes; decoder: " << labels.decoder << ")";
+         << " less sure than the kept fraction; AdaBN " << labels.adaptation
+         << "; decoder: " << labels.decoder << ")";
     log(line.str());
     write_manifest((fs::path(dir) / "pseudo.jsonl").string(), labels.utterances);
     const std::string mixed = (fs::path(dir) / "train.jsonl").string();

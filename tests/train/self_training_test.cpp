@@ -108,6 +108,37 @@ TEST(SelfTraining, LabelsTheNewVoiceItselfAndFineTunesOnItAndTheTrainingSet) {
   EXPECT_NE(lines.front().find("round 1: " + std::to_string(kept.size()) + " recordings"),
             std::string::npos)
       << lines.front();
+  EXPECT_NE(lines.front().find("AdaBN 2 passes;"), std::string::npos) << lines.front();
+}
+
+// A model with per-utterance batch-norm statistics has no running statistics: round 1 labels with
+// the checkpoint as it is and says AdaBN was skipped, and why.
+TEST(SelfTraining, PerUtteranceStatisticsModelLabelsWithoutAdaBN) {
+  TempDir dir;
+  const std::string train = testing::write_connected_digits(dir.path(), "george", 40);
+  const std::string checkpoint =
+      testing::train_tiny_model(dir.path(), train, 60, {"model.batch_norm_statistics=utterance"});
+  const std::string voice = untranscribed_voice(dir.path());
+  SelfTrainingOptions o = quick_options();
+  o.rounds = 1;
+  std::vector<std::string> lines;
+  const std::vector<SelfTrainingRound> rounds =
+      self_train(checkpoint, voice, (dir.path() / "adapt").string(), o,
+                 [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_EQ(rounds.size(), 1u);
+  AcousticModel am = AcousticModel::load(checkpoint);
+  DatasetChecks checks = am.dataset_checks();
+  checks.transcribed = false;
+  int64_t heard = 0;
+  for (const std::string& t : decode_dataset(am, load_dataset(voice, checks, 1), 4, 1, nullptr))
+    heard += t.find_first_not_of(' ') != std::string::npos;
+  EXPECT_GT(heard, 0);
+  EXPECT_EQ(rounds[0].labelled, heard);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.front().find("AdaBN skipped (the model normalizes every utterance by its own "
+                               "statistics);"),
+            std::string::npos)
+      << lines.front();
 }
 
 // With keep 0.5, round 1 trains on the more confident half of what it labelled: the same labels,
