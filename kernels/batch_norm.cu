@@ -58,6 +58,23 @@ __device__ __forceinline__ void accumulate(float x, float dy, float mean, float 
 
 constexpr int kRowLanes = 8;
 
+// Row-lane blocks (32 channels x kRowLanes lanes): each lane's sums, then the lanes' totals for
+// this thread's channel, added in lane order. Call from every thread; the totals are valid in
+// lane 0.
+__device__ __forceinline__ void sum_row_lanes(double (&sa)[kRowLanes][33],
+                                              double (&sb)[kRowLanes][33], double a, double b,
+                                              double& total_a, double& total_b) {
+  sa[threadIdx.y][threadIdx.x] = a;
+  sb[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  total_a = 0.0, total_b = 0.0;
+  if (threadIdx.y != 0) return;
+  for (int k = 0; k < kRowLanes; ++k) {
+    total_a += sa[k][threadIdx.x];
+    total_b += sb[k][threadIdx.x];
+  }
+}
+
 // S == 1: block (32 channels, 8 row lanes) over one chunk of rows; lane sums combined in lane
 // order. Writes partial_a/b[chunk * C + c].
 // Index arithmetic is 32-bit (rows * C and T * B below 2^31, checked on the host); the loads of
@@ -99,21 +116,30 @@ __global__ void partials_rows_kernel(const float* __restrict__ x, const float* _
         if (ok[k]) accumulate<kMode>(xv[k], dv[k], m, is, a, b);
     }
   }
-  sa[threadIdx.y][threadIdx.x] = a;
-  sb[threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
+  double ta, tb;
+  sum_row_lanes(sa, sb, a, b, ta, tb);
   if (threadIdx.y == 0 && c < C) {
-    double ta = 0.0, tb = 0.0;
-    for (int k = 0; k < kRowLanes; ++k) {
-      ta += sa[k][threadIdx.x];
-      tb += sb[k][threadIdx.x];
-    }
     partial_a[int64_t{chunk} * C + c] = ta;
     partial_b[int64_t{chunk} * C + c] = tb;
   }
 }
 
 constexpr int kPositionThreads = 256;
+
+// Position blocks (kPositionThreads threads): every thread's sums, reduced by a fixed
+// shared-memory tree into sa[0] and sb[0]. Call from every thread.
+__device__ __forceinline__ void sum_positions(double* sa, double* sb, double a, double b) {
+  sa[threadIdx.x] = a;
+  sb[threadIdx.x] = b;
+  __syncthreads();
+  for (int stride = kPositionThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      sa[threadIdx.x] += sa[threadIdx.x + stride];
+      sb[threadIdx.x] += sb[threadIdx.x + stride];
+    }
+    __syncthreads();
+  }
+}
 
 // S > 1: block per (channel, chunk of rows); threads stride over the chunk's rows * S values,
 // then a fixed shared-memory tree.
@@ -152,16 +178,7 @@ __global__ void partials_positions_kernel(const float* __restrict__ x, const flo
     for (int k = 0; k < kUnroll; ++k)
       if (ok[k]) accumulate<kMode>(xv[k], dv[k], m, is, a, b);
   }
-  sa[threadIdx.x] = a;
-  sb[threadIdx.x] = b;
-  __syncthreads();
-  for (int stride = kPositionThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) {
-      sa[threadIdx.x] += sa[threadIdx.x + stride];
-      sb[threadIdx.x] += sb[threadIdx.x + stride];
-    }
-    __syncthreads();
-  }
+  sum_positions(sa, sb, a, b);
   if (threadIdx.x == 0) {
     partial_a[int64_t{chunk} * C + c] = sa[0];
     partial_b[int64_t{chunk} * C + c] = sb[0];
@@ -232,6 +249,25 @@ __global__ void inference_stats_kernel(int C, const float* gamma, const float* b
   stats.coef_b[c] = beta[c] - mean * a;
 }
 
+// The dx coefficients of statistics entry i (a channel, or an utterance's channel). With the
+// data's own statistics over n values: dx = gamma * inv_std * (dy - sum(dy) / n - xhat *
+// sum(dy * xhat) / n); otherwise (running statistics, constants) dx = gamma * inv_std * dy.
+__device__ __forceinline__ void backward_coefficients(int64_t i, float gamma, bool data_stats,
+                                                      double n, double sum_dy, double sum_dy_xhat,
+                                                      const BatchNormStats& stats) {
+  const float inv_std = stats.inv_std[i];
+  const double a = static_cast<double>(gamma) * inv_std;
+  stats.coef_a[i] = static_cast<float>(a);
+  if (data_stats && n > 0.0) {
+    const double k = a * inv_std * sum_dy_xhat / n;
+    stats.coef_b[i] = static_cast<float>(-k);
+    stats.coef_c[i] = static_cast<float>(k * stats.mean[i] - a * sum_dy / n);
+  } else {
+    stats.coef_b[i] = 0.0f;
+    stats.coef_c[i] = 0.0f;
+  }
+}
+
 __global__ void finalize_backward_kernel(const double* partial_a, const double* partial_b,
                                          int chunks, int C, double n, bool batch_stats,
                                          const float* gamma, float* dgamma, float* dbeta,
@@ -242,18 +278,7 @@ __global__ void finalize_backward_kernel(const double* partial_a, const double* 
   const double sum_dy_xhat = sum_chunks(partial_b, chunks, C, c);
   dgamma[c] += static_cast<float>(sum_dy_xhat);
   dbeta[c] += static_cast<float>(sum_dy);
-  if (!input_grad) return;
-  const float inv_std = stats.inv_std[c];
-  const double a = static_cast<double>(gamma[c]) * inv_std;
-  stats.coef_a[c] = static_cast<float>(a);
-  if (batch_stats && n > 0.0) {
-    const double k = a * inv_std * sum_dy_xhat / n;
-    stats.coef_b[c] = static_cast<float>(-k);
-    stats.coef_c[c] = static_cast<float>(k * stats.mean[c] - a * sum_dy / n);
-  } else {
-    stats.coef_b[c] = 0.0f;
-    stats.coef_c[c] = 0.0f;
-  }
+  if (input_grad) backward_coefficients(c, gamma[c], batch_stats, n, sum_dy, sum_dy_xhat, stats);
 }
 
 // Elementwise passes: a block covers rows_per_block rows (8, more when grid.y would pass its
@@ -382,17 +407,7 @@ __device__ void finish_utterance(int b, int c, int C, double n, double a, double
     sums_dy[i] = a;
     sums_dy_xhat[i] = b_sum;
     if (!input_grad) return;
-    const float inv_std = stats.inv_std[i];
-    const double ca = static_cast<double>(gamma[c]) * inv_std;
-    stats.coef_a[i] = static_cast<float>(ca);
-    if (n > 0.0) {
-      const double k = ca * inv_std * b_sum / n;
-      stats.coef_b[i] = static_cast<float>(-k);
-      stats.coef_c[i] = static_cast<float>(k * stats.mean[i] - ca * a / n);
-    } else {
-      stats.coef_b[i] = 0.0f;
-      stats.coef_c[i] = 0.0f;
-    }
+    backward_coefficients(i, gamma[c], /*data_stats=*/true, n, a, b_sum, stats);
   }
 }
 
@@ -415,18 +430,11 @@ __global__ void utterance_rows_kernel(const float* __restrict__ x, const float* 
       accumulate<kMode>(__ldg(x + i), kMode == kBackward ? __ldg(dy + i) : 0.0f, m, is, a, s);
     }
   }
-  sa[threadIdx.y][threadIdx.x] = a;
-  sb[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    double ta = 0.0, tb = 0.0;
-    for (int k = 0; k < kRowLanes; ++k) {
-      ta += sa[k][threadIdx.x];
-      tb += sb[k][threadIdx.x];
-    }
+  double ta, tb;
+  sum_row_lanes(sa, sb, a, s, ta, tb);
+  if (threadIdx.y == 0 && c < C)
     finish_utterance<kMode>(b, c, C, static_cast<double>(len), ta, tb, gamma, beta, epsilon,
                             input_grad, stats, sums_dy, sums_dy_xhat);
-  }
 }
 
 template <int kMode>
@@ -448,16 +456,7 @@ __global__ void utterance_positions_kernel(const float* __restrict__ x,
     const int i = ((t * B + b) * C + c) * S + (e - t * S);
     accumulate<kMode>(__ldg(x + i), kMode == kBackward ? __ldg(dy + i) : 0.0f, m, is, a, s);
   }
-  sa[threadIdx.x] = a;
-  sb[threadIdx.x] = s;
-  __syncthreads();
-  for (int stride = kPositionThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) {
-      sa[threadIdx.x] += sa[threadIdx.x + stride];
-      sb[threadIdx.x] += sb[threadIdx.x + stride];
-    }
-    __syncthreads();
-  }
+  sum_positions(sa, sb, a, s);
   if (threadIdx.x == 0)
     finish_utterance<kMode>(b, c, C, static_cast<double>(count), sa[0], sb[0], gamma, beta, epsilon,
                             input_grad, stats, sums_dy, sums_dy_xhat);

@@ -77,26 +77,32 @@ TEST(Model, OutputLengthMatchesForwardAndEveryLogitIsWritten) {
   EXPECT_EQ(nn_testing::nonzero_padding(y), 0);
 }
 
-TEST(Model, UtteranceAloneEqualsUtteranceInBatch) {
-  Rng rng(42);
-  Model model(small_config(), 12, 4);
-  model.initialize(rng);
+// Utterance 1 of a padded batch of 3 (9 of 20 frames) gives the same logits alone as in the batch,
+// with the model in training or inference mode.
+void expect_alone_equals_in_batch(Model& model, Rng& rng, bool training) {
   Sequences batch = random_sequences({20, 3, 12}, {20, 9, 14}, rng, -1.0f, 1.0f, 3.0f);
-  // A training step first, so the running statistics are not the trivial 0 / 1.
+  // A training step first, so running statistics (where the model has them) are not 0 / 1.
   model.forward(batch, true);
   Sequences alone;
   alone.data.resize({9, 1, 12});
   alone.lengths = {9};
   for (int t = 0; t < 9; ++t)
     for (int f = 0; f < 12; ++f) alone.data[t * 12 + f] = batch.data[(t * 3 + 1) * 12 + f];
-  model.forward(batch, false);
+  model.forward(batch, training);
   const Sequences in_batch = model.logits();
-  model.forward(alone, false);
+  model.forward(alone, training);
   const Sequences& y = model.logits();
   ASSERT_EQ(y.lengths[0], in_batch.lengths[1]);
   for (int t = 0; t < y.lengths[0]; ++t)
     for (int k = 0; k < 4; ++k)
       EXPECT_NEAR(y.data[t * 4 + k], in_batch.data[(t * 3 + 1) * 4 + k], 1e-5) << t << " " << k;
+}
+
+TEST(Model, UtteranceAloneEqualsUtteranceInBatch) {
+  Rng rng(42);
+  Model model(small_config(), 12, 4);
+  model.initialize(rng);
+  expect_alone_equals_in_batch(model, rng, /*training=*/false);
 }
 
 // With per-utterance statistics this holds in training mode too, and every batch norm says so.
@@ -109,20 +115,8 @@ TEST(Model, PerUtteranceStatisticsMakeAnUtteranceIndependentOfItsBatchInTraining
   EXPECT_TRUE(model.parameters().buffer_entries().empty()) << "no running statistics";
   EXPECT_NE(model.summary().find("+BN(per utterance)"), std::string::npos) << model.summary();
   EXPECT_NE(model.summary().find("BatchNorm 3 (per utterance)"), std::string::npos);
-  Sequences batch = random_sequences({20, 3, 12}, {20, 9, 14}, rng, -1.0f, 1.0f, 3.0f);
-  Sequences alone;
-  alone.data.resize({9, 1, 12});
-  alone.lengths = {9};
-  for (int t = 0; t < 9; ++t)
-    for (int f = 0; f < 12; ++f) alone.data[t * 12 + f] = batch.data[(t * 3 + 1) * 12 + f];
-  model.forward(batch, true);
-  const Sequences in_batch = model.logits();
-  model.forward(alone, true);
-  const Sequences& y = model.logits();
-  ASSERT_EQ(y.lengths[0], in_batch.lengths[1]);
-  for (int t = 0; t < y.lengths[0]; ++t)
-    for (int k = 0; k < 4; ++k)
-      EXPECT_NEAR(y.data[t * 4 + k], in_batch.data[(t * 3 + 1) * 4 + k], 1e-5) << t << " " << k;
+  expect_alone_equals_in_batch(model, rng, /*training=*/true);
+  expect_alone_equals_in_batch(model, rng, /*training=*/false);
   ModelConfig bad = small_config();
   bad.batch_norm_statistics = "speaker";
   EXPECT_THROW(Model(bad, 12, 4), Error);
