@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
   eval_cmd
       ->add_option("--adapt-bn", eval.adapt_bn,
                    "First re-estimate batch-norm statistics on the manifest's audio, N passes "
-                   "(unsupervised adaptation: transcripts unused)")
+                   "(unsupervised adaptation: transcripts unused; not for models with "
+                   "per-utterance statistics, which have none)")
       ->check(CLI::NonNegativeNumber);
   add_decode_options(eval_cmd, &eval.decode);
 
@@ -121,7 +122,8 @@ int main(int argc, char** argv) {
   tr_cmd
       ->add_option("--adapt-bn", tr.adapt_bn,
                    "First re-estimate batch-norm statistics on these recordings, N passes (for "
-                   "many recordings of one new voice; unsupervised)")
+                   "many recordings of one new voice; unsupervised; not for models with "
+                   "per-utterance statistics)")
       ->check(CLI::NonNegativeNumber);
   tr_cmd->add_option("--threads", tr.threads, "Loader and decoder threads")
       ->check(CLI::PositiveNumber);
@@ -153,7 +155,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   adapt_cmd
       ->add_option("--adapt-bn", adapt.adapt_bn,
-                   "Batch-norm adaptation passes over the recordings before labelling them")
+                   "Batch-norm adaptation passes over the recordings before labelling them "
+                   "(skipped for models with per-utterance statistics)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   adapt_cmd
