@@ -213,6 +213,26 @@ __device__ __forceinline__ double sum_chunks(const double* partial, int chunks, 
   return s;
 }
 
+// Mean and biased variance from the sums of x and x^2 over n > 0 values, in double. Rounding can
+// take E[x^2] - E[x]^2 a hair below 0 for a constant channel.
+__device__ __forceinline__ void moments(double sum, double squares, double n, double& mean,
+                                        double& var) {
+  mean = sum / n;
+  var = fmax(0.0, squares / n - mean * mean);
+}
+
+// Statistics entry i (a channel, or an utterance's channel) of channel c: the statistics and the
+// forward coefficients a = gamma * inv_std, b = beta - mean * a.
+__device__ __forceinline__ void forward_coefficients(int64_t i, int c, float mean, float inv_std,
+                                                     const float* gamma, const float* beta,
+                                                     const BatchNormStats& stats) {
+  stats.mean[i] = mean;
+  stats.inv_std[i] = inv_std;
+  const float a = gamma[c] * inv_std;
+  stats.coef_a[i] = a;
+  stats.coef_b[i] = beta[c] - mean * a;
+}
+
 __global__ void finalize_stats_kernel(const double* partial_sum, const double* partial_squares,
                                       int chunks, int C, double n, const float* gamma,
                                       const float* beta, float momentum, float epsilon,
@@ -220,19 +240,15 @@ __global__ void finalize_stats_kernel(const double* partial_sum, const double* p
                                       BatchNormStats stats) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  const double mean_d = sum_chunks(partial_sum, chunks, C, c) / n;
-  // Rounding can take E[x^2] - E[x]^2 a hair below 0 for a constant channel.
-  const double var = fmax(0.0, sum_chunks(partial_squares, chunks, C, c) / n - mean_d * mean_d);
+  double mean_d, var;
+  moments(sum_chunks(partial_sum, chunks, C, c), sum_chunks(partial_squares, chunks, C, c), n,
+          mean_d, var);
   const float inv_std = static_cast<float>(1.0 / sqrt(var + static_cast<double>(epsilon)));
   const float mean = static_cast<float>(mean_d);
-  stats.mean[c] = mean;
-  stats.inv_std[c] = inv_std;
   const double unbias = n > 1.0 ? n / (n - 1.0) : 1.0;
   running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
   running_var[c] = (1.0f - momentum) * running_var[c] + momentum * static_cast<float>(var * unbias);
-  const float a = gamma[c] * inv_std;
-  stats.coef_a[c] = a;
-  stats.coef_b[c] = beta[c] - mean * a;
+  forward_coefficients(c, c, mean, inv_std, gamma, beta, stats);
 }
 
 __global__ void inference_stats_kernel(int C, const float* gamma, const float* beta,
@@ -240,13 +256,8 @@ __global__ void inference_stats_kernel(int C, const float* gamma, const float* b
                                        float epsilon, BatchNormStats stats) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  const float mean = running_mean[c];
-  const float inv_std = 1.0f / sqrtf(running_var[c] + epsilon);
-  stats.mean[c] = mean;
-  stats.inv_std[c] = inv_std;
-  const float a = gamma[c] * inv_std;
-  stats.coef_a[c] = a;
-  stats.coef_b[c] = beta[c] - mean * a;
+  forward_coefficients(c, c, running_mean[c], 1.0f / sqrtf(running_var[c] + epsilon), gamma, beta,
+                       stats);
 }
 
 // The dx coefficients of statistics entry i (a channel, or an utterance's channel). With the
@@ -393,16 +404,11 @@ __device__ void finish_utterance(int b, int c, int C, double n, double a, double
                                  double* sums_dy_xhat) {
   const int i = b * C + c;
   if (kMode == kMoments) {
-    const double mean_d = n > 0.0 ? a / n : 0.0;
-    const double var = n > 0.0 ? fmax(0.0, b_sum / n - mean_d * mean_d) : 0.0;
+    double mean = 0.0, var = 0.0;  // an utterance with no valid frame: mean 0, inv_std 0
+    if (n > 0.0) moments(a, b_sum, n, mean, var);
     const float inv_std =
         n > 0.0 ? static_cast<float>(1.0 / sqrt(var + static_cast<double>(epsilon))) : 0.0f;
-    const float mean = static_cast<float>(mean_d);
-    stats.mean[i] = mean;
-    stats.inv_std[i] = inv_std;
-    const float ca = gamma[c] * inv_std;
-    stats.coef_a[i] = ca;
-    stats.coef_b[i] = beta[c] - mean * ca;
+    forward_coefficients(i, c, static_cast<float>(mean), inv_std, gamma, beta, stats);
   } else {
     sums_dy[i] = a;
     sums_dy_xhat[i] = b_sum;

@@ -126,7 +126,7 @@ std::vector<Utterance> command_line_utterances(const std::vector<std::string>& p
   for (size_t i = 0; i < paths.size(); ++i) {
     utts[i].id = paths[i];
     utts[i].audio_path = paths[i];
-    utts[i].manifest = "<command line>";
+    utts[i].manifest = kCommandLineManifest;
     utts[i].line = static_cast<int>(i + 1);
   }
   return utts;
@@ -135,7 +135,7 @@ std::vector<Utterance> command_line_utterances(const std::vector<std::string>& p
 Dataset audio_files_dataset(const std::vector<std::string>& paths, const DatasetChecks& checks,
                             int threads) {
   Dataset ds;
-  ds.manifest = "<command line>";
+  ds.manifest = kCommandLineManifest;
   ds.total_lines = static_cast<int64_t>(paths.size());
   check_all(command_line_utterances(paths), checks, threads, &ds);
   return ds;

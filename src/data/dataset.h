@@ -58,8 +58,11 @@ std::string describe_problem(const Utterance& utt, const std::string& reason);
 // checks.data.fatal_bad_utterances is set, and when no utterance at all is usable.
 Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, int threads);
 
+// The manifest name of audio files named on a command line, in their problems and Datasets.
+inline constexpr const char* kCommandLineManifest = "<command line>";
+
 // Utterances for audio files named on a command line: id and path are the file's path, the
-// manifest is "<command line>", the line counts the paths from 1; no text, no duration.
+// manifest is kCommandLineManifest, the line counts the paths from 1; no text, no duration.
 std::vector<Utterance> command_line_utterances(const std::vector<std::string>& paths);
 
 // Audio files named on a command line, checked as a manifest's utterances are (with

@@ -115,12 +115,6 @@ void BatchNorm::forward(const Sequences& in, Sequences& out, bool training) {
     std::fill(counts_.begin(), counts_.begin() + G, 0);
     for (int64_t b = 0; b < in.batch(); ++b)
       counts_[per_utterance() ? b : 0] += static_cast<int64_t>(in.lengths[b]) * S;
-    if (!per_utterance() && counts_[0] == 0) {  // nothing to normalize; running stats untouched
-      out.data.fill(0.0f);
-      std::fill(mean_.begin(), mean_.begin() + C, 0.0f);
-      std::fill(inv_std_.begin(), inv_std_.begin() + C, 0.0f);
-      return;
-    }
     // Two passes (mean, then squared deviations) for a variance that does not cancel.
     std::fill(sum_a_.begin(), sum_a_.begin() + G * C, 0.0);
     for_each_frame(in, frame, [&](int64_t off, int64_t b, bool valid) {
@@ -142,14 +136,15 @@ void BatchNorm::forward(const Sequences& in, Sequences& out, bool training) {
         return d * d;
       });
     });
-    // An utterance with no valid frame gets inv_std 0: its frames are all padding anyway.
+    // A group with no valid frame (an empty utterance, or an all-padding batch) gets mean and
+    // inv_std 0: its frames are all padding anyway, and running statistics stay untouched.
     for (int64_t g = 0; g < G; ++g)
       for (int64_t c = 0; c < C; ++c)
         inv_std_[g * C + c] =
             counts_[g]
                 ? static_cast<float>(1.0 / std::sqrt(sum_b_[g * C + c] / counts_[g] + epsilon_))
                 : 0.0f;
-    if (training && !per_utterance()) {
+    if (training && !per_utterance() && counts_[0] > 0) {
       float* running_mean = store_.value(running_mean_);
       float* running_var = store_.value(running_var_);
       const double n = static_cast<double>(counts_[0]);

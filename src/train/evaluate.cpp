@@ -293,7 +293,7 @@ EvalResult evaluate(AcousticModel& am, const Dataset& dataset, int batch_size, i
 std::vector<std::string> transcribe_files(AcousticModel& am, const std::vector<std::string>& paths,
                                           const TextDecoder& decoder, int batch_size, int threads) {
   Dataset ds;
-  ds.manifest = "<command line>";
+  ds.manifest = kCommandLineManifest;
   for (Utterance& utt : command_line_utterances(paths)) {
     Example ex;
     ex.duration_s = probe_audio(utt.audio_path).duration_s;  // throws "PATH: reason"

@@ -59,17 +59,12 @@ void CudaBatchNorm::forward(const DeviceSequences& in, DeviceSequences& out, boo
   out.copy_lengths(in, stream);
   const kernels::BatchNormStats stats = prepare_stats(dims);
 
+  used_batch_stats_ = training;  // read by the batch-statistics backward only
   if (per_utterance_) {
-    used_batch_stats_ = true;
     kernels::utterance_norm_stats(dims, in.data.data(), in.device_lengths.data(),
                                   params_.value(gamma_), params_.value(beta_), epsilon_, stats,
                                   stream);
-    kernels::batch_norm_apply(dims, in.data.data(), out.data.data(), in.device_lengths.data(),
-                              stats.coef_a, stats.coef_b, stream);
-    return;
-  }
-  used_batch_stats_ = training;
-  if (training) {
+  } else if (training) {
     int64_t frames = 0;
     for (int len : in.lengths) frames += len;
     valid_count_ = frames * dims.S;
