@@ -180,6 +180,34 @@ TEST(BatchNorm, ParsesStatisticsNames) {
   }
 }
 
+// Every utterance empty: zeros out, finite zero gradients, running statistics untouched.
+TEST(BatchNorm, AllPaddingBatchLeavesRunningStatisticsAlone) {
+  for (NormStatistics statistics : {NormStatistics::kBatch, NormStatistics::kUtterance}) {
+    SCOPED_TRACE(norm_statistics_name(statistics));
+    Rng rng(15);
+    const int C = 3;
+    ParameterStore store;
+    BatchNorm bn("bn", store, C, 0.5f, statistics);
+    store.finalize();
+    store.initialize(rng);
+    randomize_affine(store, rng);
+    const std::vector<float> buffers(store.buffers().data(),
+                                     store.buffers().data() + store.buffers().numel());
+    Sequences x = random_sequences({4, 2, C}, {0, 0}, rng, -1.0f, 1.0f, 6.0f);
+    Sequences y, dx;
+    nn_testing::poison(y, x.data.shape());
+    bn.forward(x, y, /*training=*/true);
+    for (int64_t i = 0; i < y.data.numel(); ++i) ASSERT_EQ(y.data[i], 0.0f) << i;
+    EXPECT_EQ(std::vector<float>(store.buffers().data(),
+                                 store.buffers().data() + store.buffers().numel()),
+              buffers);
+    store.zero_grads();
+    bn.backward(x, y, random_sequences({4, 2, C}, {0, 0}, rng), dx);
+    for (int64_t i = 0; i < dx.data.numel(); ++i) ASSERT_EQ(dx.data[i], 0.0f) << i;
+    for (int64_t i = 0; i < store.grads().numel(); ++i) ASSERT_EQ(store.grads()[i], 0.0f) << i;
+  }
+}
+
 TEST(BatchNorm, RejectsChannelMismatch) {
   ParameterStore store;
   BatchNorm bn("bn", store, 3, 0.1f);
