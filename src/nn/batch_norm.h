@@ -6,13 +6,15 @@
 // With NormStatistics::kUtterance every utterance is normalized by the statistics of its own
 // valid frames instead, in training and inference alike: an utterance's output then depends on
 // nothing else in the batch, and a new voice or channel is normalized away at test time as it was
-// in training (on held-out FSDD speakers this cut the WER by a third; README, "Per-utterance
-// normalization"). Such a layer keeps no running statistics.
+// in training (on held-out FSDD speakers it took the WER with the LM from 12.95% to 9.66%; README,
+// "Per-utterance normalization"). Such a layer keeps no running statistics.
 //
 //   BatchNorm bn("rnn0.bn", store, /*channels=*/hidden, /*momentum=*/0.1f);
 //   bn.forward(x, y, /*training=*/true);   // batch statistics; running statistics updated
 //   bn.backward(x, y, dy, dx);             // reads `x` and the statistics kept from forward
 //   bn.forward(x, y, /*training=*/false);  // running statistics (inference)
+//   BatchNorm own("conv0.bn", store, 32, 0.1f, NormStatistics::kUtterance);
+//   own.forward(x, y, /*training=*/false);  // each utterance by its own frames, in either mode
 //
 // Parameters: "<name>.gamma" (init 1), "<name>.beta" (init 0); with batch statistics also the
 // buffers "<name>.running_mean" (init 0) and "<name>.running_var" (init 1, updated with the
@@ -55,7 +57,6 @@ class BatchNorm : public Layer {
   int channels() const { return channels_; }
   float momentum() const { return momentum_; }
   float epsilon() const { return epsilon_; }
-  NormStatistics statistics() const { return statistics_; }
   bool per_utterance() const { return statistics_ == NormStatistics::kUtterance; }
   // Handles into the store, for the GPU twin (nn/cuda/batch_norm_cuda.h). The running
   // statistics' handles are invalid (index -1) with per-utterance statistics.
