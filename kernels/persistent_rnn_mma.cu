@@ -56,19 +56,23 @@ struct MmaSmem {
   size_t ep_off, len_off, lo_off, total;
 };
 
-// The fp32 split kernel keeps U's lo fragments in shared memory from this many k-tiles per warp
-// (fp16 split: k-tiles x m-tiles) up (registers hold hi only), one 16-byte piece per lane:
-// [k-tile][m-tile][warp][lane].
+// The fp32 split kernels keep U's lo fragments in shared memory from this many k-tiles per warp
+// times m-tiles up (registers hold hi only), one 16-byte piece per lane:
+// [k-tile][m-tile][warp][lane]. Only the fp16 split reaches it: the tf32 split stops at 4.
 constexpr int kSplitLoSharedFrom = 5;
 // The rule, for the plan's shared-memory size and the kernel alike (kpw: k-tiles per warp).
-__host__ __device__ constexpr bool split_lo_in_shared(bool half, int mt, int kpw) {
-  return (half ? kpw * mt : kpw) >= kSplitLoSharedFrom;
+__host__ __device__ constexpr bool split_lo_in_shared(int mt, int kpw) {
+  return kpw * mt >= kSplitLoSharedFrom;
 }
 
-// fp32 plans run the tf32 split (version 6) at one m-tile and at most 6 k-tiles per warp, where
-// its 6 bytes a weight fit; beyond, the fp16 split (4 bytes a weight, session 34).
+// fp32 plans run the tf32 split (version 6) at one m-tile and at most 4 k-tiles per warp (H <=
+// 1024 on 132 SMs); beyond, the fp16 split (4 bytes a weight, session 34). The tf32 split fits
+// up to 6 k-tiles, but at 5-6 the fp16 split measured faster (H200, forward us a step, two
+// rounds, kernels/NOTES.md "Session 40"): batch 4 H 1152 1.63 -> 1.57-1.58, H 1280 1.66 ->
+// 1.57-1.59, H 1536 1.99-2.00 -> 1.83; batch 1 H 1152 1.64-1.65 -> 1.52-1.53. At 4 k-tiles
+// (H 1024) it did not (1.49-1.50 -> 1.46-1.47 forward, 1.47 -> 1.54-1.55 backward-data).
 bool tf32_split_fits(int mt, int kpw) {
-  return mt == 1 && kpw <= 6;
+  return mt == 1 && kpw <= 4;
 }
 
 }  // namespace
@@ -76,7 +80,7 @@ bool tf32_split_fits(int mt, int kpw) {
 bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
   if (!t.tensor_cores || t.bf16_weights) return false;
   const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
-  return split_lo_in_shared(prnn_mma_half_split(t), mt, kpw);
+  return split_lo_in_shared(mt, kpw);
 }
 
 namespace {
@@ -217,9 +221,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int own_out_odd = kSplit ? pin_in_register(own_frag + static_cast<int>(xbuf_parity)) : 0;
 
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H. bf16: af;
-  // fp32 split: hi in ah (two tf32 products), lo in af or, from kSplitLoSharedFrom k-tiles per
-  // warp, in shared memory (lo_s), read back before each product (registers hold hi only).
-  constexpr bool kLoShared = kSplit && split_lo_in_shared(kHalf, MT, KPW);
+  // fp32 split: hi in ah (two tf32 products, or one fp16), lo in af or, from kSplitLoSharedFrom
+  // k-tiles x m-tiles, in shared memory (lo_s), read back before each product.
+  constexpr bool kLoShared = kSplit && split_lo_in_shared(MT, KPW);
   // Where lo is in shared memory, the fp16 split at one m-tile keeps the first 4 k-tiles' lo in
   // registers anyway (ptxas: <1, 8> 117 registers, <1, 10> 122, no spills), so fewer
   // shared-memory reads follow the state's arrival (H100, us a step forward: H 2048 2.25-2.30 ->
@@ -498,20 +502,19 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // The tagged exchange only at one n-tile per pass (batch <= 8), where the plan takes it: wider
 // passes measured slower than the barrier (kernels/NOTES.md, version 5), so they are not
 // instantiated.
-// The fp32 split kernel only tagged, at one n-tile, and where its weights do not spill: one
-// m-tile, at most 6 k-tiles per warp (ptxas, lo in shared memory from 5: <1, 5> 98 registers,
-// <1, 6> 126, no spills; <1, 8> spills), so H <= 1536.
-// The fp16 split where the tf32 split does not fit: one m-tile at 8 or 10 k-tiles per warp (H
-// 1537-2112 on 132 SMs), two m-tiles (both directions in one launch, or H > ~2100) at 5-8 (at 10
-// it spills 48 bytes, which the plan would refuse).
+// The fp32 split kernels only tagged, at one n-tile. The tf32 split where tf32_split_fits (one
+// m-tile, at most 4 k-tiles per warp: H <= 1024 on 132 SMs). The fp16 split beyond, where it does
+// not spill (ptxas, sm_90, registers: one m-tile at 5, 6, 8, 10 k-tiles per warp 96, 107, 117,
+// 122; two m-tiles at 5-8 up to 124; <2, 10> spills 48 bytes, which the plan would refuse).
 template <int MT, int KPW, int NT>
-const void* kernel_for_exchange(bool tags, bool split) {
+const void* kernel_for_exchange(bool tags, bool split, bool half) {
   if (split) {
     if (!tags) return nullptr;
-    if constexpr (NT == 1 && MT == 1 && KPW <= 6)
-      return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
+    if constexpr (NT == 1 && MT == 1 && KPW <= 4)
+      if (!half) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
+    if (!half) return nullptr;
     if constexpr (NT == 1 &&
-                  ((MT == 1 && (KPW == 8 || KPW == 10)) || (MT == 2 && KPW >= 5 && KPW <= 8)))
+                  ((MT == 1 && KPW >= 5 && KPW <= 10) || (MT == 2 && KPW >= 5 && KPW <= 8)))
       return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true, true>);
     return nullptr;
   }
@@ -522,26 +525,26 @@ const void* kernel_for_exchange(bool tags, bool split) {
 }
 
 template <int MT, int NT>
-const void* kernel_for_kpw(int kpw, bool tags, bool split) {
-  if (kpw <= 2) return kernel_for_exchange<MT, 2, NT>(tags, split);
-  if (kpw <= 4) return kernel_for_exchange<MT, 4, NT>(tags, split);
-  if (kpw <= 5) return kernel_for_exchange<MT, 5, NT>(tags, split);
-  if (kpw <= 6) return kernel_for_exchange<MT, 6, NT>(tags, split);
-  if (kpw <= 8) return kernel_for_exchange<MT, 8, NT>(tags, split);
-  if (kpw <= 10) return kernel_for_exchange<MT, 10, NT>(tags, split);
-  if (kpw <= 12) return kernel_for_exchange<MT, 12, NT>(tags, split);
+const void* kernel_for_kpw(int kpw, bool tags, bool split, bool half) {
+  if (kpw <= 2) return kernel_for_exchange<MT, 2, NT>(tags, split, half);
+  if (kpw <= 4) return kernel_for_exchange<MT, 4, NT>(tags, split, half);
+  if (kpw <= 5) return kernel_for_exchange<MT, 5, NT>(tags, split, half);
+  if (kpw <= 6) return kernel_for_exchange<MT, 6, NT>(tags, split, half);
+  if (kpw <= 8) return kernel_for_exchange<MT, 8, NT>(tags, split, half);
+  if (kpw <= 10) return kernel_for_exchange<MT, 10, NT>(tags, split, half);
+  if (kpw <= 12) return kernel_for_exchange<MT, 12, NT>(tags, split, half);
   return nullptr;
 }
 
 template <int NT>
-const void* kernel_for_mt(int mt, int kpw, bool tags, bool split) {
+const void* kernel_for_mt(int mt, int kpw, bool tags, bool split, bool half) {
   switch (mt) {
     case 1:
-      return kernel_for_kpw<1, NT>(kpw, tags, split);
+      return kernel_for_kpw<1, NT>(kpw, tags, split, half);
     case 2:
-      return kernel_for_kpw<2, NT>(kpw, tags, split);
+      return kernel_for_kpw<2, NT>(kpw, tags, split, half);
     case 3:
-      return kernel_for_kpw<3, NT>(kpw, tags, split);
+      return kernel_for_kpw<3, NT>(kpw, tags, split, half);
     default:
       return nullptr;
   }
@@ -559,15 +562,15 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
   const int mt = t.rows_per_cta / 16, kpw = prnn_mma_k_tiles_per_warp(t.hidden);
   if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass
     return t.batch_tile == 4 && t.max_batch <= 4
-               ? kernel_for_mt<1>(mt, kpw, t.tagged_exchange, true)
+               ? kernel_for_mt<1>(mt, kpw, t.tagged_exchange, true, prnn_mma_half_split(t))
                : nullptr;
   switch (t.batch_tile) {
     case 8:
-      return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, false);
+      return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, false, false);
     case 16:
-      return kernel_for_mt<2>(mt, kpw, t.tagged_exchange, false);
+      return kernel_for_mt<2>(mt, kpw, t.tagged_exchange, false, false);
     case 32:
-      return kernel_for_mt<4>(mt, kpw, t.tagged_exchange, false);
+      return kernel_for_mt<4>(mt, kpw, t.tagged_exchange, false, false);
     default:
       return nullptr;
   }

@@ -98,13 +98,14 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
   m.register_groups = m.rows_per_cta / kRowGroup;
   // fp32 at batch 2-4, and at batch 1 for H 513-1280: the tensor-core kernel with U and the
-  // state split into tf32 + the rest, tagged exchange, where its weights fit on chip
-  // (H <= 1536). H100, forward us a step (kernels/NOTES.md, version 6 and session 28): batch 4
-  // H 512-1536 1.15-2.00 against the step barrier's 1.75-2.59; batch 2 H 1152 1.66 against 1.94;
-  // batch 1 H 1152 1.62 against the barrier's 1.70, but at H 512 the fp32-math tagged kernel is
-  // faster (1.08 against 1.11) and at H 1536 the barrier (1.79 against 2.07).
-  // Where the tf32 split does not fit (two m-tiles, or more than 6 k-tiles per warp), the fp16
-  // split, with the fp32-math kernel as its fallback (kernels/NOTES.md, versions 7 and 8).
+  // state split into tf32 + the rest (H <= 1024, one direction), tagged exchange. H100, forward
+  // us a step (kernels/NOTES.md, version 6 and session 28): batch 4 H 512-1024 1.15-1.50 against
+  // the step barrier's 1.75-2.09; batch 1 H 1024 1.49 against 1.62, but at H 512 the fp32-math
+  // tagged kernel is faster (1.08 against 1.11). Beyond, the fp16 split, with the fp32-math
+  // kernel as its fallback (kernels/NOTES.md, versions 7 and 8, session 40): batch 4 H 1152 1.57
+  // and H 1536 1.83-1.88 against the barrier's 2.17-2.28 (H200); batch 1 H 1152 1.52-1.54
+  // against 1.60. At batch 1 from H 1536 the barrier wins (1.72-1.77 against 1.83-1.87; H 2048
+  // 1.84 against 2.17-2.23).
   const bool fp32_split_wins = max_batch >= 2 || (hidden > 512 && hidden <= 1280);
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
