@@ -34,6 +34,7 @@ struct MmaArgs {
   int backward;
   int ep_off, len_off;     // dynamic shared memory carve-up in bytes (reduction at 0)
   int lo_off;              // fp32 split from 5 k-tiles per warp: U's lo fragments
+  int hi_off;              // fp16 split at 2 m-tiles, 9-10 k-tiles per warp: some hi fragments
   unsigned int* arrivals;  // step barriers: per direction, CTAs arrived (0 at launch)
   // fp16 split backward-data: per direction the largest |dL/dh| (float bits), and the word raised
   // when a scaled state value leaves fp16's range (both in the workspace's control block).
@@ -53,7 +54,7 @@ int64_t exchange_elements(const PrnnTiling& t) {
   return int64_t{k_tiles(t)} * n_tiles(t) * 32 * 4;
 }
 struct MmaSmem {
-  size_t ep_off, len_off, lo_off, total;
+  size_t ep_off, len_off, lo_off, hi_off, total;
 };
 
 // The fp32 split kernels keep U's lo fragments in shared memory from this many k-tiles per warp
@@ -63,6 +64,14 @@ constexpr int kSplitLoSharedFrom = 5;
 // The rule, for the plan's shared-memory size and the kernel alike (kpw: k-tiles per warp).
 __host__ __device__ constexpr bool split_lo_in_shared(int mt, int kpw) {
   return kpw * mt >= kSplitLoSharedFrom;
+}
+
+// The fp16 split at two m-tiles and 9-10 k-tiles per warp (H 2113-2560, one direction, on 132
+// SMs) keeps its last kHiSharedTiles k-tiles' hi fragments in shared memory as well: all in
+// registers (80 of them) spilled 48 bytes. Same layout as lo: [k-tile][m-tile][warp][lane].
+constexpr int kHiSharedTiles = 2;
+__host__ __device__ constexpr int split_hi_shared_tiles(bool half, int mt, int kpw) {
+  return half && mt == 2 && kpw > 8 ? kHiSharedTiles : 0;
 }
 
 // fp32 plans run the tf32 split (version 6) at one m-tile and at most 4 k-tiles per warp (H <=
@@ -95,9 +104,11 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   off += size_t(t.max_batch) * sizeof(int);
   off = (off + 15) / 16 * 16;
   l.lo_off = off;
-  const int kpw = prnn_mma_k_tiles_per_warp(t.hidden);
-  if (prnn_mma_lo_in_shared(t))
-    off += size_t(kpw) * (t.rows_per_cta / 16) * kWarps * 32 * sizeof(uint4);
+  const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
+  if (prnn_mma_lo_in_shared(t)) off += size_t(kpw) * mt * kWarps * 32 * sizeof(uint4);
+  l.hi_off = off;
+  off += size_t(split_hi_shared_tiles(prnn_mma_half_split(t), mt, kpw)) * mt * kWarps * 32 *
+         sizeof(uint4);
   l.total = off;
   return l;
 }
@@ -229,26 +240,35 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // shared-memory reads follow the state's arrival (H100, us a step forward: H 2048 2.25-2.30 ->
   // 2.23, H 1920 2.24 -> 2.19, H 1600 level; the tf32 split's <1, 5> with 2 measured level).
   constexpr int kLoRegs = !kLoShared ? KPW : kHalf && MT == 1 ? 4 : 0;
+  constexpr int kHiRegs = KPW - split_hi_shared_tiles(kHalf, MT, KPW);  // k-tiles' hi in registers
   static_assert(!kTf32 || MT == 1, "tf32 split: one m-tile");
   uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;  // stride warps*32
+  uint4* hi_s = reinterpret_cast<uint4*>(smem + a.hi_off) + warp * 32 + lane;  // k-tiles kHiRegs..
   uint32_t af[kLoRegs > 0 ? kLoRegs : 1][MT][4];
-  uint32_t ah[kSplit ? KPW : 1][MT][kHalf ? 4 : 8];
+  uint32_t ah[kSplit ? kHiRegs : 1][MT][kHalf ? 4 : 8];
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
-      if (kLoShared && kk >= kLoRegs) {
+      if (kHalf && kk >= kHiRegs) {  // hi and lo both in shared memory
+        uint32_t hi[4], lo[4];
+        prnn_half_split_a_fragment(hi, lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+        if (mine) {
+          hi_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+          lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        }
+      } else if (kLoShared && kk >= kLoRegs) {
         uint32_t lo[4];
         if constexpr (kHalf)
-          prnn_half_split_a_fragment(ah[kk][mt], lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
-                                     mine);
+          prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], lo, d.u, H, r0 + 16 * mt,
+                                     kt0 + kk, g, q, bwd, mine);
         else
           prnn_split_a_fragment(ah[kk][mt], lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
         if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
       } else if constexpr (kHalf) {
-        prnn_half_split_a_fragment(ah[kk][mt], af[kk < kLoRegs ? kk : 0][mt], d.u, H, r0 + 16 * mt,
-                                   kt0 + kk, g, q, bwd, mine);
+        prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], af[kk < kLoRegs ? kk : 0][mt],
+                                   d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
       } else if constexpr (kSplit) {
         prnn_split_a_fragment(ah[kk][mt], af[kk < kLoRegs ? kk : 0][mt], d.u, H, r0 + 16 * mt,
                               kt0 + kk, g, q, bwd, mine);
@@ -360,8 +380,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               // Both halves of the state in one n-tile (columns b, b + 4), times U's hi and lo.
               float(&c)[4] = acc[mt][nt];
               float(&e)[4] = acc2[mt][0];
-              const uint32_t(&t)[4] = ah[kk][mt];
-              mma_f16_16816(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bf[kk].x, bf[kk].y);
+              if (kk >= kHiRegs) {
+                const uint4 hi =
+                    load_shared_volatile(hi_s + ((kk - kHiRegs) * MT + mt) * kWarps * 32);
+                mma_f16_16816(c[0], c[1], c[2], c[3], hi.x, hi.y, hi.z, hi.w, bf[kk].x, bf[kk].y);
+              } else {
+                const uint32_t(&t)[4] = ah[kk < kHiRegs ? kk : 0][mt];
+                mma_f16_16816(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bf[kk].x, bf[kk].y);
+              }
               if (kLoShared && kk >= kLoRegs) {
                 const uint4 lo = load_shared_volatile(lo_s + (kk * MT + mt) * kWarps * 32);
                 mma_f16_16816(e[0], e[1], e[2], e[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
@@ -505,7 +531,7 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // The fp32 split kernels only tagged, at one n-tile. The tf32 split where tf32_split_fits (one
 // m-tile, at most 4 k-tiles per warp: H <= 1024 on 132 SMs). The fp16 split beyond, where it does
 // not spill (ptxas, sm_90, registers: one m-tile at 5, 6, 8, 10 k-tiles per warp 96, 107, 117,
-// 122; two m-tiles at 5-8 up to 124; <2, 10> spills 48 bytes, which the plan would refuse).
+// 122; two m-tiles at 5-8 up to 124, at 10 128 with two k-tiles' hi in shared memory).
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, bool split, bool half) {
   if (split) {
@@ -514,7 +540,7 @@ const void* kernel_for_exchange(bool tags, bool split, bool half) {
       if (!half) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
     if (!half) return nullptr;
     if constexpr (NT == 1 &&
-                  ((MT == 1 && KPW >= 5 && KPW <= 10) || (MT == 2 && KPW >= 5 && KPW <= 8)))
+                  ((MT == 1 && KPW >= 5 && KPW <= 10) || (MT == 2 && KPW >= 5 && KPW <= 10)))
       return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true, true>);
     return nullptr;
   }
@@ -627,6 +653,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);
   a.lo_off = static_cast<int>(layout.lo_off);
+  a.hi_off = static_cast<int>(layout.hi_off);
   char* ws = static_cast<char*>(workspace);
   const size_t direction_bytes = exchange_bytes(t) / t.directions;
   for (int i = 0; i < t.directions; ++i)

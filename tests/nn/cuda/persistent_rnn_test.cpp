@@ -489,14 +489,15 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
 // halves) against float64 at every batch their plan (max batch 4) is called with, 1 to 4: fp32
 // accuracy, not bf16's. Hidden sizes of 1, 2 and 4 k-tiles per warp (the tf32 split), 5, 6 and 8
 // (the fp16 split, backward-data with the gradients scaled; from 5 part of U's lo halves in
-// shared memory), none a multiple of 16; both directions.
+// shared memory), and 10 at two m-tiles (H 2500: some hi halves in shared memory too), none a
+// multiple of 16; both directions.
 TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   cudaStream_t s = ctx.stream();
   const float clip = 0.8f;
   int checked = 0;
-  for (const int H : {37, 300, 1000, 1150, 1500, 1999}) {
+  for (const int H : {37, 300, 1000, 1150, 1500, 1999, 2500}) {
     const PersistentRnnPlan plan(H, 4);
     if (!plan.fits() || !plan.tiling().tensor_cores) continue;  // e.g. fewer SMs: H 1500 misses
     ASSERT_FALSE(plan.tiling().state_in_bf16()) << plan.describe();
