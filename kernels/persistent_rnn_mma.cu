@@ -92,6 +92,12 @@ bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
   return split_lo_in_shared(mt, kpw);
 }
 
+bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
+  if (!t.tensor_cores || t.bf16_weights) return false;
+  return split_hi_shared_tiles(prnn_mma_half_split(t), t.rows_per_cta / 16,
+                               prnn_mma_k_tiles_per_warp(t.hidden)) > 0;
+}
+
 namespace {
 
 MmaSmem mma_smem(const PrnnTiling& t) {

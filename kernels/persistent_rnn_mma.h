@@ -67,6 +67,9 @@ bool prnn_mma_half_split(const PrnnTiling& t);
 const unsigned int* prnn_mma_overflow_flag(const PrnnTiling& t, const void* workspace);
 // Whether an fp32 split tiling keeps U's lo halves in shared memory (registers hold hi only).
 bool prnn_mma_lo_in_shared(const PrnnTiling& t);
+// Whether an fp16 split tiling keeps some of U's hi halves in shared memory too (two m-tiles,
+// 9-10 k-tiles per warp).
+bool prnn_mma_hi_in_shared(const PrnnTiling& t);
 
 // The kernel instantiation for t (nullptr when none: rows_per_cta / 16 or the k-tiles per warp
 // or the batch tile outside what is instantiated).

@@ -105,8 +105,13 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // kernel as its fallback (kernels/NOTES.md, versions 7 and 8, session 40): batch 4 H 1152 1.57
   // and H 1536 1.83-1.88 against the barrier's 2.17-2.28 (H200); batch 1 H 1152 1.52-1.54
   // against 1.60. At batch 1 from H 1536 the barrier wins (1.72-1.77 against 1.83-1.87; H 2048
-  // 1.84 against 2.17-2.23).
-  const bool fp32_split_wins = max_batch >= 2 || (hidden > 512 && hidden <= 1280);
+  // 1.84 against 2.17-2.23). At two m-tiles and 9-10 k-tiles per warp (H 2113-2560, some of U's
+  // hi halves in shared memory) the split wins from batch 3 (H 2560 batch 3 3.16 against 3.68,
+  // batch 4 3.18-3.24 against 3.63), not at batch 2 (3.03 against 2.93; H 2304 2.91 against
+  // 2.79).
+  const bool fp32_split_wins =
+      (max_batch >= 2 && !(max_batch == 2 && kernels::prnn_mma_hi_in_shared(m))) ||
+      (hidden > 512 && hidden <= 1280);
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
     m.tagged_exchange = true;
@@ -250,7 +255,9 @@ std::string PersistentRnnPlan::describe() const {
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
     << " threads" << (t.chunks > 1 ? " of " + std::to_string(4 * t.chunks) + " columns" : "")
     << ", " << t.rows_per_cta << " rows per CTA ("
-    << (kernels::prnn_mma_lo_in_shared(t)
+    << (kernels::prnn_mma_hi_in_shared(t)
+            ? std::string("most hi parts in registers, the rest and lo parts in shared memory")
+        : kernels::prnn_mma_lo_in_shared(t)
             ? std::string("their hi parts in registers, lo parts in shared memory")
             : std::to_string(reg_rows) + " in registers, " +
                   std::to_string(t.rows_per_cta - reg_rows) + " in shared memory")

@@ -429,6 +429,12 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     ASSERT_TRUE(half(b4_large)) << b4_large.describe();  // its fallback is read below
     EXPECT_TRUE(half(PersistentRnnPlan(1920, 4, 2))) << PersistentRnnPlan(1920, 4, 2).describe();
     EXPECT_TRUE(half(PersistentRnnPlan(1152, 4, 2))) << PersistentRnnPlan(1152, 4, 2).describe();
+    // Two m-tiles at 10 k-tiles per warp keep some hi halves in shared memory, and are taken from
+    // batch 3 only (at batch 2 the step barrier measured faster).
+    const PersistentRnnPlan h2560(2560, 3), h2560_b2(2560, 2);
+    EXPECT_TRUE(half(h2560) && kernels::prnn_mma_hi_in_shared(h2560.tiling())) << h2560.describe();
+    EXPECT_FALSE(kernels::prnn_mma_hi_in_shared(b4_large.tiling())) << b4_large.describe();
+    EXPECT_FALSE(h2560_b2.tiling().tensor_cores) << h2560_b2.describe();
     const PersistentRnnPlan no_half(2048, 4, 1, -1, Precision::kFp32,
                                     PersistentRnnKernels{true, true, false});
     EXPECT_TRUE(no_half.fits() && !no_half.tiling().tensor_cores) << no_half.describe();
