@@ -433,20 +433,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           if constexpr (kHalf) {
-            // Lanes q < 2 hold the hi columns (products with h_hi), q >= 2 the lo ones; both
-            // lanes of a pair form the same sum hi hi + (hi lo + lo hi) / s + lo lo / s^2.
-            const bool hi_lane = (q & 2) == 0;
-            // Backward-data: the products of the scaled state, scaled back (sum_scale: 1 forward).
+            // Lanes q < 2 hold the hi columns (products with h_hi), q >= 2 the lo ones. Each
+            // lane first adds U_hi's and U_lo's products of its own columns, (hi hi + lo hi / s)
+            // or (hi lo + lo lo / s) / s, so one shuffle per value adds the pair: both lanes
+            // then hold the same sum.
             constexpr float kInv = 1.0f / kHalfLoScale;
+            const float lane_scale = (q & 2) == 0 ? 1.0f : kInv;
             float c[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-              const float m = acc[mt][nt][i], e = acc2[mt][0][i];
-              const float pm = __shfl_xor_sync(0xffffffffu, m, 2);
-              const float pe = __shfl_xor_sync(0xffffffffu, e, 2);
-              const float hh = hi_lane ? m : pm, hl = hi_lane ? pm : m;
-              const float lh = hi_lane ? e : pe, ll = hi_lane ? pe : e;
-              c[i] = (hh + (hl + lh) * kInv + ll * (kInv * kInv)) * sum_scale;
+              const float own = (acc[mt][nt][i] + acc2[mt][0][i] * kInv) * lane_scale;
+              // Backward-data: the products of the scaled state, scaled back (1 forward).
+              c[i] = (own + __shfl_xor_sync(0xffffffffu, own, 2)) * sum_scale;
             }
             prnn_store_partials(partials_lane, pitch, 16 * mt, 0, c);
           } else if constexpr (kSplit) {
