@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // 2.23, H 1920 2.24 -> 2.19, H 1600 level; the tf32 split's <1, 5> with 2 measured level).
   constexpr int kLoRegs = !kLoShared ? KPW : kHalf && MT == 1 ? 4 : 0;
   constexpr int kHiRegs = KPW - split_hi_shared_tiles(kHalf, MT, KPW);  // k-tiles' hi in registers
-  static_assert(!kTf32 || MT == 1, "tf32 split: one m-tile");
+  static_assert(!kTf32 || (MT == 1 && !kLoShared), "tf32 split: one m-tile, lo in registers");
   uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;  // stride warps*32
   uint4* hi_s = reinterpret_cast<uint4*>(smem + a.hi_off) + warp * 32 + lane;  // k-tiles kHiRegs..
   uint32_t af[kLoRegs > 0 ? kLoRegs : 1][MT][4];
@@ -257,27 +257,26 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
-      if (kHalf && kk >= kHiRegs) {  // hi and lo both in shared memory
-        uint32_t hi[4], lo[4];
-        prnn_half_split_a_fragment(hi, lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
-        if (mine) {
-          hi_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-          lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-        }
-      } else if (kLoShared && kk >= kLoRegs) {
-        uint32_t lo[4];
-        if constexpr (kHalf)
+      if constexpr (kHalf) {
+        if (kk >= kHiRegs) {  // hi and lo both in shared memory
+          uint32_t hi[4], lo[4];
+          prnn_half_split_a_fragment(hi, lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+          if (mine) {
+            hi_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+          }
+        } else if (kLoShared && kk >= kLoRegs) {
+          uint32_t lo[4];
           prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], lo, d.u, H, r0 + 16 * mt,
                                      kt0 + kk, g, q, bwd, mine);
-        else
-          prnn_split_a_fragment(ah[kk][mt], lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
-        if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-      } else if constexpr (kHalf) {
-        prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], af[kk < kLoRegs ? kk : 0][mt],
-                                   d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
-      } else if constexpr (kSplit) {
-        prnn_split_a_fragment(ah[kk][mt], af[kk < kLoRegs ? kk : 0][mt], d.u, H, r0 + 16 * mt,
-                              kt0 + kk, g, q, bwd, mine);
+          if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        } else {
+          prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], af[kk < kLoRegs ? kk : 0][mt],
+                                     d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+        }
+      } else if constexpr (kSplit) {  // tf32: lo in registers
+        prnn_split_a_fragment(ah[kk][mt], af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
+                              mine);
       } else {
         prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
       }
@@ -408,14 +407,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               const uint32_t(&t)[8] = ah[kk][mt];
               mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], w[kk].x, w[kk].y);
               mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], w[kk].z, w[kk].w);
-              if (kLoShared && kk >= kLoRegs) {
-                // After the pieces' loads (volatile), so the compiler keeps it out of the wait.
-                const uint4 lo = load_shared_volatile(lo_s + kk * kWarps * 32);
-                mma_bf16_16816(c[0], c[1], c[2], c[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
-              } else {
-                const uint32_t(&l)[4] = af[kk < kLoRegs ? kk : 0][0];
-                mma_bf16_16816(c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
-              }
+              const uint32_t(&l)[4] = af[kk][0];
+              mma_bf16_16816(c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
             } else {
               mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
                              af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
