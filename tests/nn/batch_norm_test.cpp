@@ -59,7 +59,11 @@ void expect_normalized(const Sequences& x, const Sequences& y, int channels,
         }
 }
 
-void randomize_affine(ParameterStore& store, Rng& rng) {
+// Finalizes the store of the layers built on it, initializes it, and gives gamma and beta random
+// values away from 1 and 0 (a wrong scale or shift shows).
+void finalize_with_random_affine(ParameterStore& store, Rng& rng) {
+  store.finalize();
+  store.initialize(rng);
   for (int64_t i = 0; i < store.values().numel(); ++i)
     store.values()[i] = rng.uniform(0.5f, 1.5f) * (i % 2 ? 1.0f : -1.0f);
 }
@@ -70,9 +74,7 @@ TEST(BatchNorm, TrainingUsesValidFramesOnlyAndUpdatesRunningStats) {
     const int C = four_d ? 3 : 5;
     ParameterStore store;
     BatchNorm bn("bn", store, C, /*momentum=*/0.25f);
-    store.finalize();
-    store.initialize(rng);
-    randomize_affine(store, rng);
+    finalize_with_random_affine(store, rng);
     const Shape shape = four_d ? Shape{4, 3, C, 6} : Shape{4, 3, C};
     Sequences x = random_sequences(shape, {4, 1, 2}, rng, -2.0f, 2.0f, 50.0f);
     for (int64_t i = 0; i < x.data.numel(); ++i) x.data[i] += 3.0f;  // nonzero mean
@@ -97,9 +99,7 @@ TEST(BatchNorm, InferenceUsesRunningStats) {
   BatchNorm bn("bn", store, C, 0.1f);
   EXPECT_EQ(store.buffer_entries()[0].name, "bn.running_mean");
   EXPECT_EQ(store.buffer_entries()[1].name, "bn.running_var");
-  store.finalize();
-  store.initialize(rng);
-  randomize_affine(store, rng);
+  finalize_with_random_affine(store, rng);
   std::vector<double> mean(C), var(C);
   for (int c = 0; c < C; ++c) {
     mean[c] = store.buffers()[c] = rng.uniform(-1, 1);
@@ -122,9 +122,7 @@ TEST(BatchNorm, PerUtteranceStatisticsNormalizeEachUtteranceByItsOwnFrames) {
       BatchNorm bn("bn", store, C, 0.1f, NormStatistics::kUtterance);
       EXPECT_TRUE(store.buffer_entries().empty()) << "no running statistics";
       EXPECT_EQ(bn.describe(), "BatchNorm " + std::to_string(C) + " (per utterance)");
-      store.finalize();
-      store.initialize(rng);
-      randomize_affine(store, rng);
+      finalize_with_random_affine(store, rng);
       const Shape shape = four_d ? Shape{5, 4, C, 6} : Shape{5, 4, C};
       Sequences x = random_sequences(shape, {5, 2, 3, 0}, rng, -2.0f, 2.0f, 50.0f);
       // A different offset and scale per utterance, as different voices and channels give.
@@ -152,9 +150,7 @@ TEST(BatchNorm, PerUtteranceOutputDoesNotDependOnBatchMates) {
   const int C = 4;
   ParameterStore store;
   BatchNorm bn("bn", store, C, 0.1f, NormStatistics::kUtterance);
-  store.finalize();
-  store.initialize(rng);
-  randomize_affine(store, rng);
+  finalize_with_random_affine(store, rng);
   Sequences batch = random_sequences({6, 3, C}, {4, 6, 2}, rng, -1.0f, 5.0f, 9.0f);
   Sequences alone = random_sequences({4, 1, C}, {4}, rng);
   for (int64_t t = 0; t < 4; ++t)
@@ -188,9 +184,7 @@ TEST(BatchNorm, AllPaddingBatchLeavesRunningStatisticsAlone) {
     const int C = 3;
     ParameterStore store;
     BatchNorm bn("bn", store, C, 0.5f, statistics);
-    store.finalize();
-    store.initialize(rng);
-    randomize_affine(store, rng);
+    finalize_with_random_affine(store, rng);
     const std::vector<float> buffers(store.buffers().data(),
                                      store.buffers().data() + store.buffers().numel());
     Sequences x = random_sequences({4, 2, C}, {0, 0}, rng, -1.0f, 1.0f, 6.0f);
@@ -228,9 +222,7 @@ TEST(BatchNorm, GradientMatchesFiniteDifferences) {
         const int C = 3;
         ParameterStore store;
         BatchNorm bn("bn", store, C, 0.1f, statistics);
-        store.finalize();
-        store.initialize(rng);
-        randomize_affine(store, rng);
+        finalize_with_random_affine(store, rng);
         if (statistics == NormStatistics::kBatch) {
           store.buffers()[0] = 0.3f;  // non-trivial running statistics for the inference case
           store.buffers()[C] = 1.7f;
