@@ -113,8 +113,7 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
   if (prnn_mma_lo_in_shared(t)) off += size_t(kpw) * mt * kWarps * 32 * sizeof(uint4);
   l.hi_off = off;
-  off += size_t(split_hi_shared_tiles(prnn_mma_half_split(t), mt, kpw)) * mt * kWarps * 32 *
-         sizeof(uint4);
+  if (prnn_mma_hi_in_shared(t)) off += size_t(kHiSharedTiles) * mt * kWarps * 32 * sizeof(uint4);
   l.total = off;
   return l;
 }
@@ -529,16 +528,21 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // m-tile, at most 4 k-tiles per warp: H <= 1024 on 132 SMs). The fp16 split beyond, where it does
 // not spill (ptxas, sm_90, registers: one m-tile at 5, 6, 8, 10 k-tiles per warp 96, 107, 117,
 // 122; two m-tiles at 5-8 up to 124, at 10 128 with two k-tiles' hi in shared memory).
+// The kernel forms: bf16, or fp32 split into tf32 + the rest or into two fp16 halves.
+enum class MmaForm { kBf16, kTf32Split, kFp16Split };
+
 template <int MT, int KPW, int NT>
-const void* kernel_for_exchange(bool tags, bool split, bool half) {
-  if (split) {
-    if (!tags) return nullptr;
+const void* kernel_for_exchange(bool tags, MmaForm form) {
+  if (form == MmaForm::kTf32Split) {
     if constexpr (NT == 1 && MT == 1 && KPW <= 4)
-      if (!half) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
-    if (!half) return nullptr;
+      if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
+    return nullptr;
+  }
+  if (form == MmaForm::kFp16Split) {
     if constexpr (NT == 1 &&
                   ((MT == 1 && KPW >= 5 && KPW <= 10) || (MT == 2 && KPW >= 5 && KPW <= 10)))
-      return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true, true>);
+      if (tags)
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true, true>);
     return nullptr;
   }
   if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, false>);
@@ -548,26 +552,26 @@ const void* kernel_for_exchange(bool tags, bool split, bool half) {
 }
 
 template <int MT, int NT>
-const void* kernel_for_kpw(int kpw, bool tags, bool split, bool half) {
-  if (kpw <= 2) return kernel_for_exchange<MT, 2, NT>(tags, split, half);
-  if (kpw <= 4) return kernel_for_exchange<MT, 4, NT>(tags, split, half);
-  if (kpw <= 5) return kernel_for_exchange<MT, 5, NT>(tags, split, half);
-  if (kpw <= 6) return kernel_for_exchange<MT, 6, NT>(tags, split, half);
-  if (kpw <= 8) return kernel_for_exchange<MT, 8, NT>(tags, split, half);
-  if (kpw <= 10) return kernel_for_exchange<MT, 10, NT>(tags, split, half);
-  if (kpw <= 12) return kernel_for_exchange<MT, 12, NT>(tags, split, half);
+const void* kernel_for_kpw(int kpw, bool tags, MmaForm form) {
+  if (kpw <= 2) return kernel_for_exchange<MT, 2, NT>(tags, form);
+  if (kpw <= 4) return kernel_for_exchange<MT, 4, NT>(tags, form);
+  if (kpw <= 5) return kernel_for_exchange<MT, 5, NT>(tags, form);
+  if (kpw <= 6) return kernel_for_exchange<MT, 6, NT>(tags, form);
+  if (kpw <= 8) return kernel_for_exchange<MT, 8, NT>(tags, form);
+  if (kpw <= 10) return kernel_for_exchange<MT, 10, NT>(tags, form);
+  if (kpw <= 12) return kernel_for_exchange<MT, 12, NT>(tags, form);
   return nullptr;
 }
 
 template <int NT>
-const void* kernel_for_mt(int mt, int kpw, bool tags, bool split, bool half) {
+const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form) {
   switch (mt) {
     case 1:
-      return kernel_for_kpw<1, NT>(kpw, tags, split, half);
+      return kernel_for_kpw<1, NT>(kpw, tags, form);
     case 2:
-      return kernel_for_kpw<2, NT>(kpw, tags, split, half);
+      return kernel_for_kpw<2, NT>(kpw, tags, form);
     case 3:
-      return kernel_for_kpw<3, NT>(kpw, tags, split, half);
+      return kernel_for_kpw<3, NT>(kpw, tags, form);
     default:
       return nullptr;
   }
@@ -585,15 +589,17 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
   const int mt = t.rows_per_cta / 16, kpw = prnn_mma_k_tiles_per_warp(t.hidden);
   if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass
     return t.batch_tile == 4 && t.max_batch <= 4
-               ? kernel_for_mt<1>(mt, kpw, t.tagged_exchange, true, prnn_mma_half_split(t))
+               ? kernel_for_mt<1>(
+                     mt, kpw, t.tagged_exchange,
+                     prnn_mma_half_split(t) ? MmaForm::kFp16Split : MmaForm::kTf32Split)
                : nullptr;
   switch (t.batch_tile) {
     case 8:
-      return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, false, false);
+      return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);
     case 16:
-      return kernel_for_mt<2>(mt, kpw, t.tagged_exchange, false, false);
+      return kernel_for_mt<2>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);
     case 32:
-      return kernel_for_mt<4>(mt, kpw, t.tagged_exchange, false, false);
+      return kernel_for_mt<4>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);
     default:
       return nullptr;
   }

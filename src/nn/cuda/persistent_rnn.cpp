@@ -109,9 +109,8 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // hi halves in shared memory) the split wins from batch 3 (H 2560 batch 3 3.16 against 3.68,
   // batch 4 3.18-3.24 against 3.63), not at batch 2 (3.03 against 2.93; H 2304 2.91 against
   // 2.79).
-  const bool fp32_split_wins =
-      (max_batch >= 2 && !(max_batch == 2 && kernels::prnn_mma_hi_in_shared(m))) ||
-      (hidden > 512 && hidden <= 1280);
+  const int split_from_batch = kernels::prnn_mma_hi_in_shared(m) ? 3 : 2;
+  const bool fp32_split_wins = max_batch >= split_from_batch || (hidden > 512 && hidden <= 1280);
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
     m.tagged_exchange = true;
