@@ -74,6 +74,21 @@ __host__ __device__ constexpr int split_hi_shared_tiles(bool half, int mt, int k
   return half && mt == 2 && kpw > 8 ? kHiSharedTiles : 0;
 }
 
+// Tagged kernels multiply each piece of the state as soon as its load returns, before its tags
+// are known, and test all tags once after the products; a warp with a piece from step s - 3
+// (rare) reads its pieces again and repeats the products. Before, a warp tested every tag first,
+// so its first product waited for its last load (H200, us a step forward, two rounds,
+// kernels/NOTES.md "Session 41": fp32 batch 4 H 1152 1.54 -> 1.37-1.39, H 1536 1.84-1.85 ->
+// 1.57-1.60, H 2048 2.22-2.24 -> 2.14-2.15; batch 1 H 1152 1.50 -> 1.37-1.39; bf16 batch 4 H 2048
+// 1.99 -> 1.72). The pieces stay in registers through the products, so where that spilled
+// (ptxas: the fp16 split at two m-tiles from 7 k-tiles per warp, two m-tiles at 9-10, three
+// m-tiles, 12 k-tiles per warp) the tags come first. The fp16 split's `<2, 8>` (both directions
+// of H 1793-2048) without the spill, one k-tile's hi in shared memory, was slower: both
+// directions of H 1920 2.35-2.38 -> 2.74-2.75.
+__host__ __device__ constexpr bool optimistic_products(bool half, int mt, int kpw) {
+  return mt == 1 ? kpw <= 10 : mt == 2 && kpw <= (half ? 6 : 8);
+}
+
 // fp32 plans run the tf32 split (version 6) at one m-tile and at most 4 k-tiles per warp (H <=
 // 1024 on 132 SMs); beyond, the fp16 split (4 bytes a weight, session 34). The tf32 split fits
 // up to 6 k-tiles, but at 5-6 the fp16 split measured faster (H200, forward us a step, two
@@ -139,7 +154,8 @@ template <int MT, int KPW, int NT, bool kTags, bool kSplit, bool kHalf = false>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
   static_assert(!kSplit || (kTags && NT == 1), "fp32 split: tagged, one n-tile");
   static_assert(!kHalf || kSplit, "fp16 split: a form of the fp32 split");
-  constexpr bool kTf32 = kSplit && !kHalf;                // tf32 words with 1-bit tags
+  constexpr bool kTf32 = kSplit && !kHalf;  // tf32 words with 1-bit tags
+  constexpr bool kOptimistic = kTags && optimistic_products(kHalf, MT, KPW);
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
   constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
   constexpr int kPass = kTileRows * NT;                   // batch rows per pass
@@ -241,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // k-tiles x m-tiles, in shared memory (lo_s), read back before each product.
   constexpr bool kLoShared = kSplit && split_lo_in_shared(MT, KPW);
   // Where lo is in shared memory, the fp16 split at one m-tile keeps the first 4 k-tiles' lo in
-  // registers anyway (ptxas: <1, 8> 117 registers, <1, 10> 122, no spills), so fewer
+  // registers anyway (ptxas: <1, 8> 120 registers, <1, 10> 126, no spills), so fewer
   // shared-memory reads follow the state's arrival (H100, us a step forward: H 2048 2.25-2.30 ->
   // 2.23, H 1920 2.24 -> 2.19, H 1600 level; the tf32 split's <1, 5> with 2 measured level).
   constexpr int kLoRegs = !kLoShared ? KPW : kHalf && MT == 1 ? 4 : 0;
@@ -323,6 +339,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc2[mt][0][i] = 0.0f;
       }
+      auto zero_accumulators = [&](int nt) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc[mt][nt][i] = 0.0f;
+            if constexpr (kHalf) acc2[mt][0][i] = 0.0f;
+          }
+      };
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int ntg = pass * NT + nt;
@@ -331,19 +356,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         const Piece* tile_frags = frags + ntg * 32;
         uint2 bf[KPW];
         uint4 w[kTags ? KPW : 1];  // tagged: the pieces as loaded (fp32 split: the tf32 words)
-        if constexpr (kTags) {
-          // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
-          // (one L2 round trip per round, not per late piece); the usual case, every tag right
-          // at the first read, is one test of all pieces together. Lanes of padding batch rows
-          // (never written) hold zeros.
-          if constexpr (kZeroFirst) {  // zeros where nothing is read: no select after the loads
-#pragma unroll
-            for (int kk = 0; kk < KPW; ++kk) w[kk] = make_uint4(0u, 0u, 0u, 0u);
-          }
-#pragma unroll
-          for (int kk = 0; kk < KPW; ++kk)
-            if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
-          if (!all_tags_are<kTf32>(w, my_pieces, tag_in)) {
+        // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
+        // (one L2 round trip per round, not per late piece).
+        auto wait_for_late_pieces = [&] {
+          if constexpr (kTags) {
+            if (all_tags_are<kTf32>(w, my_pieces, tag_in)) return;
             unsigned int late = my_pieces;
             while (true) {
 #pragma unroll
@@ -355,66 +372,102 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                 if (late >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
             }
           }
+        };
+        if constexpr (kTags) {
+          // The usual case, every tag right at the first read, is one test of all pieces
+          // together. Lanes of padding batch rows (never written) hold zeros.
+          if constexpr (kZeroFirst) {  // zeros where nothing is read: no select after the loads
 #pragma unroll
-          for (int kk = 0; kk < KPW; ++kk) {
-            if constexpr (kHalf) {
-              bf[kk] = tagged_fragment(w[kk]);  // the fp16 halves (hi columns, then lo)
-            } else if constexpr (kSplit) {
-              // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
-              // products' bf16 operands rounded from them.
-              bf[kk] = make_uint2(pack_bf16x2(__uint_as_float(w[kk].x), __uint_as_float(w[kk].y)),
-                                  pack_bf16x2(__uint_as_float(w[kk].z), __uint_as_float(w[kk].w)));
-            } else {
-              bf[kk] =
-                  kZeroFirst || my_pieces >> kk & 1u ? tagged_fragment(w[kk]) : make_uint2(0u, 0u);
-            }
+            for (int kk = 0; kk < KPW; ++kk) w[kk] = make_uint4(0u, 0u, 0u, 0u);
           }
-        } else {
-          // ld.global.cg: never a stale L1 line; other CTAs wrote them before the step barrier.
 #pragma unroll
           for (int kk = 0; kk < KPW; ++kk)
-            if (kk < my_k_tiles) bf[kk] = __ldcg(tile_frags + kk * k_stride);
+            if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
+          if (!kOptimistic) wait_for_late_pieces();
         }
+        bool products_again = false;
+        do {
+          uint32_t tag_diff = 0;  // optimistic: the tags of the pieces the products used
+          if constexpr (kTags) {
 #pragma unroll
-        for (int kk = 0; kk < KPW; ++kk) {
-          if (kk >= my_k_tiles) break;
+            for (int kk = 0; kk < KPW; ++kk) {
+              if constexpr (kHalf) {
+                bf[kk] = tagged_fragment(w[kk]);  // the fp16 halves (hi columns, then lo)
+              } else if constexpr (kSplit) {
+                // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
+                // products' bf16 operands rounded from them.
+                bf[kk] =
+                    make_uint2(pack_bf16x2(__uint_as_float(w[kk].x), __uint_as_float(w[kk].y)),
+                               pack_bf16x2(__uint_as_float(w[kk].z), __uint_as_float(w[kk].w)));
+              } else {
+                bf[kk] = kZeroFirst || my_pieces >> kk & 1u ? tagged_fragment(w[kk])
+                                                            : make_uint2(0u, 0u);
+              }
+            }
+          } else {
+            // ld.global.cg: never a stale L1 line; other CTAs wrote them before the step barrier.
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            if constexpr (kHalf) {
-              // Both halves of the state in one n-tile (columns b, b + 4), times U's hi and lo.
-              float(&c)[4] = acc[mt][nt];
-              float(&e)[4] = acc2[mt][0];
-              if (kk >= kHiRegs) {
-                const uint4 hi =
-                    load_shared_volatile(hi_s + ((kk - kHiRegs) * MT + mt) * kWarps * 32);
-                mma_f16_16816(c[0], c[1], c[2], c[3], hi.x, hi.y, hi.z, hi.w, bf[kk].x, bf[kk].y);
+            for (int kk = 0; kk < KPW; ++kk)
+              if (kk < my_k_tiles) bf[kk] = __ldcg(tile_frags + kk * k_stride);
+          }
+#pragma unroll
+          for (int kk = 0; kk < KPW; ++kk) {
+            if (kk >= my_k_tiles) break;
+            // Optimistic: piece kk's tags tested beside its own products (in their basic block), so
+            // no product waits for another piece's load.
+            if (kOptimistic && (my_pieces >> kk & 1u))
+              tag_diff |= tag_mismatch<kTf32>(w[kk], tag_in);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              if constexpr (kHalf) {
+                // Both halves of the state in one n-tile (columns b, b + 4), times U's hi and lo.
+                float(&c)[4] = acc[mt][nt];
+                float(&e)[4] = acc2[mt][0];
+                if (kk >= kHiRegs) {
+                  const uint4 hi =
+                      load_shared_volatile(hi_s + ((kk - kHiRegs) * MT + mt) * kWarps * 32);
+                  mma_f16_16816(c[0], c[1], c[2], c[3], hi.x, hi.y, hi.z, hi.w, bf[kk].x, bf[kk].y);
+                } else {
+                  const uint32_t(&t)[4] = ah[kk < kHiRegs ? kk : 0][mt];
+                  mma_f16_16816(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bf[kk].x, bf[kk].y);
+                }
+                if (kLoShared && kk >= kLoRegs) {
+                  const uint4 lo = load_shared_volatile(lo_s + (kk * MT + mt) * kWarps * 32);
+                  mma_f16_16816(e[0], e[1], e[2], e[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
+                } else {
+                  const uint32_t(&l)[4] = af[kk < kLoRegs ? kk : 0][mt];
+                  mma_f16_16816(e[0], e[1], e[2], e[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
+                }
+              } else if constexpr (kSplit) {
+                // U h = hi (h_hi + h_lo) + lo h: the tf32 products take both halves of the state
+                // (columns b and b + 4), the bf16 ones lo times either.
+                float(&c)[4] = acc[mt][nt];
+                const uint32_t(&t)[8] = ah[kk][mt];
+                mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], w[kk].x, w[kk].y);
+                mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], w[kk].z, w[kk].w);
+                const uint32_t(&l)[4] = af[kk][0];
+                mma_bf16_16816(c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
               } else {
-                const uint32_t(&t)[4] = ah[kk < kHiRegs ? kk : 0][mt];
-                mma_f16_16816(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bf[kk].x, bf[kk].y);
+                mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
+                               af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
+                               bf[kk].y);
               }
-              if (kLoShared && kk >= kLoRegs) {
-                const uint4 lo = load_shared_volatile(lo_s + (kk * MT + mt) * kWarps * 32);
-                mma_f16_16816(e[0], e[1], e[2], e[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
-              } else {
-                const uint32_t(&l)[4] = af[kk < kLoRegs ? kk : 0][mt];
-                mma_f16_16816(e[0], e[1], e[2], e[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
-              }
-            } else if constexpr (kSplit) {
-              // U h = hi (h_hi + h_lo) + lo h: the tf32 products take both halves of the state
-              // (columns b and b + 4), the bf16 ones lo times either.
-              float(&c)[4] = acc[mt][nt];
-              const uint32_t(&t)[8] = ah[kk][mt];
-              mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], w[kk].x, w[kk].y);
-              mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], w[kk].z, w[kk].w);
-              const uint32_t(&l)[4] = af[kk][0];
-              mma_bf16_16816(c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
-            } else {
-              mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
-                             af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
-                             bf[kk].y);
             }
           }
-        }
+          products_again = false;
+          if constexpr (kOptimistic) {
+            if (!__all_sync(0xffffffffu, tag_diff == 0)) {
+              // Rare: some piece was early. Read them all again (w is not kept through the
+              // products).
+#pragma unroll
+              for (int kk = 0; kk < KPW; ++kk)
+                if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
+              wait_for_late_pieces();
+              zero_accumulators(nt);
+              products_again = true;
+            }
+          }
+        } while (products_again);
       }
       // Partial sums of this warp's k range, as [batch column][row]. fp32 split: column b + 4
       // (lo) added onto column b; lanes q and q ^ 2 store the same sums (columns 2 (q & 1) + 0, 1).
@@ -526,8 +579,8 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // instantiated.
 // The fp32 split kernels only tagged, at one n-tile. The tf32 split where tf32_split_fits (one
 // m-tile, at most 4 k-tiles per warp: H <= 1024 on 132 SMs). The fp16 split beyond, where it does
-// not spill (ptxas, sm_90, registers: one m-tile at 5, 6, 8, 10 k-tiles per warp 96, 107, 117,
-// 122; two m-tiles at 5-8 up to 124, at 10 128 with two k-tiles' hi in shared memory).
+// not spill (ptxas, sm_90, registers: one m-tile at 5, 6, 8, 10 k-tiles per warp 114, 118, 120,
+// 126; two m-tiles at 5-8 up to 124, at 10 128 with two k-tiles' hi in shared memory).
 // The kernel forms: bf16, or fp32 split into tf32 + the rest or into two fp16 halves.
 enum class MmaForm { kBf16, kTf32Split, kFp16Split };
 

@@ -104,13 +104,14 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // tagged kernel is faster (1.08 against 1.11). Beyond, the fp16 split, with the fp32-math
   // kernel as its fallback (kernels/NOTES.md, versions 7 and 8, session 40): batch 4 H 1152 1.57
   // and H 1536 1.83-1.88 against the barrier's 2.17-2.28 (H200); batch 1 H 1152 1.52-1.54
-  // against 1.60. At batch 1 from H 1536 the barrier wins (1.72-1.77 against 1.83-1.87; H 2048
-  // 1.84 against 2.17-2.23). At two m-tiles and 9-10 k-tiles per warp (H 2113-2560, some of U's
+  // against 1.60. With the optimistic products (session 41) the split takes batch 1 up to H 1536
+  // (1.52 against the barrier's 1.68); beyond, the barrier still wins (H 1792 1.85 against 1.89,
+  // H 2048 1.82 against 2.03). At two m-tiles and 9-10 k-tiles per warp (H 2113-2560, some of U's
   // hi halves in shared memory) the split wins from batch 3 (H 2560 batch 3 3.16 against 3.68,
   // batch 4 3.18-3.24 against 3.63), not at batch 2 (3.03 against 2.93; H 2304 2.91 against
   // 2.79).
   const int split_from_batch = kernels::prnn_mma_hi_in_shared(m) ? 3 : 2;
-  const bool fp32_split_wins = max_batch >= split_from_batch || (hidden > 512 && hidden <= 1280);
+  const bool fp32_split_wins = max_batch >= split_from_batch || (hidden > 512 && hidden <= 1536);
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
     m.tagged_exchange = true;

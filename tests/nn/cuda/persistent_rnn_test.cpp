@@ -405,17 +405,18 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
       EXPECT_TRUE(bf16.fits() && bf16.tiling().tensor_cores) << bf16.describe();
   }
   // fp32 at batch 1 up to H 512: the fp32-math kernel with the tagged exchange; at batch 2-4,
-  // and batch 1 for H 513-1280, up to H 1536 the tensor-core kernel with split operands
-  // (tagged); else the step barrier.
+  // and batch 1 for H 513-1536, the tensor-core kernel with split operands (tagged); else the
+  // step barrier.
   if (prop.multiProcessorCount >= 100 && prop.major >= 8) {
     auto split = [](const PersistentRnnPlan& p) {
       return p.fits() && p.tiling().tensor_cores && !p.tiling().state_in_bf16() &&
              p.tiling().tagged_exchange;
     };
-    const PersistentRnnPlan b1(512, 1), b1_mid(1152, 1), b1_large(1536, 1);
+    const PersistentRnnPlan b1(512, 1), b1_mid(1152, 1), b1_1536(1536, 1), b1_large(1792, 1);
     const PersistentRnnPlan b2(512, 2), b2_large(1536, 2), b4(1152, 4), b4_large(2048, 4);
     EXPECT_TRUE(b1.tiling().tagged_exchange && !b1.tiling().tensor_cores) << b1.describe();
     EXPECT_TRUE(split(b1_mid)) << b1_mid.describe();
+    EXPECT_TRUE(split(b1_1536)) << b1_1536.describe();
     EXPECT_FALSE(b1_large.tiling().tagged_exchange) << b1_large.describe();
     EXPECT_TRUE(split(b2)) << b2.describe();
     EXPECT_TRUE(split(b2_large)) << b2_large.describe();
