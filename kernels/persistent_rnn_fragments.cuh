@@ -33,16 +33,53 @@ __device__ __forceinline__ uint32_t prnn_weight_pair(const float* __restrict__ u
          (uint32_t{float_to_bf16(prnn_weight(u, H, k, j + 1, transpose))} << 16);
 }
 
+// The 8 weights of this lane's A fragment (rows k = m0 + g and k + 8, columns j = 16 kt + 2q,
+// j + 1, j + 8, j + 9) as w[2 i + c]: row k + 8 (i & 1), column j + 8 (i >> 1) + c; zeros when
+// `mine` is false (a k-tile past the warp's share). A fragment wholly inside U loads its weights
+// with no test between them, so they are in flight together: tested one by one (branches), ptxas
+// issued them two at a time, a round trip each. The prologue that loads U was most of a launch's
+// fixed ~9 us beyond an empty kernel (ncu, H 1152 batch 1, H200); this saves 2-5 us of it a
+// launch, most in backward-data, which reads U by columns (kernels/NOTES.md, session 41). The
+// fragment helpers' batch_loads false keeps a test per weight, for kernels at their register
+// limit, where the batched form spilled (ptxas: two m-tiles at 10-12 k-tiles per warp).
+__device__ __forceinline__ void prnn_fragment_weights(float (&w)[8], const float* __restrict__ u,
+                                                      int H, int k, int j, bool transpose,
+                                                      bool mine) {
+  if (mine && k + 8 < H && j + 9 < H) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const size_t row = k + 8 * (i & 1), col = j + 8 * (i >> 1) + c;
+        w[2 * i + c] = transpose ? u[col * H + row] : u[row * H + col];
+      }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+      w[2 * i + c] =
+          mine ? prnn_weight(u, H, k + 8 * (i & 1), j + 8 * (i >> 1) + c, transpose) : 0.0f;
+}
+
 // The A fragment (kernels/mma.cuh layout) of U, or U^T for backward-data, for output rows
-// [m0, m0 + 16) and k-tile kt; zeros when `mine` is false (a k-tile past the warp's share).
+// [m0, m0 + 16) and k-tile kt, in bf16 (rounded to nearest even); zeros when `mine` is false.
 __device__ __forceinline__ void prnn_a_fragment(uint32_t (&a)[4], const float* __restrict__ u,
                                                 int H, int m0, int kt, int g, int q, bool transpose,
-                                                bool mine) {
+                                                bool mine, bool batch_loads = true) {
   const int k = m0 + g, j = 16 * kt + 2 * q;
-  a[0] = mine ? prnn_weight_pair(u, H, k, j, transpose) : 0u;
-  a[1] = mine ? prnn_weight_pair(u, H, k + 8, j, transpose) : 0u;
-  a[2] = mine ? prnn_weight_pair(u, H, k, j + 8, transpose) : 0u;
-  a[3] = mine ? prnn_weight_pair(u, H, k + 8, j + 8, transpose) : 0u;
+  if (!batch_loads) {  // one test per weight
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      a[i] = mine ? prnn_weight_pair(u, H, k + 8 * (i & 1), j + 8 * (i >> 1), transpose) : 0u;
+    return;
+  }
+  float w[8];
+  prnn_fragment_weights(w, u, H, k, j, transpose, mine);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    a[i] = uint32_t{float_to_bf16(w[2 * i])} | (uint32_t{float_to_bf16(w[2 * i + 1])} << 16);
 }
 
 // fp32 products on tensor cores split U as hi + lo: hi = U rounded to tf32, lo = the rest rounded
@@ -54,8 +91,10 @@ __device__ __forceinline__ void prnn_a_fragment(uint32_t (&a)[4], const float* _
 __device__ __forceinline__ void prnn_split_a_fragment(uint32_t (&hi)[8], uint32_t (&lo)[4],
                                                       const float* __restrict__ u, int H, int m0,
                                                       int kt, int g, int q, bool transpose,
-                                                      bool mine) {
+                                                      bool mine, bool batch_loads = true) {
   const int k = m0 + g, j = 16 * kt + 2 * q;
+  float ws[8];
+  if (batch_loads) prnn_fragment_weights(ws, u, H, k, j, transpose, mine);
   float rest[8];  // [row g, g + 8] x [column j, j + 1, j + 8, j + 9]
 #pragma unroll
   for (int half = 0; half < 2; ++half)
@@ -63,7 +102,9 @@ __device__ __forceinline__ void prnn_split_a_fragment(uint32_t (&hi)[8], uint32_
     for (int c = 0; c < 2; ++c)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float w = mine ? prnn_weight(u, H, k + 8 * r, j + 8 * half + c, transpose) : 0.0f;
+        const float w = batch_loads ? ws[2 * (r + 2 * half) + c]
+                        : mine      ? prnn_weight(u, H, k + 8 * r, j + 8 * half + c, transpose)
+                                    : 0.0f;
         const uint32_t t = round_tf32(w);
         hi[4 * half + 2 * c + r] = t;  // a0 = (g, q), a1 = (g + 8, q), a2 = (g, q + 4), ...
         rest[4 * r + 2 * half + c] = w - __uint_as_float(t);
@@ -90,13 +131,18 @@ constexpr float kHalfLoScale = 2048.0f;
 __device__ __forceinline__ void prnn_half_split_a_fragment(uint32_t (&hi)[4], uint32_t (&lo)[4],
                                                            const float* __restrict__ u, int H,
                                                            int m0, int kt, int g, int q,
-                                                           bool transpose, bool mine) {
+                                                           bool transpose, bool mine,
+                                                           bool batch_loads = true) {
   const int k = m0 + g, j = 16 * kt + 2 * q;
+  float w[8];
+  if (batch_loads) prnn_fragment_weights(w, u, H, k, j, transpose, mine);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int row = k + 8 * (i & 1), col = j + 8 * (i >> 1);
-    const float w0 = mine ? prnn_weight(u, H, row, col, transpose) : 0.0f;
-    const float w1 = mine ? prnn_weight(u, H, row, col + 1, transpose) : 0.0f;
+    const float w0 = batch_loads ? w[2 * i] : mine ? prnn_weight(u, H, row, col, transpose) : 0.0f;
+    const float w1 = batch_loads ? w[2 * i + 1]
+                     : mine      ? prnn_weight(u, H, row, col + 1, transpose)
+                                 : 0.0f;
     const float h0 = __half2float(__float2half_rn(w0)), h1 = __half2float(__float2half_rn(w1));
     hi[i] = pack_f16x2(h0, h1);
     lo[i] = pack_f16x2((w0 - h0) * kHalfLoScale, (w1 - h1) * kHalfLoScale);

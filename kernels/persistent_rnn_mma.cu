@@ -267,6 +267,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   uint4* hi_s = reinterpret_cast<uint4*>(smem + a.hi_off) + warp * 32 + lane;  // k-tiles kHiRegs..
   uint32_t af[kLoRegs > 0 ? kLoRegs : 1][MT][4];
   uint32_t ah[kSplit ? kHiRegs : 1][MT][kHalf ? 4 : 8];
+  // A fragment's weight loads in flight together (kernels/persistent_rnn_fragments.cuh), but not
+  // at two m-tiles and 10-12 k-tiles per warp, where that spilled (ptxas: `<2, 10>` fp16 split
+  // 168 bytes, bf16 60).
+  constexpr bool kBatchLoads = !(MT >= 2 && KPW >= 10);
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
@@ -275,7 +279,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       if constexpr (kHalf) {
         if (kk >= kHiRegs) {  // hi and lo both in shared memory
           uint32_t hi[4], lo[4];
-          prnn_half_split_a_fragment(hi, lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+          prnn_half_split_a_fragment(hi, lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine,
+                                     kBatchLoads);
           if (mine) {
             hi_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
             lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
@@ -283,17 +288,17 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         } else if (kLoShared && kk >= kLoRegs) {
           uint32_t lo[4];
           prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], lo, d.u, H, r0 + 16 * mt,
-                                     kt0 + kk, g, q, bwd, mine);
+                                     kt0 + kk, g, q, bwd, mine, kBatchLoads);
           if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
         } else {
           prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], af[kk < kLoRegs ? kk : 0][mt],
-                                     d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+                                     d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
         }
       } else if constexpr (kSplit) {  // tf32: lo in registers
         prnn_split_a_fragment(ah[kk][mt], af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
-                              mine);
+                              mine, kBatchLoads);
       } else {
-        prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine);
+        prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
       }
     }
   __syncthreads();
