@@ -332,18 +332,6 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       // no faster; kernels/NOTES.md, version 6).
       // fp16 split: U's hi in acc, its lo in acc2 (summed apart: they are scaled apart).
       float acc[MT][NT][4], acc2[kHalf ? MT : 1][NT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
-      if constexpr (kHalf) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc2[mt][0][i] = 0.0f;
-      }
       auto zero_accumulators = [&](int nt) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -354,6 +342,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           }
       };
 #pragma unroll
+      for (int nt = 0; nt < NT; ++nt) zero_accumulators(nt);
+#pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int ntg = pass * NT + nt;
         if (s == 0 || 8 * ntg >= B) continue;  // the zero state, or a tile of padding rows only
@@ -361,6 +351,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         const Piece* tile_frags = frags + ntg * 32;
         uint2 bf[KPW];
         uint4 w[kTags ? KPW : 1];  // tagged: the pieces as loaded (fp32 split: the tf32 words)
+        auto load_pieces = [&] {
+          if constexpr (kTags) {
+#pragma unroll
+            for (int kk = 0; kk < KPW; ++kk)
+              if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
+          }
+        };
         // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
         // (one L2 round trip per round, not per late piece).
         auto wait_for_late_pieces = [&] {
@@ -385,9 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
             for (int kk = 0; kk < KPW; ++kk) w[kk] = make_uint4(0u, 0u, 0u, 0u);
           }
-#pragma unroll
-          for (int kk = 0; kk < KPW; ++kk)
-            if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
+          load_pieces();
           if (!kOptimistic) wait_for_late_pieces();
         }
         bool products_again = false;
@@ -464,9 +459,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if (!__all_sync(0xffffffffu, tag_diff == 0)) {
               // Rare: some piece was early. Read them all again (w is not kept through the
               // products).
-#pragma unroll
-              for (int kk = 0; kk < KPW; ++kk)
-                if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
+              load_pieces();
               wait_for_late_pieces();
               zero_accumulators(nt);
               products_again = true;
