@@ -40,8 +40,11 @@ __device__ __forceinline__ uint32_t prnn_weight_pair(const float* __restrict__ u
 // issued them two at a time, a round trip each. The prologue that loads U was most of a launch's
 // fixed ~9 us beyond an empty kernel (ncu, H 1152 batch 1, H200); this saves 2-5 us of it a
 // launch, most in backward-data, which reads U by columns (kernels/NOTES.md, session 41). The
-// fragment helpers' batch_loads false keeps a test per weight, for kernels at their register
-// limit, where the batched form spilled (ptxas: two m-tiles at 10-12 k-tiles per warp).
+// fragment helpers' batch_loads false keeps a test per weight, each weight converted as it is
+// loaded, for kernels at their register limit (two or more m-tiles at 10-12 k-tiles per warp):
+// there the batched form spilled, and so did the per-weight tests routed through this function
+// (all 8 weights into w first; `<2, 10>` of the fp16 split 168 bytes), hence their own copy in
+// each helper.
 __device__ __forceinline__ void prnn_fragment_weights(float (&w)[8], const float* __restrict__ u,
                                                       int H, int k, int j, bool transpose,
                                                       bool mine) {

@@ -268,8 +268,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   uint32_t af[kLoRegs > 0 ? kLoRegs : 1][MT][4];
   uint32_t ah[kSplit ? kHiRegs : 1][MT][kHalf ? 4 : 8];
   // A fragment's weight loads in flight together (kernels/persistent_rnn_fragments.cuh), but not
-  // at two m-tiles and 10-12 k-tiles per warp, where that spilled (ptxas: `<2, 10>` fp16 split
-  // 168 bytes, bf16 60).
+  // at two or more m-tiles and 10-12 k-tiles per warp, where that spilled (ptxas: `<2, 10>` fp16
+  // split 168 bytes, bf16 60).
   constexpr bool kBatchLoads = !(MT >= 2 && KPW >= 10);
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)

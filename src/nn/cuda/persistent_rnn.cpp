@@ -97,7 +97,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
   m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
   m.register_groups = m.rows_per_cta / kRowGroup;
-  // fp32 at batch 2-4, and at batch 1 for H 513-1280: the tensor-core kernel with U and the
+  // fp32 at batch 2-4, and at batch 1 for H 513-1536: the tensor-core kernel with U and the
   // state split into tf32 + the rest (H <= 1024, one direction), tagged exchange. H100, forward
   // us a step (kernels/NOTES.md, version 6 and session 28): batch 4 H 512-1024 1.15-1.50 against
   // the step barrier's 1.75-2.09; batch 1 H 1024 1.49 against 1.62, but at H 512 the fp32-math

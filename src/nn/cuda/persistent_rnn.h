@@ -25,7 +25,7 @@
 // registers (tiling().state_in_bf16(): H up to ~2600 with both directions in one launch on an
 // H200) the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums,
 // as a bf16 cuBLAS GEMM would compute them; otherwise h, products and sums stay fp32. An fp32 plan
-// at batch 2-4 (batch 1: H 513-1280) may run on tensor cores too (tiling().tensor_cores without
+// at batch 2-4 (batch 1: H 513-1536) may run on tensor cores too (tiling().tensor_cores without
 // bf16). Up to H 1024 (one direction): U is split into a tf32 part and the rest in bf16, h into
 // two tf32 parts, three products per pair, each within ~2^-20 relative of the fp32 product; fp32
 // accuracy, the state not rounded. Beyond (both directions of a layer in one launch, or H > 1024;
