@@ -30,6 +30,12 @@ constexpr unsigned char kTaggedWordFillByte = 0x00;
 DS2_HOST_DEVICE inline uint32_t fp32_step_tag(int s) {
   return static_cast<uint32_t>(s >> 1) & 1u;
 }
+// fp16 split state (two fp16 halves a value, the tag in each half's lowest bit): fp32_step_tag
+// flipped, so that the zero fill (kTaggedWordFillByte, which also clears the control block after
+// the exchange) passes for neither step 0 nor step 1.
+DS2_HOST_DEVICE inline uint32_t half_split_step_tag(int s) {
+  return fp32_step_tag(s) ^ 1u;
+}
 // What a launch fills an fp32 exchange with (fp32 values or split tf32 words): all ones, lowest
 // bit 1.
 constexpr unsigned char kTaggedFp32FillByte = 0xff;

@@ -155,6 +155,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   static_assert(!kSplit || (kTags && NT == 1), "fp32 split: tagged, one n-tile");
   static_assert(!kHalf || kSplit, "fp16 split: a form of the fp32 split");
   constexpr bool kTf32 = kSplit && !kHalf;  // tf32 words with 1-bit tags
+#ifndef DS2_COMPACT
+#define DS2_COMPACT 1
+#endif
+  // fp16 split: each state value travels as two fp16 halves that carry a 1-bit tag in their lowest
+  // bit (no tag words), so a lane's 16-byte piece holds two k-tiles' B fragments: half the loads.
+  constexpr bool kHalfTags = kHalf && DS2_COMPACT;
+  constexpr int kPieces = kHalfTags ? (KPW + 1) / 2 : KPW;  // a warp's loads a step (at most)
   constexpr bool kOptimistic = kTags && optimistic_products(kHalf, MT, KPW);
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
   constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
@@ -200,7 +207,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // Tagged: one n-tile (batch <= 8), so the stride is a constant and the loads' offsets from one
   // base are immediates.
   const int k_stride = kTags ? 32 : ntx * 32, my_k_tiles = kt_end - kt0;
-  const Piece* frag_base = reinterpret_cast<const Piece*>(d.xbuf) + int64_t{kt0} * k_stride + lane;
+  const int pieces_per_warp = (a.kpw + 1) / 2;  // fp16 split: [warp][piece][lane] in each parity
+  const Piece* frag_base =
+      reinterpret_cast<const Piece*>(d.xbuf) +
+      (kHalfTags ? int64_t{warp} * pieces_per_warp * 32 : int64_t{kt0} * k_stride) + lane;
   const int k_padded = 16 * a.k_tiles;
   const int passes = kSplit || kZeroFirst ? 1 : (B + kPass - 1) / kPass;  // tagged: B <= kPass
   const bool bwd = a.backward != 0;
@@ -249,8 +259,21 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // fp32 split: the lo word is in column tid_b + 4 (batch rows < 4), 16 lanes further. The
   // offsets in both parities pinned (H 1152 batch 4: 0.02-0.03 us a step).
   constexpr int kLoOffset = 16 * 4;
-  const int own_out_even = kSplit ? pin_in_register(own_frag) : own_frag;
-  const int own_out_odd = kSplit ? pin_in_register(own_frag + static_cast<int>(xbuf_parity)) : 0;
+  // fp16 split: the hi half's place in 16-bit units (lo: 16 lanes further, kHalfLoHalves).
+  int own_half = 0;
+  if (kHalfTags && own_state) {
+    const int kt = own_k >> 4, wv = kt / a.kpw, j = kt - wv * a.kpw, kk = own_k & 15;
+    const int piece = wv * pieces_per_warp + (j >> 1), piece_lane = tid_b * 4 + ((kk & 7) >> 1);
+    own_half = ((piece * 32 + piece_lane) * 4 + (j & 1) * 2 + (kk >> 3)) * 2 + (kk & 1);
+  }
+  constexpr int kHalfLoHalves = 16 * 4 * 2;
+  const int own_out_even = kHalfTags ? pin_in_register(own_half)
+                           : kSplit  ? pin_in_register(own_frag)
+                                     : own_frag;
+  const int own_out_odd =
+      kHalfTags ? pin_in_register(own_half + 2 * static_cast<int>(xbuf_parity))
+      : kSplit  ? pin_in_register(own_frag + static_cast<int>(xbuf_parity))
+                : 0;
 
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H. bf16: af;
   // fp32 split: hi in ah (two tf32 products, or one fp16), lo in af or, from kSplitLoSharedFrom
@@ -308,6 +331,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // none: my_k_tiles <= 0.)
   const int lane_row = kSplit ? g & 3 : g;
   const unsigned int my_pieces = lane_row < B && my_k_tiles > 0 ? (1u << my_k_tiles) - 1u : 0u;
+  // The loads: pieces (fp16 split: bit p where k-tile 2p is this lane's).
+  unsigned int my_loads = my_pieces;
+  if constexpr (kHalfTags) {
+    my_loads = 0u;
+#pragma unroll
+    for (int p = 0; p < kPieces; ++p) my_loads |= (my_pieces >> (2 * p) & 1u) << p;
+  }
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
   auto prefetch = [&](int s) {
@@ -321,8 +351,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     // The state step s - 1 wrote, as this lane's first B fragment piece.
     const Piece* frags = frag_base + ((s + 1) & 1) * (xbuf_parity / 4);
     const int64_t xout = (s & 1) * xbuf_parity;  // this step's parity
-    const uint32_t tag_in = kTf32 ? fp32_step_tag(s - 1) : step_tag(s - 1);
-    const uint32_t tag_out = kTf32 ? fp32_step_tag(s) : step_tag(s);
+    const uint32_t tag_in = kTf32       ? fp32_step_tag(s - 1)
+                            : kHalfTags ? half_split_step_tag(s - 1)
+                                        : step_tag(s - 1);
+    const uint32_t tag_out = kTf32       ? fp32_step_tag(s)
+                             : kHalfTags ? half_split_step_tag(s)
+                                         : step_tag(s);
+    const uint32_t half_tags_in = tag_in * 0x00010001u;  // fp16 split: in both halves of a word
     const float* epx = ep + (s & 1) * ep_parity;
     // This step's epilogue inputs (other threads': after the barrier). A thread that owns its
     // output copied its own inputs and waits for them only where it reads them.
@@ -350,18 +385,40 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         // The B fragments of this warp's k-tiles, straight from L2, all loads in flight at once.
         const Piece* tile_frags = frags + ntg * 32;
         uint2 bf[KPW];
-        uint4 w[kTags ? KPW : 1];  // tagged: the pieces as loaded (fp32 split: the tf32 words)
+        uint4 w[kTags ? kPieces : 1];  // tagged: the pieces as loaded (fp32 split: the tf32 words)
         auto load_pieces = [&] {
           if constexpr (kTags) {
 #pragma unroll
-            for (int kk = 0; kk < KPW; ++kk)
-              if (my_pieces >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
+            for (int p = 0; p < kPieces; ++p)
+              if (my_loads >> p & 1u) w[p] = load_tagged(tile_frags + p * k_stride);
           }
+        };
+        // fp16 split: k-tile kk's tag bits that are not step s - 1's (its two words of a piece).
+        auto half_tags_mismatch = [&](int kk) -> uint32_t {
+          const uint4& v = w[kHalfTags ? kk >> 1 : 0];
+          return (((kk & 1 ? v.z : v.x) ^ half_tags_in) | ((kk & 1 ? v.w : v.y) ^ half_tags_in)) &
+                 0x00010001u;
         };
         // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
         // (one L2 round trip per round, not per late piece).
         auto wait_for_late_pieces = [&] {
-          if constexpr (kTags) {
+          if constexpr (kHalfTags) {
+            uint32_t diff = 0;
+#pragma unroll
+            for (int kk = 0; kk < KPW; ++kk)
+              if (my_pieces >> kk & 1u) diff |= half_tags_mismatch(kk);
+            if (diff == 0) return;
+            unsigned int late = my_pieces;
+            while (true) {
+#pragma unroll
+              for (int kk = 0; kk < KPW; ++kk)
+                if ((late >> kk & 1u) && half_tags_mismatch(kk) == 0) late &= ~(1u << kk);
+              if (late == 0) break;
+#pragma unroll
+              for (int p = 0; p < kPieces; ++p)
+                if (late >> (2 * p) & 3u) w[p] = load_tagged(tile_frags + p * k_stride);
+            }
+          } else if constexpr (kTags) {
             if (all_tags_are<kTf32>(w, my_pieces, tag_in)) return;
             unsigned int late = my_pieces;
             while (true) {
@@ -380,7 +437,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           // together. Lanes of padding batch rows (never written) hold zeros.
           if constexpr (kZeroFirst) {  // zeros where nothing is read: no select after the loads
 #pragma unroll
-            for (int kk = 0; kk < KPW; ++kk) w[kk] = make_uint4(0u, 0u, 0u, 0u);
+            for (int p = 0; p < kPieces; ++p) w[p] = make_uint4(0u, 0u, 0u, 0u);
           }
           load_pieces();
           if (!kOptimistic) wait_for_late_pieces();
@@ -392,7 +449,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
             for (int kk = 0; kk < KPW; ++kk) {
               if constexpr (kHalf) {
-                bf[kk] = tagged_fragment(w[kk]);  // the fp16 halves (hi columns, then lo)
+                // The fp16 halves (hi columns, then lo) as they are: the tag is part of the value.
+                if constexpr (kHalfTags)
+                  bf[kk] = kk & 1 ? make_uint2(w[kk >> 1].z, w[kk >> 1].w)
+                                  : make_uint2(w[kk >> 1].x, w[kk >> 1].y);
+                else
+                  bf[kk] = tagged_fragment(w[kk]);
               } else if constexpr (kSplit) {
                 // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
                 // products' bf16 operands rounded from them.
@@ -415,8 +477,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if (kk >= my_k_tiles) break;
             // Optimistic: piece kk's tags tested beside its own products (in their basic block), so
             // no product waits for another piece's load.
-            if (kOptimistic && (my_pieces >> kk & 1u))
-              tag_diff |= tag_mismatch<kTf32>(w[kk], tag_in);
+            if (kOptimistic && (my_pieces >> kk & 1u)) {
+              if constexpr (kHalfTags)
+                tag_diff |= half_tags_mismatch(kk);
+              else
+                tag_diff |= tag_mismatch<kTf32>(w[kk], tag_in);
+            }
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               if constexpr (kHalf) {
@@ -513,9 +579,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                                           bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
           if constexpr (kHalf) {
             const float scaled = out * state_scale;
-            store_half_split_tagged(d.xbuf + (s & 1 ? own_out_odd : own_out_even),
-                                    d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset,
-                                    scaled, tag_out);
+            if constexpr (kHalfTags) {
+              uint16_t* const hi = reinterpret_cast<uint16_t*>(d.xbuf) +
+                                   (s & 1 ? own_out_odd : own_out_even);
+              store_half_split_tagged_halves(hi, hi + kHalfLoHalves, scaled, tag_out);
+            } else {
+              store_half_split_tagged(d.xbuf + (s & 1 ? own_out_odd : own_out_even),
+                                      d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset,
+                                      scaled, tag_out);
+            }
             // fp16's largest finite value; the forward's clipped state stays within it.
             if (bwd && !(fabsf(scaled) <= 65504.0f)) *a.overflow = 1u;
           } else if constexpr (kSplit)
@@ -714,6 +786,12 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     a.dir[i] = prnn_device_direction("persistent RNN (tensor cores)", dirs[i], i, backward,
                                      reinterpret_cast<uint32_t*>(ws + i * direction_bytes));
   if (t.directions == 1) a.dir[1] = a.dir[0];
+  if (half) {
+    // The fp16 split's pieces, [warp][piece][lane] with two k-tiles a piece, fit in each parity.
+    const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), warps = (a.k_tiles + kpw - 1) / kpw;
+    DS2_CHECK(warps * ((kpw + 1) / 2) <= a.k_tiles * a.n_tiles,
+              "persistent RNN (fp16 split): the exchange does not hold " << warps << " warps' pieces");
+  }
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
     // tag 0, fp32 split words tag bit 1. The fp16 split's words are bf16-style, so the same

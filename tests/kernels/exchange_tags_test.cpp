@@ -16,6 +16,7 @@ TEST(ExchangeTags, AReaderTellsItsStepFromTheOneTwoBefore) {
   for (int s = 2; s < 3 * 65536; ++s) {  // three wraps of the 16-bit tag
     collisions += step_tag(s) == step_tag(s - 2);
     collisions += fp32_step_tag(s) == fp32_step_tag(s - 2);
+    collisions += half_split_step_tag(s) == half_split_step_tag(s - 2);
   }
   EXPECT_EQ(collisions, 0);
   EXPECT_EQ(step_tag(65534), 65535u);
@@ -29,6 +30,9 @@ TEST(ExchangeTags, TheLaunchFillPassesForNeitherFirstStep) {
   for (int s : {0, 1}) {
     EXPECT_NE(bf16_word & 0xffffu, step_tag(s)) << "step " << s;  // the tag is the low half
     EXPECT_NE(fp32_word & 1u, fp32_step_tag(s)) << "step " << s;  // the tag is the lowest bit
+    // fp16 split halves: the zero fill, the tag in each half's lowest bit
+    EXPECT_NE(bf16_word & 1u, half_split_step_tag(s)) << "step " << s;
+    EXPECT_NE(bf16_word >> 16 & 1u, half_split_step_tag(s)) << "step " << s;
   }
 }
 
