@@ -4,7 +4,7 @@
 //
 //   store_tagged(xout + i, h, step_tag(s));       // bf16 words: a 16-bit tag beside the value
 //   store_tagged(xout + i, h, fp32_step_tag(s));  // fp32 values: the tag in the lowest bit
-//   store_split_tagged(hi, lo, h, fp32_step_tag(s));  // fp32 split: the same rule, two words
+//   store_half_split_tagged(hi, lo, h, half_split_step_tag(s));  // fp32 split: fp16 halves
 //
 // The exchange has two parities, so a reader of step s finds in its place either step s or the
 // step two before, never a later one (no CTA writes step s + 2 before every CTA has read step s:
@@ -36,7 +36,7 @@ DS2_HOST_DEVICE inline uint32_t fp32_step_tag(int s) {
 DS2_HOST_DEVICE inline uint32_t half_split_step_tag(int s) {
   return fp32_step_tag(s) ^ 1u;
 }
-// What a launch fills an fp32 exchange with (fp32 values or split tf32 words): all ones, lowest
+// What a launch fills an fp32 exchange with (the fp32-math kernel's values): all ones, lowest
 // bit 1.
 constexpr unsigned char kTaggedFp32FillByte = 0xff;
 

@@ -60,10 +60,9 @@ struct PrnnTiling {
   bool bf16_weights = false;  // U kept on chip in bf16 (rounded to nearest even), math in fp32
   // Products on tensor cores (kernels/persistent_rnn_mma.h); threads = kPrnnMmaThreads,
   // rows_per_cta a multiple of 16, all rows in registers. bf16: the state rounded to bf16 as well,
-  // batch_tile 8, 16 or 32 (batch columns per pass). fp32: U and the state each split into a tf32
-  // part and the rest, or (where that does not fit, prnn_mma_half_split) into two fp16 halves
-  // (fp32 accuracy, not rounded; gradients scaled into fp16's range), tagged exchange,
-  // batch_tile = max_batch <= 4.
+  // batch_tile 8, 16 or 32 (batch columns per pass). fp32: U and the state each split into two
+  // fp16 halves (prnn_mma_half_split: fp32 accuracy, not rounded; gradients scaled into fp16's
+  // range), tagged exchange, batch_tile = max_batch <= 4.
   bool tensor_cores = false;
   // Tensor-core plans only: the CTAs of a direction form one thread-block cluster that exchanges
   // the state through distributed shared memory and synchronizes with the cluster barrier

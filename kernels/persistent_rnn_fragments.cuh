@@ -5,7 +5,6 @@
 // for the m16n8k16 fragment layout.
 //
 //   prnn_a_fragment(af[kk][mt], u, H, r0 + 16 * mt, kt, g, q, backward, kt < kt_end);
-//   prnn_split_a_fragment(hi[kk][mt], lo[kk][mt], u, H, m0, kt, g, q, backward, mine);  // fp32
 //   prnn_half_split_a_fragment(hi[kk][mt], lo[kk][mt], u, H, m0, kt, g, q, false, mine); // fp16
 //   float* lane_out = red + warp * red_warp + prnn_partials_lane(pitch, g, q);   // once
 //   prnn_store_partials(lane_out, pitch, 16 * mt, 8 * nt, acc[mt][nt]);
@@ -83,41 +82,6 @@ __device__ __forceinline__ void prnn_a_fragment(uint32_t (&a)[4], const float* _
 #pragma unroll
   for (int i = 0; i < 4; ++i)
     a[i] = uint32_t{float_to_bf16(w[2 * i])} | (uint32_t{float_to_bf16(w[2 * i + 1])} << 16);
-}
-
-// fp32 products on tensor cores split U as hi + lo: hi = U rounded to tf32, lo = the rest rounded
-// to bf16 (|lo| <= 2^-11 |U|, so lo's own rounding costs 2^-20 |U|). hi is held as the A fragments
-// of two m16n8k8 tf32 products whose k order is permuted so that a lane's B elements are the
-// same four columns as in the bf16 m16n8k16 layout (2q, 2q + 1, 2q + 8, 2q + 9): logical column q
-// of the first product is column 2q, q + 4 is 2q + 1, and the second product's are 8 further.
-// lo is an ordinary bf16 A fragment. Zeros when `mine` is false.
-__device__ __forceinline__ void prnn_split_a_fragment(uint32_t (&hi)[8], uint32_t (&lo)[4],
-                                                      const float* __restrict__ u, int H, int m0,
-                                                      int kt, int g, int q, bool transpose,
-                                                      bool mine, bool batch_loads = true) {
-  const int k = m0 + g, j = 16 * kt + 2 * q;
-  float ws[8];
-  if (batch_loads) prnn_fragment_weights(ws, u, H, k, j, transpose, mine);
-  float rest[8];  // [row g, g + 8] x [column j, j + 1, j + 8, j + 9]
-#pragma unroll
-  for (int half = 0; half < 2; ++half)
-#pragma unroll
-    for (int c = 0; c < 2; ++c)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float w = batch_loads ? ws[2 * (r + 2 * half) + c]
-                        : mine      ? prnn_weight(u, H, k + 8 * r, j + 8 * half + c, transpose)
-                                    : 0.0f;
-        const uint32_t t = round_tf32(w);
-        hi[4 * half + 2 * c + r] = t;  // a0 = (g, q), a1 = (g + 8, q), a2 = (g, q + 4), ...
-        rest[4 * r + 2 * half + c] = w - __uint_as_float(t);
-      }
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-      lo[r + 2 * half] = uint32_t{float_to_bf16(rest[4 * r + 2 * half])} |
-                         (uint32_t{float_to_bf16(rest[4 * r + 2 * half + 1])} << 16);
 }
 
 // The fp16 split (fp32 products on fp16 tensor cores, 4 bytes a weight): U = hi + lo / kHalfLoScale

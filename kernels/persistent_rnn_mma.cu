@@ -59,7 +59,7 @@ struct MmaSmem {
 
 // The fp32 split kernels keep U's lo fragments in shared memory from this many k-tiles per warp
 // times m-tiles up (registers hold hi only), one 16-byte piece per lane:
-// [k-tile][m-tile][warp][lane]. Only the fp16 split reaches it: the tf32 split stops at 4.
+// [k-tile][m-tile][warp][lane].
 constexpr int kSplitLoSharedFrom = 5;
 // The rule, for the plan's shared-memory size and the kernel alike (kpw: k-tiles per warp).
 __host__ __device__ constexpr bool split_lo_in_shared(int mt, int kpw) {
@@ -70,8 +70,8 @@ __host__ __device__ constexpr bool split_lo_in_shared(int mt, int kpw) {
 // SMs) keeps its last kHiSharedTiles k-tiles' hi fragments in shared memory as well: all in
 // registers (80 of them) spilled 48 bytes. Same layout as lo: [k-tile][m-tile][warp][lane].
 constexpr int kHiSharedTiles = 2;
-__host__ __device__ constexpr int split_hi_shared_tiles(bool half, int mt, int kpw) {
-  return half && mt == 2 && kpw > 8 ? kHiSharedTiles : 0;
+__host__ __device__ constexpr int split_hi_shared_tiles(int mt, int kpw) {
+  return mt == 2 && kpw > 8 ? kHiSharedTiles : 0;
 }
 
 // Tagged kernels multiply each piece of the state as soon as its load returns, before its tags
@@ -84,19 +84,11 @@ __host__ __device__ constexpr int split_hi_shared_tiles(bool half, int mt, int k
 // (ptxas: the fp16 split at two m-tiles from 7 k-tiles per warp, two m-tiles at 9-10, three
 // m-tiles, 12 k-tiles per warp) the tags come first. The fp16 split's `<2, 8>` (both directions
 // of H 1793-2048) without the spill, one k-tile's hi in shared memory, was slower: both
-// directions of H 1920 2.35-2.38 -> 2.74-2.75.
-__host__ __device__ constexpr bool optimistic_products(bool half, int mt, int kpw) {
-  return mt == 1 ? kpw <= 10 : mt == 2 && kpw <= (half ? 6 : 8);
-}
-
-// fp32 plans run the tf32 split (version 6) at one m-tile and at most 4 k-tiles per warp (H <=
-// 1024 on 132 SMs); beyond, the fp16 split (4 bytes a weight, session 34). The tf32 split fits
-// up to 6 k-tiles, but at 5-6 the fp16 split measured faster (H200, forward us a step, two
-// rounds, kernels/NOTES.md "Session 40"): batch 4 H 1152 1.63 -> 1.57-1.58, H 1280 1.66 ->
-// 1.57-1.59, H 1536 1.99-2.00 -> 1.83; batch 1 H 1152 1.64-1.65 -> 1.52-1.53. At 4 k-tiles
-// (H 1024) it did not (1.49-1.50 -> 1.46-1.47 forward, 1.47 -> 1.54-1.55 backward-data).
-bool tf32_split_fits(int mt, int kpw) {
-  return mt == 1 && kpw <= 4;
+// directions of H 1920 2.35-2.38 -> 2.74-2.75. With the state in tagged fp16 halves (session
+// 42) `<2, 8>` of the fp16 split no longer spilled optimistic, but was slower: both directions of
+// H 1920 2.01-2.04 -> 2.16-2.21, of H 2048 2.08-2.09 -> 2.21-2.22.
+__host__ __device__ constexpr bool optimistic_products(bool split, int mt, int kpw) {
+  return mt == 1 ? kpw <= 10 : mt == 2 && kpw <= (split ? 6 : 8);
 }
 
 }  // namespace
@@ -109,8 +101,7 @@ bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
 
 bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
   if (!t.tensor_cores || t.bf16_weights) return false;
-  return split_hi_shared_tiles(prnn_mma_half_split(t), t.rows_per_cta / 16,
-                               prnn_mma_k_tiles_per_warp(t.hidden)) > 0;
+  return split_hi_shared_tiles(t.rows_per_cta / 16, prnn_mma_k_tiles_per_warp(t.hidden)) > 0;
 }
 
 namespace {
@@ -146,23 +137,19 @@ __device__ __forceinline__ uint4 load_shared_volatile(const uint4* p) {
 
 // MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
 // least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT); kTags: the tagged
-// exchange; kSplit: fp32 (U and the state each split into tf32 hi + a lo part, products on
-// tensor cores; tagged, one n-tile of 4 batch rows: columns b and b + 4 hold row b's hi and lo);
-// kHalf (with kSplit): the split into two fp16 halves instead, 4 bytes a weight, any MT; its
-// backward-data exchanges the state times a power of two (persistent_rnn_mma.h).
-template <int MT, int KPW, int NT, bool kTags, bool kSplit, bool kHalf = false>
+// exchange; kSplit: fp32 (U and the state each split into two fp16 halves, 4 bytes a weight,
+// products on tensor cores; tagged, one n-tile of 4 batch rows: columns b and b + 4 hold row b's
+// hi and lo); its backward-data exchanges the state times a power of two (persistent_rnn_mma.h).
+template <int MT, int KPW, int NT, bool kTags, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
   static_assert(!kSplit || (kTags && NT == 1), "fp32 split: tagged, one n-tile");
-  static_assert(!kHalf || kSplit, "fp16 split: a form of the fp32 split");
-  constexpr bool kTf32 = kSplit && !kHalf;  // tf32 words with 1-bit tags
-#ifndef DS2_COMPACT
-#define DS2_COMPACT 1
-#endif
-  // fp16 split: each state value travels as two fp16 halves that carry a 1-bit tag in their lowest
-  // bit (no tag words), so a lane's 16-byte piece holds two k-tiles' B fragments: half the loads.
-  constexpr bool kHalfTags = kHalf && DS2_COMPACT;
-  constexpr int kPieces = kHalfTags ? (KPW + 1) / 2 : KPW;  // a warp's loads a step (at most)
-  constexpr bool kOptimistic = kTags && optimistic_products(kHalf, MT, KPW);
+  // fp32 split: each state value travels as two fp16 halves that carry a 1-bit tag in their
+  // lowest bit (no tag words), so a lane's 16-byte piece holds two k-tiles' B fragments: half the
+  // loads of a 16-bit tag beside each half (H200, us a step forward, two rounds, kernels/NOTES.md
+  // "Session 42": batch 4 H 2048 2.16 -> 1.70, H 2560 3.07-3.09 -> 2.52-2.53, both directions of
+  // H 1920 2.32-2.34 -> 2.05-2.08; a warp issued ~5 cycles a load, whatever its bytes).
+  constexpr int kPieces = kSplit ? (KPW + 1) / 2 : KPW;  // a warp's loads a step (at most)
+  constexpr bool kOptimistic = kTags && optimistic_products(kSplit, MT, KPW);
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
   constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
   constexpr int kPass = kTileRows * NT;                   // batch rows per pass
@@ -210,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int pieces_per_warp = (a.kpw + 1) / 2;  // fp16 split: [warp][piece][lane] in each parity
   const Piece* frag_base =
       reinterpret_cast<const Piece*>(d.xbuf) +
-      (kHalfTags ? int64_t{warp} * pieces_per_warp * 32 : int64_t{kt0} * k_stride) + lane;
+      (kSplit ? int64_t{warp} * pieces_per_warp * 32 : int64_t{kt0} * k_stride) + lane;
   const int k_padded = 16 * a.k_tiles;
   const int passes = kSplit || kZeroFirst ? 1 : (B + kPass - 1) / kPass;  // tagged: B <= kPass
   const bool bwd = a.backward != 0;
@@ -221,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // that brings the direction's largest |dL/dh| to [2^7, 2^8) (exact both ways). A NaN or
   // infinity in dL/dh leaves no scale to choose: the caller's fp32-math rerun reproduces it.
   float state_scale = 1.0f, sum_scale = 1.0f;
-  if (kHalf && bwd) {
+  if (kSplit && bwd) {
     const float top = __uint_as_float(a.grad_max[di]);
     if (!(top <= 3.402823466e38f)) {
       if (tid == 0) *a.overflow = 1u;
@@ -256,40 +243,34 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const bool own_state = kTags && tid < kPass * R && tid_b < B && own_k < k_padded;
   const bool own_y = own_state && own_k < H;
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
-  // fp32 split: the lo word is in column tid_b + 4 (batch rows < 4), 16 lanes further. The
-  // offsets in both parities pinned (H 1152 batch 4: 0.02-0.03 us a step).
-  constexpr int kLoOffset = 16 * 4;
-  // fp16 split: the hi half's place in 16-bit units (lo: 16 lanes further, kHalfLoHalves).
+  // fp32 split: the hi half's place in 16-bit units; lo is in column tid_b + 4 (batch rows < 4),
+  // 16 lanes further (kLoHalves). The offsets in both parities pinned (H 1152 batch 4: 0.02-0.03
+  // us a step).
   int own_half = 0;
-  if (kHalfTags && own_state) {
+  if (kSplit && own_state) {
     const int kt = own_k >> 4, wv = kt / a.kpw, j = kt - wv * a.kpw, kk = own_k & 15;
     const int piece = wv * pieces_per_warp + (j >> 1), piece_lane = tid_b * 4 + ((kk & 7) >> 1);
     own_half = ((piece * 32 + piece_lane) * 4 + (j & 1) * 2 + (kk >> 3)) * 2 + (kk & 1);
   }
-  constexpr int kHalfLoHalves = 16 * 4 * 2;
-  const int own_out_even = kHalfTags ? pin_in_register(own_half)
-                           : kSplit  ? pin_in_register(own_frag)
-                                     : own_frag;
+  constexpr int kLoHalves = 16 * 4 * 2;
+  const int own_out_even = kSplit ? pin_in_register(own_half) : own_frag;
   const int own_out_odd =
-      kHalfTags ? pin_in_register(own_half + 2 * static_cast<int>(xbuf_parity))
-      : kSplit  ? pin_in_register(own_frag + static_cast<int>(xbuf_parity))
-                : 0;
+      kSplit ? pin_in_register(own_half + 2 * static_cast<int>(xbuf_parity)) : 0;
 
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H. bf16: af;
-  // fp32 split: hi in ah (two tf32 products, or one fp16), lo in af or, from kSplitLoSharedFrom
-  // k-tiles x m-tiles, in shared memory (lo_s), read back before each product.
+  // fp32 split: hi in ah, lo in af or, from kSplitLoSharedFrom k-tiles x m-tiles, in shared
+  // memory (lo_s), read back before each product.
   constexpr bool kLoShared = kSplit && split_lo_in_shared(MT, KPW);
   // Where lo is in shared memory, the fp16 split at one m-tile keeps the first 4 k-tiles' lo in
   // registers anyway (ptxas: <1, 8> 120 registers, <1, 10> 126, no spills), so fewer
   // shared-memory reads follow the state's arrival (H100, us a step forward: H 2048 2.25-2.30 ->
-  // 2.23, H 1920 2.24 -> 2.19, H 1600 level; the tf32 split's <1, 5> with 2 measured level).
-  constexpr int kLoRegs = !kLoShared ? KPW : kHalf && MT == 1 ? 4 : 0;
-  constexpr int kHiRegs = KPW - split_hi_shared_tiles(kHalf, MT, KPW);  // k-tiles' hi in registers
-  static_assert(!kTf32 || (MT == 1 && !kLoShared), "tf32 split: one m-tile, lo in registers");
+  // 2.23, H 1920 2.24 -> 2.19, H 1600 level).
+  constexpr int kLoRegs = !kLoShared ? KPW : MT == 1 ? 4 : 0;
+  constexpr int kHiRegs = KPW - (kSplit ? split_hi_shared_tiles(MT, KPW) : 0);  // hi in registers
   uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;  // stride warps*32
   uint4* hi_s = reinterpret_cast<uint4*>(smem + a.hi_off) + warp * 32 + lane;  // k-tiles kHiRegs..
   uint32_t af[kLoRegs > 0 ? kLoRegs : 1][MT][4];
-  uint32_t ah[kSplit ? kHiRegs : 1][MT][kHalf ? 4 : 8];
+  uint32_t ah[kSplit ? kHiRegs : 1][MT][4];
   // A fragment's weight loads in flight together (kernels/persistent_rnn_fragments.cuh), but not
   // at two or more m-tiles and 10-12 k-tiles per warp, where that spilled (ptxas: `<2, 10>` fp16
   // split 168 bytes, bf16 60).
@@ -299,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
-      if constexpr (kHalf) {
+      if constexpr (kSplit) {
         if (kk >= kHiRegs) {  // hi and lo both in shared memory
           uint32_t hi[4], lo[4];
           prnn_half_split_a_fragment(hi, lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine,
@@ -317,9 +298,6 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], af[kk < kLoRegs ? kk : 0][mt],
                                      d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
         }
-      } else if constexpr (kSplit) {  // tf32: lo in registers
-        prnn_split_a_fragment(ah[kk][mt], af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd,
-                              mine, kBatchLoads);
       } else {
         prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
       }
@@ -333,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const unsigned int my_pieces = lane_row < B && my_k_tiles > 0 ? (1u << my_k_tiles) - 1u : 0u;
   // The loads: pieces (fp16 split: bit p where k-tile 2p is this lane's).
   unsigned int my_loads = my_pieces;
-  if constexpr (kHalfTags) {
+  if constexpr (kSplit) {
     my_loads = 0u;
 #pragma unroll
     for (int p = 0; p < kPieces; ++p) my_loads |= (my_pieces >> (2 * p) & 1u) << p;
@@ -351,29 +329,23 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     // The state step s - 1 wrote, as this lane's first B fragment piece.
     const Piece* frags = frag_base + ((s + 1) & 1) * (xbuf_parity / 4);
     const int64_t xout = (s & 1) * xbuf_parity;  // this step's parity
-    const uint32_t tag_in = kTf32       ? fp32_step_tag(s - 1)
-                            : kHalfTags ? half_split_step_tag(s - 1)
-                                        : step_tag(s - 1);
-    const uint32_t tag_out = kTf32       ? fp32_step_tag(s)
-                             : kHalfTags ? half_split_step_tag(s)
-                                         : step_tag(s);
-    const uint32_t half_tags_in = tag_in * 0x00010001u;  // fp16 split: in both halves of a word
+    const uint32_t tag_in = kSplit ? half_split_step_tag(s - 1) : step_tag(s - 1);
+    const uint32_t tag_out = kSplit ? half_split_step_tag(s) : step_tag(s);
+    const uint32_t half_tags_in = tag_in * 0x00010001u;  // fp32 split: in both halves of a word
     const float* epx = ep + (s & 1) * ep_parity;
     // This step's epilogue inputs (other threads': after the barrier). A thread that owns its
     // output copied its own inputs and waits for them only where it reads them.
     if constexpr (!kTags) cp_async_wait_all();
     for (int pass = 0; pass < passes; ++pass) {
-      // fp32 split: the tf32 and the bf16 products in one chain (two chains, or three, measured
-      // no faster; kernels/NOTES.md, version 6).
-      // fp16 split: U's hi in acc, its lo in acc2 (summed apart: they are scaled apart).
-      float acc[MT][NT][4], acc2[kHalf ? MT : 1][NT][4];
+      // fp32 split: U's hi in acc, its lo in acc2 (summed apart: they are scaled apart).
+      float acc[MT][NT][4], acc2[kSplit ? MT : 1][NT][4];
       auto zero_accumulators = [&](int nt) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             acc[mt][nt][i] = 0.0f;
-            if constexpr (kHalf) acc2[mt][0][i] = 0.0f;
+            if constexpr (kSplit) acc2[mt][0][i] = 0.0f;
           }
       };
 #pragma unroll
@@ -385,7 +357,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         // The B fragments of this warp's k-tiles, straight from L2, all loads in flight at once.
         const Piece* tile_frags = frags + ntg * 32;
         uint2 bf[KPW];
-        uint4 w[kTags ? kPieces : 1];  // tagged: the pieces as loaded (fp32 split: the tf32 words)
+        uint4 w[kTags ? kPieces : 1];  // tagged: the pieces as loaded
         auto load_pieces = [&] {
           if constexpr (kTags) {
 #pragma unroll
@@ -393,16 +365,16 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               if (my_loads >> p & 1u) w[p] = load_tagged(tile_frags + p * k_stride);
           }
         };
-        // fp16 split: k-tile kk's tag bits that are not step s - 1's (its two words of a piece).
+        // fp32 split: k-tile kk's tag bits that are not step s - 1's (its two words of a piece).
         auto half_tags_mismatch = [&](int kk) -> uint32_t {
-          const uint4& v = w[kHalfTags ? kk >> 1 : 0];
+          const uint4& v = w[kSplit ? kk >> 1 : 0];
           return (((kk & 1 ? v.z : v.x) ^ half_tags_in) | ((kk & 1 ? v.w : v.y) ^ half_tags_in)) &
                  0x00010001u;
         };
         // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
         // (one L2 round trip per round, not per late piece).
         auto wait_for_late_pieces = [&] {
-          if constexpr (kHalfTags) {
+          if constexpr (kSplit) {
             uint32_t diff = 0;
 #pragma unroll
             for (int kk = 0; kk < KPW; ++kk)
@@ -419,12 +391,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                 if (late >> (2 * p) & 3u) w[p] = load_tagged(tile_frags + p * k_stride);
             }
           } else if constexpr (kTags) {
-            if (all_tags_are<kTf32>(w, my_pieces, tag_in)) return;
+            if (all_tags_are(w, my_pieces, tag_in)) return;
             unsigned int late = my_pieces;
             while (true) {
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)
-                if ((late >> kk & 1u) && tags_are<kTf32>(w[kk], tag_in)) late &= ~(1u << kk);
+                if ((late >> kk & 1u) && tags_are(w[kk], tag_in)) late &= ~(1u << kk);
               if (late == 0) break;
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)
@@ -448,19 +420,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           if constexpr (kTags) {
 #pragma unroll
             for (int kk = 0; kk < KPW; ++kk) {
-              if constexpr (kHalf) {
+              if constexpr (kSplit) {
                 // The fp16 halves (hi columns, then lo) as they are: the tag is part of the value.
-                if constexpr (kHalfTags)
-                  bf[kk] = kk & 1 ? make_uint2(w[kk >> 1].z, w[kk >> 1].w)
-                                  : make_uint2(w[kk >> 1].x, w[kk >> 1].y);
-                else
-                  bf[kk] = tagged_fragment(w[kk]);
-              } else if constexpr (kSplit) {
-                // The tf32 words as they are (a tag bit is at most one ulp of fp32); the lo
-                // products' bf16 operands rounded from them.
-                bf[kk] =
-                    make_uint2(pack_bf16x2(__uint_as_float(w[kk].x), __uint_as_float(w[kk].y)),
-                               pack_bf16x2(__uint_as_float(w[kk].z), __uint_as_float(w[kk].w)));
+                bf[kk] = kk & 1 ? make_uint2(w[kk >> 1].z, w[kk >> 1].w)
+                                : make_uint2(w[kk >> 1].x, w[kk >> 1].y);
               } else {
                 bf[kk] = kZeroFirst || my_pieces >> kk & 1u ? tagged_fragment(w[kk])
                                                             : make_uint2(0u, 0u);
@@ -478,14 +441,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             // Optimistic: piece kk's tags tested beside its own products (in their basic block), so
             // no product waits for another piece's load.
             if (kOptimistic && (my_pieces >> kk & 1u)) {
-              if constexpr (kHalfTags)
+              if constexpr (kSplit)
                 tag_diff |= half_tags_mismatch(kk);
               else
-                tag_diff |= tag_mismatch<kTf32>(w[kk], tag_in);
+                tag_diff |= tag_mismatch(w[kk], tag_in);
             }
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              if constexpr (kHalf) {
+              if constexpr (kSplit) {
                 // Both halves of the state in one n-tile (columns b, b + 4), times U's hi and lo.
                 float(&c)[4] = acc[mt][nt];
                 float(&e)[4] = acc2[mt][0];
@@ -504,15 +467,6 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                   const uint32_t(&l)[4] = af[kk < kLoRegs ? kk : 0][mt];
                   mma_f16_16816(e[0], e[1], e[2], e[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
                 }
-              } else if constexpr (kSplit) {
-                // U h = hi (h_hi + h_lo) + lo h: the tf32 products take both halves of the state
-                // (columns b and b + 4), the bf16 ones lo times either.
-                float(&c)[4] = acc[mt][nt];
-                const uint32_t(&t)[8] = ah[kk][mt];
-                mma_tf32_1688(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], w[kk].x, w[kk].y);
-                mma_tf32_1688(c[0], c[1], c[2], c[3], t[4], t[5], t[6], t[7], w[kk].z, w[kk].w);
-                const uint32_t(&l)[4] = af[kk][0];
-                mma_bf16_16816(c[0], c[1], c[2], c[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
               } else {
                 mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
                                af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
@@ -541,7 +495,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          if constexpr (kHalf) {
+          if constexpr (kSplit) {
             // Lanes q < 2 hold the hi columns (products with h_hi), q >= 2 the lo ones. Each
             // lane first adds U_hi's and U_lo's products of its own columns, (hi hi + lo hi / s)
             // or (hi lo + lo lo / s) / s, so one shuffle per value adds the pair: both lanes
@@ -554,13 +508,6 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               const float own = (acc[mt][nt][i] + acc2[mt][0][i] * kInv) * lane_scale;
               // Backward-data: the products of the scaled state, scaled back (1 forward).
               c[i] = (own + __shfl_xor_sync(0xffffffffu, own, 2)) * sum_scale;
-            }
-            prnn_store_partials(partials_lane, pitch, 16 * mt, 0, c);
-          } else if constexpr (kSplit) {
-            float c[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              c[i] = acc[mt][nt][i] + __shfl_xor_sync(0xffffffffu, acc[mt][nt][i], 2);
             }
             prnn_store_partials(partials_lane, pitch, 16 * mt, 0, c);
           } else {
@@ -577,25 +524,17 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           if (t < own_len)
             out = prnn_cell_from_partials(red + tid_b * pitch + tid_m, red_warp, kWarps, epx[tid],
                                           bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
-          if constexpr (kHalf) {
+          if constexpr (kSplit) {
             const float scaled = out * state_scale;
-            if constexpr (kHalfTags) {
-              uint16_t* const hi = reinterpret_cast<uint16_t*>(d.xbuf) +
-                                   (s & 1 ? own_out_odd : own_out_even);
-              store_half_split_tagged_halves(hi, hi + kHalfLoHalves, scaled, tag_out);
-            } else {
-              store_half_split_tagged(d.xbuf + (s & 1 ? own_out_odd : own_out_even),
-                                      d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset,
-                                      scaled, tag_out);
-            }
-            // fp16's largest finite value; the forward's clipped state stays within it.
-            if (bwd && !(fabsf(scaled) <= 65504.0f)) *a.overflow = 1u;
-          } else if constexpr (kSplit)
-            store_split_tagged(d.xbuf + (s & 1 ? own_out_odd : own_out_even),
-                               d.xbuf + (s & 1 ? own_out_odd : own_out_even) + kLoOffset, out,
-                               tag_out);
-          else
+            uint16_t* const hi =
+                reinterpret_cast<uint16_t*>(d.xbuf) + (s & 1 ? own_out_odd : own_out_even);
+            store_half_split_tagged(hi, hi + kLoHalves, scaled, tag_out);
+            // Below fp16's largest finite value (the forward's clipped state stays there), hi
+            // and lo keep their tags without rounding to infinity.
+            if (bwd && !(fabsf(scaled) < 65504.0f)) *a.overflow = 1u;
+          } else {
             store_tagged(d.xbuf + xout + own_frag, out, tag_out);
+          }
           if (own_y) d.y[(int64_t{t} * B + tid_b) * d.ld_y + own_k] = out;
         }
         continue;
@@ -647,25 +586,18 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // The tagged exchange only at one n-tile per pass (batch <= 8), where the plan takes it: wider
 // passes measured slower than the barrier (kernels/NOTES.md, version 5), so they are not
 // instantiated.
-// The fp32 split kernels only tagged, at one n-tile. The tf32 split where tf32_split_fits (one
-// m-tile, at most 4 k-tiles per warp: H <= 1024 on 132 SMs). The fp16 split beyond, where it does
-// not spill (ptxas, sm_90, registers: one m-tile at 5, 6, 8, 10 k-tiles per warp 114, 118, 120,
-// 126; two m-tiles at 5-8 up to 124, at 10 128 with two k-tiles' hi in shared memory).
-// The kernel forms: bf16, or fp32 split into tf32 + the rest or into two fp16 halves.
-enum class MmaForm { kBf16, kTf32Split, kFp16Split };
+// The fp32 split kernels only tagged, at one n-tile, at one or two m-tiles and at most 10
+// k-tiles per warp, where they do not spill (ptxas, sm_90, registers: one m-tile at 2, 4, 5, 6,
+// 8, 10 k-tiles per warp 70-128; two m-tiles up to 126, at 10 128 with two k-tiles' hi in shared
+// memory; kernels/NOTES.md "Session 42").
+// The kernel forms: bf16, or fp32 split into two fp16 halves.
+enum class MmaForm { kBf16, kFp16Split };
 
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, MmaForm form) {
-  if (form == MmaForm::kTf32Split) {
-    if constexpr (NT == 1 && MT == 1 && KPW <= 4)
-      if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
-    return nullptr;
-  }
   if (form == MmaForm::kFp16Split) {
-    if constexpr (NT == 1 &&
-                  ((MT == 1 && KPW >= 5 && KPW <= 10) || (MT == 2 && KPW >= 5 && KPW <= 10)))
-      if (tags)
-        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true, true>);
+    if constexpr (NT == 1 && MT <= 2 && KPW <= 10)
+      if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
     return nullptr;
   }
   if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, false>);
@@ -703,8 +635,7 @@ const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form) {
 }  // namespace
 
 bool prnn_mma_half_split(const PrnnTiling& t) {
-  return t.tensor_cores && !t.bf16_weights &&
-         !tf32_split_fits(t.rows_per_cta / 16, prnn_mma_k_tiles_per_warp(t.hidden));
+  return t.tensor_cores && !t.bf16_weights;
 }
 
 const void* prnn_mma_kernel(const PrnnTiling& t) {
@@ -712,9 +643,7 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
   const int mt = t.rows_per_cta / 16, kpw = prnn_mma_k_tiles_per_warp(t.hidden);
   if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass
     return t.batch_tile == 4 && t.max_batch <= 4
-               ? kernel_for_mt<1>(
-                     mt, kpw, t.tagged_exchange,
-                     prnn_mma_half_split(t) ? MmaForm::kFp16Split : MmaForm::kTf32Split)
+               ? kernel_for_mt<1>(mt, kpw, t.tagged_exchange, MmaForm::kFp16Split)
                : nullptr;
   switch (t.batch_tile) {
     case 8:
@@ -794,12 +723,11 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   }
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
-    // tag 0, fp32 split words tag bit 1. The fp16 split's words are bf16-style, so the same
-    // zeros clear its control block, which follows the exchange.
+    // tag 0, fp16 split halves tag bit 0 (kernels/exchange_tags.h). The same zeros clear the
+    // fp16 split's control block, which follows the exchange.
     static_assert(kTaggedWordFillByte == 0, "the fp16 split's control block starts at zero");
-    DS2_CUDA_CHECK(cudaMemsetAsync(
-        workspace, t.bf16_weights || half ? kTaggedWordFillByte : kTaggedFp32FillByte,
-        half ? prnn_mma_workspace_bytes(t) : exchange_bytes(t), stream));
+    DS2_CUDA_CHECK(cudaMemsetAsync(workspace, kTaggedWordFillByte,
+                                   half ? prnn_mma_workspace_bytes(t) : exchange_bytes(t), stream));
   } else {
     a.arrivals = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
     DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));

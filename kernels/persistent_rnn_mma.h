@@ -1,11 +1,10 @@
 // The tensor-core variant of the persistent RNN recurrence (PrnnTiling::tensor_cores), behind the
 // entry points of kernels/persistent_rnn.h, which dispatch to it. bf16 plans as described below;
-// fp32 plans (batch <= 4, tagged exchange only) split U into a tf32 part (two m16n8k8 tf32
-// products per k-tile) and the rest in bf16 (one m16n8k16), and the state into two tf32 words
-// (hi, lo) that sit in B columns b and b + 4 of one n-tile: fp32 accuracy (kernels/NOTES.md,
-// version 6). Where that does not fit, U and the state are split into two fp16 halves instead
-// (two m16n8k16 fp16 products per k-tile, 4 bytes a weight; version 7, backward-data with the
-// gradients scaled by a power of two: version 8).
+// fp32 plans (batch <= 4, tagged exchange only) split U and the state into two fp16 halves (hi,
+// lo; two m16n8k16 fp16 products per k-tile, 4 bytes a weight; the state's halves sit in B
+// columns b and b + 4 of one n-tile): fp32 accuracy (kernels/NOTES.md, versions 7 and 8, with
+// the gradients scaled by a power of two in backward-data; session 42: the fp16 split at every
+// fp32 size, the tf32 split it replaced at H <= 1024 was slower).
 //
 // U (forward) or U^T (backward-data) is rounded to bf16 and held in registers as mma.sync A
 // fragments for the whole launch; every step each warp reads the previous state, rounded to bf16,
@@ -49,8 +48,7 @@ __host__ __device__ constexpr int prnn_mma_partial_pitch(int rows) {
   return rows + 4;
 }
 
-// fp32 tilings on tensor cores beyond the tf32 split's reach (more than one m-tile, or more than
-// 6 k-tiles per warp) split U and the state into two fp16 halves instead: 4 bytes a weight, so
+// fp32 tilings on tensor cores split U and the state into two fp16 halves: 4 bytes a weight, so
 // both directions of H 1920 fit. fp16's range holds the forward's clipped state (clip <=
 // kPrnnHalfSplitMaxClip). Gradients have no such bound: backward-data first finds each
 // direction's largest |dL/dh| (over the frames inside the lengths) and exchanges the state times

@@ -1,17 +1,16 @@
 // A state exchange that synchronizes through its data: every state element travels with the step
 // that wrote it (bf16: in a 32-bit word beside a 16-bit tag; fp32: the tag in its lowest bit;
-// fp32 split into two tf32 words: the tag in each word's lowest bit, which tf32 does not use), so
-// a reader waits for exactly the values it needs instead of for a grid barrier (no fence, no
-// atomic counter; the Persistent RNN design's "synchronize through the data"). Writer and readers
-// use relaxed .gpu accesses (L2, never a stale L1 line; single-copy atomic per word, so value and
-// tag always arrive together).
+// fp32 split into two fp16 halves: the tag in each half's lowest bit), so a reader waits for
+// exactly the values it needs instead of for a grid barrier (no fence, no atomic counter; the
+// Persistent RNN design's "synchronize through the data"). Writer and readers use relaxed .gpu
+// accesses (L2, never a stale L1 line; single-copy atomic per word or half, so value and tag
+// always arrive together).
 //
 //   store_tagged(xout + index, h, step_tag(s));            // step s writes its state
 //   uint4 w = load_tagged(frag);                           // step s + 1 reads a lane's 4 words
-//   while (!tags_are(w, step_tag(s))) w = load_tagged(frag);   // split words: tags_are<true>
+//   while (!tags_are(w, step_tag(s))) w = load_tagged(frag);
 //   const uint2 b = tagged_fragment(w);                    // the mma.sync B registers
-//   store_split_tagged(xout + hi_index, xout + lo_index, h, fp32_step_tag(s));   // fp32 split
-//   store_half_split_tagged(xout + hi_index, xout + lo_index, h, step_tag(s));    // fp16 split
+//   store_half_split_tagged(hi, lo, h, half_split_step_tag(s));   // fp32 split: 16-bit halves
 //
 // The tags, the fills and why they are unambiguous: kernels/exchange_tags.h.
 #pragma once
@@ -46,27 +45,24 @@ __device__ __forceinline__ uint4 load_tagged(const uint4* p) {
 }
 
 // The bits in which a piece's four tags differ from `tag` (zero when all four carry it): bf16
-// words (16-bit tags), or with kSplit fp32 split words (the lowest bit, tag 0 or 1).
-template <bool kSplit = false>
+// words (16-bit tags).
 __device__ __forceinline__ uint32_t tag_mismatch(const uint4& w, uint32_t tag) {
-  if constexpr (kSplit) return ((w.x ^ tag) | (w.y ^ tag) | (w.z ^ tag) | (w.w ^ tag)) & 1u;
   const uint32_t both = tag * 0x10001u;
   return (__byte_perm(w.x, w.y, 0x5410) ^ both) | (__byte_perm(w.z, w.w, 0x5410) ^ both);
 }
 
-template <bool kSplit = false>
 __device__ __forceinline__ bool tags_are(const uint4& w, uint32_t tag) {
-  return tag_mismatch<kSplit>(w, tag) == 0;
+  return tag_mismatch(w, tag) == 0;
 }
 
 // Whether every piece set in `pieces` (bit i: w[i]) carries `tag`: one test for all of them.
-template <bool kSplit = false, int N>
+template <int N>
 __device__ __forceinline__ bool all_tags_are(const uint4 (&w)[N], unsigned int pieces,
                                              uint32_t tag) {
   uint32_t diff = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i)
-    if (pieces >> i & 1u) diff |= tag_mismatch<kSplit>(w[i], tag);
+    if (pieces >> i & 1u) diff |= tag_mismatch(w[i], tag);
   return diff == 0;
 }
 
@@ -94,28 +90,6 @@ __device__ __forceinline__ bool tags_are(const float4& v, uint32_t tag, uint32_t
   return ((bits ^ (tag * 0xfu)) & valid) == 0;
 }
 
-// fp32 state for tensor-core products: v as hi = v rounded to tf32 and lo = (v - hi) rounded to
-// tf32 (together within 2^-22 |v|), two words in two places, each carrying the tag in its lowest
-// bit (zero in a tf32, so the value is exact; the products ignore it or read one ulp of fp32).
-__device__ __forceinline__ void store_split_tagged(uint32_t* hi, uint32_t* lo, float v,
-                                                   uint32_t tag) {
-  const uint32_t h = round_tf32(v);
-  store_word_relaxed(hi, h | tag);
-  store_word_relaxed(lo, round_tf32(v - __uint_as_float(h)) | tag);
-}
-
-// fp32 state for the fp16 split (kernels/persistent_rnn_fragments.cuh): hi = v rounded to fp16
-// and lo = (v - hi) * kHalfLoScale rounded to fp16, each in the high half of a bf16-style tagged
-// word (tag in the low half; read with tags_are<false> and tagged_fragment). |v| must stay within
-// fp16's range (the forward's clipped state does).
-__device__ __forceinline__ void store_half_split_tagged(uint32_t* hi, uint32_t* lo, float v,
-                                                        uint32_t tag) {
-  const __half h = __float2half_rn(v);
-  const __half l = __float2half_rn((v - __half2float(h)) * kHalfLoScale);
-  store_word_relaxed(hi, (uint32_t{__half_as_ushort(h)} << 16) | tag);
-  store_word_relaxed(lo, (uint32_t{__half_as_ushort(l)} << 16) | tag);
-}
-
 // A 16-bit relaxed .gpu store (single-copy atomic).
 __device__ __forceinline__ void store_half_relaxed(uint16_t* p, uint16_t bits) {
   asm volatile("st.relaxed.gpu.global.u16 [%0], %1;" ::"l"(p), "h"(bits) : "memory");
@@ -132,8 +106,7 @@ __device__ __forceinline__ uint16_t half_with_tag(float x, uint32_t tag) {
 // fp32 state for the fp16 split as two fp16 values that carry the tag in their lowest bit:
 // hi = v to fp16 and lo = (v - hi) * kHalfLoScale to fp16, each the nearest with that bit
 // (together within 2^-20 |v|). The reader tests the bits of the very halves it multiplies.
-__device__ __forceinline__ void store_half_split_tagged_halves(uint16_t* hi, uint16_t* lo, float v,
-                                                               uint32_t tag) {
+__device__ __forceinline__ void store_half_split_tagged(uint16_t* hi, uint16_t* lo, float v, uint32_t tag) {
   const uint16_t h = half_with_tag(v, tag);
   store_half_relaxed(hi, h);
   store_half_relaxed(lo, half_with_tag((v - __half2float(__ushort_as_half(h))) * kHalfLoScale, tag));

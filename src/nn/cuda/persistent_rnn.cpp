@@ -98,25 +98,25 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
   m.register_groups = m.rows_per_cta / kRowGroup;
   // fp32 at batch 2-4, and at batch 1 for H 513-1536: the tensor-core kernel with U and the
-  // state split into tf32 + the rest (H <= 1024, one direction), tagged exchange. H100, forward
-  // us a step (kernels/NOTES.md, version 6 and session 28): batch 4 H 512-1024 1.15-1.50 against
-  // the step barrier's 1.75-2.09; batch 1 H 1024 1.49 against 1.62, but at H 512 the fp32-math
-  // tagged kernel is faster (1.08 against 1.11). Beyond, the fp16 split, with the fp32-math
-  // kernel as its fallback (kernels/NOTES.md, versions 7 and 8, session 40): batch 4 H 1152 1.57
-  // and H 1536 1.83-1.88 against the barrier's 2.17-2.28 (H200); batch 1 H 1152 1.52-1.54
-  // against 1.60. With the optimistic products (session 41) the split takes batch 1 up to H 1536
-  // (1.52 against the barrier's 1.68); beyond, the barrier still wins (H 1792 1.85 against 1.89,
-  // H 2048 1.82 against 2.03). At two m-tiles and 9-10 k-tiles per warp (H 2113-2560, some of U's
-  // hi halves in shared memory) the split wins from batch 3 (H 2560 batch 3 3.16 against 3.68,
-  // batch 4 3.18-3.24 against 3.63), not at batch 2 (3.03 against 2.93; H 2304 2.91 against
-  // 2.79).
+  // state split into fp16 halves, tagged exchange, with the fp32-math kernel as its fallback
+  // (kernels/NOTES.md, versions 6-8, sessions 28, 40-42). H100, forward us a step: batch 4 H
+  // 512-1024 1.15-1.50 (then on the tf32 split) against the step barrier's 1.75-2.09; at batch 1
+  // and H 512 the fp32-math tagged kernel is faster (1.08 against 1.11). H200: batch 4 H 1152
+  // 1.57 and H 1536 1.83-1.88 against the barrier's 2.17-2.28; batch 1 H 1152 1.52-1.54 against
+  // 1.60. With the optimistic products (session 41) the split takes batch 1 up to H 1536 (1.52
+  // against the barrier's 1.68); beyond, the barrier still won (H 1792 1.85 against 1.89, H 2048
+  // 1.82 against 2.03). At two m-tiles and 9-10 k-tiles per warp (H 2113-2560, some of U's hi
+  // halves in shared memory) the split won from batch 3 (H 2560 batch 3 3.16 against 3.68, batch
+  // 4 3.18-3.24 against 3.63), not at batch 2 (3.03 against 2.93; H 2304 2.91 against 2.79).
+  // Session 42's tagged fp16 halves made every split step faster (H 1536 batch 1 1.54 -> 1.43,
+  // H 2048 batch 2 2.09-2.14 -> 1.66-1.67); the batch thresholds were not measured again.
   const int split_from_batch = kernels::prnn_mma_hi_in_shared(m) ? 3 : 2;
   const bool fp32_split_wins = max_batch >= split_from_batch || (hidden > 512 && hidden <= 1536);
   if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
     m.batch_tile = 4;
     m.tagged_exchange = true;
     // The fp16 split only with a fallback that fits (it is an fp32-math plan of this shape).
-    const bool half = kernels::prnn_mma_half_split(m);
+    const bool half = kernels::prnn_mma_half_split(m);  // always, for an fp32 tensor-core tiling
     std::shared_ptr<const PersistentRnnPlan> fallback;
     if (half && allowed.fp16_split)
       fallback = std::make_shared<const PersistentRnnPlan>(
@@ -264,7 +264,6 @@ std::string PersistentRnnPlan::describe() const {
     << "), "
     << (t.state_in_bf16()                 ? "tensor cores (bf16 state), "
         : kernels::prnn_mma_half_split(t) ? "tensor cores (U and state split into fp16 halves), "
-        : t.tensor_cores                  ? "tensor cores (U and state split tf32 + rest), "
                                           : "")
     << (t.tagged_exchange ? "tagged exchange (no step barrier), " : "")
     << (t.cluster ? "one cluster per direction (distributed shared memory), " : "") << "batch tile "

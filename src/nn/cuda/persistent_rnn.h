@@ -26,18 +26,17 @@
 // H200) the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums,
 // as a bf16 cuBLAS GEMM would compute them; otherwise h, products and sums stay fp32. An fp32 plan
 // at batch 2-4 (batch 1: H 513-1536) may run on tensor cores too (tiling().tensor_cores without
-// bf16). Up to H 1024 (one direction): U is split into a tf32 part and the rest in bf16, h into
-// two tf32 parts, three products per pair, each within ~2^-20 relative of the fp32 product; fp32
-// accuracy, the state not rounded. Beyond (both directions of a layer in one launch, or H > 1024;
-// one direction up to H 2560 on 132 SMs, from H 2113 at batch 3-4 only) an fp32 plan at batch <= 4
-// runs on tensor cores with U and the state each split into two fp16 halves (4 bytes a weight,
-// ~2^-21 relative); backward-data exchanges the gradient times a power of two chosen from the
+// bf16): U and the state are each split into two fp16 halves (4 bytes a weight; U within ~2^-22
+// relative, the exchanged state within 2^-20, its halves carrying the step tags), two fp16
+// products per k-tile; fp32 accuracy (y itself is not rounded). One direction runs up to H
+// 2560 on 132 SMs (from H 2113 at batch 3-4 only), both directions in one launch up to H 2048;
+// backward-data exchanges the gradient times a power of two chosen from the
 // largest |dy| (fp16's range), and where a scaled value still overflows it reruns on the fp32-math
 // kernel (fallback(), queued behind it and skipped on the device when not needed), which also runs
 // the forward when clip > 32768. Everything is queued on `stream`; no host synchronization. Results
 // are deterministic (fixed reduction order) and identical for every plan of the same hidden size,
-// precision and kernel kind (tensor cores or not, for fp32 on tensor cores which split, and for the
-// fp32-math kernel its columns per thread, tiling().chunks).
+// precision and kernel kind (tensor cores or not, and for the fp32-math kernel its columns per
+// thread, tiling().chunks).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -59,7 +58,7 @@ struct PersistentRnnKernels {
   // The exchange synchronizes through its data (bf16 grid-wide at batch <= 8, fp32 at batch 1,
   // and fp32 on tensor cores with split operands, which exist only tagged)
   bool tagged_exchange = true;
-  // fp32 on tensor cores with fp16 halves beyond the tf32 split (H > 1024, or both directions)
+  // fp32 on tensor cores (U and the state split into fp16 halves)
   bool fp16_split = true;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront

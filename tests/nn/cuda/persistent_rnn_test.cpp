@@ -421,7 +421,7 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_TRUE(split(b2)) << b2.describe();
     EXPECT_TRUE(split(b2_large)) << b2_large.describe();
     EXPECT_TRUE(split(b4)) << b4.describe();
-    // Beyond the tf32 split, batch <= 4: the fp16 split, with the fp32-math kernel as its
+    // fp32 on tensor cores, batch <= 4: the fp16 split, with the fp32-math kernel as its
     // fallback.
     auto half = [](const PersistentRnnPlan& p) {
       return p.fits() && kernels::prnn_mma_half_split(p.tiling()) && p.fallback() != nullptr &&
@@ -492,10 +492,10 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
   }
 }
 
-// The fp32 tensor-core kernels (U and the state split into tf32 + the rest, or into two fp16
-// halves) against float64 at every batch their plan (max batch 4) is called with, 1 to 4: fp32
-// accuracy, not bf16's. Hidden sizes of 1, 2 and 4 k-tiles per warp (the tf32 split), 5, 6 and 8
-// (the fp16 split, backward-data with the gradients scaled; from 5 part of U's lo halves in
+// The fp32 tensor-core kernels (U and the state split into two fp16 halves) against float64 at
+// every batch their plan (max batch 4) is called with, 1 to 4: fp32 accuracy, not bf16's. Hidden
+// sizes of 1, 2, 4, 5, 6 and 8 k-tiles per warp (backward-data with the gradients scaled; odd
+// counts leave half of a warp's last exchange piece unused; from 5 part of U's lo halves in
 // shared memory), and 10 at two m-tiles (H 2500: some hi halves in shared memory too), none a
 // multiple of 16; both directions.
 TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
