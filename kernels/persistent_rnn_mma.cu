@@ -323,6 +323,25 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                            r0, H, len_s, bwd, tid, tid_b, tid_m, kThreads);
   };
   if (T > 0) prefetch(0);
+  // Tagged, up to 6 k-tiles per warp and two m-tiles: an owner's y of step s - 1 and its
+  // prefetch for step s + 1 go out after step s's loads, so the end barrier waits for the
+  // exchange store only (H200, us a step forward, two rounds, kernels/NOTES.md "Session 42": fp32
+  // batch 4 H 1152 1.38-1.39 -> 1.30, batch 1 1.34 -> 1.27-1.28, both directions 1.60-1.61 ->
+  // 1.54; bf16 batch 4 H 1152 1.33 -> 1.27-1.29). At 8 k-tiles per warp it was level (fp32 H
+  // 2048) or slower (bf16 H 2048 1.68-1.70 -> 1.77-1.79); two m-tiles from 8 spilled.
+  constexpr bool kAfterLoads = kTags && MT <= 2 && KPW <= 6;
+  float pending_y = 0.0f;
+  int64_t pending_y_at = -1;
+  auto after_loads = [&](int s) {
+    if constexpr (kAfterLoads) {
+      if (pending_y_at >= 0) d.y[pending_y_at] = pending_y;
+      pending_y_at = -1;
+      if (s + 1 < T)
+        prefetch(s + 1);
+      else
+        cp_async_commit();  // an empty group: the epilogue waits for all but the newest
+    }
+  };
 
   for (int s = 0; s < T; ++s) {
     const int t = d.descending ? T - 1 - s : s;
@@ -353,7 +372,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int ntg = pass * NT + nt;
-        if (s == 0 || 8 * ntg >= B) continue;  // the zero state, or a tile of padding rows only
+        if (s == 0 || 8 * ntg >= B) {  // the zero state, or a tile of padding rows only
+          if (nt == 0) after_loads(s);
+          continue;
+        }
         // The B fragments of this warp's k-tiles, straight from L2, all loads in flight at once.
         const Piece* tile_frags = frags + ntg * 32;
         uint2 bf[KPW];
@@ -412,6 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             for (int p = 0; p < kPieces; ++p) w[p] = make_uint4(0u, 0u, 0u, 0u);
           }
           load_pieces();
+          if (nt == 0) after_loads(s);
           if (!kOptimistic) wait_for_late_pieces();
         }
         bool products_again = false;
@@ -519,7 +542,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       if constexpr (kTags) {
         // The exchange store first: the next step of every CTA waits for it, not for y.
         if (own_state) {
-          cp_async_wait_all();
+          if constexpr (kAfterLoads)
+            cp_async_wait_newest_pending();
+          else
+            cp_async_wait_all();
           float out = 0.0f;  // the inputs from the prefetch are at ep[... + tid]
           if (t < own_len)
             out = prnn_cell_from_partials(red + tid_b * pitch + tid_m, red_warp, kWarps, epx[tid],
@@ -535,7 +561,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           } else {
             store_tagged(d.xbuf + xout + own_frag, out, tag_out);
           }
-          if (own_y) d.y[(int64_t{t} * B + tid_b) * d.ld_y + own_k] = out;
+          if (own_y) {
+            if constexpr (kAfterLoads) {
+              pending_y = out;
+              pending_y_at = (int64_t{t} * B + tid_b) * d.ld_y + own_k;
+            } else {
+              d.y[(int64_t{t} * B + tid_b) * d.ld_y + own_k] = out;
+            }
+          }
         }
         continue;
       }
@@ -561,9 +594,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       // orders this CTA's reads of red before their overwrites. The next step's epilogue inputs
       // are copied while the CTA waits.
       end_step<kTags>(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
-                      [&] { prefetch(s + 1); });
+                      [&] {
+                        if constexpr (!kAfterLoads) prefetch(s + 1);
+                      });
     }
   }
+  if (pending_y_at >= 0) d.y[pending_y_at] = pending_y;
 }
 
 // Each direction's largest |x| (x = dL/dh) over the frames t < lengths[b], as float bits into
