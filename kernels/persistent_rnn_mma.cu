@@ -267,8 +267,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // 2.23, H 1920 2.24 -> 2.19, H 1600 level).
   constexpr int kLoRegs = !kLoShared ? KPW : MT == 1 ? 4 : 0;
   constexpr int kHiRegs = KPW - (kSplit ? split_hi_shared_tiles(MT, KPW) : 0);  // hi in registers
-  uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;  // stride warps*32
-  uint4* hi_s = reinterpret_cast<uint4*>(smem + a.hi_off) + warp * 32 + lane;  // k-tiles kHiRegs..
+  uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;   // stride warps*32
+  uint4* hi_s = reinterpret_cast<uint4*>(smem + a.hi_off) + warp * 32 + lane;   // k-tiles kHiRegs..
   uint32_t af[kLoRegs > 0 ? kLoRegs : 1][MT][4];
   uint32_t ah[kSplit ? kHiRegs : 1][MT][4];
   // A fragment's weight loads in flight together (kernels/persistent_rnn_fragments.cuh), but not
@@ -593,10 +593,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       // direction (the two directions share nothing; tags: they wait for the values), and
       // orders this CTA's reads of red before their overwrites. The next step's epilogue inputs
       // are copied while the CTA waits.
-      end_step<kTags>(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir,
-                      [&] {
-                        if constexpr (!kAfterLoads) prefetch(s + 1);
-                      });
+      end_step<kTags>(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir, [&] {
+        if constexpr (!kAfterLoads) prefetch(s + 1);
+      });
     }
   }
   if (pending_y_at >= 0) d.y[pending_y_at] = pending_y;
@@ -754,8 +753,9 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   if (half) {
     // The fp16 split's pieces, [warp][piece][lane] with two k-tiles a piece, fit in each parity.
     const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), warps = (a.k_tiles + kpw - 1) / kpw;
-    DS2_CHECK(warps * ((kpw + 1) / 2) <= a.k_tiles * a.n_tiles,
-              "persistent RNN (fp16 split): the exchange does not hold " << warps << " warps' pieces");
+    DS2_CHECK(
+        warps * ((kpw + 1) / 2) <= a.k_tiles * a.n_tiles,
+        "persistent RNN (fp16 split): the exchange does not hold " << warps << " warps' pieces");
   }
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words

@@ -106,10 +106,12 @@ __device__ __forceinline__ uint16_t half_with_tag(float x, uint32_t tag) {
 // fp32 state for the fp16 split as two fp16 values that carry the tag in their lowest bit:
 // hi = v to fp16 and lo = (v - hi) * kHalfLoScale to fp16, each the nearest with that bit
 // (together within 2^-20 |v|). The reader tests the bits of the very halves it multiplies.
-__device__ __forceinline__ void store_half_split_tagged(uint16_t* hi, uint16_t* lo, float v, uint32_t tag) {
+__device__ __forceinline__ void store_half_split_tagged(uint16_t* hi, uint16_t* lo, float v,
+                                                        uint32_t tag) {
   const uint16_t h = half_with_tag(v, tag);
   store_half_relaxed(hi, h);
-  store_half_relaxed(lo, half_with_tag((v - __half2float(__ushort_as_half(h))) * kHalfLoScale, tag));
+  store_half_relaxed(lo,
+                     half_with_tag((v - __half2float(__ushort_as_half(h))) * kHalfLoScale, tag));
 }
 
 }  // namespace ds2::kernels
