@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "kernels/half_split_tags.h"  // the fp16 split: U = hi + lo / kHalfLoScale
 #include "kernels/mma.cuh"
 
 namespace ds2::kernels {
@@ -83,13 +84,6 @@ __device__ __forceinline__ void prnn_a_fragment(uint32_t (&a)[4], const float* _
   for (int i = 0; i < 4; ++i)
     a[i] = uint32_t{float_to_bf16(w[2 * i])} | (uint32_t{float_to_bf16(w[2 * i + 1])} << 16);
 }
-
-// The fp16 split (fp32 products on fp16 tensor cores, 4 bytes a weight): U = hi + lo / kHalfLoScale
-// with hi = U rounded to fp16 and lo = (U - hi) * kHalfLoScale rounded to fp16, together within
-// ~2^-22 |U| for |U| in fp16's normal range (and within 2^-35 absolutely below it). The state is
-// split the same way; the products hi h_hi + (hi h_lo + lo h_hi) / kHalfLoScale + lo h_lo /
-// kHalfLoScale^2 then carry fp32 accuracy.
-constexpr float kHalfLoScale = 2048.0f;
 
 // The A fragments of hi and lo, in prnn_a_fragment's layout (fp16 instead of bf16). The split
 // rule is spelled out here and in store_half_split_tagged: routing both through one helper that

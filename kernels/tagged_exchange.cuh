@@ -19,6 +19,7 @@
 
 #include "core/bf16.h"
 #include "kernels/exchange_tags.h"
+#include "kernels/half_split_tags.h"
 #include "kernels/mma.cuh"
 #include "kernels/persistent_rnn_fragments.cuh"
 
@@ -95,23 +96,14 @@ __device__ __forceinline__ void store_half_relaxed(uint16_t* p, uint16_t bits) {
   asm volatile("st.relaxed.gpu.global.u16 [%0], %1;" ::"l"(p), "h"(bits) : "memory");
 }
 
-// The fp16 value nearest x whose lowest bit is `tag` (0 or 1), as bits: x rounded toward zero and
-// the next value up in magnitude bracket x and differ in that bit, so it is within one ulp of x;
-// at fp16's largest finite value it steps down instead (never to infinity).
-__device__ __forceinline__ uint16_t half_with_tag(float x, uint32_t tag) {
-  const uint32_t b = __half_as_ushort(__float2half_rz(x)), fix = (b ^ tag) & 1u;
-  return static_cast<uint16_t>((b & 0x7fffu) == 0x7bffu ? b - fix : b + fix);
-}
-
-// fp32 state for the fp16 split as two fp16 values that carry the tag in their lowest bit:
-// hi = v to fp16 and lo = (v - hi) * kHalfLoScale to fp16, each the nearest with that bit
-// (together within 2^-20 |v|). The reader tests the bits of the very halves it multiplies.
+// fp32 state for the fp16 split as two fp16 values that carry the tag in their lowest bit
+// (kernels/half_split_tags.h). The reader tests the bits of the very halves it multiplies.
 __device__ __forceinline__ void store_half_split_tagged(uint16_t* hi, uint16_t* lo, float v,
                                                         uint32_t tag) {
-  const uint16_t h = half_with_tag(v, tag);
+  uint16_t h, l;
+  half_split_tagged_parts(v, tag, h, l);
   store_half_relaxed(hi, h);
-  store_half_relaxed(lo,
-                     half_with_tag((v - __half2float(__ushort_as_half(h))) * kHalfLoScale, tag));
+  store_half_relaxed(lo, l);
 }
 
 }  // namespace ds2::kernels
