@@ -85,10 +85,11 @@ __device__ __forceinline__ void prnn_a_fragment(uint32_t (&a)[4], const float* _
     a[i] = uint32_t{float_to_bf16(w[2 * i])} | (uint32_t{float_to_bf16(w[2 * i + 1])} << 16);
 }
 
-// The A fragments of hi and lo, in prnn_a_fragment's layout (fp16 instead of bf16). The split
-// rule is spelled out here and in store_half_split_tagged: routing both through one helper that
-// returns two __half (then packed with shifts) made ptxas spill the fp16 split kernels on sm_90,
-// and the plan then refused them (session 36); pairs convert with one f16x2 instruction here.
+// The A fragments of hi and lo, in prnn_a_fragment's layout (fp16 instead of bf16), both rounded
+// to nearest. The state's halves are rounded otherwise (each carries a step tag in its lowest
+// bit: half_split_tagged_parts). A shared helper returning two __half (then packed with shifts)
+// had made ptxas spill the fp16 split kernels on sm_90 (session 36); pairs convert with one f16x2
+// instruction here.
 __device__ __forceinline__ void prnn_half_split_a_fragment(uint32_t (&hi)[4], uint32_t (&lo)[4],
                                                            const float* __restrict__ u, int H,
                                                            int m0, int kt, int g, int q,

@@ -94,13 +94,13 @@ __host__ __device__ constexpr bool optimistic_products(bool split, int mt, int k
 }  // namespace
 
 bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
-  if (!t.tensor_cores || t.bf16_weights) return false;
+  if (!prnn_mma_half_split(t)) return false;
   const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
   return split_lo_in_shared(mt, kpw);
 }
 
 bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
-  if (!t.tensor_cores || t.bf16_weights) return false;
+  if (!prnn_mma_half_split(t)) return false;
   return split_hi_shared_tiles(t.rows_per_cta / 16, prnn_mma_k_tiles_per_warp(t.hidden)) > 0;
 }
 
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // loads of a 16-bit tag beside each half (H200, us a step forward, two rounds, kernels/NOTES.md
   // "Session 42": batch 4 H 2048 2.16 -> 1.70, H 2560 3.07-3.09 -> 2.52-2.53, both directions of
   // H 1920 2.32-2.34 -> 2.05-2.08; a warp issued ~5 cycles a load, whatever its bytes).
-  constexpr int kPieces = kSplit ? (KPW + 1) / 2 : KPW;  // a warp's loads a step (at most)
+  constexpr int kPieces = kSplit ? prnn_split_pieces_per_warp(KPW) : KPW;  // a warp's loads (most)
   constexpr bool kOptimistic = kTags && optimistic_products(kSplit, MT, KPW);
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
   constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
@@ -194,10 +194,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // Tagged: one n-tile (batch <= 8), so the stride is a constant and the loads' offsets from one
   // base are immediates.
   const int k_stride = kTags ? 32 : ntx * 32, my_k_tiles = kt_end - kt0;
-  const int pieces_per_warp = (a.kpw + 1) / 2;  // fp16 split: [warp][piece][lane] in each parity
+  // fp32 split: this warp's pieces (persistent_rnn_mma.h, prnn_split_state_half).
   const Piece* frag_base =
       reinterpret_cast<const Piece*>(d.xbuf) +
-      (kSplit ? int64_t{warp} * pieces_per_warp * 32 : int64_t{kt0} * k_stride) + lane;
+      (kSplit ? int64_t{warp} * prnn_split_pieces_per_warp(a.kpw) * 32 : int64_t{kt0} * k_stride) +
+      lane;
   const int k_padded = 16 * a.k_tiles;
   const int passes = kSplit || kZeroFirst ? 1 : (B + kPass - 1) / kPass;  // tagged: B <= kPass
   const bool bwd = a.backward != 0;
@@ -244,15 +245,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const bool own_y = own_state && own_k < H;
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
   // fp32 split: the hi half's place in 16-bit units; lo is in column tid_b + 4 (batch rows < 4),
-  // 16 lanes further (kLoHalves). The offsets in both parities pinned (H 1152 batch 4: 0.02-0.03
+  // kPrnnSplitLoHalves further. The offsets in both parities pinned (H 1152 batch 4: 0.02-0.03
   // us a step).
-  int own_half = 0;
-  if (kSplit && own_state) {
-    const int kt = own_k >> 4, wv = kt / a.kpw, j = kt - wv * a.kpw, kk = own_k & 15;
-    const int piece = wv * pieces_per_warp + (j >> 1), piece_lane = tid_b * 4 + ((kk & 7) >> 1);
-    own_half = ((piece * 32 + piece_lane) * 4 + (j & 1) * 2 + (kk >> 3)) * 2 + (kk & 1);
-  }
-  constexpr int kLoHalves = 16 * 4 * 2;
+  const int own_half = kSplit && own_state ? prnn_split_state_half(tid_b, own_k, a.kpw) : 0;
   const int own_out_even = kSplit ? pin_in_register(own_half) : own_frag;
   const int own_out_odd =
       kSplit ? pin_in_register(own_half + 2 * static_cast<int>(xbuf_parity)) : 0;
@@ -387,42 +382,37 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               if (my_loads >> p & 1u) w[p] = load_tagged(tile_frags + p * k_stride);
           }
         };
-        // fp32 split: k-tile kk's tag bits that are not step s - 1's (its two words of a piece).
-        auto half_tags_mismatch = [&](int kk) -> uint32_t {
-          const uint4& v = w[kSplit ? kk >> 1 : 0];
-          return (((kk & 1 ? v.z : v.x) ^ half_tags_in) | ((kk & 1 ? v.w : v.y) ^ half_tags_in)) &
-                 0x00010001u;
+        // The tag bits of k-tile kk's state that are not step s - 1's: bf16 words (16-bit tags),
+        // or the fp32 split's two words of a piece (1-bit tags in each fp16 half).
+        auto tile_tags_mismatch = [&](int kk) -> uint32_t {
+          if constexpr (kSplit) {
+            const uint4& v = w[kk >> 1];
+            return (((kk & 1 ? v.z : v.x) ^ half_tags_in) | ((kk & 1 ? v.w : v.y) ^ half_tags_in)) &
+                   0x00010001u;
+          } else {
+            return tag_mismatch(w[kTags ? kk : 0], tag_in);
+          }
         };
         // Pieces whose tags are not step s - 1's yet are read again, all of them in each round
         // (one L2 round trip per round, not per late piece).
         auto wait_for_late_pieces = [&] {
-          if constexpr (kSplit) {
+          if constexpr (kTags) {
+            constexpr int kTilesPerPiece = kSplit ? 2 : 1;
             uint32_t diff = 0;
 #pragma unroll
             for (int kk = 0; kk < KPW; ++kk)
-              if (my_pieces >> kk & 1u) diff |= half_tags_mismatch(kk);
+              if (my_pieces >> kk & 1u) diff |= tile_tags_mismatch(kk);
             if (diff == 0) return;
             unsigned int late = my_pieces;
             while (true) {
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)
-                if ((late >> kk & 1u) && half_tags_mismatch(kk) == 0) late &= ~(1u << kk);
+                if ((late >> kk & 1u) && tile_tags_mismatch(kk) == 0) late &= ~(1u << kk);
               if (late == 0) break;
 #pragma unroll
               for (int p = 0; p < kPieces; ++p)
-                if (late >> (2 * p) & 3u) w[p] = load_tagged(tile_frags + p * k_stride);
-            }
-          } else if constexpr (kTags) {
-            if (all_tags_are(w, my_pieces, tag_in)) return;
-            unsigned int late = my_pieces;
-            while (true) {
-#pragma unroll
-              for (int kk = 0; kk < KPW; ++kk)
-                if ((late >> kk & 1u) && tags_are(w[kk], tag_in)) late &= ~(1u << kk);
-              if (late == 0) break;
-#pragma unroll
-              for (int kk = 0; kk < KPW; ++kk)
-                if (late >> kk & 1u) w[kk] = load_tagged(tile_frags + kk * k_stride);
+                if (late >> (kTilesPerPiece * p) & ((1u << kTilesPerPiece) - 1u))
+                  w[p] = load_tagged(tile_frags + p * k_stride);
             }
           }
         };
@@ -463,12 +453,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if (kk >= my_k_tiles) break;
             // Optimistic: piece kk's tags tested beside its own products (in their basic block), so
             // no product waits for another piece's load.
-            if (kOptimistic && (my_pieces >> kk & 1u)) {
-              if constexpr (kSplit)
-                tag_diff |= half_tags_mismatch(kk);
-              else
-                tag_diff |= tag_mismatch(w[kk], tag_in);
-            }
+            if (kOptimistic && (my_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               if constexpr (kSplit) {
@@ -554,7 +539,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             const float scaled = out * state_scale;
             uint16_t* const hi =
                 reinterpret_cast<uint16_t*>(d.xbuf) + (s & 1 ? own_out_odd : own_out_even);
-            store_half_split_tagged(hi, hi + kLoHalves, scaled, tag_out);
+            store_half_split_tagged(hi, hi + kPrnnSplitLoHalves, scaled, tag_out);
             // Below fp16's largest finite value (the forward's clipped state stays there), hi
             // and lo keep their tags without rounding to infinity.
             if (bwd && !(fabsf(scaled) < 65504.0f)) *a.overflow = 1u;
@@ -750,13 +735,6 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     a.dir[i] = prnn_device_direction("persistent RNN (tensor cores)", dirs[i], i, backward,
                                      reinterpret_cast<uint32_t*>(ws + i * direction_bytes));
   if (t.directions == 1) a.dir[1] = a.dir[0];
-  if (half) {
-    // The fp16 split's pieces, [warp][piece][lane] with two k-tiles a piece, fit in each parity.
-    const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), warps = (a.k_tiles + kpw - 1) / kpw;
-    DS2_CHECK(
-        warps * ((kpw + 1) / 2) <= a.k_tiles * a.n_tiles,
-        "persistent RNN (fp16 split): the exchange does not hold " << warps << " warps' pieces");
-  }
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
     // tag 0, fp16 split halves tag bit 0 (kernels/exchange_tags.h). The same zeros clear the

@@ -42,6 +42,23 @@ __host__ __device__ constexpr int prnn_mma_k_tiles(int hidden) {
 __host__ __device__ constexpr int prnn_mma_k_tiles_per_warp(int hidden) {
   return (prnn_mma_k_tiles(hidden) + kPrnnMmaWarps - 1) / kPrnnMmaWarps;
 }
+// The fp32 split's state exchange, each parity: [warp][piece][lane] 16-byte pieces, a piece
+// holding two of the warp's k-tiles (k-tile 2p in its .x, .y words, 2p + 1 in .z, .w); each word
+// is the two fp16 halves of B-fragment rows (2q, 2q + 1) or (2q + 8, 2q + 9) of column g (lane =
+// 4 g + q): batch rows 0-3 carry their hi halves in lanes 0-15, their lo halves in lanes 16-31.
+// A warp then loads ceil(kpw / 2) pieces a step instead of kpw (kernels/NOTES.md, session 42).
+__host__ __device__ constexpr int prnn_split_pieces_per_warp(int kpw) {
+  return (kpw + 1) / 2;
+}
+// Batch row b's hi half of state element k, in 16-bit units from its parity's start (kpw: the
+// plan's k-tiles per warp); the lo half is kPrnnSplitLoHalves further (16 lanes).
+__host__ __device__ constexpr int prnn_split_state_half(int b, int k, int kpw) {
+  const int kt = k >> 4, warp = kt / kpw, j = kt - warp * kpw, kk = k & 15;
+  const int piece = warp * prnn_split_pieces_per_warp(kpw) + (j >> 1);
+  const int lane = b * 4 + ((kk & 7) >> 1);
+  return ((piece * 32 + lane) * 4 + (j & 1) * 2 + (kk >> 3)) * 2 + (kk & 1);
+}
+constexpr int kPrnnSplitLoHalves = 16 * 4 * 2;
 // Row pitch (floats) of a batch column of the warps' partial sums for `rows` output rows: + 4
 // puts the stores of a warp's accumulator fragments (rows g, columns 2q) on 32 distinct banks.
 __host__ __device__ constexpr int prnn_mma_partial_pitch(int rows) {

@@ -8,7 +8,7 @@
 //
 //   store_tagged(xout + index, h, step_tag(s));            // step s writes its state
 //   uint4 w = load_tagged(frag);                           // step s + 1 reads a lane's 4 words
-//   while (!tags_are(w, step_tag(s))) w = load_tagged(frag);
+//   while (tag_mismatch(w, step_tag(s)) != 0) w = load_tagged(frag);
 //   const uint2 b = tagged_fragment(w);                    // the mma.sync B registers
 //   store_half_split_tagged(hi, lo, h, half_split_step_tag(s));   // fp32 split: 16-bit halves
 //
@@ -50,21 +50,6 @@ __device__ __forceinline__ uint4 load_tagged(const uint4* p) {
 __device__ __forceinline__ uint32_t tag_mismatch(const uint4& w, uint32_t tag) {
   const uint32_t both = tag * 0x10001u;
   return (__byte_perm(w.x, w.y, 0x5410) ^ both) | (__byte_perm(w.z, w.w, 0x5410) ^ both);
-}
-
-__device__ __forceinline__ bool tags_are(const uint4& w, uint32_t tag) {
-  return tag_mismatch(w, tag) == 0;
-}
-
-// Whether every piece set in `pieces` (bit i: w[i]) carries `tag`: one test for all of them.
-template <int N>
-__device__ __forceinline__ bool all_tags_are(const uint4 (&w)[N], unsigned int pieces,
-                                             uint32_t tag) {
-  uint32_t diff = 0;
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-    if (pieces >> i & 1u) diff |= tag_mismatch(w[i], tag);
-  return diff == 0;
 }
 
 // The bf16 halves as two registers: words x, y (rows 2q, 2q + 1) and z, w (rows 2q + 8, 2q + 9),

@@ -112,18 +112,15 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // H 2048 batch 2 2.09-2.14 -> 1.66-1.67); the batch thresholds were not measured again.
   const int split_from_batch = kernels::prnn_mma_hi_in_shared(m) ? 3 : 2;
   const bool fp32_split_wins = max_batch >= split_from_batch || (hidden > 512 && hidden <= 1536);
-  if (!t.bf16_weights && allowed.tagged_exchange && max_batch <= 4 && fp32_split_wins) {
+  if (!t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split && max_batch <= 4 &&
+      fp32_split_wins) {
     m.batch_tile = 4;
     m.tagged_exchange = true;
     // The fp16 split only with a fallback that fits (it is an fp32-math plan of this shape).
-    const bool half = kernels::prnn_mma_half_split(m);  // always, for an fp32 tensor-core tiling
-    std::shared_ptr<const PersistentRnnPlan> fallback;
-    if (half && allowed.fp16_split)
-      fallback = std::make_shared<const PersistentRnnPlan>(
-          hidden, max_batch, directions, device, precision,
-          PersistentRnnKernels{allowed.cluster, false, false});
-    const bool usable = !half || (fallback && fallback->fits());
-    if (usable && take_tensor_tiling(m)) {
+    auto fallback = std::make_shared<const PersistentRnnPlan>(
+        hidden, max_batch, directions, device, precision,
+        PersistentRnnKernels{allowed.cluster, false, false});
+    if (fallback->fits() && take_tensor_tiling(m)) {
       fallback_plan_ = std::move(fallback);
       return;
     }
