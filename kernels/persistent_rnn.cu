@@ -412,7 +412,8 @@ void check_tiling(const PrnnTiling& t) {
                       int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden &&
                       kernel_ptr(t) != nullptr;  // also the fp32 split's rules: tagged, batch <= 4
   const bool own = t.tensor_cores
-                       ? t.threads == kPrnnMmaThreads && t.rows_per_cta % 16 == 0 &&
+                       ? t.threads == kPrnnMmaThreads &&
+                             t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&
                              (!t.tagged_exchange || t.max_batch <= 8)  // one n-tile, one pass
                        : t.rows_per_cta % kRg == 0 && t.threads % 32 == 0 &&
                              int64_t{t.threads} * 4 * t.chunks >= t.hidden &&

@@ -111,6 +111,37 @@ __device__ __forceinline__ void prnn_half_split_a_fragment(uint32_t (&hi)[4], ui
   }
 }
 
+// The stacked split's A fragment: 8 output rows [m0, m0 + 8) of k-tile kt, their hi halves as
+// fragment rows 0-7 and their lo halves as rows 8-15 (a0 = hi of row m0 + g, columns j, j + 1;
+// a1 = lo of the same; a2, a3 the same at columns j + 8, j + 9). One product then gives U_hi s
+// in accumulator rows g and U_lo s in rows g + 8 of the same lane, so a CTA holds rows in
+// multiples of 8 instead of 16 (kernels/NOTES.md, session 43). Zeros when `mine` is false.
+__device__ __forceinline__ void prnn_stacked_split_a_fragment(uint32_t (&a)[4],
+                                                              const float* __restrict__ u, int H,
+                                                              int m0, int kt, int g, int q,
+                                                              bool transpose, bool mine) {
+  const int k = m0 + g, j = 16 * kt + 2 * q;
+  float w[4];
+  if (mine && k < H && j + 9 < H) {  // wholly inside U: the 4 loads in flight together
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const size_t col = j + 8 * (i >> 1) + (i & 1);
+      w[i] = transpose ? u[col * H + k] : u[size_t(k) * H + col];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      w[i] = mine ? prnn_weight(u, H, k, j + 8 * (i >> 1) + (i & 1), transpose) : 0.0f;
+  }
+#pragma unroll
+  for (int p = 0; p < 2; ++p) {
+    const float w0 = w[2 * p], w1 = w[2 * p + 1];
+    const float h0 = __half2float(__float2half_rn(w0)), h1 = __half2float(__float2half_rn(w1));
+    a[2 * p] = pack_f16x2(h0, h1);
+    a[2 * p + 1] = pack_f16x2((w0 - h0) * kHalfLoScale, (w1 - h1) * kHalfLoScale);
+  }
+}
+
 // A warp's partial sums go to a [batch column][row] array of row pitch `pitch`: this lane's
 // first element (row g, column 2q), as an offset from the warp's array.
 __device__ __forceinline__ int prnn_partials_lane(int pitch, int g, int q) {

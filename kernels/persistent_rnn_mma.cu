@@ -42,6 +42,11 @@ struct MmaArgs {
   unsigned int* overflow;
 };
 
+// The kernel forms: bf16; fp32 split into two fp16 halves, 16-row m-tiles with hi and lo in
+// fragments of their own; or the same split with each fragment stacking 8 rows' hi over their lo
+// (8-row m-tiles: prnn_stacked_split_a_fragment).
+enum class MmaForm { kBf16, kFp16Split, kStackedSplit };
+
 int k_tiles(const PrnnTiling& t) {
   return prnn_mma_k_tiles(t.hidden);
 }
@@ -91,16 +96,31 @@ __host__ __device__ constexpr bool optimistic_products(bool split, int mt, int k
   return mt == 1 ? kpw <= 10 : mt == 2 && kpw <= (split ? 6 : 8);
 }
 
+// The stacked split (three 8-row m-tiles: 24 rows a CTA where 16-row m-tiles would need 32)
+// keeps the fragments of its first 5 k-tiles in registers (60 registers), the rest in shared
+// memory. Optimistic products up to 8 k-tiles per warp and the owners' stores after the loads at
+// 5, where ptxas fits them without a spill (128 registers; `<3, 10>` optimistic spilled 8 bytes,
+// `<3, 6>` with the stores after the loads 4).
+__host__ __device__ constexpr int stacked_register_tiles(int mt, int kpw) {
+  return kpw < 16 / mt ? kpw : 16 / mt;
+}
+__host__ __device__ constexpr bool stacked_optimistic(int mt, int kpw) {
+  return mt * kpw <= 24;
+}
+__host__ __device__ constexpr bool stacked_after_loads(int mt, int kpw) {
+  return mt * kpw <= 15;
+}
+
 }  // namespace
 
 bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
-  if (!prnn_mma_half_split(t)) return false;
+  if (!prnn_mma_half_split(t) || prnn_mma_stacked_split(t)) return false;
   const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
   return split_lo_in_shared(mt, kpw);
 }
 
 bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
-  if (!prnn_mma_half_split(t)) return false;
+  if (!prnn_mma_half_split(t) || prnn_mma_stacked_split(t)) return false;
   return split_hi_shared_tiles(t.rows_per_cta / 16, prnn_mma_k_tiles_per_warp(t.hidden)) > 0;
 }
 
@@ -120,6 +140,11 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   if (prnn_mma_lo_in_shared(t)) off += size_t(kpw) * mt * kWarps * 32 * sizeof(uint4);
   l.hi_off = off;
   if (prnn_mma_hi_in_shared(t)) off += size_t(kHiSharedTiles) * mt * kWarps * 32 * sizeof(uint4);
+  if (prnn_mma_stacked_split(t)) {  // the fragments past the registers' k-tiles, at lo_off
+    const int tiles = t.rows_per_cta / 8;
+    off += size_t(std::max(kpw - stacked_register_tiles(tiles, kpw), 0)) * tiles * kWarps * 32 *
+           sizeof(uint4);
+  }
   l.total = off;
   return l;
 }
@@ -135,13 +160,17 @@ __device__ __forceinline__ uint4 load_shared_volatile(const uint4* p) {
   return v;
 }
 
-// MT: 16-row m-tiles per CTA (rows_per_cta = 16 MT); KPW: k-tiles per warp held in registers (at
-// least the plan's kpw); NT: 8-column n-tiles per batch pass (batch_tile = 8 NT); kTags: the tagged
-// exchange; kSplit: fp32 (U and the state each split into two fp16 halves, 4 bytes a weight,
-// products on tensor cores; tagged, one n-tile of 4 batch rows: columns b and b + 4 hold row b's
-// hi and lo); its backward-data exchanges the state times a power of two (persistent_rnn_mma.h).
-template <int MT, int KPW, int NT, bool kTags, bool kSplit>
+// MT: m-tiles per CTA, of 16 rows (rows_per_cta = 16 MT), or of 8 in the stacked split; KPW:
+// k-tiles per warp held in registers (at least the plan's kpw); NT: 8-column n-tiles per batch
+// pass (batch_tile = 8 NT); kTags: the tagged exchange; kForm: bf16, or fp32 split (U and the
+// state each split into two fp16 halves, 4 bytes a weight, products on tensor cores; tagged, one
+// n-tile of 4 batch rows: columns b and b + 4 hold row b's hi and lo), whose backward-data
+// exchanges the state times a power of two (persistent_rnn_mma.h).
+template <int MT, int KPW, int NT, bool kTags, MmaForm kForm>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
+  constexpr bool kSplit = kForm != MmaForm::kBf16;
+  constexpr bool kStacked = kForm == MmaForm::kStackedSplit;
+  constexpr int kRowsPerTile = kStacked ? 8 : 16;
   static_assert(!kSplit || (kTags && NT == 1), "fp32 split: tagged, one n-tile");
   // fp32 split: each state value travels as two fp16 halves that carry a 1-bit tag in their
   // lowest bit (no tag words), so a lane's 16-byte piece holds two k-tiles' B fragments: half the
@@ -149,7 +178,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // "Session 42": batch 4 H 2048 2.16 -> 1.70, H 2560 3.07-3.09 -> 2.52-2.53, both directions of
   // H 1920 2.32-2.34 -> 2.05-2.08; a warp issued ~5 cycles a load, whatever its bytes).
   constexpr int kPieces = kSplit ? prnn_split_pieces_per_warp(KPW) : KPW;  // a warp's loads (most)
-  constexpr bool kOptimistic = kTags && optimistic_products(kSplit, MT, KPW);
+  constexpr bool kOptimistic =
+      kTags && (kStacked ? stacked_optimistic(MT, KPW) : optimistic_products(kSplit, MT, KPW));
   using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
   constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
   constexpr int kPass = kTileRows * NT;                   // batch rows per pass
@@ -176,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // batch 4 forward, us a step: H 512 1.37 -> 1.18, H 1152 1.86 -> 1.65; kernels/NOTES.md,
   // session 28). The bf16 kernels measured 0.03-0.05 slower that way (H 1152 batch 4 and 8), and
   // from 8 k-tiles per warp it spills.
-  const int R = kSplit ? 16 * MT : a.rows;
+  const int R = kSplit ? kRowsPerTile * MT : a.rows;
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
@@ -239,7 +269,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // critical path (~170 dependent instructions for one warp; kernels/NOTES.md, version 5b).
   // Columns [H, k_padded) of a real batch row are read too (times zero weights), so their owners
   // store tagged zeros.
-  static_assert(!kTags || kPass * 16 * MT <= kThreads, "tagged: at most one output per thread");
+  static_assert(!kTags || kPass * kRowsPerTile * MT <= kThreads,
+                "tagged: at most one output per thread");
   const int own_k = r0 + tid_m;
   const bool own_state = kTags && tid < kPass * R && tid_b < B && own_k < k_padded;
   const bool own_y = own_state && own_k < H;
@@ -255,27 +286,41 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // A fragments of this warp's k-tiles, every m-tile of the CTA's rows; zero past H. bf16: af;
   // fp32 split: hi in ah, lo in af or, from kSplitLoSharedFrom k-tiles x m-tiles, in shared
   // memory (lo_s), read back before each product.
-  constexpr bool kLoShared = kSplit && split_lo_in_shared(MT, KPW);
+  constexpr bool kLoShared = kSplit && !kStacked && split_lo_in_shared(MT, KPW);
   // Where lo is in shared memory, the fp16 split at one m-tile keeps the first 4 k-tiles' lo in
   // registers anyway (ptxas: <1, 8> 120 registers, <1, 10> 126, no spills), so fewer
   // shared-memory reads follow the state's arrival (H100, us a step forward: H 2048 2.25-2.30 ->
   // 2.23, H 1920 2.24 -> 2.19, H 1600 level).
-  constexpr int kLoRegs = !kLoShared ? KPW : MT == 1 ? 4 : 0;
-  constexpr int kHiRegs = KPW - (kSplit ? split_hi_shared_tiles(MT, KPW) : 0);  // hi in registers
-  uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;   // stride warps*32
-  uint4* hi_s = reinterpret_cast<uint4*>(smem + a.hi_off) + warp * 32 + lane;   // k-tiles kHiRegs..
+  constexpr int kLoRegs = kStacked ? 0 : !kLoShared ? KPW : MT == 1 ? 4 : 0;
+  // hi in registers; stacked: the fragments of the first kHiRegs k-tiles, the rest in shared
+  // memory at lo_s ([k-tile - kHiRegs][m-tile][warp][lane]).
+  constexpr int kHiRegs = kStacked ? stacked_register_tiles(MT, KPW)
+                                   : KPW - (kSplit ? split_hi_shared_tiles(MT, KPW) : 0);
+  uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;  // stride warps*32
+  uint4* hi_s = reinterpret_cast<uint4*>(smem + a.hi_off) + warp * 32 + lane;  // k-tiles kHiRegs..
   uint32_t af[kLoRegs > 0 ? kLoRegs : 1][MT][4];
-  uint32_t ah[kSplit ? kHiRegs : 1][MT][4];
+  uint32_t ah[kSplit && kHiRegs > 0 ? kHiRegs : 1][MT][4];
   // A fragment's weight loads in flight together (kernels/persistent_rnn_fragments.cuh), but not
   // at two or more m-tiles and 10-12 k-tiles per warp, where that spilled (ptxas: `<2, 10>` fp16
   // split 168 bytes, bf16 60).
-  constexpr bool kBatchLoads = !(MT >= 2 && KPW >= 10);
+  constexpr bool kBatchLoads = !(MT >= 2 && KPW >= 10);  // (the stacked helper always batches)
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
-      if constexpr (kSplit) {
+      if constexpr (kStacked) {
+        const int m0 = r0 + 8 * mt;
+        if (kk < kHiRegs) {
+          prnn_stacked_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], d.u, H, m0, kt0 + kk, g, q,
+                                        bwd, mine);
+        } else {
+          uint32_t f[4];
+          prnn_stacked_split_a_fragment(f, d.u, H, m0, kt0 + kk, g, q, bwd, mine);
+          if (mine)
+            lo_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = make_uint4(f[0], f[1], f[2], f[3]);
+        }
+      } else if constexpr (kSplit) {
         if (kk >= kHiRegs) {  // hi and lo both in shared memory
           uint32_t hi[4], lo[4];
           prnn_half_split_a_fragment(hi, lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine,
@@ -324,7 +369,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // batch 4 H 1152 1.38-1.39 -> 1.30, batch 1 1.34 -> 1.27-1.28, both directions 1.60-1.61 ->
   // 1.54; bf16 batch 4 H 1152 1.33 -> 1.27-1.29). At 8 k-tiles per warp it was level (fp32 H
   // 2048) or slower (bf16 H 2048 1.68-1.70 -> 1.77-1.79); two m-tiles from 8 spilled.
-  constexpr bool kAfterLoads = kTags && MT <= 2 && KPW <= 6;
+  constexpr bool kAfterLoads =
+      kTags && (kStacked ? stacked_after_loads(MT, KPW) : MT <= 2 && KPW <= 6);
   float pending_y = 0.0f;
   int64_t pending_y_at = -1;
   auto after_loads = [&](int s) {
@@ -352,14 +398,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     if constexpr (!kTags) cp_async_wait_all();
     for (int pass = 0; pass < passes; ++pass) {
       // fp32 split: U's hi in acc, its lo in acc2 (summed apart: they are scaled apart).
-      float acc[MT][NT][4], acc2[kSplit ? MT : 1][NT][4];
+      float acc[MT][NT][4], acc2[kSplit && !kStacked ? MT : 1][NT][4];
       auto zero_accumulators = [&](int nt) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             acc[mt][nt][i] = 0.0f;
-            if constexpr (kSplit) acc2[mt][0][i] = 0.0f;
+            if constexpr (kSplit && !kStacked) acc2[mt][0][i] = 0.0f;
           }
       };
 #pragma unroll
@@ -456,7 +502,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if (kOptimistic && (my_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              if constexpr (kSplit) {
+              if constexpr (kStacked) {
+                // One product: U_hi s into accumulator rows g, U_lo s into rows g + 8.
+                float(&c)[4] = acc[mt][nt];
+                if (kk >= kHiRegs) {
+                  const uint4 f =
+                      load_shared_volatile(lo_s + ((kk - kHiRegs) * MT + mt) * kWarps * 32);
+                  mma_f16_16816(c[0], c[1], c[2], c[3], f.x, f.y, f.z, f.w, bf[kk].x, bf[kk].y);
+                } else {
+                  const uint32_t(&f)[4] = ah[kk < kHiRegs ? kk : 0][mt];
+                  mma_f16_16816(c[0], c[1], c[2], c[3], f[0], f[1], f[2], f[3], bf[kk].x, bf[kk].y);
+                }
+              } else if constexpr (kSplit) {
                 // Both halves of the state in one n-tile (columns b, b + 4), times U's hi and lo.
                 float(&c)[4] = acc[mt][nt];
                 float(&e)[4] = acc2[mt][0];
@@ -503,7 +560,21 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          if constexpr (kSplit) {
+          if constexpr (kStacked) {
+            // Rows g: U_hi's products (c0, c1), U_lo's (c2, c3), columns 2q, 2q + 1: summed in the
+            // lane, then the hi and lo columns of the state (lanes q, q ^ 2) by one shuffle each.
+            constexpr float kInv = 1.0f / kHalfLoScale;
+            const float lane_scale = (q & 2) == 0 ? 1.0f : kInv;
+            const float(&v)[4] = acc[mt][nt];
+            float c[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              const float own = (v[i] + v[i + 2] * kInv) * lane_scale;
+              c[i] = (own + __shfl_xor_sync(0xffffffffu, own, 2)) * sum_scale;
+            }
+            partials_lane[8 * mt] = c[0];
+            partials_lane[pitch + 8 * mt] = c[1];
+          } else if constexpr (kSplit) {
             // Lanes q < 2 hold the hi columns (products with h_hi), q >= 2 the lo ones. Each
             // lane first adds U_hi's and U_lo's products of its own columns, (hi hi + lo hi / s)
             // or (hi lo + lo lo / s) / s, so one shuffle per value adds the pair: both lanes
@@ -610,19 +681,23 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // k-tiles per warp, where they do not spill (ptxas, sm_90, registers: one m-tile at 2, 4, 5, 6,
 // 8, 10 k-tiles per warp 70-128; two m-tiles up to 126, at 10 128 with two k-tiles' hi in shared
 // memory; kernels/NOTES.md "Session 42").
-// The kernel forms: bf16, or fp32 split into two fp16 halves.
-enum class MmaForm { kBf16, kFp16Split };
-
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, MmaForm form) {
-  if (form == MmaForm::kFp16Split) {
+  constexpr MmaForm kBf16 = MmaForm::kBf16, kSplit = MmaForm::kFp16Split;
+  constexpr MmaForm kStacked = MmaForm::kStackedSplit;
+  if (form == kSplit) {
     if constexpr (NT == 1 && MT <= 2 && KPW <= 10)
-      if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, true>);
+      if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit>);
     return nullptr;
   }
-  if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, false>);
+  if (form == kStacked) {
+    if constexpr (NT == 1 && MT == 3 && KPW >= 5 && KPW <= 10)
+      if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kStacked>);
+    return nullptr;
+  }
+  if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, kBf16>);
   if constexpr (NT == 1)
-    return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, false>);
+    return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16>);
   return nullptr;
 }
 
@@ -658,12 +733,23 @@ bool prnn_mma_half_split(const PrnnTiling& t) {
   return t.tensor_cores && !t.bf16_weights;
 }
 
+bool prnn_mma_stacked_split(const PrnnTiling& t) {
+  return prnn_mma_half_split(t) && t.rows_per_cta % 16 == 8;
+}
+
+int prnn_mma_tile_rows(const PrnnTiling& t) {
+  return prnn_mma_stacked_split(t) ? 8 : 16;
+}
+
 const void* prnn_mma_kernel(const PrnnTiling& t) {
-  if (!t.tensor_cores || t.threads != kThreads || t.rows_per_cta % 16 != 0) return nullptr;
-  const int mt = t.rows_per_cta / 16, kpw = prnn_mma_k_tiles_per_warp(t.hidden);
+  if (!t.tensor_cores || t.threads != kThreads || t.rows_per_cta % prnn_mma_tile_rows(t) != 0)
+    return nullptr;
+  const int mt = t.rows_per_cta / prnn_mma_tile_rows(t), kpw = prnn_mma_k_tiles_per_warp(t.hidden);
   if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass
     return t.batch_tile == 4 && t.max_batch <= 4
-               ? kernel_for_mt<1>(mt, kpw, t.tagged_exchange, MmaForm::kFp16Split)
+               ? kernel_for_mt<1>(
+                     mt, kpw, t.tagged_exchange,
+                     prnn_mma_stacked_split(t) ? MmaForm::kStackedSplit : MmaForm::kFp16Split)
                : nullptr;
   switch (t.batch_tile) {
     case 8:

@@ -80,13 +80,21 @@ bool prnn_mma_half_split(const PrnnTiling& t);
 // The fp16 split's overflow word in `workspace` (0 after a backward-data launch whose scaled
 // state stayed within fp16's range).
 const unsigned int* prnn_mma_overflow_flag(const PrnnTiling& t, const void* workspace);
+// The stacked split: an fp32 split tiling of an odd multiple of 8 rows per CTA, whose A fragments
+// hold 8 rows' hi halves over their lo halves (kernels/persistent_rnn_fragments.cuh,
+// prnn_stacked_split_a_fragment), so a CTA's rows are a multiple of 8. The plan takes it where
+// 16-row m-tiles would put more rows on a CTA: one direction of H 2113-2560 (24 rows a CTA instead
+// of 32 on 132 SMs), both directions of H 1057-1584.
+bool prnn_mma_stacked_split(const PrnnTiling& t);
+// Rows of U in one m-tile of t's fragments: 8 in the stacked split, else 16.
+int prnn_mma_tile_rows(const PrnnTiling& t);
 // Whether an fp32 split tiling keeps U's lo halves in shared memory (registers hold hi only).
 bool prnn_mma_lo_in_shared(const PrnnTiling& t);
 // Whether an fp16 split tiling keeps some of U's hi halves in shared memory too (two m-tiles,
 // 9-10 k-tiles per warp).
 bool prnn_mma_hi_in_shared(const PrnnTiling& t);
 
-// The kernel instantiation for t (nullptr when none: rows_per_cta / 16 or the k-tiles per warp
+// The kernel instantiation for t (nullptr when none: the m-tiles or the k-tiles per warp
 // or the batch tile outside what is instantiated).
 const void* prnn_mma_kernel(const PrnnTiling& t);
 size_t prnn_mma_shared_bytes(const PrnnTiling& t);

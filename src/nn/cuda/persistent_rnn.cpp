@@ -110,17 +110,28 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // 4 3.18-3.24 against 3.63), not at batch 2 (3.03 against 2.93; H 2304 2.91 against 2.79).
   // Session 42's tagged fp16 halves made every split step faster (H 1536 batch 1 1.54 -> 1.43,
   // H 2048 batch 2 2.09-2.14 -> 1.66-1.67); the batch thresholds were not measured again.
-  const int split_from_batch = kernels::prnn_mma_hi_in_shared(m) ? 3 : 2;
+  // Where 8-row m-tiles put fewer rows on a CTA than 16-row ones, the stacked split (24 rows
+  // instead of 32: one direction of H 2113-2560, both directions of H 1057-1584; session 43,
+  // H200, us a step forward against the 16-row split: H 2560 batch 4 2.52 -> 2.43-2.44, both
+  // directions of H 1152 1.52 -> 1.34-1.36 and at batch 1 1.49-1.51 -> 1.30, of H 1536 1.70-1.72
+  // -> 1.59-1.60). It also wins at batch 2: H 2560 2.38 against the step barrier's 2.94.
+  kernels::PrnnTiling stacked = m;
+  stacked.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 8) * 8;
+  stacked.ctas_per_direction = ceil_div(hidden, stacked.rows_per_cta);
+  stacked.register_groups = stacked.rows_per_cta / kRowGroup;
+  const bool try_stacked = stacked.rows_per_cta < m.rows_per_cta;
+  const int split_from_batch = !try_stacked && kernels::prnn_mma_hi_in_shared(m) ? 3 : 2;
   const bool fp32_split_wins = max_batch >= split_from_batch || (hidden > 512 && hidden <= 1536);
   if (!t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split && max_batch <= 4 &&
       fp32_split_wins) {
-    m.batch_tile = 4;
-    m.tagged_exchange = true;
+    m.batch_tile = stacked.batch_tile = 4;
+    m.tagged_exchange = stacked.tagged_exchange = true;
     // The fp16 split only with a fallback that fits (it is an fp32-math plan of this shape).
     auto fallback = std::make_shared<const PersistentRnnPlan>(
         hidden, max_batch, directions, device, precision,
         PersistentRnnKernels{allowed.cluster, false, false});
-    if (fallback->fits() && take_tensor_tiling(m)) {
+    if (fallback->fits() &&
+        ((try_stacked && take_tensor_tiling(stacked)) || take_tensor_tiling(m))) {
       fallback_plan_ = std::move(fallback);
       return;
     }
@@ -252,7 +263,10 @@ std::string PersistentRnnPlan::describe() const {
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
     << " threads" << (t.chunks > 1 ? " of " + std::to_string(4 * t.chunks) + " columns" : "")
     << ", " << t.rows_per_cta << " rows per CTA ("
-    << (kernels::prnn_mma_hi_in_shared(t)
+    << (kernels::prnn_mma_stacked_split(t)
+            ? std::string("8-row tiles of hi over lo parts, some in registers, the rest in shared "
+                          "memory")
+        : kernels::prnn_mma_hi_in_shared(t)
             ? std::string("most hi parts in registers, the rest and lo parts in shared memory")
         : kernels::prnn_mma_lo_in_shared(t)
             ? std::string("their hi parts in registers, lo parts in shared memory")

@@ -231,6 +231,10 @@ const Case kCases[] = {
     // registers (DS2-large's 1920 in a two-direction launch); 2304: row groups in shared memory.
     {16, 4, 1920},
     {40, 4, 2304},
+    // The stacked split (8-row m-tiles, 24 rows a CTA) in the two-direction launch at 6 and 8
+    // k-tiles per warp (H 1152 above: 5; H 2304 and 2500 one direction: 10).
+    {24, 4, 1500},
+    {16, 3, 1580},
 };
 
 class PersistentRnnCase : public ::testing::TestWithParam<Case> {};
@@ -430,12 +434,20 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     ASSERT_TRUE(half(b4_large)) << b4_large.describe();  // its fallback is read below
     EXPECT_TRUE(half(PersistentRnnPlan(1920, 4, 2))) << PersistentRnnPlan(1920, 4, 2).describe();
     EXPECT_TRUE(half(PersistentRnnPlan(1152, 4, 2))) << PersistentRnnPlan(1152, 4, 2).describe();
-    // Two m-tiles at 10 k-tiles per warp keep some hi halves in shared memory, and are taken from
-    // batch 3 only (at batch 2 the step barrier measured faster).
-    const PersistentRnnPlan h2560(2560, 3), h2560_b2(2560, 2);
-    EXPECT_TRUE(half(h2560) && kernels::prnn_mma_hi_in_shared(h2560.tiling())) << h2560.describe();
-    EXPECT_FALSE(kernels::prnn_mma_hi_in_shared(b4_large.tiling())) << b4_large.describe();
-    EXPECT_FALSE(h2560_b2.tiling().tensor_cores) << h2560_b2.describe();
+    // Where 16-row m-tiles would put 32 rows on a CTA, the stacked split's 8-row m-tiles put 24:
+    // one direction of H 2560 (from batch 2), both directions of H 1152.
+    const PersistentRnnPlan h2560(2560, 3), h2560_b2(2560, 2), both_1152(1152, 4, 2);
+    auto stacked = [&](const PersistentRnnPlan& p) {
+      return half(p) && kernels::prnn_mma_stacked_split(p.tiling()) &&
+             p.tiling().rows_per_cta == 24 && !kernels::prnn_mma_hi_in_shared(p.tiling());
+    };
+    if (prop.multiProcessorCount >= 108) {  // 20-24 rows a CTA
+      EXPECT_TRUE(stacked(h2560)) << h2560.describe();
+      EXPECT_TRUE(stacked(h2560_b2)) << h2560_b2.describe();
+      EXPECT_TRUE(stacked(both_1152)) << both_1152.describe();
+    }
+    EXPECT_FALSE(kernels::prnn_mma_stacked_split(b4_large.tiling())) << b4_large.describe();
+    EXPECT_FALSE(kernels::prnn_mma_stacked_split(b4.tiling())) << b4.describe();
     const PersistentRnnPlan no_half(2048, 4, 1, -1, Precision::kFp32,
                                     PersistentRnnKernels{true, true, false});
     EXPECT_TRUE(no_half.fits() && !no_half.tiling().tensor_cores) << no_half.describe();
