@@ -98,14 +98,16 @@ __host__ __device__ constexpr bool optimistic_products(bool split, int mt, int k
 
 // The stacked split (three 8-row m-tiles: 24 rows a CTA where 16-row m-tiles would need 32)
 // keeps the fragments of its first 5 k-tiles in registers (60 registers), the rest in shared
-// memory. Optimistic products up to 8 k-tiles per warp and the owners' stores after the loads at
-// 5, where ptxas fits them without a spill (128 registers; `<3, 10>` optimistic spilled 8 bytes,
-// `<3, 6>` with the stores after the loads 4).
+// memory. Optimistic products at 5 and 8 k-tiles per warp and the owners' stores after the loads
+// at 5 (H200, us a step forward against neither, two rounds: both directions of H 1152 batch 4
+// 1.52-1.54 -> 1.34-1.35, batch 1 1.50-1.51 -> 1.30-1.31, of H 1580 1.83-1.86 -> 1.68-1.69). At
+// 6 optimistic products were slower (both directions of H 1536 1.53 -> 1.64-1.67); ptxas spilled
+// `<3, 10>` optimistic (8 bytes) and `<3, 6>` with both (4).
 __host__ __device__ constexpr int stacked_register_tiles(int mt, int kpw) {
   return kpw < 16 / mt ? kpw : 16 / mt;
 }
 __host__ __device__ constexpr bool stacked_optimistic(int mt, int kpw) {
-  return mt * kpw <= 24;
+  return mt * kpw <= 24 && kpw != 6;
 }
 __host__ __device__ constexpr bool stacked_after_loads(int mt, int kpw) {
   return mt * kpw <= 15;

@@ -97,7 +97,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
   m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
   m.register_groups = m.rows_per_cta / kRowGroup;
-  // fp32 at batch 2-4, and at batch 1 for H 513-1536: the tensor-core kernel with U and the
+  // fp32 at batch 2-4, and at batch 1 from H 513: the tensor-core kernel with U and the
   // state split into fp16 halves, tagged exchange, with the fp32-math kernel as its fallback
   // (kernels/NOTES.md, versions 6-8, sessions 28, 40-42). H100, forward us a step: batch 4 H
   // 512-1024 1.15-1.50 (then on the tf32 split) against the step barrier's 1.75-2.09; at batch 1
@@ -114,14 +114,18 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // instead of 32: one direction of H 2113-2560, both directions of H 1057-1584; session 43,
   // H200, us a step forward against the 16-row split: H 2560 batch 4 2.52 -> 2.43-2.44, both
   // directions of H 1152 1.52 -> 1.34-1.36 and at batch 1 1.49-1.51 -> 1.30, of H 1536 1.70-1.72
-  // -> 1.59-1.60). It also wins at batch 2: H 2560 2.38 against the step barrier's 2.94.
+  // -> 1.59-1.60). It also wins at batch 2: H 2560 2.38 against the step barrier's 2.94. And at
+  // batch 1 the split now wins at every H from 513 (session 43, forward / backward-data against
+  // the barrier: H 1792 1.57-1.58 / 1.59-1.60 against 1.86 / 1.91-1.92, H 2048 1.60-1.61 /
+  // 1.64-1.65 against 1.83-1.84 / 1.90-1.91, H 2560 2.35-2.36 / 2.42-2.44 against 2.45-2.47 /
+  // 2.66).
   kernels::PrnnTiling stacked = m;
   stacked.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 8) * 8;
   stacked.ctas_per_direction = ceil_div(hidden, stacked.rows_per_cta);
   stacked.register_groups = stacked.rows_per_cta / kRowGroup;
   const bool try_stacked = stacked.rows_per_cta < m.rows_per_cta;
-  const int split_from_batch = !try_stacked && kernels::prnn_mma_hi_in_shared(m) ? 3 : 2;
-  const bool fp32_split_wins = max_batch >= split_from_batch || (hidden > 512 && hidden <= 1536);
+  const bool hi_shared = !try_stacked && kernels::prnn_mma_hi_in_shared(m);  // 32-row CTAs
+  const bool fp32_split_wins = hi_shared ? max_batch >= 3 : max_batch >= 2 || hidden > 512;
   if (!t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split && max_batch <= 4 &&
       fp32_split_wins) {
     m.batch_tile = stacked.batch_tile = 4;

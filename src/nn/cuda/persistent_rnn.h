@@ -25,11 +25,12 @@
 // registers (tiling().state_in_bf16(): H up to ~2600 with both directions in one launch on an
 // H200) the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums,
 // as a bf16 cuBLAS GEMM would compute them; otherwise h, products and sums stay fp32. An fp32 plan
-// at batch 2-4 (batch 1: H 513-1536) may run on tensor cores too (tiling().tensor_cores without
+// at batch 2-4 (batch 1: from H 513) may run on tensor cores too (tiling().tensor_cores without
 // bf16): U and the state are each split into two fp16 halves (4 bytes a weight; U within ~2^-22
-// relative, the exchanged state within 2^-20, its halves carrying the step tags), two fp16
-// products per k-tile; fp32 accuracy (y itself is not rounded). One direction runs up to H
-// 2560 on 132 SMs (from H 2113 at batch 3-4 only), both directions in one launch up to H 2048;
+// relative, the exchanged state within 2^-20, its halves carrying the step tags), fp16 products
+// of hi and lo; fp32 accuracy (y itself is not rounded). One direction runs up to H 2560 on 132
+// SMs, both directions in one launch up to H 2048 (where 16-row tiles would put 32 rows on a CTA
+// and 8-row tiles 24, the stacked split: kernels/persistent_rnn_mma.h);
 // backward-data exchanges the gradient times a power of two chosen from the
 // largest |dy| (fp16's range), and where a scaled value still overflows it reruns on the fp32-math
 // kernel (fallback(), queued behind it and skipped on the device when not needed), which also runs

@@ -409,8 +409,8 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
       EXPECT_TRUE(bf16.fits() && bf16.tiling().tensor_cores) << bf16.describe();
   }
   // fp32 at batch 1 up to H 512: the fp32-math kernel with the tagged exchange; at batch 2-4,
-  // and batch 1 for H 513-1536, the tensor-core kernel with split operands (tagged); else the
-  // step barrier.
+  // and batch 1 from H 513, the tensor-core kernel with split operands (tagged); else the step
+  // barrier.
   if (prop.multiProcessorCount >= 100 && prop.major >= 8) {
     auto split = [](const PersistentRnnPlan& p) {
       return p.fits() && p.tiling().tensor_cores && !p.tiling().state_in_bf16() &&
@@ -421,7 +421,7 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_TRUE(b1.tiling().tagged_exchange && !b1.tiling().tensor_cores) << b1.describe();
     EXPECT_TRUE(split(b1_mid)) << b1_mid.describe();
     EXPECT_TRUE(split(b1_1536)) << b1_1536.describe();
-    EXPECT_FALSE(b1_large.tiling().tagged_exchange) << b1_large.describe();
+    EXPECT_TRUE(split(b1_large)) << b1_large.describe();
     EXPECT_TRUE(split(b2)) << b2.describe();
     EXPECT_TRUE(split(b2_large)) << b2_large.describe();
     EXPECT_TRUE(split(b4)) << b4.describe();
@@ -436,7 +436,8 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_TRUE(half(PersistentRnnPlan(1152, 4, 2))) << PersistentRnnPlan(1152, 4, 2).describe();
     // Where 16-row m-tiles would put 32 rows on a CTA, the stacked split's 8-row m-tiles put 24:
     // one direction of H 2560 (from batch 2), both directions of H 1152.
-    const PersistentRnnPlan h2560(2560, 3), h2560_b2(2560, 2), both_1152(1152, 4, 2);
+    const PersistentRnnPlan h2560(2560, 3), h2560_b2(2560, 2), h2560_b1(2560, 1);
+    const PersistentRnnPlan both_1152(1152, 4, 2);
     auto stacked = [&](const PersistentRnnPlan& p) {
       return half(p) && kernels::prnn_mma_stacked_split(p.tiling()) &&
              p.tiling().rows_per_cta == 24 && !kernels::prnn_mma_hi_in_shared(p.tiling());
@@ -444,6 +445,7 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     if (prop.multiProcessorCount >= 108) {  // 20-24 rows a CTA
       EXPECT_TRUE(stacked(h2560)) << h2560.describe();
       EXPECT_TRUE(stacked(h2560_b2)) << h2560_b2.describe();
+      EXPECT_TRUE(stacked(h2560_b1)) << h2560_b1.describe();
       EXPECT_TRUE(stacked(both_1152)) << both_1152.describe();
     }
     EXPECT_FALSE(kernels::prnn_mma_stacked_split(b4_large.tiling())) << b4_large.describe();
