@@ -162,6 +162,19 @@ __device__ __forceinline__ uint4 load_shared_volatile(const uint4* p) {
   return v;
 }
 
+// c += A b (fp16 operands, fp32 sums), A this lane's fragment in registers, or where `shared` its
+// 16-byte piece at `pieces + at` in shared memory, read in program order with the state's loads.
+__device__ __forceinline__ void mma_f16_registers_or_shared(float (&c)[4], const uint32_t (&a)[4],
+                                                            bool shared, const uint4* pieces,
+                                                            int at, uint2 b) {
+  if (shared) {
+    const uint4 f = load_shared_volatile(pieces + at);
+    mma_f16_16816(c[0], c[1], c[2], c[3], f.x, f.y, f.z, f.w, b.x, b.y);
+  } else {
+    mma_f16_16816(c[0], c[1], c[2], c[3], a[0], a[1], a[2], a[3], b.x, b.y);
+  }
+}
+
 // MT: m-tiles per CTA, of 16 rows (rows_per_cta = 16 MT), or of 8 in the stacked split; KPW:
 // k-tiles per warp held in registers (at least the plan's kpw); NT: 8-column n-tiles per batch
 // pass (batch_tile = 8 NT); kTags: the tagged exchange; kForm: bf16, or fp32 split (U and the
@@ -504,36 +517,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if (kOptimistic && (my_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
+              const int tile_at = ((kk - kHiRegs) * MT + mt) * kWarps * 32;  // past kHiRegs
               if constexpr (kStacked) {
                 // One product: U_hi s into accumulator rows g, U_lo s into rows g + 8.
-                float(&c)[4] = acc[mt][nt];
-                if (kk >= kHiRegs) {
-                  const uint4 f =
-                      load_shared_volatile(lo_s + ((kk - kHiRegs) * MT + mt) * kWarps * 32);
-                  mma_f16_16816(c[0], c[1], c[2], c[3], f.x, f.y, f.z, f.w, bf[kk].x, bf[kk].y);
-                } else {
-                  const uint32_t(&f)[4] = ah[kk < kHiRegs ? kk : 0][mt];
-                  mma_f16_16816(c[0], c[1], c[2], c[3], f[0], f[1], f[2], f[3], bf[kk].x, bf[kk].y);
-                }
+                mma_f16_registers_or_shared(acc[mt][nt], ah[kk < kHiRegs ? kk : 0][mt],
+                                            kk >= kHiRegs, lo_s, tile_at, bf[kk]);
               } else if constexpr (kSplit) {
                 // Both halves of the state in one n-tile (columns b, b + 4), times U's hi and lo.
-                float(&c)[4] = acc[mt][nt];
-                float(&e)[4] = acc2[mt][0];
-                if (kk >= kHiRegs) {
-                  const uint4 hi =
-                      load_shared_volatile(hi_s + ((kk - kHiRegs) * MT + mt) * kWarps * 32);
-                  mma_f16_16816(c[0], c[1], c[2], c[3], hi.x, hi.y, hi.z, hi.w, bf[kk].x, bf[kk].y);
-                } else {
-                  const uint32_t(&t)[4] = ah[kk < kHiRegs ? kk : 0][mt];
-                  mma_f16_16816(c[0], c[1], c[2], c[3], t[0], t[1], t[2], t[3], bf[kk].x, bf[kk].y);
-                }
-                if (kLoShared && kk >= kLoRegs) {
-                  const uint4 lo = load_shared_volatile(lo_s + (kk * MT + mt) * kWarps * 32);
-                  mma_f16_16816(e[0], e[1], e[2], e[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x, bf[kk].y);
-                } else {
-                  const uint32_t(&l)[4] = af[kk < kLoRegs ? kk : 0][mt];
-                  mma_f16_16816(e[0], e[1], e[2], e[3], l[0], l[1], l[2], l[3], bf[kk].x, bf[kk].y);
-                }
+                mma_f16_registers_or_shared(acc[mt][nt], ah[kk < kHiRegs ? kk : 0][mt],
+                                            kk >= kHiRegs, hi_s, tile_at, bf[kk]);
+                mma_f16_registers_or_shared(acc2[mt][0], af[kk < kLoRegs ? kk : 0][mt],
+                                            kLoShared && kk >= kLoRegs, lo_s,
+                                            (kk * MT + mt) * kWarps * 32, bf[kk]);
               } else {
                 mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
                                af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
