@@ -59,8 +59,9 @@ struct PrnnTiling {
   int chunks = 1;
   bool bf16_weights = false;  // U kept on chip in bf16 (rounded to nearest even), math in fp32
   // Products on tensor cores (kernels/persistent_rnn_mma.h); threads = kPrnnMmaThreads,
-  // rows_per_cta a multiple of 16, all rows in registers. bf16: the state rounded to bf16 as well,
-  // batch_tile 8, 16 or 32 (batch columns per pass). fp32: U and the state each split into two
+  // rows_per_cta a multiple of 16 (8 in the stacked fp32 split), all rows in registers. bf16: the
+  // state rounded to bf16 as well, batch_tile 8, 16, 32 or 64 (batch columns per pass; 64 at one
+  // m-tile per CTA). fp32: U and the state each split into two
   // fp16 halves (prnn_mma_half_split: fp32 accuracy, not rounded; gradients scaled into fp16's
   // range), tagged exchange, batch_tile = max_batch <= 4.
   bool tensor_cores = false;

@@ -755,6 +755,8 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
       return kernel_for_mt<2>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);
     case 32:
       return kernel_for_mt<4>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);
+    case 64:  // one m-tile only: wider CTAs' accumulators spill
+      return mt == 1 ? kernel_for_kpw<1, 8>(kpw, t.tagged_exchange, MmaForm::kBf16) : nullptr;
     default:
       return nullptr;
   }

@@ -90,7 +90,10 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   //    exchanged through distributed shared memory) and the device holds a cluster per direction;
   //    with 4 m-tiles per CTA (H > 768) only at batch <= 4 (kernels/NOTES.md, versions 4, 5).
   // 3. the grid-wide kernel with a step barrier per direction, widest batch pass first (fewer
-  //    passes per step; narrower ones need fewer accumulators).
+  //    passes per step; narrower ones need fewer accumulators). One pass of 64 (one m-tile per
+  //    CTA) against two of 32, H200, us a step forward (session 43): H 2048 batch 64 7.82-7.83 ->
+  //    7.38, batch 48 6.52 -> 6.16-6.17, batch 33 5.84-5.86 -> 5.54-5.61; H 1536 batch 64
+  //    6.81-6.87 -> 6.69, H 1024 6.31 -> 5.95-5.96.
   kernels::PrnnTiling m = t;
   m.tensor_cores = true;
   m.threads = kernels::kPrnnMmaThreads;
@@ -153,7 +156,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
          (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
         take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
       return;
-    for (int pass : {32, 16, 8}) {
+    for (int pass : {64, 32, 16, 8}) {
       if (pass > 8 && pass / 2 >= max_batch) continue;
       m.batch_tile = pass;
       if (take_tensor_tiling(m)) return;

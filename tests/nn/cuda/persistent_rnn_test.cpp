@@ -252,8 +252,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PersistentRnnCase, ::testing::ValuesIn(kCases),
                            return case_name(info.param);
                          });
 
-// bf16: odd sizes, batch 1 to 40 (tensor-core passes of 8, 16 and 32 batch columns, a partial
-// last pass; cluster plans at batch <= 8 and H <= 1024, with 1 to 4 m-tiles per CTA), the
+// bf16: odd sizes, batch 1 to 64 (tensor-core passes of 8, 16, 32 and 64 batch columns, a
+// partial last pass; cluster plans at batch <= 8 and H <= 1024, with 1 to 4 m-tiles per CTA), the
 // DS2-large width, and hidden sizes past the tensor-core kernels (about 2600 at batch 4) where the
 // fp32-math kernel holds bf16 rows in shared memory, its threads owning 8 columns (2752, 2999).
 constexpr Precision kBf16 = Precision::kBf16;
@@ -262,6 +262,7 @@ const Case kBf16Cases[] = {
     {64, 4, 1152, kBf16},  {300, 4, 1152, kBf16}, {64, 32, 1152, kBf16}, {300, 1, 2048, kBf16},
     {32, 4, 2999, kBf16},  {16, 3, 2752, kBf16},  {7, 40, 200, kBf16},   {64, 16, 1920, kBf16},
     {300, 4, 1920, kBf16}, {300, 4, 1000, kBf16}, {33, 8, 512, kBf16},   {64, 2, 700, kBf16},
+    {20, 64, 1100, kBf16},  // one pass of 64 batch columns
 };
 
 INSTANTIATE_TEST_SUITE_P(Bf16, PersistentRnnCase, ::testing::ValuesIn(kBf16Cases),
@@ -407,6 +408,12 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     std::cout << bf16.describe() << "\n";
     if (prop.multiProcessorCount >= 100 && prop.major >= 8)
       EXPECT_TRUE(bf16.fits() && bf16.tiling().tensor_cores) << bf16.describe();
+  }
+  // Past batch 32, one pass of 64 batch columns where a CTA holds one m-tile.
+  if (prop.multiProcessorCount >= 128 && prop.major >= 8) {
+    const PersistentRnnPlan wide(2048, 64, 1, -1, Precision::kBf16);
+    EXPECT_TRUE(wide.fits() && wide.tiling().tensor_cores && wide.tiling().batch_tile == 64)
+        << wide.describe();
   }
   // fp32 at batch 1 up to H 512: the fp32-math kernel with the tagged exchange; at batch 2-4,
   // and batch 1 from H 513, the tensor-core kernel with split operands (tagged); else the step
