@@ -6,6 +6,7 @@
 //
 //   prnn_a_fragment(af[kk][mt], u, H, r0 + 16 * mt, kt, g, q, backward, kt < kt_end);
 //   prnn_half_split_a_fragment(hi[kk][mt], lo[kk][mt], u, H, m0, kt, g, q, false, mine); // fp16
+//   prnn_stacked_split_a_fragment(a[kk][mt], u, H, r0 + 8 * mt, kt, g, q, false, mine); // 8 rows
 //   float* lane_out = red + warp * red_warp + prnn_partials_lane(pitch, g, q);   // once
 //   prnn_store_partials(lane_out, pitch, 16 * mt, 8 * nt, acc[mt][nt]);
 //   xbuf[fragment_index(b, k, n_tiles)] = float_to_bf16(h);   // then one 8-byte load per lane
@@ -33,37 +34,50 @@ __device__ __forceinline__ uint32_t prnn_weight_pair(const float* __restrict__ u
          (uint32_t{float_to_bf16(prnn_weight(u, H, k, j + 1, transpose))} << 16);
 }
 
-// The 8 weights of this lane's A fragment (rows k = m0 + g and k + 8, columns j = 16 kt + 2q,
-// j + 1, j + 8, j + 9) as w[2 i + c]: row k + 8 (i & 1), column j + 8 (i >> 1) + c; zeros when
-// `mine` is false (a k-tile past the warp's share). A fragment wholly inside U loads its weights
-// with no test between them, so they are in flight together: tested one by one (branches), ptxas
-// issued them two at a time, a round trip each. The prologue that loads U was most of a launch's
-// fixed ~9 us beyond an empty kernel (ncu, H 1152 batch 1, H200); this saves 2-5 us of it a
-// launch, most in backward-data, which reads U by columns (kernels/NOTES.md, session 41). The
-// fragment helpers' batch_loads false keeps a test per weight, each weight converted as it is
-// loaded, for kernels at their register limit (two or more m-tiles at 10-12 k-tiles per warp):
+// The weights of this lane's A fragment (rows k = m0 + g and, with kRowBlocks 2, k + 8; columns
+// j = 16 kt + 2q, j + 1, j + 8, j + 9) as w[2 i + c]: row k + 8 (i % kRowBlocks), column
+// j + 8 (i / kRowBlocks) + c; zeros when `mine` is false (a k-tile past the warp's share). One
+// row block: the stacked split's fragment (prnn_stacked_split_a_fragment). A fragment wholly inside
+// U loads its weights with no test between them, so they are in flight together: tested one by one
+// (branches), ptxas issued them two at a time, a round trip each. The prologue that loads U was
+// most of a launch's fixed ~9 us beyond an empty kernel (ncu, H 1152 batch 1, H200); this saves 2-5
+// us of it a launch, most in backward-data, which reads U by columns (kernels/NOTES.md, session
+// 41). The fragment helpers' batch_loads false keeps a test per weight, each weight converted as it
+// is loaded, for kernels at their register limit (two or more m-tiles at 10-12 k-tiles per warp):
 // there the batched form spilled, and so did the per-weight tests routed through this function
 // (all 8 weights into w first; `<2, 10>` of the fp16 split 168 bytes), hence their own copy in
 // each helper.
-__device__ __forceinline__ void prnn_fragment_weights(float (&w)[8], const float* __restrict__ u,
-                                                      int H, int k, int j, bool transpose,
-                                                      bool mine) {
-  if (mine && k + 8 < H && j + 9 < H) {
+template <int kRowBlocks = 2>
+__device__ __forceinline__ void prnn_fragment_weights(float (&w)[4 * kRowBlocks],
+                                                      const float* __restrict__ u, int H, int k,
+                                                      int j, bool transpose, bool mine) {
+  if (mine && k + 8 * (kRowBlocks - 1) < H && j + 9 < H) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 2 * kRowBlocks; ++i)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const size_t row = k + 8 * (i & 1), col = j + 8 * (i >> 1) + c;
+        const size_t row = k + 8 * (i % kRowBlocks), col = j + 8 * (i / kRowBlocks) + c;
         w[2 * i + c] = transpose ? u[col * H + row] : u[row * H + col];
       }
     return;
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 2 * kRowBlocks; ++i)
 #pragma unroll
     for (int c = 0; c < 2; ++c)
-      w[2 * i + c] =
-          mine ? prnn_weight(u, H, k + 8 * (i & 1), j + 8 * (i >> 1) + c, transpose) : 0.0f;
+      w[2 * i + c] = mine ? prnn_weight(u, H, k + 8 * (i % kRowBlocks),
+                                        j + 8 * (i / kRowBlocks) + c, transpose)
+                          : 0.0f;
+}
+
+// Weights w0, w1 as the fp16 split's operand registers: hi = each rounded to fp16, lo = the rest
+// times kHalfLoScale rounded to fp16 (w0 in the low halves). Packed pairs convert with one f16x2
+// instruction; a helper returning two __half had made ptxas spill (session 36).
+__device__ __forceinline__ void prnn_half_split_pair(float w0, float w1, uint32_t& hi,
+                                                     uint32_t& lo) {
+  const float h0 = __half2float(__float2half_rn(w0)), h1 = __half2float(__float2half_rn(w1));
+  hi = pack_f16x2(h0, h1);
+  lo = pack_f16x2((w0 - h0) * kHalfLoScale, (w1 - h1) * kHalfLoScale);
 }
 
 // The A fragment (kernels/mma.cuh layout) of U, or U^T for backward-data, for output rows
@@ -86,10 +100,8 @@ __device__ __forceinline__ void prnn_a_fragment(uint32_t (&a)[4], const float* _
 }
 
 // The A fragments of hi and lo, in prnn_a_fragment's layout (fp16 instead of bf16), both rounded
-// to nearest. The state's halves are rounded otherwise (each carries a step tag in its lowest
-// bit: half_split_tagged_parts). A shared helper returning two __half (then packed with shifts)
-// had made ptxas spill the fp16 split kernels on sm_90 (session 36); pairs convert with one f16x2
-// instruction here.
+// to nearest (prnn_half_split_pair). The state's halves are rounded otherwise (each carries a
+// step tag in its lowest bit: half_split_tagged_parts).
 __device__ __forceinline__ void prnn_half_split_a_fragment(uint32_t (&hi)[4], uint32_t (&lo)[4],
                                                            const float* __restrict__ u, int H,
                                                            int m0, int kt, int g, int q,
@@ -105,9 +117,7 @@ __device__ __forceinline__ void prnn_half_split_a_fragment(uint32_t (&hi)[4], ui
     const float w1 = batch_loads ? w[2 * i + 1]
                      : mine      ? prnn_weight(u, H, row, col + 1, transpose)
                                  : 0.0f;
-    const float h0 = __half2float(__float2half_rn(w0)), h1 = __half2float(__float2half_rn(w1));
-    hi[i] = pack_f16x2(h0, h1);
-    lo[i] = pack_f16x2((w0 - h0) * kHalfLoScale, (w1 - h1) * kHalfLoScale);
+    prnn_half_split_pair(w0, w1, hi[i], lo[i]);
   }
 }
 
@@ -120,26 +130,10 @@ __device__ __forceinline__ void prnn_stacked_split_a_fragment(uint32_t (&a)[4],
                                                               const float* __restrict__ u, int H,
                                                               int m0, int kt, int g, int q,
                                                               bool transpose, bool mine) {
-  const int k = m0 + g, j = 16 * kt + 2 * q;
-  float w[4];
-  if (mine && k < H && j + 9 < H) {  // wholly inside U: the 4 loads in flight together
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const size_t col = j + 8 * (i >> 1) + (i & 1);
-      w[i] = transpose ? u[col * H + k] : u[size_t(k) * H + col];
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      w[i] = mine ? prnn_weight(u, H, k, j + 8 * (i >> 1) + (i & 1), transpose) : 0.0f;
-  }
-#pragma unroll
-  for (int p = 0; p < 2; ++p) {
-    const float w0 = w[2 * p], w1 = w[2 * p + 1];
-    const float h0 = __half2float(__float2half_rn(w0)), h1 = __half2float(__float2half_rn(w1));
-    a[2 * p] = pack_f16x2(h0, h1);
-    a[2 * p + 1] = pack_f16x2((w0 - h0) * kHalfLoScale, (w1 - h1) * kHalfLoScale);
-  }
+  float w[4];  // row m0 + g, columns j, j + 1, j + 8, j + 9
+  prnn_fragment_weights<1>(w, u, H, m0 + g, 16 * kt + 2 * q, transpose, mine);
+  prnn_half_split_pair(w[0], w[1], a[0], a[1]);
+  prnn_half_split_pair(w[2], w[3], a[2], a[3]);
 }
 
 // A warp's partial sums go to a [batch column][row] array of row pitch `pitch`: this lane's

@@ -175,6 +175,16 @@ __device__ __forceinline__ void mma_f16_registers_or_shared(float (&c)[4], const
   }
 }
 
+// The fp32 split's partial sum of one accumulator element: U_hi's products plus U_lo's /
+// kHalfLoScale, in this lane's batch column, which holds the state's hi halves (lanes q < 2) or
+// its lo halves (q >= 2, scaled down once more); then one shuffle adds lanes q and q ^ 2, so both
+// hold the sum, scaled back by sum_scale (backward-data's scaled state; 1 forward).
+__device__ __forceinline__ float split_column_sum(float u_hi, float u_lo, int q, float sum_scale) {
+  constexpr float kInv = 1.0f / kHalfLoScale;
+  const float own = (u_hi + u_lo * kInv) * ((q & 2) == 0 ? 1.0f : kInv);
+  return (own + __shfl_xor_sync(0xffffffffu, own, 2)) * sum_scale;
+}
+
 // MT: m-tiles per CTA, of 16 rows (rows_per_cta = 16 MT), or of 8 in the stacked split; KPW:
 // k-tiles per warp held in registers (at least the plan's kpw); NT: 8-column n-tiles per batch
 // pass (batch_tile = 8 NT); kTags: the tagged exchange; kForm: bf16, or fp32 split (U and the
@@ -558,33 +568,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           if constexpr (kStacked) {
-            // Rows g: U_hi's products (c0, c1), U_lo's (c2, c3), columns 2q, 2q + 1: summed in the
-            // lane, then the hi and lo columns of the state (lanes q, q ^ 2) by one shuffle each.
-            constexpr float kInv = 1.0f / kHalfLoScale;
-            const float lane_scale = (q & 2) == 0 ? 1.0f : kInv;
+            // Rows g: U_hi's products in c0, c1 and U_lo's in c2, c3 (columns 2q, 2q + 1).
             const float(&v)[4] = acc[mt][nt];
-            float c[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-              const float own = (v[i] + v[i + 2] * kInv) * lane_scale;
-              c[i] = (own + __shfl_xor_sync(0xffffffffu, own, 2)) * sum_scale;
-            }
-            partials_lane[8 * mt] = c[0];
-            partials_lane[pitch + 8 * mt] = c[1];
+            partials_lane[8 * mt] = split_column_sum(v[0], v[2], q, sum_scale);
+            partials_lane[pitch + 8 * mt] = split_column_sum(v[1], v[3], q, sum_scale);
           } else if constexpr (kSplit) {
-            // Lanes q < 2 hold the hi columns (products with h_hi), q >= 2 the lo ones. Each
-            // lane first adds U_hi's and U_lo's products of its own columns, (hi hi + lo hi / s)
-            // or (hi lo + lo lo / s) / s, so one shuffle per value adds the pair: both lanes
-            // then hold the same sum.
-            constexpr float kInv = 1.0f / kHalfLoScale;
-            const float lane_scale = (q & 2) == 0 ? 1.0f : kInv;
             float c[4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const float own = (acc[mt][nt][i] + acc2[mt][0][i] * kInv) * lane_scale;
-              // Backward-data: the products of the scaled state, scaled back (1 forward).
-              c[i] = (own + __shfl_xor_sync(0xffffffffu, own, 2)) * sum_scale;
-            }
+            for (int i = 0; i < 4; ++i)
+              c[i] = split_column_sum(acc[mt][nt][i], acc2[mt][0][i], q, sum_scale);
             prnn_store_partials(partials_lane, pitch, 16 * mt, 0, c);
           } else {
             prnn_store_partials(partials_lane, pitch, 16 * mt, 8 * nt, acc[mt][nt]);

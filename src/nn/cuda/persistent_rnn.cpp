@@ -112,7 +112,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // halves in shared memory) the split won from batch 3 (H 2560 batch 3 3.16 against 3.68, batch
   // 4 3.18-3.24 against 3.63), not at batch 2 (3.03 against 2.93; H 2304 2.91 against 2.79).
   // Session 42's tagged fp16 halves made every split step faster (H 1536 batch 1 1.54 -> 1.43,
-  // H 2048 batch 2 2.09-2.14 -> 1.66-1.67); the batch thresholds were not measured again.
+  // H 2048 batch 2 2.09-2.14 -> 1.66-1.67), and session 43 measured the thresholds again (below).
   // Where 8-row m-tiles put fewer rows on a CTA than 16-row ones, the stacked split (24 rows
   // instead of 32: one direction of H 2113-2560, both directions of H 1057-1584; session 43,
   // H200, us a step forward against the 16-row split: H 2560 batch 4 2.52 -> 2.43-2.44, both
@@ -126,7 +126,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   stacked.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 8) * 8;
   stacked.ctas_per_direction = ceil_div(hidden, stacked.rows_per_cta);
   stacked.register_groups = stacked.rows_per_cta / kRowGroup;
-  const bool try_stacked = stacked.rows_per_cta < m.rows_per_cta;
+  const bool try_stacked = allowed.stacked_split && stacked.rows_per_cta < m.rows_per_cta;
   const bool hi_shared = !try_stacked && kernels::prnn_mma_hi_in_shared(m);  // 32-row CTAs
   const bool fp32_split_wins = hi_shared ? max_batch >= 3 : max_batch >= 2 || hidden > 512;
   if (!t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split && max_batch <= 4 &&

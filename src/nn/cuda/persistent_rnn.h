@@ -61,6 +61,9 @@ struct PersistentRnnKernels {
   bool tagged_exchange = true;
   // fp32 on tensor cores (U and the state split into fp16 halves)
   bool fp16_split = true;
+  // ... in 8-row m-tiles of hi over lo where 16-row ones would put more rows on a CTA (off: the
+  // 16-row form, which GPUs with fewer SMs run anyway, where 8-row tiles save no rows)
+  bool stacked_split = true;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront
 // stack needs the cluster's co-resident launches; benchmarks time the barrier beside the tags).

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/bf16.h"
@@ -457,6 +458,17 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     }
     EXPECT_FALSE(kernels::prnn_mma_stacked_split(b4_large.tiling())) << b4_large.describe();
     EXPECT_FALSE(kernels::prnn_mma_stacked_split(b4.tiling())) << b4.describe();
+    // The stacked split switched off (the form on fewer SMs): two 16-row m-tiles at 10 k-tiles
+    // per warp keep some hi halves in shared memory, and are taken from batch 3 only (at batch
+    // 2 the step barrier measured faster).
+    const PersistentRnnKernels sixteen_rows{true, true, true, false};
+    const PersistentRnnPlan h2560_16(2560, 3, 1, -1, Precision::kFp32, sixteen_rows);
+    const PersistentRnnPlan h2560_16_b2(2560, 2, 1, -1, Precision::kFp32, sixteen_rows);
+    if (prop.multiProcessorCount >= 128) {  // 20 rows a CTA, in two 16-row m-tiles
+      EXPECT_TRUE(half(h2560_16) && kernels::prnn_mma_hi_in_shared(h2560_16.tiling()))
+          << h2560_16.describe();
+      EXPECT_FALSE(h2560_16_b2.tiling().tensor_cores) << h2560_16_b2.describe();
+    }
     const PersistentRnnPlan no_half(2048, 4, 1, -1, Precision::kFp32,
                                     PersistentRnnKernels{true, true, false});
     EXPECT_TRUE(no_half.fits() && !no_half.tiling().tensor_cores) << no_half.describe();
@@ -517,16 +529,27 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
 // every batch their plan (max batch 4) is called with, 1 to 4: fp32 accuracy, not bf16's. Hidden
 // sizes of 1, 2, 4, 5, 6 and 8 k-tiles per warp (backward-data with the gradients scaled; odd
 // counts leave half of a warp's last exchange piece unused; from 5 part of U's lo halves in
-// shared memory), and 10 at two m-tiles (H 2500: some hi halves in shared memory too), none a
-// multiple of 16; both directions.
+// shared memory), and 10 (H 2500) in both forms of 32 rows a CTA or fewer: the stacked split's
+// three 8-row m-tiles (the plan's pick on 132 SMs) and, with it switched off, two 16-row m-tiles
+// with some hi halves in shared memory too (what fewer SMs run); none a multiple of 16; both
+// directions.
 TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   cudaStream_t s = ctx.stream();
   const float clip = 0.8f;
   int checked = 0;
-  for (const int H : {37, 300, 1000, 1150, 1500, 1999, 2500}) {
-    const PersistentRnnPlan plan(H, 4);
+  constexpr PersistentRnnKernels kSixteenRowSplit{true, true, true, false};
+  for (const auto& [H, kernels] :
+       std::vector<std::pair<int, PersistentRnnKernels>>{{37, {}},
+                                                         {300, {}},
+                                                         {1000, {}},
+                                                         {1150, {}},
+                                                         {1500, {}},
+                                                         {1999, {}},
+                                                         {2500, {}},
+                                                         {2500, kSixteenRowSplit}}) {
+    const PersistentRnnPlan plan(H, 4, 1, -1, Precision::kFp32, kernels);
     if (!plan.fits() || !plan.tiling().tensor_cores) continue;  // e.g. fewer SMs: H 1500 misses
     ASSERT_FALSE(plan.tiling().state_in_bf16()) << plan.describe();
     DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
@@ -535,7 +558,7 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
       const int T = B == 2 ? 1 : 40;
       const bool reverse = B % 2 == 1;
       SCOPED_TRACE("H " + std::to_string(H) + ", B " + std::to_string(B) + ", T " +
-                   std::to_string(T) + (reverse ? ", reverse" : ""));
+                   std::to_string(T) + (reverse ? ", reverse" : "") + ", " + plan.describe());
       Rng rng(900 + H + B);
       const float a = 1.0f / std::sqrt(static_cast<float>(H));
       const std::vector<float> u = random_vector(int64_t{H} * H, rng, -a, a);
