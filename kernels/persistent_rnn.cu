@@ -411,19 +411,23 @@ void check_tiling(const PrnnTiling& t) {
                       t.rows_per_cta > 0 && t.ctas_per_direction > 0 &&
                       int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden &&
                       kernel_ptr(t) != nullptr;  // also the fp32 split's rules: tagged, batch <= 4
+  const bool groups_ok = t.batch_groups == 1 || ((t.batch_groups == 2 || t.batch_groups == 4) &&
+                                                 t.directions * t.batch_groups <= 4 &&
+                                                 t.tensor_cores && t.bf16_weights && !t.cluster);
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads &&
                              t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&
-                             (!t.tagged_exchange || t.max_batch <= 8)  // one n-tile, one pass
+                             (!t.tagged_exchange || t.group_batch() <= 8)  // one n-tile, one pass
                        : t.rows_per_cta % kRg == 0 && t.threads % 32 == 0 &&
                              int64_t{t.threads} * 4 * t.chunks >= t.hidden &&
                              t.threads >= (t.rows_per_cta / kRg) * kRg * t.batch_tile &&
                              t.register_groups >= 0 && t.register_groups <= t.rows_per_cta / kRg;
-  DS2_CHECK(common && own, "persistent RNN: invalid tiling (hidden "
-                               << t.hidden << ", batch " << t.max_batch << ", rows/CTA "
-                               << t.rows_per_cta << ", threads " << t.threads
-                               << ", register groups " << t.register_groups
-                               << (t.tensor_cores ? ", tensor cores" : "") << ")");
+  DS2_CHECK(common && groups_ok && own,
+            "persistent RNN: invalid tiling (hidden "
+                << t.hidden << ", batch " << t.max_batch << ", rows/CTA " << t.rows_per_cta
+                << ", threads " << t.threads << ", register groups " << t.register_groups
+                << ", batch groups " << t.batch_groups << (t.tensor_cores ? ", tensor cores" : "")
+                << ")");
 }
 
 }  // namespace

@@ -73,9 +73,18 @@ struct PrnnTiling {
   // bf16 travels with the step that wrote it; kernels/tagged_exchange.cuh) instead of a step
   // barrier per direction. Twice the exchange's bytes and more registers per thread.
   bool tagged_exchange = false;
+  // Grid-wide bf16 tensor-core plans only: each direction's CTAs form this many sets (1, 2 or 4;
+  // at most 4 sets in all), set g running batch rows [g b, g b + b), b = ceil(B / batch_groups),
+  // with an exchange (and step barrier) of its own. Where a layer's CTAs fill half the SMs or
+  // fewer, the other half then works too, each set on a narrower batch pass.
+  int batch_groups = 1;
 
   // Whether the kernel rounds the state to bf16 (the bf16 tensor-core kernels).
   bool state_in_bf16() const { return tensor_cores && bf16_weights; }
+  // The most batch rows one set of CTAs runs (max_batch without batch groups).
+  int group_batch() const { return (max_batch + batch_groups - 1) / batch_groups; }
+  // CTAs of the whole launch.
+  int ctas() const { return directions * batch_groups * ctas_per_direction; }
 };
 
 // Whether a kernel is instantiated for t's batch tile, precision and register groups.
@@ -113,7 +122,7 @@ struct PrnnDirection {
 };
 
 // Runs the recurrence of `t.directions` directions (dirs[0..t.directions)) on `stream` with a
-// cooperative launch of t.directions * t.ctas_per_direction CTAs. `lengths` are device lengths of
+// cooperative launch of t.ctas() CTAs. `lengths` are device lengths of
 // B <= t.max_batch utterances; `workspace` holds prnn_workspace_bytes(t) (any contents). Throws
 // ds2::Error when the grid cannot be co-resident (instead of ever hanging). T == 0 or B == 0 does
 // nothing. `run_if` (fp32-math tilings only): a device word read when the kernel starts; while it

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_cluster_kernel_t(const Clust
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
   auto prefetch = [&](int s) {
-    prnn_prefetch_epilogue(ep + (s & 1) * kEpParity, kEpH, d, d.descending ? T - 1 - s : s, B, R,
+    prnn_prefetch_epilogue(ep + (s & 1) * kEpParity, kEpH, d, d.descending ? T - 1 - s : s, B, B, R,
                            r0, H, len_s, bwd, tid, tid / R, tid % R, kThreads);
   };
   if (T > 0) prefetch(0);

@@ -2,7 +2,7 @@
 // kernel): loading a step's epilogue inputs ahead of time, and turning the warps' partial sums of
 // an output into the cell's output.
 //
-//   prnn_prefetch_epilogue(ep_next, ep_h, d, t, B, R, r0, H, len_s, backward, tid, tid / R,
+//   prnn_prefetch_epilogue(ep_next, ep_h, d, t, B, B, R, r0, H, len_s, backward, tid, tid / R,
 //                          tid % R, threads);
 //   out = prnn_cell_from_partials(red + b * pitch + m, red_warp, warps, x, h, backward, clip);
 #pragma once
@@ -16,19 +16,20 @@ namespace ds2::kernels {
 
 // Copies (cp.async, one commit group) step t's epilogue inputs of the CTA's rows [r0, r0 + R):
 // x (pre or dL/dh) into dst[b * R + m] and, for backward-data, h into dst[h_offset + b * R + m],
-// for the B batch rows; padded frames (t >= len[b]) and rows past H are not read.
+// for the B batch rows; padded frames (t >= len[b]) and rows past H are not read. Row (t, b) is
+// at t * batch_stride + b (batch_stride > B where the CTAs run a slice of the batch).
 // (tid_b, tid_m) = (tid / R, tid % R), worked out once by the caller.
 template <class Dir>
 __device__ __forceinline__ void prnn_prefetch_epilogue(float* dst, int h_offset, const Dir& d,
-                                                       int t, int B, int R, int r0, int H,
-                                                       const int* len, bool backward, int tid,
-                                                       int tid_b, int tid_m, int threads) {
+                                                       int t, int B, int batch_stride, int R,
+                                                       int r0, int H, const int* len, bool backward,
+                                                       int tid, int tid_b, int tid_m, int threads) {
   int b = tid_b, m = tid_m;
   for (int o = tid; o < B * R; o += threads) {
     if (o != tid) b = o / R, m = o - b * R;
     const int k = r0 + m;
     if (k >= H || t >= len[b]) continue;
-    const int64_t row = int64_t{t} * B + b;
+    const int64_t row = int64_t{t} * batch_stride + b;
     cp_async4(dst + o, d.x + row * d.ld_x + k);
     if (backward) cp_async4(dst + h_offset + o, d.h + row * d.ld_h + k);
   }

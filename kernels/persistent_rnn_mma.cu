@@ -26,16 +26,23 @@ constexpr int kThreads = kPrnnMmaThreads;
 // step that wrote it (kernels/tagged_exchange.cuh), which need no barrier.
 using MmaDir = PrnnDeviceDirection<uint32_t>;  // the bf16 exchange is read through a cast
 
+// Sets of CTAs in one launch (directions times batch groups), each with its own exchange.
+constexpr int kMaxSets = 4;
+
 struct MmaArgs {
-  MmaDir dir[2];
+  // Per set (direction d, batch group g at d * batch_groups + g): operands offset to the group's
+  // first batch row, and the set's exchange.
+  MmaDir set[kMaxSets];
   const int* lengths;
-  int T, B, H, k_tiles, kpw, n_tiles, rows, ctas_per_dir, max_batch;
+  // B: the whole batch (rows of a timestep); group_batch: rows per batch group, max_batch: the
+  // most rows a set runs (its exchange's and epilogue's size).
+  int T, B, H, k_tiles, kpw, n_tiles, rows, ctas_per_dir, max_batch, batch_groups, group_batch;
   float clip;
   int backward;
   int ep_off, len_off;     // dynamic shared memory carve-up in bytes (reduction at 0)
   int lo_off;              // fp32 split from 5 k-tiles per warp: U's lo fragments
   int hi_off;              // fp16 split at 2 m-tiles, 9-10 k-tiles per warp: some hi fragments
-  unsigned int* arrivals;  // step barriers: per direction, CTAs arrived (0 at launch)
+  unsigned int* arrivals;  // step barriers: per set, CTAs arrived (0 at launch)
   // fp16 split backward-data: per direction the largest |dL/dh| (float bits), and the word raised
   // when a scaled state value leaves fp16's range (both in the workspace's control block).
   const unsigned int* grad_max;
@@ -50,9 +57,9 @@ enum class MmaForm { kBf16, kFp16Split, kStackedSplit };
 int k_tiles(const PrnnTiling& t) {
   return prnn_mma_k_tiles(t.hidden);
 }
-// 8-row n-tiles of the largest batch: the exchange holds B fragments for all of them.
+// 8-row n-tiles of the largest batch a set runs: the exchange holds B fragments for all of them.
 int n_tiles(const PrnnTiling& t) {
-  return (t.max_batch + 7) / 8;
+  return (t.group_batch() + 7) / 8;
 }
 // Elements of one parity of the exchange.
 int64_t exchange_elements(const PrnnTiling& t) {
@@ -133,9 +140,9 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   size_t off =
       size_t(kWarps) * t.batch_tile * prnn_mma_partial_pitch(t.rows_per_cta) * sizeof(float);
   l.ep_off = off;
-  off += size_t(2) * 2 * t.max_batch * t.rows_per_cta * sizeof(float);  // [parity][x | h][b][m]
+  off += size_t(2) * 2 * t.group_batch() * t.rows_per_cta * sizeof(float);  // [parity][x|h][b][m]
   l.len_off = off;
-  off += size_t(t.max_batch) * sizeof(int);
+  off += size_t(t.group_batch()) * sizeof(int);
   off = (off + 15) / 16 * 16;
   l.lo_off = off;
   const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
@@ -221,10 +228,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const int di = static_cast<int>(blockIdx.x) >= a.ctas_per_dir ? 1 : 0;
-  const int cta = blockIdx.x - di * a.ctas_per_dir;
-  const MmaDir d = di ? a.dir[1] : a.dir[0];
-  const int H = a.H, B = a.B, T = a.T, ntx = a.n_tiles;
+  // This CTA's set: direction di, batch group bg (rows [b0, b0 + B) of the batch: row (t, b) at
+  // t * Bs + b of the set's operands, which start at row b0).
+  const int set = static_cast<int>(blockIdx.x) / a.ctas_per_dir;
+  const int cta = blockIdx.x - set * a.ctas_per_dir;
+  const MmaDir d = set == 0 ? a.set[0] : set == 1 ? a.set[1] : set == 2 ? a.set[2] : a.set[3];
+  const int di = set / a.batch_groups, b0 = (set - di * a.batch_groups) * a.group_batch;
+  const int H = a.H, Bs = a.B, B = max(min(Bs - b0, a.group_batch), 0), T = a.T, ntx = a.n_tiles;
   // fp32 split: rows per CTA (16 MT) as a constant. The partial sums' and the epilogue's
   // addresses are then immediates from one register, which ptxas keeps; from the argument it
   // recomputed them on every step between the products and the exchange store (H100, fp32 split
@@ -275,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     }
   }
 
-  for (int i = tid; i < B; i += kThreads) len_s[i] = a.lengths[i];
+  for (int i = tid; i < B; i += kThreads) len_s[i] = a.lengths[b0 + i];
   if (!kTags && cta == 0) {
     // Rows past B and columns past H are never written by a step but are read (and multiplied
     // by zero weights, or fill unused mma columns): zero them once, in both parities; the first
@@ -384,8 +394,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
   auto prefetch = [&](int s) {
-    prnn_prefetch_epilogue(ep + (s & 1) * ep_parity, ep_h, d, d.descending ? T - 1 - s : s, B, R,
-                           r0, H, len_s, bwd, tid, tid_b, tid_m, kThreads);
+    prnn_prefetch_epilogue(ep + (s & 1) * ep_parity, ep_h, d, d.descending ? T - 1 - s : s, B, Bs,
+                           R, r0, H, len_s, bwd, tid, tid_b, tid_m, kThreads);
   };
   if (T > 0) prefetch(0);
   // Tagged, up to 6 k-tiles per warp and two m-tiles: an owner's y of step s - 1 and its
@@ -609,9 +619,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           if (own_y) {
             if constexpr (kAfterLoads) {
               pending_y = out;
-              pending_y_at = (int64_t{t} * B + tid_b) * d.ld_y + own_k;
+              pending_y_at = (int64_t{t} * Bs + tid_b) * d.ld_y + own_k;
             } else {
-              d.y[(int64_t{t} * B + tid_b) * d.ld_y + own_k] = out;
+              d.y[(int64_t{t} * Bs + tid_b) * d.ld_y + own_k] = out;
             }
           }
         }
@@ -627,18 +637,17 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                                              red + bl * pitch + m, red_warp, kWarps, epx[b * R + m],
                                              bwd ? epx[ep_h + b * R + m] : 0.0f, bwd, clip)
                                        : 0.0f;
-        d.y[(int64_t{t} * B + b) * d.ld_y + k] = out;
+        d.y[(int64_t{t} * Bs + b) * d.ld_y + k] = out;
         reinterpret_cast<uint16_t*>(d.xbuf)[xout + prnn_fragment_index(b, k, ntx)] =
             float_to_bf16(out);
       }
       if (pass + 1 < passes) __syncthreads();  // the next pass reuses red
     }
     if (s + 1 < T) {
-      // Publishes this step's exchange writes to step s + 1's readers in every CTA of the
-      // direction (the two directions share nothing; tags: they wait for the values), and
-      // orders this CTA's reads of red before their overwrites. The next step's epilogue inputs
-      // are copied while the CTA waits.
-      end_step<kTags>(a.arrivals + di, static_cast<unsigned int>(s + 1) * a.ctas_per_dir, [&] {
+      // Publishes this step's exchange writes to step s + 1's readers in every CTA of the set
+      // (sets share nothing; tags: they wait for the values), and orders this CTA's reads of red
+      // before their overwrites. The next step's epilogue inputs are copied while the CTA waits.
+      end_step<kTags>(a.arrivals + set, static_cast<unsigned int>(s + 1) * a.ctas_per_dir, [&] {
         if constexpr (!kAfterLoads) prefetch(s + 1);
       });
     }
@@ -758,16 +767,20 @@ size_t prnn_mma_shared_bytes(const PrnnTiling& t) {
   return mma_smem(t).total;
 }
 
-// The exchange arrays of both directions, then the two barrier counters (without tags) or the
-// fp16 split's control block: [largest |dL/dh| of direction 0, of direction 1, overflow, unused].
+// The exchange arrays of the sets (directions times batch groups), then a barrier counter per
+// set (without tags) or the fp16 split's control block: [largest |dL/dh| of direction 0, of
+// direction 1, overflow, unused].
+int sets(const PrnnTiling& t) {
+  return t.directions * t.batch_groups;
+}
 size_t exchange_bytes(const PrnnTiling& t) {
-  return size_t(t.directions) * 2 * exchange_elements(t) *
+  return size_t(sets(t)) * 2 * exchange_elements(t) *
          (t.tagged_exchange ? sizeof(uint32_t) : sizeof(uint16_t));
 }
 constexpr int kControlWords = 4;
 
 size_t prnn_mma_workspace_bytes(const PrnnTiling& t) {
-  return exchange_bytes(t) + (!t.tagged_exchange       ? 2 * sizeof(unsigned int)
+  return exchange_bytes(t) + (!t.tagged_exchange       ? kMaxSets * sizeof(unsigned int)
                               : prnn_mma_half_split(t) ? kControlWords * sizeof(unsigned int)
                                                        : 0);
 }
@@ -799,7 +812,9 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.n_tiles = n_tiles(t);
   a.rows = t.rows_per_cta;
   a.ctas_per_dir = t.ctas_per_direction;
-  a.max_batch = t.max_batch;
+  a.max_batch = t.group_batch();
+  a.batch_groups = t.batch_groups;
+  a.group_batch = (B + t.batch_groups - 1) / t.batch_groups;
   a.clip = clip;
   a.backward = backward ? 1 : 0;
   a.ep_off = static_cast<int>(layout.ep_off);
@@ -807,11 +822,18 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.lo_off = static_cast<int>(layout.lo_off);
   a.hi_off = static_cast<int>(layout.hi_off);
   char* ws = static_cast<char*>(workspace);
-  const size_t direction_bytes = exchange_bytes(t) / t.directions;
-  for (int i = 0; i < t.directions; ++i)
-    a.dir[i] = prnn_device_direction("persistent RNN (tensor cores)", dirs[i], i, backward,
-                                     reinterpret_cast<uint32_t*>(ws + i * direction_bytes));
-  if (t.directions == 1) a.dir[1] = a.dir[0];
+  const size_t set_bytes = exchange_bytes(t) / sets(t);
+  for (int i = 0; i < sets(t); ++i) {
+    const int di = i / t.batch_groups, b0 = (i - di * t.batch_groups) * a.group_batch;
+    MmaDir& d = a.set[i];
+    d = prnn_device_direction("persistent RNN (tensor cores)", dirs[di], di, backward,
+                              reinterpret_cast<uint32_t*>(ws + i * set_bytes));
+    if (b0 >= B) continue;  // a group without rows (B below the groups' rows) reads nothing
+    d.x += b0 * d.ld_x;
+    d.y += b0 * d.ld_y;
+    if (backward) d.h += b0 * d.ld_h;
+  }
+  for (int i = sets(t); i < kMaxSets; ++i) a.set[i] = a.set[0];
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
     // tag 0, fp16 split halves tag bit 0 (kernels/exchange_tags.h). The same zeros clear the
@@ -821,7 +843,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
                                    half ? prnn_mma_workspace_bytes(t) : exchange_bytes(t), stream));
   } else {
     a.arrivals = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
-    DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
+    DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, kMaxSets * sizeof(unsigned int), stream));
   }
   if (half) {
     unsigned int* control = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
@@ -831,13 +853,14 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
       // A few CTAs per SM's worth of rows: the scan reads T B H floats once (8 MB at T 256, B 4,
       // H 2048), a few microseconds beside the recurrence.
       const dim3 grid(std::min(T * B, 512), t.directions);
-      prnn_grad_max_kernel<<<grid, 256, 0, stream>>>(a.dir[0], a.dir[1], lengths, T, B, t.hidden,
-                                                     control);
+      prnn_grad_max_kernel<<<grid, 256, 0, stream>>>(
+          a.set[0], a.set[1], lengths, T, B, t.hidden,
+          control);  // no batch groups: a set a direction
       DS2_CUDA_CHECK(cudaGetLastError());
     }
   }
-  cooperative_launch("persistent RNN (tensor cores)", fn, t.directions * t.ctas_per_direction,
-                     t.threads, &a, layout.total, stream);
+  cooperative_launch("persistent RNN (tensor cores)", fn, t.ctas(), t.threads, &a, layout.total,
+                     stream);
 }
 
 }  // namespace ds2::kernels

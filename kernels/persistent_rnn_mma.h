@@ -14,7 +14,9 @@
 // dimension is split over kPrnnMmaWarps warps in a way that depends on H only (warp w: k-tiles [w
 // kpw, w kpw + kpw), kpw = ceil(ceil(H / 16) / warps)), and the warps' partial sums are added in
 // warp order: deterministic, and identical for every tensor-core plan of the same H. Batch rows go
-// through in passes of batch_tile (8, 16, 32 or 64) columns of n-tiles. A step's state is published
+// through in passes of batch_tile (8, 16, 32 or 64) columns of n-tiles; with batch groups
+// (PrnnTiling::batch_groups) each set of CTAs runs its own slice of the batch, with its own
+// exchange, so the sets never wait for each other. A step's state is published
 // by a barrier per direction, or (t.tagged_exchange) each value carries its step and readers wait
 // for those values only (kernels/tagged_exchange.cuh). Contract: persistent_rnn.h's,
 // with the state rounded to bf16 before each product too (what the GEMM recurrence computes in

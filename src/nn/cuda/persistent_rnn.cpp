@@ -71,8 +71,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     if (!kernels::prnn_has_kernel(c) || kernels::prnn_shared_bytes(c) > smem_optin) return false;
     const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
     const bool resident = c.cluster ? info.max_clusters >= directions
-                                    : int64_t{info.blocks_per_sm} * sm_count_ >=
-                                          int64_t{directions} * c.ctas_per_direction;
+                                    : int64_t{info.blocks_per_sm} * sm_count_ >= c.ctas();
     if (info.local_bytes != 0 || info.blocks_per_sm < 1 || !resident) return false;
     t = c;
     registers_ = info.registers;
@@ -141,6 +140,36 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
         ((try_stacked && take_tensor_tiling(stacked)) || take_tensor_tiling(m))) {
       fallback_plan_ = std::move(fallback);
       return;
+    }
+  }
+  if (t.bf16_weights && allowed.batch_groups && max_batch > 8) {
+    // Batch groups: where the CTAs of every direction fill no more than half (a quarter) of the
+    // SMs, 2 (4) sets of them per direction, each on its own slice of the batch with its own
+    // exchange, hold the same rows per CTA and use the idle SMs (kernels/persistent_rnn.h). The
+    // most groups that keep the rows per CTA; a set of at most 8 rows takes the tagged exchange.
+    // H200, us a step forward / backward-data, one set -> 2 groups (-> 4), two rounds (session
+    // 44): H 1024 batch 64 5.93-5.94 / 6.00-6.04 -> 3.75 / 3.80-3.81 (0.80x -> 1.26-1.31x cuDNN's
+    // fp16 PERSIST_STATIC), batch 32 3.65-3.70 -> 2.67-2.69, batch 16 2.51 -> 1.19-1.21, batch
+    // 12 2.47-2.48 -> 1.13-1.14; H 512 batch 64 5.28-5.33 -> 3.23-3.26 -> 2.37-2.42, batch 32
+    // 3.10-3.11 -> 2.23-2.24 -> 1.01-1.02, batch 16 2.21-2.23 -> 1.03-1.04 -> 0.98; H 256 batch
+    // 64 5.00-5.05 -> 3.05-3.07 -> 2.17-2.18.
+    for (int groups : {4, 2}) {
+      if (directions * groups > 4) continue;
+      kernels::PrnnTiling g = m;
+      g.batch_groups = groups;
+      if (ceil_div(ceil_div(hidden, sm_count_ / (directions * groups)), 16) * 16 != m.rows_per_cta)
+        continue;
+      if (allowed.tagged_exchange && g.group_batch() <= 8) {
+        g.batch_tile = 8;
+        g.tagged_exchange = true;
+        if (take_tensor_tiling(g)) return;
+        g.tagged_exchange = false;
+      }
+      for (int pass : {64, 32, 16, 8}) {
+        if (pass > 8 && pass / 2 >= g.group_batch()) continue;
+        g.batch_tile = pass;
+        if (take_tensor_tiling(g)) return;
+      }
     }
   }
   if (t.bf16_weights) {
@@ -215,8 +244,8 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
           if (sm_reason.empty()) sm_reason = s.str();
           continue;
         }
-        if (int64_t{info.blocks_per_sm} * sm_count_ < int64_t{directions} * t.ctas_per_direction) {
-          s << directions * t.ctas_per_direction << " CTAs cannot be co-resident";
+        if (int64_t{info.blocks_per_sm} * sm_count_ < t.ctas()) {
+          s << t.ctas() << " CTAs cannot be co-resident";
           sm_reason = s.str();
           continue;
         }
@@ -266,10 +295,13 @@ std::string PersistentRnnPlan::describe() const {
   std::ostringstream s;
   s << "persistent RNN hidden " << t.hidden << ", batch <= " << t.max_batch << ", "
     << precision_name(precision()) << " weights, "
-    << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
-    << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs) x " << t.threads
-    << " threads" << (t.chunks > 1 ? " of " + std::to_string(4 * t.chunks) + " columns" : "")
-    << ", " << t.rows_per_cta << " rows per CTA ("
+    << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": " << t.ctas()
+    << " CTAs (of " << sm_count_ << " SMs"
+    << (t.batch_groups > 1 ? ", " + std::to_string(t.batch_groups) + " batch groups a direction"
+                           : std::string())
+    << ") x " << t.threads << " threads"
+    << (t.chunks > 1 ? " of " + std::to_string(4 * t.chunks) + " columns" : "") << ", "
+    << t.rows_per_cta << " rows per CTA ("
     << (kernels::prnn_mma_stacked_split(t)
             ? std::string("8-row tiles of hi over lo parts, some in registers, the rest in shared "
                           "memory")

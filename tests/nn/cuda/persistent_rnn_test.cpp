@@ -259,17 +259,105 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PersistentRnnCase, ::testing::ValuesIn(kCases),
 // fp32-math kernel holds bf16 rows in shared memory, its threads owning 8 columns (2752, 2999).
 constexpr Precision kBf16 = Precision::kBf16;
 const Case kBf16Cases[] = {
-    {1, 1, 37, kBf16},     {7, 3, 37, kBf16},     {64, 8, 128, kBf16},   {7, 1, 1000, kBf16},
-    {64, 4, 1152, kBf16},  {300, 4, 1152, kBf16}, {64, 32, 1152, kBf16}, {300, 1, 2048, kBf16},
-    {32, 4, 2999, kBf16},  {16, 3, 2752, kBf16},  {7, 40, 200, kBf16},   {64, 16, 1920, kBf16},
-    {300, 4, 1920, kBf16}, {300, 4, 1000, kBf16}, {33, 8, 512, kBf16},   {64, 2, 700, kBf16},
+    {1, 1, 37, kBf16},
+    {7, 3, 37, kBf16},
+    {64, 8, 128, kBf16},
+    {7, 1, 1000, kBf16},
+    {64, 4, 1152, kBf16},
+    {300, 4, 1152, kBf16},
+    {64, 32, 1152, kBf16},
+    {300, 1, 2048, kBf16},
+    {32, 4, 2999, kBf16},
+    {16, 3, 2752, kBf16},
+    {7, 40, 200, kBf16},
+    {64, 16, 1920, kBf16},
+    {300, 4, 1920, kBf16},
+    {300, 4, 1000, kBf16},
+    {33, 8, 512, kBf16},
+    {64, 2, 700, kBf16},
     {20, 64, 1100, kBf16},  // one pass of 64 batch columns
+    // Batch groups on 132 SMs (sets of CTAs on slices of the batch): 2 tagged groups of 6, 2
+    // groups of 32 (H 200 at batch 40 above: 4 groups of 10).
+    {30, 12, 640, kBf16},
+    {40, 64, 1000, kBf16},
 };
 
 INSTANTIATE_TEST_SUITE_P(Bf16, PersistentRnnCase, ::testing::ValuesIn(kBf16Cases),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return case_name(info.param);
                          });
+
+// Random operands of both directions of a layer (U, pre, dL/dh, lengths) and what a plan computes
+// from them: forward h of each direction, then backward-data dpre {T, B, 2H}, in one launch of the
+// plan's two directions or one launch per direction. Outputs and the workspace are poisoned first.
+class BothDirections {
+ public:
+  BothDirections(CudaContext& ctx, int T, int B, int H, uint64_t seed)
+      : ctx_(ctx), T_(T), B_(B), H_(H) {
+    cudaStream_t s = ctx.stream();
+    Rng rng(seed);
+    const float a = 1.0f / std::sqrt(static_cast<float>(H));
+    for (auto& u : du_) to_device(random_vector(int64_t{H} * H, rng, -a, a), u, s);
+    to_device(random_vector(int64_t{T} * B * 2 * H, rng, -1.0f, 1.0f), dx_, s);
+    to_device(random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f), ddy_, s);
+    upload_lengths(make_lengths(T, B, rng), dlen_, s);
+  }
+
+  void run(const PersistentRnnPlan& plan, std::vector<float>* h, std::vector<float>* dp) {
+    const int T = T_, B = B_, H = H_;
+    cudaStream_t s = ctx_.stream();
+    const int64_t nh = int64_t{T} * B * H;
+    ws_.reserve(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+    const size_t ws_bytes = static_cast<size_t>(ws_.capacity()) * sizeof(float);
+    DeviceArray<float> hd[2], dpre;
+    PersistentRnnDirection dirs[2];
+    dpre.reserve(2 * nh);
+    poison(dpre.data(), 2 * nh, ctx_);
+    for (int d = 0; d < 2; ++d) {
+      hd[d].reserve(nh);
+      poison(hd[d].data(), nh, ctx_);
+      dirs[d].u = du_[d].data();
+      dirs[d].x = dx_.data() + int64_t{d} * H;
+      dirs[d].ld_x = 2 * H;
+      dirs[d].y = hd[d].data();
+      dirs[d].ld_y = H;
+      dirs[d].reverse = d == 1;
+    }
+    poison(ws_.data(), ws_.capacity(), ctx_);
+    const int launches = plan.directions() == 2 ? 1 : 2;
+    for (int i = 0; i < launches; ++i)
+      persistent_rnn_forward(plan, dirs + i, dlen_.data(), T, B, 0.8f, ws_.data(), ws_bytes, s);
+    for (int d = 0; d < 2; ++d) {
+      dirs[d].x = ddy_.data();
+      dirs[d].ld_x = H;
+      dirs[d].h = hd[d].data();
+      dirs[d].y = dpre.data() + int64_t{d} * H;
+      dirs[d].ld_y = 2 * H;
+    }
+    for (int i = 0; i < launches; ++i)
+      persistent_rnn_backward_data(plan, dirs + i, dlen_.data(), T, B, 0.8f, ws_.data(), ws_bytes,
+                                   s);
+    for (int d = 0; d < 2; ++d) h[d] = to_host(hd[d].data(), nh, s);
+    *dp = to_host(dpre.data(), 2 * nh, s);
+  }
+
+  // Runs `plan` and expects every output equal, bit for bit, to `h_ref` and `dp_ref`.
+  void expect_same(const PersistentRnnPlan& plan, const std::vector<float> (&h_ref)[2],
+                   const std::vector<float>& dp_ref, const char* what) {
+    SCOPED_TRACE(plan.describe());
+    std::vector<float> h[2], dp;
+    run(plan, h, &dp);
+    for (int d = 0; d < 2; ++d)
+      expect_close(h_ref[d], h[d], (std::string("forward h, ") + what).c_str(), 0, 0);
+    expect_close(dp_ref, dp, (std::string("backward-data dpre, ") + what).c_str(), 0, 0);
+  }
+
+ private:
+  CudaContext& ctx_;
+  int T_, B_, H_;
+  DeviceArray<float> du_[2], dx_, ddy_, ws_;
+  DeviceArray<int> dlen_;
+};
 
 // The cluster kernel (bf16, batch <= 8, H <= 1024) and the grid-wide tensor-core kernel split K
 // over the warps the same way and add in the same order: their outputs must agree bit for bit,
@@ -279,7 +367,6 @@ INSTANTIATE_TEST_SUITE_P(Bf16, PersistentRnnCase, ::testing::ValuesIn(kBf16Cases
 TEST(PersistentRnn, ClusterKernelMatchesGridKernelBitForBit) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
-  cudaStream_t s = ctx.stream();
   struct Shape {
     int T, B, H;
   };
@@ -287,58 +374,13 @@ TEST(PersistentRnn, ClusterKernelMatchesGridKernelBitForBit) {
   for (const Shape& c : {Shape{7, 1, 37}, Shape{64, 3, 200}, Shape{33, 8, 512}, Shape{50, 5, 700},
                          Shape{300, 4, 1000}, Shape{20, 1, 1000}}) {
     SCOPED_TRACE(case_name({c.T, c.B, c.H, Precision::kBf16}));
-    const int T = c.T, B = c.B, H = c.H;
-    Rng rng(77 + T + B + H);
-    const std::vector<int> len = make_lengths(T, B, rng);
-    const float a = 1.0f / std::sqrt(static_cast<float>(H));
-    DeviceArray<float> du[2], dx, ddy, ws;
-    for (auto& u : du) to_device(random_vector(int64_t{H} * H, rng, -a, a), u, s);
-    to_device(random_vector(int64_t{T} * B * 2 * H, rng, -1.0f, 1.0f), dx, s);
-    to_device(random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f), ddy, s);
-    DeviceArray<int> dlen;
-    upload_lengths(len, dlen, s);
-    const int64_t nh = int64_t{T} * B * H;
-    // Forward h of both directions, then backward-data dpre {T, B, 2H}, from one launch of `dirs`
-    // directions of `plan` (or one launch per direction).
-    auto run = [&](const PersistentRnnPlan& plan, std::vector<float>* h, std::vector<float>* dp) {
-      ws.reserve(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
-      const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
-      DeviceArray<float> hd[2], dpre;
-      PersistentRnnDirection dirs[2];
-      dpre.reserve(2 * nh);
-      poison(dpre.data(), 2 * nh, ctx);
-      for (int d = 0; d < 2; ++d) {
-        hd[d].reserve(nh);
-        poison(hd[d].data(), nh, ctx);
-        dirs[d].u = du[d].data();
-        dirs[d].x = dx.data() + int64_t{d} * H;
-        dirs[d].ld_x = 2 * H;
-        dirs[d].y = hd[d].data();
-        dirs[d].ld_y = H;
-        dirs[d].reverse = d == 1;
-      }
-      poison(ws.data(), ws.capacity(), ctx);
-      const int launches = plan.directions() == 2 ? 1 : 2;
-      for (int i = 0; i < launches; ++i)
-        persistent_rnn_forward(plan, dirs + i, dlen.data(), T, B, 0.8f, ws.data(), ws_bytes, s);
-      for (int d = 0; d < 2; ++d) {
-        dirs[d].x = ddy.data();
-        dirs[d].ld_x = H;
-        dirs[d].h = hd[d].data();
-        dirs[d].y = dpre.data() + int64_t{d} * H;
-        dirs[d].ld_y = 2 * H;
-      }
-      for (int i = 0; i < launches; ++i)
-        persistent_rnn_backward_data(plan, dirs + i, dlen.data(), T, B, 0.8f, ws.data(), ws_bytes,
-                                     s);
-      for (int d = 0; d < 2; ++d) h[d] = to_host(hd[d].data(), nh, s);
-      *dp = to_host(dpre.data(), 2 * nh, s);
-    };
+    const int B = c.B, H = c.H;
+    BothDirections op(ctx, c.T, B, H, 77 + c.T + B + H);
     const PersistentRnnPlan grid(H, B, 1, -1, Precision::kBf16, PersistentRnnKernels{false});
     ASSERT_TRUE(grid.fits() && grid.tiling().tensor_cores && !grid.tiling().cluster)
         << grid.describe();
     std::vector<float> h_ref[2], dp_ref;
-    run(grid, h_ref, &dp_ref);
+    op.run(grid, h_ref, &dp_ref);
     // The same tensor-core kernel with the other exchange (step barrier or tagged words).
     for (int directions : {1, 2}) {
       const bool tags = grid.tiling().tagged_exchange;
@@ -347,25 +389,57 @@ TEST(PersistentRnn, ClusterKernelMatchesGridKernelBitForBit) {
       const bool differs =
           other.fits() && other.tiling().tensor_cores && other.tiling().tagged_exchange != tags;
       if (directions == 1) ASSERT_TRUE(differs) << other.describe();
-      if (!differs) continue;
-      SCOPED_TRACE(other.describe());
-      std::vector<float> h[2], dp;
-      run(other, h, &dp);
-      for (int d = 0; d < 2; ++d) expect_close(h_ref[d], h[d], "forward h, exchanges", 0, 0);
-      expect_close(dp_ref, dp, "backward-data dpre, exchanges", 0, 0);
+      if (differs) op.expect_same(other, h_ref, dp_ref, "exchanges");
     }
     for (int directions : {1, 2}) {
       const PersistentRnnPlan cluster(H, B, directions, -1, Precision::kBf16, kClusterBeforeGrid);
       if (!cluster.fits() || !cluster.tiling().cluster) continue;  // e.g. no 16-CTA clusters
-      SCOPED_TRACE(cluster.describe());
-      std::vector<float> h[2], dp;
-      run(cluster, h, &dp);
-      for (int d = 0; d < 2; ++d) expect_close(h_ref[d], h[d], "forward h, cluster vs grid", 0, 0);
-      expect_close(dp_ref, dp, "backward-data dpre, cluster vs grid", 0, 0);
+      op.expect_same(cluster, h_ref, dp_ref, "cluster vs grid");
       ++checked;
     }
   }
   if (checked == 0) GTEST_SKIP() << "this GPU runs no cluster plan (thread-block clusters: sm_90+)";
+}
+
+// bf16 past batch 8 where a layer's CTAs fill at most half (a quarter) of the SMs: 2 (4) sets of
+// CTAs per direction, each on its own slice of the batch with its own exchange. Every output
+// must be the one the plan without batch groups computes, bit for bit (the K split and the
+// warps' order depend on H only). Shapes (132 SMs): 2 groups of unequal rows (B 9: 5 + 4, tagged
+// sets), of 32 rows (H 1024 B 64), 4 groups of 10 (H 500), a batch far below the plan's (B 3 of
+// 64: a group without rows), and both directions in one launch (4 sets: H 500, 200, 300).
+TEST(PersistentRnn, Bf16BatchGroupsMatchOneSetBitForBit) {
+  DS2_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  CudaContext ctx;
+  struct Shape {
+    int T, B, max_batch, H;
+  };
+  int grouped = 0;
+  for (const Shape& c : {Shape{40, 9, 9, 1000}, Shape{20, 64, 64, 1024}, Shape{33, 40, 40, 500},
+                         Shape{64, 3, 64, 200}, Shape{25, 17, 17, 300}}) {
+    SCOPED_TRACE(case_name({c.T, c.B, c.H, Precision::kBf16}) + "_max" +
+                 std::to_string(c.max_batch));
+    BothDirections op(ctx, c.T, c.B, c.H, 91 + c.T + c.B + c.H);
+    PersistentRnnKernels no_groups;
+    no_groups.batch_groups = false;
+    const PersistentRnnPlan one(c.H, c.max_batch, 1, -1, Precision::kBf16, no_groups);
+    ASSERT_TRUE(one.fits() && one.tiling().batch_groups == 1) << one.describe();
+    std::vector<float> h_ref[2], dp_ref;
+    op.run(one, h_ref, &dp_ref);
+    for (int directions : {1, 2}) {
+      const PersistentRnnPlan plan(c.H, c.max_batch, directions, -1, Precision::kBf16);
+      ASSERT_TRUE(plan.fits()) << plan.why_not();
+      const int sets = directions * plan.tiling().batch_groups;
+      if (directions == 1 && prop.multiProcessorCount >= 128 && prop.major >= 8)
+        EXPECT_GT(plan.tiling().batch_groups, 1) << plan.describe();
+      if (plan.tiling().batch_groups == 1) continue;
+      EXPECT_LE(sets * plan.tiling().ctas_per_direction, prop.multiProcessorCount);
+      op.expect_same(plan, h_ref, dp_ref, "batch groups vs one set");
+      ++grouped;
+    }
+  }
+  if (grouped == 0) GTEST_SKIP() << "this GPU's plans leave no SMs for batch groups";
 }
 
 TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
