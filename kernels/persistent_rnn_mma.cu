@@ -529,9 +529,54 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             for (int kk = 0; kk < KPW; ++kk)
               if (kk < my_k_tiles) bf[kk] = __ldcg(tile_frags + kk * k_stride);
           }
+          // Stacked split, a warp of KPW or KPW - 1 k-tiles (every warp but perhaps the last):
+          // the products with no test between k-tiles, and each shared-memory k-tile's fragments
+          // loaded one k-tile ahead (the first before the register k-tiles' products). An ncu
+          // profile of H 2560 batch 1 had 15% of the warps' samples on the first product of
+          // each shared-memory k-tile, waiting for the load issued just before it (the test
+          // between k-tiles kept ptxas from hoisting it). H200, us a step forward, two rounds
+          // (session 44): H 2560 batch 1 2.17-2.18 -> 2.01-2.04, batch 4 2.27-2.29 -> 2.11, H 2304
+          // batch 1 2.16 -> 1.99-2.01, H 2176 batch 1 2.12-2.14 -> 1.95, both directions of H 1152
+          // batch 4 1.38-1.39 -> 1.31-1.32, of H 1536 1.63 -> 1.57. Without the loads ahead
+          // (no tests only) H 2560 batch 1 was slower, 2.39-2.40; both directions level with this.
+          // ptxas: `<3, 5>`, `<3, 6>`, `<3, 8>` 126 registers, `<3, 10>` 127, no spills.
+          auto stacked_products = [&](auto tiles) {
+            constexpr int N = decltype(tiles)::value;
+            uint4 fs[2][MT];
+            auto load_tile = [&](int kk) {
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt)
+                fs[(kk - kHiRegs) & 1][mt] =
+                    load_shared_volatile(lo_s + ((kk - kHiRegs) * MT + mt) * kWarps * 32);
+            };
+            if constexpr (N > kHiRegs) load_tile(kHiRegs);
+#pragma unroll
+            for (int kk = 0; kk < N; ++kk) {
+              if (kOptimistic && (my_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
+              if (kk >= kHiRegs && kk + 1 < N) load_tile(kk + 1);
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt) {
+                const uint32_t(&f)[4] = ah[kk < kHiRegs ? kk : 0][mt];
+                const uint4 v =
+                    kk < kHiRegs ? make_uint4(f[0], f[1], f[2], f[3]) : fs[(kk - kHiRegs) & 1][mt];
+                float(&c)[4] = acc[mt][nt];
+                mma_f16_16816(c[0], c[1], c[2], c[3], v.x, v.y, v.z, v.w, bf[kk].x, bf[kk].y);
+              }
+            }
+          };
+          bool products_done = false;
+          if constexpr (kStacked) {
+            if (my_k_tiles == KPW) {
+              stacked_products(std::integral_constant<int, KPW>{});
+              products_done = true;
+            } else if (my_k_tiles == KPW - 1) {
+              stacked_products(std::integral_constant<int, KPW - 1>{});
+              products_done = true;
+            }
+          }
 #pragma unroll
           for (int kk = 0; kk < KPW; ++kk) {
-            if (kk >= my_k_tiles) break;
+            if (products_done || kk >= my_k_tiles) break;
             // Optimistic: piece kk's tags tested beside its own products (in their basic block), so
             // no product waits for another piece's load.
             if (kOptimistic && (my_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
