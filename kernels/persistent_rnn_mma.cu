@@ -120,6 +120,17 @@ __host__ __device__ constexpr bool stacked_after_loads(int mt, int kpw) {
   return mt * kpw <= 15;
 }
 
+// fp32 split kernels whose warps of KPW or KPW - 1 k-tiles run their products with no test
+// between k-tiles and load each shared-memory k-tile's fragments one k-tile ahead (the kernel's
+// split_products). H200, us a step forward, two rounds each (session 44): stacked, H 2560 batch 1
+// 2.17-2.18 -> 2.01-2.04, both directions of H 1152 batch 4 1.38-1.39 -> 1.31-1.32; 16-row `<1,
+// 8>` H 2048 batch 1 1.61 -> 1.54-1.55, batch 4 1.68-1.71 -> 1.61-1.63; `<1, 4>` H 1024 batch 4
+// 1.21 -> 1.18-1.19. Not taken: `<1, 6>` (H 1536 batch 1 1.30-1.32 -> 1.35), `<1, 5>` (H 1152
+// level), two m-tiles (both directions of H 1920 batch 4, DS2's layer, 2.00-2.01 -> 2.07).
+__host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, int kpw) {
+  return stacked || (mt == 1 && (kpw == 4 || kpw == 8));
+}
+
 }  // namespace
 
 bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
@@ -529,48 +540,61 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             for (int kk = 0; kk < KPW; ++kk)
               if (kk < my_k_tiles) bf[kk] = __ldcg(tile_frags + kk * k_stride);
           }
-          // Stacked split, a warp of KPW or KPW - 1 k-tiles (every warp but perhaps the last):
-          // the products with no test between k-tiles, and each shared-memory k-tile's fragments
-          // loaded one k-tile ahead (the first before the register k-tiles' products). An ncu
-          // profile of H 2560 batch 1 had 15% of the warps' samples on the first product of
-          // each shared-memory k-tile, waiting for the load issued just before it (the test
-          // between k-tiles kept ptxas from hoisting it). H200, us a step forward, two rounds
-          // (session 44): H 2560 batch 1 2.17-2.18 -> 2.01-2.04, batch 4 2.27-2.29 -> 2.11, H 2304
-          // batch 1 2.16 -> 1.99-2.01, H 2176 batch 1 2.12-2.14 -> 1.95, both directions of H 1152
-          // batch 4 1.38-1.39 -> 1.31-1.32, of H 1536 1.63 -> 1.57. Without the loads ahead
-          // (no tests only) H 2560 batch 1 was slower, 2.39-2.40; both directions level with this.
-          // ptxas: `<3, 5>`, `<3, 6>`, `<3, 8>` 126 registers, `<3, 10>` 127, no spills.
-          auto stacked_products = [&](auto tiles) {
+          // fp32 split (split_products_ahead), a warp of KPW or KPW - 1 k-tiles (every warp but
+          // perhaps the last): the products with no test between k-tiles, and each shared-memory
+          // k-tile's fragments loaded one k-tile ahead (the first before the register k-tiles'
+          // products). An ncu profile of H 2560 batch 1 had 15% of the warps' samples on the
+          // first product of each shared-memory k-tile, waiting for the load issued just before
+          // it (the test between k-tiles kept ptxas from hoisting it). Without the loads ahead
+          // (no tests only) H 2560 batch 1 was slower, 2.39-2.40 us a step against 2.17-2.18
+          // before and 2.01-2.04 with them. ptxas: stacked 126-127 registers, 16-row 115-128, no
+          // spills.
+          auto split_products = [&](auto tiles) {
             constexpr int N = decltype(tiles)::value;
-            uint4 fs[2][MT];
+            // The first k-tile with a fragment in shared memory: hi (stacked: its one fragment)
+            // past kHiRegs, lo (16-row split) past kLoRegs.
+            constexpr int kFirstShared = kLoShared && kLoRegs < kHiRegs ? kLoRegs : kHiRegs;
+            uint4 hs[2][MT], ls[2][MT];
             auto load_tile = [&](int kk) {
 #pragma unroll
-              for (int mt = 0; mt < MT; ++mt)
-                fs[(kk - kHiRegs) & 1][mt] =
-                    load_shared_volatile(lo_s + ((kk - kHiRegs) * MT + mt) * kWarps * 32);
+              for (int mt = 0; mt < MT; ++mt) {
+                if (kk >= kHiRegs)
+                  hs[kk & 1][mt] = load_shared_volatile((kStacked ? lo_s : hi_s) +
+                                                        ((kk - kHiRegs) * MT + mt) * kWarps * 32);
+                if (kLoShared && kk >= kLoRegs)
+                  ls[kk & 1][mt] = load_shared_volatile(lo_s + (kk * MT + mt) * kWarps * 32);
+              }
             };
-            if constexpr (N > kHiRegs) load_tile(kHiRegs);
+            if constexpr (N > kFirstShared) load_tile(kFirstShared);
 #pragma unroll
             for (int kk = 0; kk < N; ++kk) {
               if (kOptimistic && (my_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
-              if (kk >= kHiRegs && kk + 1 < N) load_tile(kk + 1);
+              if (kk >= kFirstShared && kk + 1 < N) load_tile(kk + 1);
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt) {
-                const uint32_t(&f)[4] = ah[kk < kHiRegs ? kk : 0][mt];
-                const uint4 v =
-                    kk < kHiRegs ? make_uint4(f[0], f[1], f[2], f[3]) : fs[(kk - kHiRegs) & 1][mt];
+                const uint32_t(&h)[4] = ah[kk < kHiRegs ? kk : 0][mt];
+                const uint4 hi = kk < kHiRegs ? make_uint4(h[0], h[1], h[2], h[3]) : hs[kk & 1][mt];
                 float(&c)[4] = acc[mt][nt];
-                mma_f16_16816(c[0], c[1], c[2], c[3], v.x, v.y, v.z, v.w, bf[kk].x, bf[kk].y);
+                // Stacked: U_hi s into accumulator rows g, U_lo s into rows g + 8; else U_hi s.
+                mma_f16_16816(c[0], c[1], c[2], c[3], hi.x, hi.y, hi.z, hi.w, bf[kk].x, bf[kk].y);
+                if constexpr (!kStacked) {
+                  const uint32_t(&l)[4] = af[kk < kLoRegs ? kk : 0][mt];
+                  const uint4 lo = kLoShared && kk >= kLoRegs ? ls[kk & 1][mt]
+                                                              : make_uint4(l[0], l[1], l[2], l[3]);
+                  float(&c2)[4] = acc2[mt][0];
+                  mma_f16_16816(c2[0], c2[1], c2[2], c2[3], lo.x, lo.y, lo.z, lo.w, bf[kk].x,
+                                bf[kk].y);
+                }
               }
             }
           };
           bool products_done = false;
-          if constexpr (kStacked) {
+          if constexpr (kSplit && split_products_ahead(kStacked, MT, KPW)) {
             if (my_k_tiles == KPW) {
-              stacked_products(std::integral_constant<int, KPW>{});
+              split_products(std::integral_constant<int, KPW>{});
               products_done = true;
             } else if (my_k_tiles == KPW - 1) {
-              stacked_products(std::integral_constant<int, KPW - 1>{});
+              split_products(std::integral_constant<int, KPW - 1>{});
               products_done = true;
             }
           }
