@@ -513,8 +513,8 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
     DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, 2 * sizeof(unsigned int), stream));
   }
 
-  cooperative_launch("persistent RNN", reinterpret_cast<const void*>(kernel_for(t)),
-                     t.directions * t.ctas_per_direction, t.threads, &a, layout.total, stream);
+  cooperative_launch("persistent RNN", reinterpret_cast<const void*>(kernel_for(t)), t.ctas(),
+                     t.threads, &a, layout.total, stream);
 }
 
 }  // namespace ds2::kernels

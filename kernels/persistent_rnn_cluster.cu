@@ -199,7 +199,7 @@ const void* kernel_for_tiles(int n) {
 cudaLaunchConfig_t launch_config(const PrnnTiling& t, cudaLaunchAttribute* attr,
                                  cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(t.directions * t.ctas_per_direction);
+  cfg.gridDim = dim3(t.ctas());
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = cluster_smem(t).total;
   cfg.stream = stream;
