@@ -45,6 +45,9 @@ constexpr int kPrnnRowGroup = 4;
 constexpr int kPrnnMaxRegisterGroups = 8;
 constexpr int kPrnnMaxRegisterGroupsBf16 = 16;
 
+// Sets of CTAs one launch may hold (directions times batch groups), each with its own exchange.
+constexpr int kPrnnMaxSets = 4;
+
 struct PrnnTiling {
   int hidden = 0;
   int max_batch = 0;
@@ -74,15 +77,17 @@ struct PrnnTiling {
   // barrier per direction. Twice the exchange's bytes and more registers per thread.
   bool tagged_exchange = false;
   // Grid-wide bf16 tensor-core plans only: each direction's CTAs form this many sets (1, 2 or 4;
-  // at most 4 sets in all), set g running batch rows [g b, g b + b), b = ceil(B / batch_groups),
+  // at most kPrnnMaxSets in all), set g running batch rows [g b, g b + b), b = group_rows(B),
   // with an exchange (and step barrier) of its own. Where a layer's CTAs fill half the SMs or
   // fewer, the other half then works too, each set on a narrower batch pass.
   int batch_groups = 1;
 
   // Whether the kernel rounds the state to bf16 (the bf16 tensor-core kernels).
   bool state_in_bf16() const { return tensor_cores && bf16_weights; }
+  // Batch rows of each set's slice of a batch of `batch` (the last slice may hold fewer).
+  int group_rows(int batch) const { return (batch + batch_groups - 1) / batch_groups; }
   // The most batch rows one set of CTAs runs (max_batch without batch groups).
-  int group_batch() const { return (max_batch + batch_groups - 1) / batch_groups; }
+  int group_batch() const { return group_rows(max_batch); }
   // CTAs of the whole launch.
   int ctas() const { return directions * batch_groups * ctas_per_direction; }
 };

@@ -26,13 +26,10 @@ constexpr int kThreads = kPrnnMmaThreads;
 // step that wrote it (kernels/tagged_exchange.cuh), which need no barrier.
 using MmaDir = PrnnDeviceDirection<uint32_t>;  // the bf16 exchange is read through a cast
 
-// Sets of CTAs in one launch (directions times batch groups), each with its own exchange.
-constexpr int kMaxSets = 4;
-
 struct MmaArgs {
   // Per set (direction d, batch group g at d * batch_groups + g): operands offset to the group's
   // first batch row, and the set's exchange.
-  MmaDir set[kMaxSets];
+  MmaDir set[kPrnnMaxSets];
   const int* lengths;
   // B: the whole batch (rows of a timestep); group_batch: rows per batch group, max_batch: the
   // most rows a set runs (its exchange's and epilogue's size).
@@ -849,7 +846,7 @@ size_t exchange_bytes(const PrnnTiling& t) {
 constexpr int kControlWords = 4;
 
 size_t prnn_mma_workspace_bytes(const PrnnTiling& t) {
-  return exchange_bytes(t) + (!t.tagged_exchange       ? kMaxSets * sizeof(unsigned int)
+  return exchange_bytes(t) + (!t.tagged_exchange       ? kPrnnMaxSets * sizeof(unsigned int)
                               : prnn_mma_half_split(t) ? kControlWords * sizeof(unsigned int)
                                                        : 0);
 }
@@ -883,7 +880,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.ctas_per_dir = t.ctas_per_direction;
   a.max_batch = t.group_batch();
   a.batch_groups = t.batch_groups;
-  a.group_batch = (B + t.batch_groups - 1) / t.batch_groups;
+  a.group_batch = t.group_rows(B);
   a.clip = clip;
   a.backward = backward ? 1 : 0;
   a.ep_off = static_cast<int>(layout.ep_off);
@@ -902,7 +899,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     d.y += b0 * d.ld_y;
     if (backward) d.h += b0 * d.ld_h;
   }
-  for (int i = sets(t); i < kMaxSets; ++i) a.set[i] = a.set[0];
+  for (int i = sets(t); i < kPrnnMaxSets; ++i) a.set[i] = a.set[0];
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
     // tag 0, fp16 split halves tag bit 0 (kernels/exchange_tags.h). The same zeros clear the
@@ -912,7 +909,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
                                    half ? prnn_mma_workspace_bytes(t) : exchange_bytes(t), stream));
   } else {
     a.arrivals = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
-    DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, kMaxSets * sizeof(unsigned int), stream));
+    DS2_CUDA_CHECK(cudaMemsetAsync(a.arrivals, 0, kPrnnMaxSets * sizeof(unsigned int), stream));
   }
   if (half) {
     unsigned int* control = reinterpret_cast<unsigned int*>(ws + exchange_bytes(t));
@@ -921,10 +918,10 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     if (backward) {
       // A few CTAs per SM's worth of rows: the scan reads T B H floats once (8 MB at T 256, B 4,
       // H 2048), a few microseconds beside the recurrence.
+      // No batch groups here (the split has none): set d is direction d.
       const dim3 grid(std::min(T * B, 512), t.directions);
-      prnn_grad_max_kernel<<<grid, 256, 0, stream>>>(
-          a.set[0], a.set[1], lengths, T, B, t.hidden,
-          control);  // no batch groups: a set a direction
+      prnn_grad_max_kernel<<<grid, 256, 0, stream>>>(a.set[0], a.set[1], lengths, T, B, t.hidden,
+                                                     control);
       DS2_CUDA_CHECK(cudaGetLastError());
     }
   }

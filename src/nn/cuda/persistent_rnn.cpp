@@ -20,6 +20,12 @@ int ceil_div(int a, int b) {
   return (a + b - 1) / b;
 }
 
+// Spreads t.hidden rows over at most `ctas` CTAs a direction, rows_per_cta a multiple of `unit`.
+void spread_rows(kernels::PrnnTiling& t, int ctas, int unit) {
+  t.rows_per_cta = ceil_div(ceil_div(t.hidden, ctas), unit) * unit;
+  t.ctas_per_direction = ceil_div(t.hidden, t.rows_per_cta);
+}
+
 }  // namespace
 
 PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, int device,
@@ -78,6 +84,22 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     fits_ = true;
     return true;
   };
+  // bf16 on tensor cores, grid-wide (orders 1 and 3 below, for c's rows and batch groups): the
+  // tagged exchange where a set's batch is one n-tile, and the step barrier, widest pass first.
+  auto take_tagged_bf16 = [&](kernels::PrnnTiling c) {
+    if (!allowed.tagged_exchange || c.group_batch() > 8) return false;
+    c.batch_tile = 8;
+    c.tagged_exchange = true;
+    return take_tensor_tiling(c);
+  };
+  auto take_widest_pass = [&](kernels::PrnnTiling c) {
+    for (int pass : {64, 32, 16, 8}) {
+      if (pass > 8 && pass / 2 >= c.group_batch()) continue;
+      c.batch_tile = pass;
+      if (take_tensor_tiling(c)) return true;
+    }
+    return false;
+  };
 
   // bf16: products on tensor cores when every row fits in that kernel's registers (no spills);
   // otherwise the fp32-math kernel below, which can also keep rows in shared memory. In order:
@@ -96,8 +118,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   kernels::PrnnTiling m = t;
   m.tensor_cores = true;
   m.threads = kernels::kPrnnMmaThreads;
-  m.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 16) * 16;
-  m.ctas_per_direction = ceil_div(hidden, m.rows_per_cta);
+  spread_rows(m, ctas_max, 16);
   m.register_groups = m.rows_per_cta / kRowGroup;
   // fp32 at batch 2-4, and at batch 1 from H 513: the tensor-core kernel with U and the
   // state split into fp16 halves, tagged exchange, with the fp32-math kernel as its fallback
@@ -122,8 +143,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // 1.64-1.65 against 1.83-1.84 / 1.90-1.91, H 2560 2.35-2.36 / 2.42-2.44 against 2.45-2.47 /
   // 2.66).
   kernels::PrnnTiling stacked = m;
-  stacked.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), 8) * 8;
-  stacked.ctas_per_direction = ceil_div(hidden, stacked.rows_per_cta);
+  spread_rows(stacked, ctas_max, 8);
   stacked.register_groups = stacked.rows_per_cta / kRowGroup;
   const bool try_stacked = allowed.stacked_split && stacked.rows_per_cta < m.rows_per_cta;
   const bool hi_shared = !try_stacked && kernels::prnn_mma_hi_in_shared(m);  // 32-row CTAs
@@ -154,48 +174,28 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     // 3.10-3.11 -> 2.23-2.24 -> 1.01-1.02, batch 16 2.21-2.23 -> 1.03-1.04 -> 0.98; H 256 batch
     // 64 5.00-5.05 -> 3.05-3.07 -> 2.17-2.18.
     for (int groups : {4, 2}) {
-      if (directions * groups > 4) continue;
+      if (directions * groups > kernels::kPrnnMaxSets) continue;
       kernels::PrnnTiling g = m;
       g.batch_groups = groups;
-      if (ceil_div(ceil_div(hidden, sm_count_ / (directions * groups)), 16) * 16 != m.rows_per_cta)
-        continue;
-      if (allowed.tagged_exchange && g.group_batch() <= 8) {
-        g.batch_tile = 8;
-        g.tagged_exchange = true;
-        if (take_tensor_tiling(g)) return;
-        g.tagged_exchange = false;
-      }
-      for (int pass : {64, 32, 16, 8}) {
-        if (pass > 8 && pass / 2 >= g.group_batch()) continue;
-        g.batch_tile = pass;
-        if (take_tensor_tiling(g)) return;
-      }
+      spread_rows(g, sm_count_ / (directions * groups), 16);
+      if (g.rows_per_cta != m.rows_per_cta) continue;
+      if (take_tagged_bf16(g) || take_widest_pass(g)) return;
     }
   }
   if (t.bf16_weights) {
-    if (allowed.tagged_exchange && max_batch <= 8) {
-      m.batch_tile = 8;
-      m.tagged_exchange = true;
-      if (take_tensor_tiling(m)) return;
-      m.tagged_exchange = false;
-    }
+    if (take_tagged_bf16(m)) return;
     const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
     if (allowed.cluster && max_batch <= kernels::kPrnnClusterMaxBatch &&
         (kpw < kernels::kPrnnClusterMaxTiles ||
          (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
         take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
       return;
-    for (int pass : {64, 32, 16, 8}) {
-      if (pass > 8 && pass / 2 >= max_batch) continue;
-      m.batch_tile = pass;
-      if (take_tensor_tiling(m)) return;
-    }
+    if (take_widest_pass(m)) return;
   }
 
   // Spread the rows over as many SMs as there are, in whole row groups (a partial group costs
   // as much as a full one, so fewer CTAs with full groups are free and lighten the exchange).
-  t.rows_per_cta = ceil_div(ceil_div(hidden, ctas_max), kRowGroup) * kRowGroup;
-  t.ctas_per_direction = ceil_div(hidden, t.rows_per_cta);
+  spread_rows(t, ctas_max, kRowGroup);
   const int groups = t.rows_per_cta / kRowGroup;
   const int outputs = groups * kRowGroup * t.batch_tile;  // one per thread in the epilogue
   const int max_groups = std::min(groups, t.bf16_weights ? kernels::kPrnnMaxRegisterGroupsBf16
