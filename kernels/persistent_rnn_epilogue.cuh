@@ -37,14 +37,28 @@ __device__ __forceinline__ void prnn_prefetch_epilogue(float* dst, int h_offset,
 }
 
 // One output of a step: the `warps` partial sums at partial[w * warp_stride] added in warp order
-// (deterministic, the same for every plan of a hidden size), then the clipped ReLU of x + sum
-// (forward) or its gradient given the forward's h (backward-data).
+// (deterministic, the same for every plan of a hidden size and kernel kind), then the clipped ReLU of x + sum
+// (forward) or its gradient given the forward's h (backward-data). kPairwise > 0 (= warps, known
+// at compile time): added pairwise instead, neighbours first, a tree of log2(warps) adds where the
+// warp order is a chain of `warps` dependent adds on the step's critical path (the fp32 split).
+template <int kPairwise = 0>
 __device__ __forceinline__ float prnn_cell_from_partials(const float* partial, int warp_stride,
                                                          int warps, float x, float h, bool backward,
                                                          float clip) {
   float sum = 0.0f;
+  if constexpr (kPairwise > 0) {
+    float v[kPairwise];
+#pragma unroll
+    for (int w = 0; w < kPairwise; ++w) v[w] = partial[w * warp_stride];
+#pragma unroll
+    for (int width = 1; width < kPairwise; width *= 2)
+#pragma unroll
+      for (int w = 0; w + width < kPairwise; w += 2 * width) v[w] += v[w + width];
+    sum = v[0];
+  } else {
 #pragma unroll 16
-  for (int w = 0; w < warps; ++w) sum += partial[w * warp_stride];
+    for (int w = 0; w < warps; ++w) sum += partial[w * warp_stride];
+  }
   return backward ? clipped_relu_grad(h, x + sum, clip) : clipped_relu(x + sum, clip);
 }
 

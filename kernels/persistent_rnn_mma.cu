@@ -315,6 +315,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   static_assert(!kTags || kPass * kRowsPerTile * MT <= kThreads,
                 "tagged: at most one output per thread");
   const int own_k = r0 + tid_m;
+  // The first of an owner's partial sums in red. Pinned for the split kernel: ptxas recomputed it
+  // from the thread index (S2R, then three dependent integer ops) between the CTA barrier and the
+  // epilogue's loads of the partial sums. With the partial sums added pairwise (the epilogue),
+  // H200, us a step forward, two rounds in each of two machine starts (kernels/NOTES.md "Session
+  // 45"): fp32 H 2048 batch 1 1.53-1.57 -> 1.48-1.50, H 2176 batch 1 1.98 -> 1.91-1.93, H 1920
+  // batch 4 1.57-1.60 -> 1.50-1.53; the pairwise sums alone were level.
+  const int own_partials = kSplit ? pin_in_register(tid_b * pitch + tid_m) : tid_b * pitch + tid_m;
   const bool own_state = kTags && tid < kPass * R && tid_b < B && own_k < k_padded;
   const bool own_y = own_state && own_k < H;
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
@@ -669,8 +676,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             cp_async_wait_all();
           float out = 0.0f;  // the inputs from the prefetch are at ep[... + tid]
           if (t < own_len)
-            out = prnn_cell_from_partials(red + tid_b * pitch + tid_m, red_warp, kWarps, epx[tid],
-                                          bwd ? epx[ep_h + tid] : 0.0f, bwd, clip);
+            out = prnn_cell_from_partials<(kSplit ? kWarps : 0)>(
+                red + own_partials, red_warp, kWarps, epx[tid], bwd ? epx[ep_h + tid] : 0.0f, bwd,
+                clip);
           if constexpr (kSplit) {
             const float scaled = out * state_scale;
             uint16_t* const hi =
