@@ -37,10 +37,11 @@ __device__ __forceinline__ void prnn_prefetch_epilogue(float* dst, int h_offset,
 }
 
 // One output of a step: the `warps` partial sums at partial[w * warp_stride] added in warp order
-// (deterministic, the same for every plan of a hidden size and kernel kind), then the clipped ReLU of x + sum
-// (forward) or its gradient given the forward's h (backward-data). kPairwise > 0 (= warps, known
-// at compile time): added pairwise instead, neighbours first, a tree of log2(warps) adds where the
-// warp order is a chain of `warps` dependent adds on the step's critical path (the fp32 split).
+// (deterministic, the same for every plan of a hidden size and kernel kind), then the clipped ReLU
+// of x + sum (forward) or its gradient given the forward's h (backward-data). kPairwise > 0 (=
+// warps, known at compile time): added pairwise instead, neighbours first, a tree of log2(warps)
+// adds where the warp order is a chain of `warps` dependent adds on the step's critical path (the
+// fp32 split).
 template <int kPairwise = 0>
 __device__ __forceinline__ float prnn_cell_from_partials(const float* partial, int warp_stride,
                                                          int warps, float x, float h, bool backward,
