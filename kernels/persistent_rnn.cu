@@ -412,8 +412,8 @@ void check_tiling(const PrnnTiling& t) {
                       int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden &&
                       kernel_ptr(t) != nullptr;  // also the fp32 split's rules: tagged, batch <= 4
   const bool groups_ok = t.batch_groups == 1 || ((t.batch_groups == 2 || t.batch_groups == 4) &&
-                                                 t.directions * t.batch_groups <= kPrnnMaxSets &&
-                                                 t.tensor_cores && t.bf16_weights && !t.cluster);
+                                                 t.sets() <= kPrnnMaxSets && t.tensor_cores &&
+                                                 t.bf16_weights && !t.cluster);
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads &&
                              t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&

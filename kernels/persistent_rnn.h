@@ -88,8 +88,10 @@ struct PrnnTiling {
   int group_rows(int batch) const { return (batch + batch_groups - 1) / batch_groups; }
   // The most batch rows one set of CTAs runs (max_batch without batch groups).
   int group_batch() const { return group_rows(max_batch); }
+  // Sets of CTAs of the whole launch (directions times batch groups), each with its own exchange.
+  int sets() const { return directions * batch_groups; }
   // CTAs of the whole launch.
-  int ctas() const { return directions * batch_groups * ctas_per_direction; }
+  int ctas() const { return sets() * ctas_per_direction; }
 };
 
 // Whether a kernel is instantiated for t's batch tile, precision and register groups.

@@ -31,9 +31,10 @@ struct MmaArgs {
   // first batch row, and the set's exchange.
   MmaDir set[kPrnnMaxSets];
   const int* lengths;
-  // B: the whole batch (rows of a timestep); group_batch: rows per batch group, max_batch: the
-  // most rows a set runs (its exchange's and epilogue's size).
-  int T, B, H, k_tiles, kpw, n_tiles, rows, ctas_per_dir, max_batch, batch_groups, group_batch;
+  // B: the whole batch (rows of a timestep); group_rows: this call's rows per batch group
+  // (PrnnTiling::group_rows(B)), max_batch: the most rows a set runs (its exchange's and
+  // epilogue's size, PrnnTiling::group_batch()).
+  int T, B, H, k_tiles, kpw, n_tiles, rows, ctas_per_dir, max_batch, batch_groups, group_rows;
   float clip;
   int backward;
   int ep_off, len_off;     // dynamic shared memory carve-up in bytes (reduction at 0)
@@ -241,8 +242,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int set = static_cast<int>(blockIdx.x) / a.ctas_per_dir;
   const int cta = blockIdx.x - set * a.ctas_per_dir;
   const MmaDir d = set == 0 ? a.set[0] : set == 1 ? a.set[1] : set == 2 ? a.set[2] : a.set[3];
-  const int di = set / a.batch_groups, b0 = (set - di * a.batch_groups) * a.group_batch;
-  const int H = a.H, Bs = a.B, B = max(min(Bs - b0, a.group_batch), 0), T = a.T, ntx = a.n_tiles;
+  const int di = set / a.batch_groups, b0 = (set - di * a.batch_groups) * a.group_rows;
+  const int H = a.H, Bs = a.B, B = max(min(Bs - b0, a.group_rows), 0), T = a.T, ntx = a.n_tiles;
   // fp32 split: rows per CTA (16 MT) as a constant. The partial sums' and the epilogue's
   // addresses are then immediates from one register, which ptxas keeps; from the argument it
   // recomputed them on every step between the products and the exchange store (H100, fp32 split
@@ -841,14 +842,11 @@ size_t prnn_mma_shared_bytes(const PrnnTiling& t) {
   return mma_smem(t).total;
 }
 
-// The exchange arrays of the sets (directions times batch groups), then a barrier counter per
-// set (without tags) or the fp16 split's control block: [largest |dL/dh| of direction 0, of
-// direction 1, overflow, unused].
-int sets(const PrnnTiling& t) {
-  return t.directions * t.batch_groups;
-}
+// The exchange arrays of the sets (PrnnTiling::sets), then a barrier counter per set (without
+// tags) or the fp16 split's control block: [largest |dL/dh| of direction 0, of direction 1,
+// overflow, unused].
 size_t exchange_bytes(const PrnnTiling& t) {
-  return size_t(sets(t)) * 2 * exchange_elements(t) *
+  return size_t(t.sets()) * 2 * exchange_elements(t) *
          (t.tagged_exchange ? sizeof(uint32_t) : sizeof(uint16_t));
 }
 constexpr int kControlWords = 4;
@@ -888,7 +886,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.ctas_per_dir = t.ctas_per_direction;
   a.max_batch = t.group_batch();
   a.batch_groups = t.batch_groups;
-  a.group_batch = t.group_rows(B);
+  a.group_rows = t.group_rows(B);
   a.clip = clip;
   a.backward = backward ? 1 : 0;
   a.ep_off = static_cast<int>(layout.ep_off);
@@ -896,9 +894,9 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   a.lo_off = static_cast<int>(layout.lo_off);
   a.hi_off = static_cast<int>(layout.hi_off);
   char* ws = static_cast<char*>(workspace);
-  const size_t set_bytes = exchange_bytes(t) / sets(t);
-  for (int i = 0; i < sets(t); ++i) {
-    const int di = i / t.batch_groups, b0 = (i - di * t.batch_groups) * a.group_batch;
+  const size_t set_bytes = exchange_bytes(t) / t.sets();
+  for (int i = 0; i < t.sets(); ++i) {
+    const int di = i / t.batch_groups, b0 = (i - di * t.batch_groups) * a.group_rows;
     MmaDir& d = a.set[i];
     d = prnn_device_direction("persistent RNN (tensor cores)", dirs[di], di, backward,
                               reinterpret_cast<uint32_t*>(ws + i * set_bytes));
@@ -907,7 +905,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     d.y += b0 * d.ld_y;
     if (backward) d.h += b0 * d.ld_h;
   }
-  for (int i = sets(t); i < kPrnnMaxSets; ++i) a.set[i] = a.set[0];
+  for (int i = t.sets(); i < kPrnnMaxSets; ++i) a.set[i] = a.set[0];
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
     // tag 0, fp16 split halves tag bit 0 (kernels/exchange_tags.h). The same zeros clear the

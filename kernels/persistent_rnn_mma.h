@@ -13,7 +13,8 @@
 // coalesced load per fragment) and multiplies with mma.sync m16n8k16 (fp32 accumulation). The K
 // dimension is split over kPrnnMmaWarps warps in a way that depends on H only (warp w: k-tiles [w
 // kpw, w kpw + kpw), kpw = ceil(ceil(H / 16) / warps)), and the warps' partial sums are added in
-// warp order: deterministic, and identical for every tensor-core plan of the same H. Batch rows go
+// warp order (the fp32 split: pairwise, neighbours first): deterministic, and identical for every
+// tensor-core plan of the same H and precision. Batch rows go
 // through in passes of batch_tile (8, 16, 32 or 64) columns of n-tiles; with batch groups
 // (PrnnTiling::batch_groups) each set of CTAs runs its own slice of the batch, with its own
 // exchange, so the sets never wait for each other. A step's state is published

@@ -174,10 +174,10 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     // 3.10-3.11 -> 2.23-2.24 -> 1.01-1.02, batch 16 2.21-2.23 -> 1.03-1.04 -> 0.98; H 256 batch
     // 64 5.00-5.05 -> 3.05-3.07 -> 2.17-2.18.
     for (int groups : {4, 2}) {
-      if (directions * groups > kernels::kPrnnMaxSets) continue;
       kernels::PrnnTiling g = m;
       g.batch_groups = groups;
-      spread_rows(g, sm_count_ / (directions * groups), 16);
+      if (g.sets() > kernels::kPrnnMaxSets) continue;
+      spread_rows(g, sm_count_ / g.sets(), 16);
       if (g.rows_per_cta != m.rows_per_cta) continue;
       if (take_tagged_bf16(g) || take_widest_pass(g)) return;
     }
