@@ -123,12 +123,15 @@ __host__ __device__ constexpr bool stacked_after_loads(int mt, int kpw) {
 // split_products). H200, us a step forward, two rounds each (session 44): stacked, H 2560 batch 1
 // 2.17-2.18 -> 2.01-2.04, both directions of H 1152 batch 4 1.38-1.39 -> 1.31-1.32; 16-row `<1,
 // 8>` H 2048 batch 1 1.61 -> 1.54-1.55, batch 4 1.68-1.71 -> 1.61-1.63; `<1, 4>` H 1024 batch 4
-// 1.21 -> 1.18-1.19; `<1, 10>` (one direction of H 2049-2112, 132 CTAs; session 46, three rounds)
+// 1.21 -> 1.18-1.19. Session 46: `<1, 10>` (one direction of H 2049-2112, 132 CTAs; three rounds)
 // H 2112 batch 1 1.76 -> 1.56-1.58, H 2080 batch 1 1.75-1.77 -> 1.55-1.56, H 2112 batch 4 1.84-1.85
-// -> 1.65-1.66. Not taken: `<1, 6>` (H 1536 batch 1 1.30-1.32 -> 1.35), `<1, 5>` (H 1152 level),
-// two m-tiles (both directions of H 1920 batch 4, DS2's layer, 2.00-2.01 -> 2.07).
+// -> 1.65-1.66; `<1, 5>` (one direction of H 1025-1280, both of H 1025-1056; two rounds; session
+// 44 had measured it level) H 1152 batch 1 1.21-1.22 -> 1.16-1.18, batch 4 1.30-1.31 -> 1.23-1.24,
+// H 1280 batch 4 1.28-1.30 -> 1.25, both directions of H 1056 batch 4 1.28-1.29 -> 1.23-1.24. Not
+// taken: `<1, 6>` (H 1536 batch 1 1.30-1.32 -> 1.35 in session 44; H 1408 batch 1 1.29 -> 1.33-1.36
+// in session 46), two m-tiles (both directions of H 1920 batch 4, DS2's layer, 2.00-2.01 -> 2.07).
 __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, int kpw) {
-  return stacked || (mt == 1 && (kpw == 4 || kpw == 8 || kpw == 10));
+  return stacked || (mt == 1 && (kpw == 4 || kpw == 5 || kpw == 8 || kpw == 10));
 }
 
 }  // namespace
