@@ -557,8 +557,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
           // first product of each shared-memory k-tile, waiting for the load issued just before
           // it (the test between k-tiles kept ptxas from hoisting it). Without the loads ahead
           // (no tests only) H 2560 batch 1 was slower, 2.39-2.40 us a step against 2.17-2.18
-          // before and 2.01-2.04 with them. ptxas: stacked 126-127 registers, 16-row 115-128, no
-          // spills.
+          // before and 2.01-2.04 with them. ptxas (session 46): stacked 124-128 registers, 16-row
+          // (`<1, 4>`, `<1, 5>`, `<1, 8>`, `<1, 10>`) 92-116, no spills.
           auto split_products = [&](auto tiles) {
             constexpr int N = decltype(tiles)::value;
             // The first k-tile with a fragment in shared memory: hi (stacked: its one fragment)
