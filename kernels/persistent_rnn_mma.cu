@@ -69,8 +69,12 @@ struct MmaSmem {
 
 // The fp32 split kernels keep U's lo fragments in shared memory from this many k-tiles per warp
 // times m-tiles up (registers hold hi only), one 16-byte piece per lane:
-// [k-tile][m-tile][warp][lane].
-constexpr int kSplitLoSharedFrom = 5;
+// [k-tile][m-tile][warp][lane]. From 7, not 5 (session 46): `<1, 5>` and `<1, 6>` hold all of lo
+// in registers (ptxas 102 and 123 registers, no spills), so no product waits for a shared-memory
+// load. H200, us a step forward, two rounds: H 1408 batch 1 1.30-1.31 -> 1.24-1.25, H 1536 batch
+// 1 1.27-1.30 -> 1.25-1.26, H 1152 batch 1 1.15-1.16 -> 1.13-1.14, H 1280 batch 4 1.28-1.29 ->
+// 1.26-1.27.
+constexpr int kSplitLoSharedFrom = 7;
 // The rule, for the plan's shared-memory size and the kernel alike (kpw: k-tiles per warp).
 __host__ __device__ constexpr bool split_lo_in_shared(int mt, int kpw) {
   return kpw * mt >= kSplitLoSharedFrom;
