@@ -347,8 +347,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // fp32 split: hi in ah, lo in af or, from kSplitLoSharedFrom k-tiles x m-tiles, in shared
   // memory (lo_s), read back before each product.
   constexpr bool kLoShared = kSplit && !kStacked && split_lo_in_shared(MT, KPW);
-  // Where lo is in shared memory, the fp16 split at one m-tile keeps the first 4 k-tiles' lo in
-  // registers anyway (ptxas: <1, 8> 120 registers, <1, 10> 126, no spills), so fewer
+  // Where lo is in shared memory (one m-tile: from 8 k-tiles per warp since session 46), the fp16
+  // split keeps the first 4 k-tiles' lo in registers anyway (ptxas when measured: <1, 8> 120
+  // registers, <1, 10> 126, no spills; session 46: 116 each), so fewer
   // shared-memory reads follow the state's arrival (H100, us a step forward: H 2048 2.25-2.30 ->
   // 2.23, H 1920 2.24 -> 2.19, H 1600 level).
   constexpr int kLoRegs = kStacked ? 0 : !kLoShared ? KPW : MT == 1 ? 4 : 0;
