@@ -140,15 +140,18 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 
 }  // namespace
 
+// Both rules as the kernel that runs t applies them: to its compiled k-tiles per warp.
 bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
   if (!prnn_mma_half_split(t) || prnn_mma_stacked_split(t)) return false;
-  const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
-  return split_lo_in_shared(mt, kpw);
+  const int mt = t.rows_per_cta / 16;
+  return split_lo_in_shared(mt, prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.hidden)));
 }
 
 bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
   if (!prnn_mma_half_split(t) || prnn_mma_stacked_split(t)) return false;
-  return split_hi_shared_tiles(t.rows_per_cta / 16, prnn_mma_k_tiles_per_warp(t.hidden)) > 0;
+  const int mt = t.rows_per_cta / 16;
+  return split_hi_shared_tiles(mt, prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.hidden))) >
+         0;
 }
 
 namespace {
@@ -786,14 +789,24 @@ const void* kernel_for_exchange(bool tags, MmaForm form) {
 
 template <int MT, int NT>
 const void* kernel_for_kpw(int kpw, bool tags, MmaForm form) {
-  if (kpw <= 2) return kernel_for_exchange<MT, 2, NT>(tags, form);
-  if (kpw <= 4) return kernel_for_exchange<MT, 4, NT>(tags, form);
-  if (kpw <= 5) return kernel_for_exchange<MT, 5, NT>(tags, form);
-  if (kpw <= 6) return kernel_for_exchange<MT, 6, NT>(tags, form);
-  if (kpw <= 8) return kernel_for_exchange<MT, 8, NT>(tags, form);
-  if (kpw <= 10) return kernel_for_exchange<MT, 10, NT>(tags, form);
-  if (kpw <= 12) return kernel_for_exchange<MT, 12, NT>(tags, form);
-  return nullptr;
+  switch (prnn_mma_kernel_k_tiles(kpw)) {
+    case 2:
+      return kernel_for_exchange<MT, 2, NT>(tags, form);
+    case 4:
+      return kernel_for_exchange<MT, 4, NT>(tags, form);
+    case 5:
+      return kernel_for_exchange<MT, 5, NT>(tags, form);
+    case 6:
+      return kernel_for_exchange<MT, 6, NT>(tags, form);
+    case 8:
+      return kernel_for_exchange<MT, 8, NT>(tags, form);
+    case 10:
+      return kernel_for_exchange<MT, 10, NT>(tags, form);
+    case 12:
+      return kernel_for_exchange<MT, 12, NT>(tags, form);
+    default:
+      return nullptr;
+  }
 }
 
 template <int NT>

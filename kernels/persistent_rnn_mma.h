@@ -46,6 +46,19 @@ __host__ __device__ constexpr int prnn_mma_k_tiles(int hidden) {
 __host__ __device__ constexpr int prnn_mma_k_tiles_per_warp(int hidden) {
   return (prnn_mma_k_tiles(hidden) + kPrnnMmaWarps - 1) / kPrnnMmaWarps;
 }
+// The k-tiles per warp of the kernel that runs a plan of kpw (prnn_mma_k_tiles_per_warp): the
+// smallest of 2, 4, 5, 6, 8, 10 and 12 that holds kpw (0 past 12: no kernel). The kernel decides
+// at compile time from this count where its fragments live, so the host's layout (shared-memory
+// size, the plan's description) decides from it too, not from kpw.
+__host__ __device__ constexpr int prnn_mma_kernel_k_tiles(int kpw) {
+  return kpw <= 2    ? 2
+         : kpw <= 4  ? 4
+         : kpw <= 6  ? kpw
+         : kpw <= 8  ? 8
+         : kpw <= 10 ? 10
+         : kpw <= 12 ? 12
+                     : 0;
+}
 // The fp32 split's state exchange, each parity: [warp][piece][lane] 16-byte pieces, a piece
 // holding two of the warp's k-tiles (k-tile 2p in its .x, .y words, 2p + 1 in .z, .w); each word
 // is the two fp16 halves of B-fragment rows (2q, 2q + 1) or (2q + 8, 2q + 9) of column g (lane =

@@ -4,7 +4,9 @@
 // k-tiles 2p (words .x, .y) and 2p + 1 (.z, .w); lane 4 g + q takes B-fragment rows 2q, 2q + 1
 // (its first word of a k-tile) and 2q + 8, 2q + 9 (the second) of column g, hi halves in columns
 // 0-3 and lo halves in 4-7. Every place is written once and lies inside one parity of the
-// exchange, for every hidden size the kernels take.
+// exchange, for every hidden size the kernels take. And the host's layout decisions (which U
+// fragments sit in shared memory) are those of the kernel that runs the plan, which makes them at
+// compile time from its k-tiles per warp (prnn_mma_kernel_k_tiles), not from the plan's.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -54,6 +56,48 @@ TEST(PersistentRnnSplitLayout, EveryHalfSitsWhereItsReaderTakesIt) {
         }
   }
   EXPECT_GT(checked, 1000000);
+}
+
+// An fp32 split tiling (16-row m-tiles) of `hidden` rows, `m_tiles` m-tiles a CTA.
+PrnnTiling split_tiling(int hidden, int m_tiles) {
+  PrnnTiling t;
+  t.hidden = hidden;
+  t.max_batch = 4;
+  t.directions = 1;
+  t.tensor_cores = true;
+  t.threads = kPrnnMmaThreads;
+  t.rows_per_cta = 16 * m_tiles;
+  t.ctas_per_direction = (hidden + t.rows_per_cta - 1) / t.rows_per_cta;
+  t.register_groups = t.rows_per_cta / kPrnnRowGroup;
+  t.batch_tile = 4;
+  t.tagged_exchange = true;
+  return t;
+}
+
+// Plans whose k-tiles per warp round up to the same kernel share its fragment placement: the
+// host sizes shared memory from the same rule the kernel was compiled with. (Session 46's rule
+// for lo at two m-tiles differed between 3 and 4 k-tiles per warp, both run by the 4-k-tile
+// kernel, which then wrote lo past the shared memory the plan had sized.)
+TEST(PersistentRnnSplitLayout, SharedMemoryFollowsTheKernelNotThePlansKTiles) {
+  int checked = 0;
+  for (int m_tiles = 1; m_tiles <= 2; ++m_tiles)
+    for (int H = 1; H <= 16 * kPrnnMmaWarps * 12; ++H) {
+      const int kpw = prnn_mma_k_tiles_per_warp(H), kernel_kpw = prnn_mma_kernel_k_tiles(kpw);
+      ASSERT_GE(kernel_kpw, kpw) << "H " << H;
+      // The largest hidden size the same kernel runs with all its k-tiles.
+      const int full_H = 16 * kPrnnMmaWarps * kernel_kpw;
+      ASSERT_EQ(prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(full_H)), kernel_kpw);
+      const PrnnTiling t = split_tiling(H, m_tiles), full = split_tiling(full_H, m_tiles);
+      ASSERT_TRUE(prnn_mma_half_split(t) && !prnn_mma_stacked_split(t));
+      EXPECT_EQ(prnn_mma_lo_in_shared(t), prnn_mma_lo_in_shared(full))
+          << "H " << H << ", " << m_tiles << " m-tiles: lo, kpw " << kpw << " against "
+          << kernel_kpw;
+      EXPECT_EQ(prnn_mma_hi_in_shared(t), prnn_mma_hi_in_shared(full))
+          << "H " << H << ", " << m_tiles << " m-tiles: hi, kpw " << kpw << " against "
+          << kernel_kpw;
+      ++checked;
+    }
+  EXPECT_EQ(checked, 2 * 16 * kPrnnMmaWarps * 12);
 }
 
 }  // namespace
