@@ -414,6 +414,11 @@ void check_tiling(const PrnnTiling& t) {
   const bool groups_ok = t.batch_groups == 1 || ((t.batch_groups == 2 || t.batch_groups == 4) &&
                                                  t.sets() <= kPrnnMaxSets && t.tensor_cores &&
                                                  t.bf16_weights && !t.cluster);
+  // Tagged tensor-core kernels: every state element of the padded k-tiles has an owner (readers
+  // wait for each one's tag).
+  const bool covered = !t.tensor_cores || !t.tagged_exchange || t.cluster ||
+                       int64_t{t.ctas_per_direction} * t.rows_per_cta >=
+                           16 * int64_t{prnn_mma_k_tiles(t.hidden)};
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads &&
                              t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&
@@ -422,7 +427,7 @@ void check_tiling(const PrnnTiling& t) {
                              int64_t{t.threads} * 4 * t.chunks >= t.hidden &&
                              t.threads >= (t.rows_per_cta / kRg) * kRg * t.batch_tile &&
                              t.register_groups >= 0 && t.register_groups <= t.rows_per_cta / kRg;
-  DS2_CHECK(common && groups_ok && own,
+  DS2_CHECK(common && groups_ok && own && covered,
             "persistent RNN: invalid tiling (hidden "
                 << t.hidden << ", batch " << t.max_batch << ", rows/CTA " << t.rows_per_cta
                 << ", threads " << t.threads << ", register groups " << t.register_groups

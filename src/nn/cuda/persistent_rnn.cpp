@@ -20,10 +20,22 @@ int ceil_div(int a, int b) {
   return (a + b - 1) / b;
 }
 
-// Spreads t.hidden rows over at most `ctas` CTAs a direction, rows_per_cta a multiple of `unit`.
+// Spreads `rows` rows over at most `ctas` CTAs a direction, rows_per_cta a multiple of `unit`.
+void spread_rows(kernels::PrnnTiling& t, int rows, int ctas, int unit) {
+  t.rows_per_cta = ceil_div(ceil_div(rows, ctas), unit) * unit;
+  t.ctas_per_direction = ceil_div(rows, t.rows_per_cta);
+}
+// The fp32-math kernel's rows: t.hidden.
 void spread_rows(kernels::PrnnTiling& t, int ctas, int unit) {
-  t.rows_per_cta = ceil_div(ceil_div(t.hidden, ctas), unit) * unit;
-  t.ctas_per_direction = ceil_div(t.hidden, t.rows_per_cta);
+  spread_rows(t, t.hidden, ctas, unit);
+}
+// The tensor-core kernels' rows: H padded to whole k-tiles. Every state element a warp reads
+// needs an owner, which writes zeros past H: with the tagged exchange a reader waits for each
+// one's tag, so an element no CTA owns would hang the launch (the stacked split's 24-row CTAs
+// left the last 8 of k_tiles * 16 unowned where ceil(H / 24) is odd and H within 8 of a multiple
+// of 24, e.g. H 2136; the launch's tiling check refuses such tilings now).
+void spread_tensor_rows(kernels::PrnnTiling& t, int ctas, int unit) {
+  spread_rows(t, 16 * kernels::prnn_mma_k_tiles(t.hidden), ctas, unit);
 }
 
 }  // namespace
@@ -118,7 +130,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   kernels::PrnnTiling m = t;
   m.tensor_cores = true;
   m.threads = kernels::kPrnnMmaThreads;
-  spread_rows(m, ctas_max, 16);
+  spread_tensor_rows(m, ctas_max, 16);
   m.register_groups = m.rows_per_cta / kRowGroup;
   // fp32 at batch 2-4, and at batch 1 from H 513: the tensor-core kernel with U and the
   // state split into fp16 halves, tagged exchange, with the fp32-math kernel as its fallback
@@ -143,7 +155,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // 1.64-1.65 against 1.83-1.84 / 1.90-1.91, H 2560 2.35-2.36 / 2.42-2.44 against 2.45-2.47 /
   // 2.66).
   kernels::PrnnTiling stacked = m;
-  spread_rows(stacked, ctas_max, 8);
+  spread_tensor_rows(stacked, ctas_max, 8);
   stacked.register_groups = stacked.rows_per_cta / kRowGroup;
   const bool try_stacked = allowed.stacked_split && stacked.rows_per_cta < m.rows_per_cta;
   const bool hi_shared = !try_stacked && kernels::prnn_mma_hi_in_shared(m);  // 32-row CTAs
@@ -177,7 +189,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
       kernels::PrnnTiling g = m;
       g.batch_groups = groups;
       if (g.sets() > kernels::kPrnnMaxSets) continue;
-      spread_rows(g, sm_count_ / g.sets(), 16);
+      spread_tensor_rows(g, sm_count_ / g.sets(), 16);
       if (g.rows_per_cta != m.rows_per_cta) continue;
       if (take_tagged_bf16(g) || take_widest_pass(g)) return;
     }

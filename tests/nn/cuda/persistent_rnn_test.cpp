@@ -599,6 +599,47 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
   }
 }
 
+// One fp32 plan's forward and backward-data against float64 (random U, inputs, dL/dh and
+// lengths; outputs and workspace poisoned first).
+void check_fp32_plan_against_float64(CudaContext& ctx, const PersistentRnnPlan& plan, int B, int T,
+                                     bool reverse, uint64_t seed) {
+  cudaStream_t s = ctx.stream();
+  const int H = plan.hidden();
+  const float clip = 0.8f;
+  SCOPED_TRACE("H " + std::to_string(H) + ", B " + std::to_string(B) + ", T " +
+               std::to_string(T) + (reverse ? ", reverse" : "") + ", " + plan.describe());
+  DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+  const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+  Rng rng(seed);
+  const float a = 1.0f / std::sqrt(static_cast<float>(H));
+  const std::vector<float> u = random_vector(int64_t{H} * H, rng, -a, a);
+  const std::vector<float> pre = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
+  const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
+  const std::vector<int> len = make_lengths(T, B, rng);
+  DeviceArray<float> du, dpre_in, ddy, h, dpre;
+  DeviceArray<int> dlen;
+  to_device(u, du, s);
+  to_device(pre, dpre_in, s);
+  to_device(dy, ddy, s);
+  upload_lengths(len, dlen, s);
+  const int64_t n = int64_t{T} * B * H;
+  h.reserve(n);
+  dpre.reserve(n);
+  poison(h.data(), n, ctx);
+  poison(ws.data(), ws.capacity(), ctx);
+  persistent_rnn_forward(plan, du.data(), dpre_in.data(), H, h.data(), dlen.data(), T, B, reverse,
+                         clip, ws.data(), ws_bytes, s);
+  const std::vector<float> h_got = to_host(h.data(), n, s);
+  expect_close(cpu_forward(u, pre.data(), H, len, T, B, H, reverse, clip), h_got,
+               "forward h vs float64");
+  poison(dpre.data(), n, ctx);
+  poison(ws.data(), ws.capacity(), ctx);
+  persistent_rnn_backward_data(plan, du.data(), h.data(), ddy.data(), H, dpre.data(), H,
+                               dlen.data(), T, B, reverse, clip, ws.data(), ws_bytes, s);
+  expect_close(cpu_backward_data(u, h_got, dy, len, T, B, H, reverse, clip),
+               to_host(dpre.data(), n, s), "backward-data dpre vs float64");
+}
+
 // The fp32 tensor-core kernels (U and the state split into two fp16 halves) against float64 at
 // every batch their plan (max batch 4) is called with, 1 to 4: fp32 accuracy, not bf16's. Hidden
 // sizes of 1, 2, 4, 5, 6 and 8 k-tiles per warp (backward-data with the gradients scaled; odd
@@ -606,12 +647,11 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
 // shared memory), and 10 (H 2500) in both forms of 32 rows a CTA or fewer: the stacked split's
 // three 8-row m-tiles (the plan's pick on 132 SMs) and, with it switched off, two 16-row m-tiles
 // with some hi halves in shared memory too (what fewer SMs run); none a multiple of 16; both
-// directions.
+// directions. H 2136 = 89 CTAs of 24 rows, 8 short of its 134 k-tiles: the plan adds a 90th CTA
+// that owns the padding (before, the launch waited forever for those 8 state elements).
 TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
-  cudaStream_t s = ctx.stream();
-  const float clip = 0.8f;
   int checked = 0;
   constexpr PersistentRnnKernels kSixteenRowSplit{true, true, true, false};
   for (const auto& [H, kernels] :
@@ -621,50 +661,38 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
                                                          {1150, {}},
                                                          {1500, {}},
                                                          {1999, {}},
+                                                         {2136, {}},
                                                          {2500, {}},
                                                          {2500, kSixteenRowSplit}}) {
     const PersistentRnnPlan plan(H, 4, 1, -1, Precision::kFp32, kernels);
     if (!plan.fits() || !plan.tiling().tensor_cores) continue;  // e.g. fewer SMs: H 1500 misses
     ASSERT_FALSE(plan.tiling().state_in_bf16()) << plan.describe();
-    DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
-    const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
     for (int B = 1; B <= 4; ++B) {
-      const int T = B == 2 ? 1 : 40;
-      const bool reverse = B % 2 == 1;
-      SCOPED_TRACE("H " + std::to_string(H) + ", B " + std::to_string(B) + ", T " +
-                   std::to_string(T) + (reverse ? ", reverse" : "") + ", " + plan.describe());
-      Rng rng(900 + H + B);
-      const float a = 1.0f / std::sqrt(static_cast<float>(H));
-      const std::vector<float> u = random_vector(int64_t{H} * H, rng, -a, a);
-      const std::vector<float> pre = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
-      const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
-      const std::vector<int> len = make_lengths(T, B, rng);
-      DeviceArray<float> du, dpre_in, ddy, h, dpre;
-      DeviceArray<int> dlen;
-      to_device(u, du, s);
-      to_device(pre, dpre_in, s);
-      to_device(dy, ddy, s);
-      upload_lengths(len, dlen, s);
-      const int64_t n = int64_t{T} * B * H;
-      h.reserve(n);
-      dpre.reserve(n);
-      poison(h.data(), n, ctx);
-      poison(ws.data(), ws.capacity(), ctx);
-      persistent_rnn_forward(plan, du.data(), dpre_in.data(), H, h.data(), dlen.data(), T, B,
-                             reverse, clip, ws.data(), ws_bytes, s);
-      const std::vector<float> h_got = to_host(h.data(), n, s);
-      expect_close(cpu_forward(u, pre.data(), H, len, T, B, H, reverse, clip), h_got,
-                   "forward h vs float64");
-      poison(dpre.data(), n, ctx);
-      poison(ws.data(), ws.capacity(), ctx);
-      persistent_rnn_backward_data(plan, du.data(), h.data(), ddy.data(), H, dpre.data(), H,
-                                   dlen.data(), T, B, reverse, clip, ws.data(), ws_bytes, s);
-      expect_close(cpu_backward_data(u, h_got, dy, len, T, B, H, reverse, clip),
-                   to_host(dpre.data(), n, s), "backward-data dpre vs float64");
+      check_fp32_plan_against_float64(ctx, plan, B, B == 2 ? 1 : 40, B % 2 == 1, 900 + H + B);
       ++checked;
     }
   }
   if (checked == 0) GTEST_SKIP() << "this GPU plans no fp32 tensor-core layer (sm_80+, 100+ SMs)";
+}
+
+// Tagged tensor-core plans give every state element of the padded k-tiles an owner (a reader
+// waits for each one's tag, so one without an owner hangs the launch): every hidden size of the
+// stacked split's and the FFMA rows' ranges on this GPU, one direction and two.
+TEST(PersistentRnn, TaggedPlansOwnEveryPaddedStateElement) {
+  DS2_REQUIRE_GPU();
+  int tagged = 0;
+  for (int directions = 1; directions <= 2; ++directions)
+    for (int batch : {1, 4})
+      for (int H = 1000; H <= 2600; H += directions == 1 ? 1 : 3) {
+        const PersistentRnnPlan plan(H, batch, directions);
+        const kernels::PrnnTiling& t = plan.tiling();
+        if (!plan.fits() || !t.tensor_cores || !t.tagged_exchange || t.cluster) continue;
+        ++tagged;
+        ASSERT_GE(int64_t{t.ctas_per_direction} * t.rows_per_cta,
+                  16 * int64_t{kernels::prnn_mma_k_tiles(H)})
+            << plan.describe();
+      }
+  if (tagged == 0) GTEST_SKIP() << "this GPU plans no tagged tensor-core layer";
 }
 
 // The fp16 split's backward-data exchanges dL/dh times a power of two chosen from the largest
