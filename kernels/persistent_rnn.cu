@@ -416,9 +416,9 @@ void check_tiling(const PrnnTiling& t) {
                                                  t.bf16_weights && !t.cluster);
   // Tagged tensor-core kernels: every state element of the padded k-tiles has an owner (readers
   // wait for each one's tag).
-  const bool covered = !t.tensor_cores || !t.tagged_exchange || t.cluster ||
-                       int64_t{t.ctas_per_direction} * t.rows_per_cta >=
-                           16 * int64_t{prnn_mma_k_tiles(t.hidden)};
+  const bool covered =
+      !t.tensor_cores || !t.tagged_exchange || t.cluster ||
+      int64_t{t.ctas_per_direction} * t.rows_per_cta >= 16 * int64_t{prnn_mma_k_tiles(t.hidden)};
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads &&
                              t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&
@@ -432,7 +432,10 @@ void check_tiling(const PrnnTiling& t) {
                 << t.hidden << ", batch " << t.max_batch << ", rows/CTA " << t.rows_per_cta
                 << ", threads " << t.threads << ", register groups " << t.register_groups
                 << ", batch groups " << t.batch_groups << (t.tensor_cores ? ", tensor cores" : "")
-                << ")");
+                << ")"
+                << (covered ? ""
+                            : ": its CTAs leave state elements of the padded k-tiles without an "
+                              "owner, and the tagged exchange would wait for them forever"));
 }
 
 }  // namespace

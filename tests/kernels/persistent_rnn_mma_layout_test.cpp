@@ -6,11 +6,14 @@
 // 0-3 and lo halves in 4-7. Every place is written once and lies inside one parity of the
 // exchange, for every hidden size the kernels take. And the host's layout decisions (which U
 // fragments sit in shared memory) are those of the kernel that runs the plan, which makes them at
-// compile time from its k-tiles per warp (prnn_mma_kernel_k_tiles), not from the plan's.
+// compile time from its k-tiles per warp (prnn_mma_kernel_k_tiles), not from the plan's. And a
+// launch refuses a tiling whose CTAs leave a state element of the padded k-tiles without an owner.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/persistent_rnn_mma.h"
 
 namespace ds2::kernels {
@@ -98,6 +101,30 @@ TEST(PersistentRnnSplitLayout, SharedMemoryFollowsTheKernelNotThePlansKTiles) {
       ++checked;
     }
   EXPECT_EQ(checked, 2 * 16 * kPrnnMmaWarps * 12);
+}
+
+// Every state element of the padded k-tiles needs an owning CTA: a tagged reader waits for its
+// tag. H 2136 in 89 stacked CTAs of 24 rows leaves rows 2136-2143 of k-tile 133 unowned (the
+// plan takes 90 CTAs since session 47; before, that launch hung). A launch of such a tiling is
+// refused before it reaches the GPU, naming the reason.
+TEST(PersistentRnnSplitLayout, ALaunchRefusesStateElementsWithoutAnOwner) {
+  PrnnTiling t;
+  t.hidden = 2136;
+  t.max_batch = 4;
+  t.tensor_cores = true;
+  t.tagged_exchange = true;
+  t.threads = kPrnnMmaThreads;
+  t.rows_per_cta = 24;
+  t.ctas_per_direction = 89;
+  ASSERT_TRUE(prnn_mma_stacked_split(t));
+  ASSERT_LT(t.ctas_per_direction * t.rows_per_cta, 16 * prnn_mma_k_tiles(t.hidden));
+  const int length = 1;
+  try {
+    prnn_launch(t, false, nullptr, &length, 1, 1, 1.0f, nullptr, nullptr);
+    FAIL() << "an uncovered tiling was launched";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -606,8 +606,8 @@ void check_fp32_plan_against_float64(CudaContext& ctx, const PersistentRnnPlan& 
   cudaStream_t s = ctx.stream();
   const int H = plan.hidden();
   const float clip = 0.8f;
-  SCOPED_TRACE("H " + std::to_string(H) + ", B " + std::to_string(B) + ", T " +
-               std::to_string(T) + (reverse ? ", reverse" : "") + ", " + plan.describe());
+  SCOPED_TRACE("H " + std::to_string(H) + ", B " + std::to_string(B) + ", T " + std::to_string(T) +
+               (reverse ? ", reverse" : "") + ", " + plan.describe());
   DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
   const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
   Rng rng(seed);
