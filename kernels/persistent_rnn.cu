@@ -414,11 +414,10 @@ void check_tiling(const PrnnTiling& t) {
   const bool groups_ok = t.batch_groups == 1 || ((t.batch_groups == 2 || t.batch_groups == 4) &&
                                                  t.sets() <= kPrnnMaxSets && t.tensor_cores &&
                                                  t.bf16_weights && !t.cluster);
-  // Tagged tensor-core kernels: every state element of the padded k-tiles has an owner (readers
-  // wait for each one's tag).
+  // Tagged tensor-core kernels: every state element of the padded k-tiles has an owner.
   const bool covered =
       !t.tensor_cores || !t.tagged_exchange || t.cluster ||
-      int64_t{t.ctas_per_direction} * t.rows_per_cta >= 16 * int64_t{prnn_mma_k_tiles(t.hidden)};
+      int64_t{t.ctas_per_direction} * t.rows_per_cta >= prnn_mma_padded_rows(t.hidden);
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads &&
                              t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&

@@ -138,20 +138,22 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
   return stacked || (mt == 1 && (kpw == 4 || kpw == 5 || kpw == 8 || kpw == 10));
 }
 
+// The k-tiles per warp of the kernel that runs t: where its fragments live follows from them.
+int kernel_k_tiles(const PrnnTiling& t) {
+  return prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.hidden));
+}
+
 }  // namespace
 
 // Both rules as the kernel that runs t applies them: to its compiled k-tiles per warp.
 bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
   if (!prnn_mma_half_split(t) || prnn_mma_stacked_split(t)) return false;
-  const int mt = t.rows_per_cta / 16;
-  return split_lo_in_shared(mt, prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.hidden)));
+  return split_lo_in_shared(t.rows_per_cta / 16, kernel_k_tiles(t));
 }
 
 bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
   if (!prnn_mma_half_split(t) || prnn_mma_stacked_split(t)) return false;
-  const int mt = t.rows_per_cta / 16;
-  return split_hi_shared_tiles(mt, prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.hidden))) >
-         0;
+  return split_hi_shared_tiles(t.rows_per_cta / 16, kernel_k_tiles(t)) > 0;
 }
 
 namespace {

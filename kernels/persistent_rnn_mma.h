@@ -43,6 +43,11 @@ constexpr int kPrnnMmaThreads = 32 * kPrnnMmaWarps;
 __host__ __device__ constexpr int prnn_mma_k_tiles(int hidden) {
   return (hidden + 15) / 16;
 }
+// The state elements a step's readers take: H padded to whole k-tiles. With the tagged exchange
+// each needs an owning CTA (which writes zeros past H), or its readers wait for it forever.
+__host__ __device__ constexpr int prnn_mma_padded_rows(int hidden) {
+  return 16 * prnn_mma_k_tiles(hidden);
+}
 __host__ __device__ constexpr int prnn_mma_k_tiles_per_warp(int hidden) {
   return (prnn_mma_k_tiles(hidden) + kPrnnMmaWarps - 1) / kPrnnMmaWarps;
 }

@@ -117,7 +117,8 @@ TEST(PersistentRnnSplitLayout, ALaunchRefusesStateElementsWithoutAnOwner) {
   t.rows_per_cta = 24;
   t.ctas_per_direction = 89;
   ASSERT_TRUE(prnn_mma_stacked_split(t));
-  ASSERT_LT(t.ctas_per_direction * t.rows_per_cta, 16 * prnn_mma_k_tiles(t.hidden));
+  ASSERT_EQ(prnn_mma_padded_rows(t.hidden), 2144);  // 134 k-tiles
+  ASSERT_LT(t.ctas_per_direction * t.rows_per_cta, prnn_mma_padded_rows(t.hidden));
   const int length = 1;
   try {
     prnn_launch(t, false, nullptr, &length, 1, 1, 1.0f, nullptr, nullptr);

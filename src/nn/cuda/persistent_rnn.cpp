@@ -29,13 +29,12 @@ void spread_rows(kernels::PrnnTiling& t, int rows, int ctas, int unit) {
 void spread_rows(kernels::PrnnTiling& t, int ctas, int unit) {
   spread_rows(t, t.hidden, ctas, unit);
 }
-// The tensor-core kernels' rows: H padded to whole k-tiles. Every state element a warp reads
-// needs an owner, which writes zeros past H: with the tagged exchange a reader waits for each
-// one's tag, so an element no CTA owns would hang the launch (the stacked split's 24-row CTAs
-// left the last 8 of k_tiles * 16 unowned where ceil(H / 24) is odd and H within 8 of a multiple
-// of 24, e.g. H 2136; the launch's tiling check refuses such tilings now).
+// The tensor-core kernels' rows: H padded to whole k-tiles (kernels::prnn_mma_padded_rows), each
+// with an owner (the stacked split's 24-row CTAs had left the last 8 unowned where ceil(H / 24)
+// is odd and H within 8 of a multiple of 24, e.g. H 2136, and the launch hung; the launch's
+// tiling check refuses such tilings now).
 void spread_tensor_rows(kernels::PrnnTiling& t, int ctas, int unit) {
-  spread_rows(t, 16 * kernels::prnn_mma_k_tiles(t.hidden), ctas, unit);
+  spread_rows(t, kernels::prnn_mma_padded_rows(t.hidden), ctas, unit);
 }
 
 }  // namespace
