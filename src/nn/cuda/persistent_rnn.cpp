@@ -229,7 +229,10 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     // starts). At H 1152 two starts gave 1.19 / 1.26 and a third 2.09-2.10 / 2.13-2.17 against
     // 1.69-1.74; at H 2048 its backward-data lost (2.68 vs 2.04); on bf16 weights it lost to the
     // tensor cores at H 1152 and 2048, and at batch 4-32 to the barrier (kernels/NOTES.md,
-    // version 5).
+    // version 5). Beyond H 512 a launch can fall into a slow state it keeps: after a scattered
+    // start (backward-data's column loads of U) or at some exchange placements; a start barrier
+    // cures the first only, and where the fp32 split is slowest (H 2176-2560) this kernel at its
+    // best is no faster (session 48).
     t.tagged_exchange = allowed.tagged_exchange && max_batch == 1 && !t.bf16_weights &&
                         hidden <= 512 && chunks == 1;
     for (int pass = 0; pass < 2 && !fits_; ++pass) {
