@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -377,7 +378,15 @@ int tune_decoder(const TuneDecoderArgs& args) {
 }
 
 int validate_data(const ValidateArgs& args) {
-  Config cfg = load_config(args.config, args.overrides);
+  // A manifest alone is checked as the default config (with the overrides) would use it.
+  const std::string ext = std::filesystem::path(args.config).extension().string();
+  const bool manifest_only = ext == ".jsonl" || ext == ".json";
+  Config cfg = manifest_only ? parse_config("", args.overrides, "defaults")
+                             : load_config(args.config, args.overrides);
+  if (manifest_only) {
+    cfg.data.train_manifest = args.config;
+    cfg.data.dev_manifest.clear();
+  }
   // Validation reports every problem; it never stops at the first.
   cfg.data.fatal_bad_utterances = false;
   AcousticModel am = AcousticModel::create(cfg);
@@ -387,7 +396,7 @@ int validate_data(const ValidateArgs& args) {
     if (manifest.empty()) continue;
     Dataset ds;
     try {
-      ds = load_dataset(manifest, checks, std::max(1, cfg.data.loader_threads));
+      ds = check_dataset(manifest, checks, std::max(1, cfg.data.loader_threads));
     } catch (const Error& e) {
       std::cout << e.what() << "\n";
       ++bad;
@@ -398,6 +407,10 @@ int validate_data(const ValidateArgs& args) {
               << " usable (" << ds.hours() << " h), " << ds.problems.size() << " problems\n";
     total += ds.total_lines;
     bad += static_cast<int64_t>(ds.problems.size());
+    if (ds.examples.empty()) {  // training would stop here, so it counts as one more problem
+      std::cout << manifest << ": no usable utterance\n";
+      ++bad;
+    }
   }
   std::cout << "summary: " << total << " utterances checked, " << bad << " problems\n";
   return bad == 0 ? 0 : 1;

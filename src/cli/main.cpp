@@ -6,6 +6,7 @@
 //   ds2 score test.ref.trn test.hyp.trn
 //   ds2 export runs/fsdd/best.ckpt fsdd.safetensors
 //   ds2 validate-data configs/fsdd.yaml
+//   ds2 validate-data data/new.jsonl features.sample_rate=8000
 //   ds2 bench step configs/ds2-large.yaml --batch 4 --seconds 10
 //   ds2 bench rnn --hidden 1152 --batch 4 --steps 256
 //   ds2 tune-decoder runs/fsdd/best.ckpt data/dev.jsonl --lm lm.arpa --alphas 0.5,1 --betas 0,2
@@ -204,7 +205,11 @@ int main(int argc, char** argv) {
 
   ds2::cli::ValidateArgs val;
   auto* val_cmd = app.add_subcommand("validate-data", "Check every utterance a config would use");
-  val_cmd->add_option("config", val.config, "YAML config file")->required();
+  val_cmd
+      ->add_option("config", val.config,
+                   "YAML config file, or one JSON-lines manifest (.jsonl, .json) checked with the "
+                   "default config and the overrides")
+      ->required();
   val_cmd->add_option("overrides", val.overrides, "key.path=value overrides");
 
   ds2::cli::ImportKaldiArgs kaldi;

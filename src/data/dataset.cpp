@@ -106,7 +106,7 @@ void check_all(const std::vector<Utterance>& utts, const DatasetChecks& checks, 
 
 }  // namespace
 
-Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, int threads) {
+Dataset check_dataset(const std::string& manifest, const DatasetChecks& checks, int threads) {
   Dataset ds;
   ds.manifest = manifest;
   std::vector<std::string> manifest_problems;
@@ -116,6 +116,11 @@ Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, i
   ds.total_lines = static_cast<int64_t>(utts.size() + manifest_problems.size());
   ds.problems = std::move(manifest_problems);
   check_all(utts, checks, threads, &ds);
+  return ds;
+}
+
+Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, int threads) {
+  Dataset ds = check_dataset(manifest, checks, threads);
   DS2_CHECK(!ds.examples.empty(), manifest << ": no usable utterance (" << ds.problems.size()
                                            << " problems; run ds2 validate-data)");
   return ds;

@@ -57,6 +57,9 @@ std::string describe_problem(const Utterance& utt, const std::string& reason);
 // Reads and checks a manifest on `threads` threads. Throws on the first problem when
 // checks.data.fatal_bad_utterances is set, and when no utterance at all is usable.
 Dataset load_dataset(const std::string& manifest, const DatasetChecks& checks, int threads);
+// The same, but a manifest without a usable utterance is returned too, with all its problems
+// (for reports such as `ds2 validate-data`).
+Dataset check_dataset(const std::string& manifest, const DatasetChecks& checks, int threads);
 
 // The manifest name of audio files named on a command line, in their problems and Datasets.
 inline constexpr const char* kCommandLineManifest = "<command line>";

@@ -141,6 +141,53 @@ TEST_F(CliTest, ValidateDataNamesEveryBadUtterance) {
   EXPECT_NE(r.output.find("ds2: error: " + m + ":"), std::string::npos) << r.output;
 }
 
+TEST_F(CliTest, ValidateDataChecksAManifestAlone) {
+  // A manifest instead of a config: checked as the default config, with the overrides, uses it.
+  testing::write_digit_manifest(dir_, "lucas", {3}, 1, "good.jsonl");
+  std::ifstream good(dir_ / "good.jsonl");
+  std::string line1;
+  std::getline(good, line1);
+  const std::string m = write(
+      "new.jsonl", line1 + "\n" +
+                       "{\"audio_filepath\": \"lucas_3_0.wav\", \"duration\": 0.3, "
+                       "\"text\": \"thr3e!\"}\n" +
+                       "{\"audio_filepath\": \"nothere.wav\", \"duration\": 1, \"text\": \"x\"}\n");
+  CliRun r = run("validate-data " + m + " features.sample_rate=8000 data.digits=keep");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find(m + ":2: lucas_3_0@2: characters outside the alphabet: \"3\""),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(m + ":3: nothere@3: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("summary: 3 utterances checked, 2 problems"), std::string::npos)
+      << r.output;
+  // The good line alone passes.
+  r = run("validate-data " + (dir_ / "good.jsonl").string() +
+          " features.sample_rate=8000 data.digits=keep");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("summary: 1 utterances checked, 0 problems"), std::string::npos)
+      << r.output;
+  // Without one usable utterance, every problem is still listed.
+  const std::string bad = write("bad.jsonl",
+                                "{\"audio_filepath\": \"nothere.wav\", "
+                                "\"duration\": 1, \"text\": \"x\"}\n{not json\n");
+  r = run("validate-data " + bad + " features.sample_rate=8000");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find(bad + ":1: nothere@1: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(bad + ":2: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 utterances, 0 usable"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(bad + ": no usable utterance"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("summary: 2 utterances checked, 3 problems"), std::string::npos)
+      << r.output;
+  // An empty manifest is one problem, not a pass.
+  r = run("validate-data " + write("empty.jsonl", "") + " features.sample_rate=8000");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("empty.jsonl: no usable utterance"), std::string::npos) << r.output;
+  // A bad override is named as in a config.
+  r = run("validate-data " + m + " features.sample_rat=8000");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("features.sample_rat"), std::string::npos) << r.output;
+}
+
 TEST_F(CliTest, TranscribeAndEvalReportMissingFiles) {
   CliRun r = run("transcribe " + (dir_ / "none.ckpt").string() + " a.wav");
   EXPECT_EQ(r.code, 1);
