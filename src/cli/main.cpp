@@ -17,6 +17,7 @@
 #include "cli/bench_command.h"
 #include "cli/commands.h"
 #include "cli/gpu_bench_commands.h"
+#include "cli/number_validators.h"
 #include "core/error.h"
 #include "dist/world.h"
 #include "train/config.h"
@@ -56,7 +57,7 @@ void add_decode_options(CLI::App* cmd, ds2::cli::DecodeArgs* d, bool tuning = fa
            d->set_beam = true;
          },
          "Beam width (decode.beam_width; 1 without an LM = greedy)")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   if (!tuning)
     cmd->add_flag("--greedy", d->greedy, "Best-path decoding, ignoring the decode: section");
 }
@@ -81,9 +82,9 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("checkpoint", eval.checkpoint, "Checkpoint file")->required();
   eval_cmd->add_option("manifest", eval.manifest, "JSON-lines manifest")->required();
   eval_cmd->add_option("--batch-size", eval.batch_size, "Utterances per batch")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   eval_cmd->add_option("--threads", eval.threads, "Loader and decoder threads")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   eval_cmd->add_option("--worst", eval.show_worst, "Print the N worst utterances");
   eval_cmd
       ->add_option("--warps", eval.warps,
@@ -94,14 +95,14 @@ int main(int argc, char** argv) {
   eval_cmd
       ->add_option("--confusions", eval.show_confusions,
                    "Print the N most frequent word substitutions (reference -> recognized)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ds2::cli::kNonNegative);
   eval_cmd->add_option("--trn", eval.trn_prefix, "Write PREFIX.ref.trn and PREFIX.hyp.trn");
   eval_cmd
       ->add_option("--adapt-bn", eval.adapt_bn,
                    "First re-estimate batch-norm statistics on the manifest's audio, N passes "
                    "(unsupervised adaptation: transcripts unused; not for models with "
                    "per-utterance statistics, which have none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ds2::cli::kNonNegative);
   add_decode_options(eval_cmd, &eval.decode);
 
   ds2::cli::TranscribeArgs tr;
@@ -114,20 +115,20 @@ int main(int argc, char** argv) {
   tr_cmd->add_option("--format", tr.format, "text: path<TAB>text; json: one object per line")
       ->check(CLI::IsMember({"text", "json"}));
   tr_cmd->add_option("--window", tr.window_s, "Longer recordings go in windows of this many s")
-      ->check(CLI::NonNegativeNumber)
+      ->check(ds2::cli::kNonNegative)
       ->capture_default_str();
   tr_cmd->add_option("--overlap", tr.overlap_s, "Seconds of overlap between windows")
-      ->check(CLI::NonNegativeNumber)
+      ->check(ds2::cli::kNonNegative)
       ->capture_default_str();
-  tr_cmd->add_option("--batch-size", tr.batch_size, "Files per batch")->check(CLI::PositiveNumber);
+  tr_cmd->add_option("--batch-size", tr.batch_size, "Files per batch")->check(ds2::cli::kPositive);
   tr_cmd
       ->add_option("--adapt-bn", tr.adapt_bn,
                    "First re-estimate batch-norm statistics on these recordings, N passes (for "
                    "many recordings of one new voice; unsupervised; not for models with "
                    "per-utterance statistics)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ds2::cli::kNonNegative);
   tr_cmd->add_option("--threads", tr.threads, "Loader and decoder threads")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   add_decode_options(tr_cmd, &tr.decode);
 
   ds2::cli::AdaptArgs adapt;
@@ -147,18 +148,18 @@ int main(int argc, char** argv) {
   adapt_cmd->add_option("--out", adapt.out_dir, "Folder for the rounds and adapted.ckpt")
       ->required();
   adapt_cmd->add_option("--rounds", adapt.rounds, "Label-and-fine-tune rounds")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   adapt_cmd
       ->add_option("--repeat", adapt.repeat,
                    "Copies of the pseudo-labelled recordings beside the training set")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   adapt_cmd
       ->add_option("--adapt-bn", adapt.adapt_bn,
                    "Batch-norm adaptation passes over the recordings before labelling them "
                    "(skipped for models with per-utterance statistics)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(ds2::cli::kNonNegative)
       ->capture_default_str();
   adapt_cmd
       ->add_option("--keep", adapt.keep,
@@ -167,9 +168,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
   adapt_cmd->add_option("--batch-size", adapt.batch_size, "Utterances per labelling batch")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   adapt_cmd->add_option("--threads", adapt.threads, "Loader and decoder threads for labelling")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   add_decode_options(adapt_cmd, &adapt.decode);
 
   ds2::cli::TuneDecoderArgs tune;
@@ -186,9 +187,9 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   tune_cmd->add_option("--batch-size", tune.batch_size, "Utterances per batch")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   tune_cmd->add_option("--threads", tune.threads, "Loader and decoder threads")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
 
   ds2::cli::ScoreArgs score;
   auto* score_cmd =
@@ -227,37 +228,37 @@ int main(int argc, char** argv) {
   bench_step_cmd->add_option("overrides", bench.overrides, "key.path=value overrides");
   bench_step_cmd
       ->add_option("--batch", bench.options.batch, "Utterances per step (default: config)")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   bench_step_cmd->add_option("--seconds", bench.options.seconds, "Audio seconds per utterance")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   bench_step_cmd->add_option("--steps", bench.options.steps, "Timed steps")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   bench_step_cmd->add_option("--warmup", bench.options.warmup, "Untimed steps first")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ds2::cli::kNonNegative);
   ds2::cli::BenchLoaderArgs bench_loader;
   auto* bench_loader_cmd = bench_cmd->add_subcommand(
       "loader", "Data loader speed on the training manifest (read, augment, featurize)");
   bench_loader_cmd->add_option("config", bench_loader.config, "YAML config file")->required();
   bench_loader_cmd->add_option("overrides", bench_loader.overrides, "key.path=value overrides");
   bench_loader_cmd->add_option("--batches", bench_loader.options.batches, "Timed batches")
-      ->check(CLI::PositiveNumber);
+      ->check(ds2::cli::kPositive);
   bench_loader_cmd
       ->add_option("--hold-ms", bench_loader.options.hold_ms,
                    "Hold each batch this long, as a training step would")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ds2::cli::kNonNegative);
   bool no_augment = false;
   bench_loader_cmd->add_flag("--no-augment", no_augment, "Featurize without augmentation");
   ds2::RnnBenchOptions bench_rnn;
   auto* bench_rnn_cmd = bench_cmd->add_subcommand(
       "rnn", "RNN recurrence µs/step: persistent kernel vs GEMM RNN vs cuDNN (CUDA builds)");
   bench_rnn_cmd->add_option("--hidden", bench_rnn.hidden, "Hidden size H")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_rnn_cmd->add_option("--batch", bench_rnn.batch, "Batch size B")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_rnn_cmd->add_option("--steps", bench_rnn.steps, "Timesteps T")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_rnn_cmd
       ->add_option("--precision", bench_rnn.precision,
@@ -275,31 +276,31 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"relu", "gru"}))
       ->capture_default_str();
   bench_rnn_cmd->add_option("--repeats", bench_rnn.repeats, "Timed runs (median)")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_rnn_cmd->add_option("--warmup", bench_rnn.warmup, "Untimed runs first")
-      ->check(CLI::NonNegativeNumber)
+      ->check(ds2::cli::kNonNegative)
       ->capture_default_str();
 
   ds2::StackBenchOptions bench_stack;
   auto* bench_stack_cmd = bench_cmd->add_subcommand(
       "stack", "Unidirectional persistent RNN stack: layer after layer vs wavefront (CUDA builds)");
   bench_stack_cmd->add_option("--layers", bench_stack.layers, "Layers L")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_stack_cmd->add_option("--hidden", bench_stack.hidden, "Width H of every layer")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_stack_cmd->add_option("--batch", bench_stack.batch, "Batch size B")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_stack_cmd->add_option("--steps", bench_stack.steps, "Timesteps T")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_stack_cmd
       ->add_option("--chunk", bench_stack.chunks, "Wavefront chunk sizes in steps (comma list)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_stack_cmd
       ->add_option("--precision", bench_stack.precision,
@@ -311,10 +312,10 @@ int main(int argc, char** argv) {
                    "true: y = h + x around every layer; false: none (cuDNN's stack, checked)")
       ->capture_default_str();
   bench_stack_cmd->add_option("--repeats", bench_stack.repeats, "Timed passes (median)")
-      ->check(CLI::PositiveNumber)
+      ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_stack_cmd->add_option("--warmup", bench_stack.warmup, "Untimed passes first")
-      ->check(CLI::NonNegativeNumber)
+      ->check(ds2::cli::kNonNegative)
       ->capture_default_str();
 
   auto* keys_cmd = app.add_subcommand("config-keys", "List every config key with its default");

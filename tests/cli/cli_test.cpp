@@ -79,6 +79,15 @@ TEST_F(CliTest, GpuBenchmarksRefuseBadOptionsAndSayWhyTheyCannotRun) {
   EXPECT_NE(run("bench stack --precision fp16").code, 0);
   EXPECT_NE(run("bench stack --residual maybe").code, 0);
   EXPECT_NE(run("bench rnn --density 2").code, 0);
+  // Number checks name the value, not CLI11's range up to the largest double.
+  CliRun bad = run("bench rnn --hidden 0");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("--hidden: must be a positive number, got '0'"), std::string::npos)
+      << bad.output;
+  EXPECT_EQ(bad.output.find("1797"), std::string::npos) << bad.output;
+  bad = run("bench rnn --warmup -1");
+  EXPECT_NE(bad.output.find("--warmup: must be zero or more, got '-1'"), std::string::npos)
+      << bad.output;
   for (const char* sub : {"bench rnn", "bench stack"}) {
     CliRun r = run(std::string(sub) + " --steps 4 --repeats 1 --warmup 0");
     if (r.code == 0) continue;  // a GPU ran it

@@ -1,0 +1,38 @@
+// Command-line number checks whose messages say what was wanted. CLI11's PositiveNumber and
+// NonNegativeNumber print their range up to the largest double ("Value 0 not in range 0.000000
+// to 1797693...").
+//
+//   cmd->add_option("--hidden", hidden, "Width H")->check(ds2::cli::kPositive);
+//   // ds2 bench rnn --hidden 0  ->  "--hidden: must be a positive number, got '0'"
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <string>
+
+namespace ds2::cli {
+
+// The option's text as a number; false when it is not one (or has trailing characters).
+inline bool parse_number(const std::string& text, double& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size();
+}
+
+inline const CLI::Validator kPositive(
+    [](std::string& text) -> std::string {
+      double v = 0.0;
+      return parse_number(text, v) && v > 0.0 ? ""
+                                              : "must be a positive number, got '" + text + "'";
+    },
+    "POSITIVE");
+
+inline const CLI::Validator kNonNegative(
+    [](std::string& text) -> std::string {
+      double v = 0.0;
+      return parse_number(text, v) && v >= 0.0 ? "" : "must be zero or more, got '" + text + "'";
+    },
+    "NONNEGATIVE");
+
+}  // namespace ds2::cli
