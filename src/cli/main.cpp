@@ -323,7 +323,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --help-all
+    // One line, as every other error of the command line.
+    std::cerr << "ds2: error: " << e.what() << " (ds2 --help-all lists every option)" << std::endl;
+    return e.get_exit_code();
   }
   // Under mpirun, every rank runs this; a rank that fails ends the whole job (MPI_Abort) so the
   // others do not wait for it in their next collective.
