@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
       ->check(ds2::cli::kPositive);
   eval_cmd->add_option("--threads", eval.threads, "Loader and decoder threads")
       ->check(ds2::cli::kPositive);
-  eval_cmd->add_option("--worst", eval.show_worst, "Print the N worst utterances");
+  eval_cmd->add_option("--worst", eval.show_worst, "Print the N worst utterances")
+      ->check(ds2::cli::kNonNegative);
   eval_cmd
       ->add_option("--warps", eval.warps,
                    "Comma-separated frequency warps tried on every utterance (e.g. "

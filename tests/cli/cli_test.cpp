@@ -87,6 +87,9 @@ TEST_F(CliTest, GpuBenchmarksRefuseBadOptionsAndSayWhyTheyCannotRun) {
   EXPECT_EQ(bad.output.find("1797"), std::string::npos) << bad.output;
   EXPECT_EQ(bad.output.find("ds2: error: --hidden"), 0u) << bad.output;
   EXPECT_EQ(std::count(bad.output.begin(), bad.output.end(), '\n'), 1) << bad.output;
+  bad = run("eval x.ckpt x.jsonl --worst -2");
+  EXPECT_NE(bad.output.find("--worst: must be zero or more, got '-2'"), std::string::npos)
+      << bad.output;
   bad = run("bench rnn --warmup -1");
   EXPECT_NE(bad.output.find("--warmup: must be zero or more, got '-1'"), std::string::npos)
       << bad.output;
