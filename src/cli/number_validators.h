@@ -20,19 +20,21 @@ inline bool parse_number(const std::string& text, double& value) {
   return end == text.c_str() + text.size();
 }
 
-inline const CLI::Validator kPositive(
-    [](std::string& text) -> std::string {
-      double v = 0.0;
-      return parse_number(text, v) && v > 0.0 ? ""
-                                              : "must be a positive number, got '" + text + "'";
-    },
-    "POSITIVE");
+// A check that the option is a number for which ok(value) holds; else "must be <want>, got
+// '<text>'".
+inline CLI::Validator number_check(bool (*ok)(double), const std::string& want,
+                                   const std::string& name) {
+  return CLI::Validator(
+      [ok, want](std::string& text) -> std::string {
+        double v = 0.0;
+        return parse_number(text, v) && ok(v) ? "" : "must be " + want + ", got '" + text + "'";
+      },
+      name);
+}
 
-inline const CLI::Validator kNonNegative(
-    [](std::string& text) -> std::string {
-      double v = 0.0;
-      return parse_number(text, v) && v >= 0.0 ? "" : "must be zero or more, got '" + text + "'";
-    },
-    "NONNEGATIVE");
+inline const CLI::Validator kPositive =
+    number_check([](double v) { return v > 0.0; }, "a positive number", "POSITIVE");
+inline const CLI::Validator kNonNegative =
+    number_check([](double v) { return v >= 0.0; }, "zero or more", "NONNEGATIVE");
 
 }  // namespace ds2::cli

@@ -25,10 +25,6 @@ void spread_rows(kernels::PrnnTiling& t, int rows, int ctas, int unit) {
   t.rows_per_cta = ceil_div(ceil_div(rows, ctas), unit) * unit;
   t.ctas_per_direction = ceil_div(rows, t.rows_per_cta);
 }
-// The fp32-math kernel's rows: t.hidden.
-void spread_rows(kernels::PrnnTiling& t, int ctas, int unit) {
-  spread_rows(t, t.hidden, ctas, unit);
-}
 // The tensor-core kernels' rows: H padded to whole k-tiles (kernels::prnn_mma_padded_rows), each
 // with an owner (the stacked split's 24-row CTAs had left the last 8 unowned where ceil(H / 24)
 // is odd and H within 8 of a multiple of 24, e.g. H 2136, and the launch hung; the launch's
@@ -206,7 +202,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
 
   // Spread the rows over as many SMs as there are, in whole row groups (a partial group costs
   // as much as a full one, so fewer CTAs with full groups are free and lighten the exchange).
-  spread_rows(t, ctas_max, kRowGroup);
+  spread_rows(t, hidden, ctas_max, kRowGroup);
   const int groups = t.rows_per_cta / kRowGroup;
   const int outputs = groups * kRowGroup * t.batch_tile;  // one per thread in the epilogue
   const int max_groups = std::min(groups, t.bf16_weights ? kernels::kPrnnMaxRegisterGroupsBf16
