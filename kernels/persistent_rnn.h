@@ -81,6 +81,9 @@ struct PrnnTiling {
   // with an exchange (and step barrier) of its own. Where a layer's CTAs fill half the SMs or
   // fewer, the other half then works too, each set on a narrower batch pass.
   int batch_groups = 1;
+  // fp32 split tensor-core plans only: the GRU forward (kernels/persistent_rnn_mma.h,
+  // pgru_mma_forward_launch) instead of the clipped-ReLU recurrence.
+  bool gru = false;
 
   // Whether the kernel rounds the state to bf16 (the bf16 tensor-core kernels).
   bool state_in_bf16() const { return tensor_cores && bf16_weights; }

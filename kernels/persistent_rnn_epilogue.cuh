@@ -5,6 +5,7 @@
 //   prnn_prefetch_epilogue(ep_next, ep_h, d, t, B, B, R, r0, H, len_s, backward, tid, tid / R,
 //                          tid % R, threads);
 //   out = prnn_cell_from_partials(red + b * pitch + m, red_warp, warps, x, h, backward, clip);
+//   sum = prnn_sum_partials<16>(red + b * pitch + m, red_warp, 16);   // the sum alone (GRU)
 #pragma once
 
 #include <cstdint>
@@ -36,17 +37,14 @@ __device__ __forceinline__ void prnn_prefetch_epilogue(float* dst, int h_offset,
   cp_async_commit();
 }
 
-// One output of a step: the `warps` partial sums at partial[w * warp_stride] added in warp order
-// (deterministic, the same for every plan of a hidden size and kernel kind), then the clipped ReLU
-// of x + sum (forward) or its gradient given the forward's h (backward-data). kPairwise > 0 (=
-// warps, known at compile time): added pairwise instead, neighbours first, a tree of log2(warps)
-// adds where the warp order is a chain of `warps` dependent adds on the step's critical path (the
-// fp32 split).
+// The `warps` partial sums of one output at partial[w * warp_stride], added in warp order
+// (deterministic, the same for every plan of a hidden size and kernel kind), or with kPairwise > 0
+// (= warps, known at compile time) pairwise, neighbours first: a tree of log2(warps) adds where
+// the warp order is a chain of `warps` dependent adds on the step's critical path (the fp32
+// split).
 template <int kPairwise = 0>
-__device__ __forceinline__ float prnn_cell_from_partials(const float* partial, int warp_stride,
-                                                         int warps, float x, float h, bool backward,
-                                                         float clip) {
-  float sum = 0.0f;
+__device__ __forceinline__ float prnn_sum_partials(const float* partial, int warp_stride,
+                                                   int warps) {
   if constexpr (kPairwise > 0) {
     float v[kPairwise];
 #pragma unroll
@@ -55,11 +53,22 @@ __device__ __forceinline__ float prnn_cell_from_partials(const float* partial, i
     for (int width = 1; width < kPairwise; width *= 2)
 #pragma unroll
       for (int w = 0; w + width < kPairwise; w += 2 * width) v[w] += v[w + width];
-    sum = v[0];
+    return v[0];
   } else {
+    float sum = 0.0f;
 #pragma unroll 16
     for (int w = 0; w < warps; ++w) sum += partial[w * warp_stride];
+    return sum;
   }
+}
+
+// One output of a step: its partial sums added (prnn_sum_partials), then the clipped ReLU of
+// x + sum (forward) or its gradient given the forward's h (backward-data).
+template <int kPairwise = 0>
+__device__ __forceinline__ float prnn_cell_from_partials(const float* partial, int warp_stride,
+                                                         int warps, float x, float h, bool backward,
+                                                         float clip) {
+  const float sum = prnn_sum_partials<kPairwise>(partial, warp_stride, warps);
   return backward ? clipped_relu_grad(h, x + sum, clip) : clipped_relu(x + sum, clip);
 }
 

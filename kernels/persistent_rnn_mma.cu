@@ -7,7 +7,9 @@
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/cooperative_launch.h"
+#include "kernels/gru_cell.cuh"
 #include "kernels/mma.cuh"
+#include "kernels/persistent_gru.h"
 #include "kernels/persistent_rnn_epilogue.cuh"
 #include "kernels/persistent_rnn_fragments.cuh"
 #include "kernels/persistent_rnn_mma.h"
@@ -45,6 +47,12 @@ struct MmaArgs {
   // when a scaled state value leaves fp16's range (both in the workspace's control block).
   const unsigned int* grad_max;
   unsigned int* overflow;
+  // GRU forward (PrnnTiling::gru), per direction: the hidden-side bias b_h {3H}, the gates (the
+  // set's x, read through the prefetch: the input side; r, z, n written over it) and the
+  // candidate {T, B, H}; the set's y is h {T, B, H}.
+  const float* gru_bias[2];
+  float* gru_gates[2];
+  float* gru_candidate[2];
 };
 
 // The kernel forms: bf16; fp32 split into two fp16 halves, 16-row m-tiles with hi and lo in
@@ -220,8 +228,10 @@ __device__ __forceinline__ float split_column_sum(float u_hi, float u_lo, int q,
 // pass (batch_tile = 8 NT); kTags: the tagged exchange; kForm: bf16, or fp32 split (U and the
 // state each split into two fp16 halves, 4 bytes a weight, products on tensor cores; tagged, one
 // n-tile of 4 batch rows: columns b and b + 4 hold row b's hi and lo), whose backward-data
-// exchanges the state times a power of two (persistent_rnn_mma.h).
-template <int MT, int KPW, int NT, bool kTags, MmaForm kForm>
+// exchanges the state times a power of two (persistent_rnn_mma.h). kGru: the GRU forward
+// (kernels/persistent_gru.h's contract) on the fp32 split: a CTA's rows are its neurons' three
+// gates, and its epilogue the GRU cell.
+template <int MT, int KPW, int NT, bool kTags, MmaForm kForm, bool kGru = false>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
   constexpr bool kSplit = kForm != MmaForm::kBf16;
   constexpr bool kStacked = kForm == MmaForm::kStackedSplit;
@@ -265,6 +275,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // session 28). The bf16 kernels measured 0.03-0.05 slower that way (H 1152 batch 4 and 8), and
   // from 8 k-tiles per warp it spills.
   const int R = kSplit ? kRowsPerTile * MT : a.rows;
+  // GRU: the CTA's neurons [k0, k0 + kGruN); local row i is gate i / kGruN of neuron
+  // k0 + i % kGruN (rows from 3 kGruN hold zeros). The exchange carries h, K = H as for the ReLU.
+  constexpr int kGruN = kGru ? kRowsPerTile * MT / 3 : 1;
+  static_assert(!kGru || (kSplit && kTags), "GRU forward: the fp32 split, tagged");
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
@@ -329,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // store tagged zeros.
   static_assert(!kTags || kPass * kRowsPerTile * MT <= kThreads,
                 "tagged: at most one output per thread");
-  const int own_k = r0 + tid_m;
+  const int own_k = (kGru ? cta * kGruN : r0) + tid_m;
   // The first of an owner's partial sums in red. Pinned for the split kernel: ptxas recomputed it
   // from the thread index (S2R, then three dependent integer ops) between the CTA barrier and the
   // epilogue's loads of the partial sums. With the partial sums added pairwise (the epilogue),
@@ -337,7 +351,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // 45"): fp32 H 2048 batch 1 1.53-1.57 -> 1.48-1.50, H 2176 batch 1 1.98 -> 1.91-1.93, H 1920
   // batch 4 1.57-1.60 -> 1.50-1.53; the pairwise sums alone were level.
   const int own_partials = kSplit ? pin_in_register(tid_b * pitch + tid_m) : tid_b * pitch + tid_m;
-  const bool own_state = kTags && tid < kPass * R && tid_b < B && own_k < k_padded;
+  const bool own_state =
+      kTags && tid < kPass * R && tid_b < B && own_k < k_padded && (!kGru || tid_m < kGruN);
   const bool own_y = own_state && own_k < H;
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
   // fp32 split: the hi half's place in 16-bit units; lo is in column tid_b + 4 (batch rows < 4),
@@ -370,12 +385,45 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // at two or more m-tiles and 10-12 k-tiles per warp, where that spilled (ptxas: `<2, 10>` fp16
   // split 168 bytes, bf16 60).
   constexpr bool kBatchLoads = !(MT >= 2 && KPW >= 10);  // (the stacked helper always batches)
+  // GRU: local row i's first weight in U {3H, H} (nullptr: a row of zeros).
+  auto gru_row = [&](int i) -> const float* {
+    const int k = cta * kGruN + i % kGruN;
+    return i < 3 * kGruN && k < H ? d.u + (size_t(i / kGruN) * H + k) * H : nullptr;
+  };
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
-      if constexpr (kStacked) {
+      if constexpr (kGru) {
+        // The GRU's rows are gate slices of U {3H, H}; the fragments go where the ReLU's would.
+        uint32_t hi[4], lo[4];
+        if constexpr (kStacked)
+          prnn_stacked_split_a_fragment_rows(hi, gru_row(8 * mt + g), H, kt0 + kk, q, mine);
+        else
+          prnn_half_split_a_fragment_rows(hi, lo, gru_row(16 * mt + g), gru_row(16 * mt + g + 8), H,
+                                          kt0 + kk, q, mine);
+        const uint4 hi4 = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+        const uint4 lo4 = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        if (kk >= kHiRegs) {
+          if (mine && kStacked) lo_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = hi4;
+          if (mine && !kStacked) {
+            hi_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = hi4;
+            lo_s[(kk * MT + mt) * kWarps * 32] = lo4;
+          }
+          continue;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) ah[kk < kHiRegs ? kk : 0][mt][i] = hi[i];
+        if constexpr (!kStacked) {
+          if (kLoShared && kk >= kLoRegs) {
+            if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = lo4;
+          } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) af[kk < kLoRegs ? kk : 0][mt][i] = lo[i];
+          }
+        }
+      } else if constexpr (kStacked) {
         const int m0 = r0 + 8 * mt;
         if (kk < kHiRegs) {
           prnn_stacked_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], d.u, H, m0, kt0 + kk, g, q,
@@ -424,9 +472,30 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   }
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
+  // GRU: an owner copies its neuron's three input-side gates to ep[tid + gate kGruN] (it alone
+  // reads them), keeps its h and its bias in registers, and writes the gates it computes over x.
+  float gru_h = 0.0f;
+  GruTriple gru_b{0.0f, 0.0f, 0.0f};
+  float* const gru_gates = kGru ? a.gru_gates[di] : nullptr;
+  float* const gru_candidate = kGru ? a.gru_candidate[di] : nullptr;
+  if (kGru && own_y) {
+    const float* b_h = a.gru_bias[di] + own_k;
+    gru_b = GruTriple{b_h[0], b_h[H], b_h[2 * H]};
+  }
   auto prefetch = [&](int s) {
-    prnn_prefetch_epilogue(ep + (s & 1) * ep_parity, ep_h, d, d.descending ? T - 1 - s : s, B, Bs,
-                           R, r0, H, len_s, bwd, tid, tid_b, tid_m, kThreads);
+    const int t = d.descending ? T - 1 - s : s;
+    if constexpr (kGru) {
+      if (t < own_len) {
+        float* const dst = ep + (s & 1) * ep_parity + tid;
+        const float* x = d.x + (int64_t{t} * Bs + tid_b) * d.ld_x + own_k;
+#pragma unroll
+        for (int gate = 0; gate < 3; ++gate) cp_async4(dst + gate * kGruN, x + gate * H);
+      }
+      cp_async_commit();
+    } else {
+      prnn_prefetch_epilogue(ep + (s & 1) * ep_parity, ep_h, d, t, B, Bs, R, r0, H, len_s, bwd, tid,
+                             tid_b, tid_m, kThreads);
+    }
   };
   if (T > 0) prefetch(0);
   // Tagged, up to 6 k-tiles per warp and two m-tiles: an owner's y of step s - 1 and its
@@ -436,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // 1.54; bf16 batch 4 H 1152 1.33 -> 1.27-1.29). At 8 k-tiles per warp it was level (fp32 H
   // 2048) or slower (bf16 H 2048 1.68-1.70 -> 1.77-1.79); two m-tiles from 8 spilled.
   constexpr bool kAfterLoads =
-      kTags && (kStacked ? stacked_after_loads(MT, KPW) : MT <= 2 && KPW <= 6);
+      kTags && !kGru && (kStacked ? stacked_after_loads(MT, KPW) : MT <= 2 && KPW <= 6);
   float pending_y = 0.0f;
   int64_t pending_y_at = -1;
   auto after_loads = [&](int s) {
@@ -685,6 +754,38 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 
       if constexpr (kTags) {
         // The exchange store first: the next step of every CTA waits for it, not for y.
+        if constexpr (kGru) {
+          if (own_state) {
+            cp_async_wait_all();
+            float h = 0.0f;
+            GruGates cell{};
+            if (t < own_len) {
+              const float* p = red + own_partials;
+              cell = gru_cell_forward({epx[tid], epx[tid + kGruN], epx[tid + 2 * kGruN]},
+                                      {prnn_sum_partials<kWarps>(p, red_warp, kWarps),
+                                       prnn_sum_partials<kWarps>(p + kGruN, red_warp, kWarps),
+                                       prnn_sum_partials<kWarps>(p + 2 * kGruN, red_warp, kWarps)},
+                                      gru_b, gru_h);
+              h = cell.h;
+            }
+            uint16_t* const hi =
+                reinterpret_cast<uint16_t*>(d.xbuf) + (s & 1 ? own_out_odd : own_out_even);
+            store_half_split_tagged(hi, hi + kPrnnSplitLoHalves, h, tag_out);
+            if (own_y) {
+              const int64_t row = int64_t{t} * Bs + tid_b;
+              if (t < own_len) {
+                float* const gates = gru_gates + row * d.ld_x + own_k;
+                gates[0] = cell.r;
+                gates[H] = cell.z;
+                gates[2 * H] = cell.n;
+                gru_candidate[row * H + own_k] = cell.hn;
+              }
+              d.y[row * d.ld_y + own_k] = h;
+            }
+            gru_h = h;
+          }
+          continue;
+        }
         if (own_state) {
           if constexpr (kAfterLoads)
             cp_async_wait_newest_pending();
@@ -769,10 +870,21 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // k-tiles per warp, where they do not spill (ptxas, sm_90, registers: one m-tile at 2, 4, 5, 6,
 // 8, 10 k-tiles per warp 70-128; two m-tiles up to 126, at 10 128 with two k-tiles' hi in shared
 // memory; kernels/NOTES.md "Session 42").
+// The GRU forward (fp32 split only): one m-tile at up to 4 k-tiles per warp (16 rows, 5 neurons a
+// CTA: H <= 660 on 132 SMs), two at up to 6 (10 neurons), stacked at 4-5 (8 neurons).
 template <int MT, int KPW, int NT>
-const void* kernel_for_exchange(bool tags, MmaForm form) {
+const void* kernel_for_exchange(bool tags, MmaForm form, bool gru) {
   constexpr MmaForm kBf16 = MmaForm::kBf16, kSplit = MmaForm::kFp16Split;
   constexpr MmaForm kStacked = MmaForm::kStackedSplit;
+  if (gru) {
+    if constexpr (NT == 1 && ((MT == 1 && KPW <= 4) || (MT == 2 && KPW <= 6)))
+      if (tags && form == kSplit)
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit, true>);
+    if constexpr (NT == 1 && MT == 3 && (KPW == 4 || KPW == 5))
+      if (tags && form == kStacked)
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, true>);
+    return nullptr;
+  }
   if (form == kSplit) {
     if constexpr (NT == 1 && MT <= 2 && KPW <= 10)
       if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit>);
@@ -790,42 +902,46 @@ const void* kernel_for_exchange(bool tags, MmaForm form) {
 }
 
 template <int MT, int NT>
-const void* kernel_for_kpw(int kpw, bool tags, MmaForm form) {
+const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, bool gru = false) {
   switch (prnn_mma_kernel_k_tiles(kpw)) {
     case 2:
-      return kernel_for_exchange<MT, 2, NT>(tags, form);
+      return kernel_for_exchange<MT, 2, NT>(tags, form, gru);
     case 4:
-      return kernel_for_exchange<MT, 4, NT>(tags, form);
+      return kernel_for_exchange<MT, 4, NT>(tags, form, gru);
     case 5:
-      return kernel_for_exchange<MT, 5, NT>(tags, form);
+      return kernel_for_exchange<MT, 5, NT>(tags, form, gru);
     case 6:
-      return kernel_for_exchange<MT, 6, NT>(tags, form);
+      return kernel_for_exchange<MT, 6, NT>(tags, form, gru);
     case 8:
-      return kernel_for_exchange<MT, 8, NT>(tags, form);
+      return kernel_for_exchange<MT, 8, NT>(tags, form, gru);
     case 10:
-      return kernel_for_exchange<MT, 10, NT>(tags, form);
+      return kernel_for_exchange<MT, 10, NT>(tags, form, gru);
     case 12:
-      return kernel_for_exchange<MT, 12, NT>(tags, form);
+      return kernel_for_exchange<MT, 12, NT>(tags, form, gru);
     default:
       return nullptr;
   }
 }
 
 template <int NT>
-const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form) {
+const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form, bool gru = false) {
   switch (mt) {
     case 1:
-      return kernel_for_kpw<1, NT>(kpw, tags, form);
+      return kernel_for_kpw<1, NT>(kpw, tags, form, gru);
     case 2:
-      return kernel_for_kpw<2, NT>(kpw, tags, form);
+      return kernel_for_kpw<2, NT>(kpw, tags, form, gru);
     case 3:
-      return kernel_for_kpw<3, NT>(kpw, tags, form);
+      return kernel_for_kpw<3, NT>(kpw, tags, form, gru);
     default:
       return nullptr;
   }
 }
 
 }  // namespace
+
+int pgru_mma_neurons(const PrnnTiling& t) {
+  return t.rows_per_cta / 3;
+}
 
 bool prnn_mma_half_split(const PrnnTiling& t) {
   return t.tensor_cores && !t.bf16_weights;
@@ -847,8 +963,10 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
     return t.batch_tile == 4 && t.max_batch <= 4
                ? kernel_for_mt<1>(
                      mt, kpw, t.tagged_exchange,
-                     prnn_mma_stacked_split(t) ? MmaForm::kStackedSplit : MmaForm::kFp16Split)
+                     prnn_mma_stacked_split(t) ? MmaForm::kStackedSplit : MmaForm::kFp16Split,
+                     t.gru)
                : nullptr;
+  if (t.gru) return nullptr;  // the GRU forward: the fp32 split only
   switch (t.batch_tile) {
     case 8:
       return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);
@@ -889,9 +1007,15 @@ const unsigned int* prnn_mma_overflow_flag(const PrnnTiling& t, const void* work
          2;
 }
 
-void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
-                     const int* lengths, int T, int B, float clip, void* workspace,
-                     cudaStream_t stream) {
+namespace {
+
+// Both entry points' launch: `gru` (PrnnTiling::gru) holds the GRU forward's own operands, dirs
+// then its gates as x and h as y.
+void launch_mma(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, const int* lengths,
+                int T, int B, float clip, void* workspace, cudaStream_t stream,
+                const PgruDirection* gru) {
+  DS2_CHECK(t.gru == (gru != nullptr) && (!t.gru || !backward),
+            "persistent RNN (tensor cores): a GRU tiling runs the GRU forward only");
   const void* fn = prnn_mma_kernel(t);
   DS2_CHECK(fn != nullptr, "persistent RNN (tensor cores): no kernel for this tiling");
   const bool half = prnn_mma_half_split(t);
@@ -931,6 +1055,12 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
     if (backward) d.h += b0 * d.ld_h;
   }
   for (int i = t.sets(); i < kPrnnMaxSets; ++i) a.set[i] = a.set[0];
+  for (int i = 0; gru != nullptr && i < t.directions; ++i) {
+    DS2_CHECK(gru[i].bias_h && gru[i].candidate, "persistent GRU: null operand of direction " << i);
+    a.gru_bias[i] = gru[i].bias_h;
+    a.gru_gates[i] = gru[i].gates;
+    a.gru_candidate[i] = gru[i].candidate;
+  }
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
     // tag 0, fp16 split halves tag bit 0 (kernels/exchange_tags.h). The same zeros clear the
@@ -956,8 +1086,42 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
       DS2_CUDA_CHECK(cudaGetLastError());
     }
   }
-  cooperative_launch("persistent RNN (tensor cores)", fn, t.ctas(), t.threads, &a, layout.total,
-                     stream);
+  cooperative_launch(gru ? "persistent GRU (tensor cores)" : "persistent RNN (tensor cores)", fn,
+                     t.ctas(), t.threads, &a, layout.total, stream);
+}
+
+}  // namespace
+
+void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
+                     const int* lengths, int T, int B, float clip, void* workspace,
+                     cudaStream_t stream) {
+  launch_mma(t, backward, dirs, lengths, T, B, clip, workspace, stream, nullptr);
+}
+
+void pgru_mma_forward_launch(const PrnnTiling& t, const PgruDirection* dirs, const int* lengths,
+                             int T, int B, void* workspace, cudaStream_t stream) {
+  DS2_CHECK(T >= 0 && B >= 0, "persistent GRU: negative sizes T " << T << ", B " << B);
+  if (T == 0 || B == 0) return;
+  DS2_CHECK(B <= t.max_batch,
+            "persistent GRU: batch " << B << " exceeds the plan's maximum " << t.max_batch);
+  DS2_CHECK(lengths != nullptr && workspace != nullptr, "persistent GRU: null workspace/lengths");
+  // Every state element a step reads, padding included, needs an owner (pgru_mma_neurons).
+  DS2_CHECK(
+      t.gru && t.directions >= 1 && t.directions <= 2 &&
+          int64_t{t.ctas_per_direction} * pgru_mma_neurons(t) >= prnn_mma_padded_rows(t.hidden),
+      "persistent GRU (tensor cores): invalid tiling (hidden "
+          << t.hidden << ", " << t.rows_per_cta << " rows a CTA on " << t.ctas_per_direction
+          << " CTAs)");
+  PrnnDirection p[2];
+  for (int i = 0; i < t.directions; ++i) {
+    p[i].u = dirs[i].u;
+    p[i].x = dirs[i].gates;
+    p[i].ld_x = dirs[i].ld_gates;
+    p[i].y = dirs[i].h;
+    p[i].ld_y = t.hidden;
+    p[i].reverse = dirs[i].reverse;
+  }
+  launch_mma(t, false, p, lengths, T, B, 0.0f, workspace, stream, dirs);
 }
 
 }  // namespace ds2::kernels

@@ -104,9 +104,10 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
       << PersistentGruPlan::max_hidden(B, 1, o.device)
       << " (both directions in one launch: " << PersistentGruPlan::max_hidden(B, 2, o.device)
       << ")\n";
-  std::vector<float> h_ours, dx_ours;
-  if (plan.fits()) {
-    DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+  // Times one plan's forward and backward-data into `row`; its h and dx come back in h_out, dx_out.
+  auto time_plan = [&](const PersistentGruPlan& p, Row& row, std::vector<float>& h_out,
+                       std::vector<float>& dx_out) {
+    DeviceArray<float> ws(static_cast<int64_t>(p.workspace_bytes() / sizeof(float) + 1));
     const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
     kernels::PgruDirection d;
     d.u = u.data();
@@ -121,19 +122,31 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     d.ld_dpre = GH;
     d.dgates = dg.data();
     auto forward = [&] {
-      persistent_gru_forward(plan, &d, lengths.data(), T, B, ws.data(), ws_bytes, s);
+      persistent_gru_forward(p, &d, lengths.data(), T, B, ws.data(), ws_bytes, s);
     };
     auto backward = [&] {
-      persistent_gru_backward_data(plan, &d, lengths.data(), T, B, ws.data(), ws_bytes, s);
+      persistent_gru_backward_data(p, &d, lengths.data(), T, B, ws.data(), ws_bytes, s);
     };
-    persistent.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore, forward) / T;
-    persistent.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
-    h_ours = download_vector(h.data(), n, s);
-    dx_ours = input_gradient(download_vector(dpre.data(), 3 * n, s), int64_t{T} * B, H);
-  } else {
+    row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore, forward) / T;
+    row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    h_out = download_vector(h.data(), n, s);
+    dx_out = input_gradient(download_vector(dpre.data(), 3 * n, s), int64_t{T} * B, H);
+  };
+  std::vector<float> h_ours, dx_ours;
+  if (plan.fits())
+    time_plan(plan, persistent, h_ours, dx_ours);
+  else
     persistent.note = "does not fit";
-  }
   rows.push_back(persistent);
+  // Where the forward runs on tensor cores, the fp32-math forward beside it in the same run.
+  if (plan.fits() && plan.forward_on_tensor_cores()) {
+    const PersistentGruPlan fp32_math(H, B, 1, o.device, Precision::kFp32, false);
+    Row row("ours: persistent GRU, fp32-math forward");
+    std::vector<float> h_other, dx_other;
+    time_plan(fp32_math, row, h_other, dx_other);
+    row.note = check_note(h_other, h_ours, dx_other, dx_ours);
+    rows.push_back(row);
+  }
 
   // Ours, the GEMM recurrence: CudaRnnLayer's per-step loop.
   Row gemm_row("ours: GEMM GRU (fp32, cuBLAS/step)");

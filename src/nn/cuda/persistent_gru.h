@@ -4,7 +4,10 @@
 // persistent RNN (nn/cuda/persistent_rnn.h): a plan built once per layer shape and device, a
 // workspace size, and forward / backward-data calls on a stream. The input projection and the
 // weight gradients stay cuBLAS GEMMs done by the caller (CudaRnnLayer). fp32 weights and math;
-// results are deterministic (fixed reduction order).
+// results are deterministic (fixed reduction order). At batch <= 4 the forward runs on tensor cores
+// where it fits (U and the state split into fp16 halves, fp32 accuracy, a tagged exchange instead
+// of a step barrier: kernels/persistent_rnn_mma.h, pgru_mma_forward_launch); backward-data, and the
+// forward elsewhere, run kernels/persistent_gru.h's fp32-math kernel.
 //
 //   PersistentGruPlan plan(/*hidden=*/1024, /*max_batch=*/4, /*directions=*/2);
 //   if (!plan.fits()) std::cerr << plan.why_not() << "\n";          // then the GEMM recurrence
@@ -22,6 +25,7 @@
 
 #include "core/precision.h"
 #include "kernels/persistent_gru.h"
+#include "kernels/persistent_rnn.h"
 
 namespace ds2 {
 
@@ -29,8 +33,9 @@ class PersistentGruPlan {
  public:
   // `directions` = 2 plans one launch for both directions (the SMs split between them).
   // device -1: the current device. Only fp32 weights are implemented: a bf16 plan does not fit.
+  // `tensor_cores` false keeps the forward on the fp32-math kernel (benchmarks time it beside).
   PersistentGruPlan(int hidden, int max_batch, int directions = 1, int device = -1,
-                    Precision precision = Precision::kFp32);
+                    Precision precision = Precision::kFp32, bool tensor_cores = true);
 
   bool fits() const { return fits_; }
   const std::string& why_not() const { return why_not_; }
@@ -41,6 +46,9 @@ class PersistentGruPlan {
   Precision precision() const { return precision_; }  // as asked for, whether it fits or not
   size_t workspace_bytes() const;
   const kernels::PgruTiling& tiling() const { return tiling_; }
+  // Whether the forward runs on tensor cores, and its tiling (PrnnTiling::gru) where it does.
+  bool forward_on_tensor_cores() const { return mma_forward_; }
+  const kernels::PrnnTiling& mma_forward_tiling() const { return mma_tiling_; }
   // "persistent GRU hidden 1024, batch <= 4, 2 directions in one launch: 256 CTAs ..."
   std::string describe() const;
 
@@ -48,7 +56,12 @@ class PersistentGruPlan {
   static int max_hidden(int max_batch, int directions = 1, int device = -1);
 
  private:
+  void plan_mma_forward(int ctas_max, size_t smem_optin);
+
   kernels::PgruTiling tiling_;
+  kernels::PrnnTiling mma_tiling_;
+  bool mma_forward_ = false;
+  int mma_registers_ = 0;
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
   int sm_count_ = 0;

@@ -6,7 +6,9 @@
 //  - the CPU RnnLayer and CudaRnnLayer's GEMM recurrence, through CudaRnnLayer on whole layers
 //    (forward, dx and every parameter gradient).
 // Cases: T 1 to 700, batch 1, 2, 3, 4, 5, 8, 32, 64, hidden 33 to 1568 (odd, not multiples of
-// the tiles), unequal lengths including 0, both directions, one- and two-direction plans.
+// the tiles), unequal lengths including 0, both directions, one- and two-direction plans, and at
+// batch <= 4 the forward on tensor cores (the plan's choice where it fits) and on the fp32-math
+// kernel.
 // Tolerances: fp32 against float64 1e-5 absolute + 1e-4 relative (the GRU's gates are
 // contractive: errors do not grow with T); dG and dpre the same.
 #include "nn/cuda/persistent_gru.h"
@@ -163,7 +165,10 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
   const std::vector<float> a = random_vector(int64_t{T} * B * P, rng, -1.5f, 1.5f);
   const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
 
+  // At batch <= 4 the forward runs on tensor cores where it fits; the fp32-math forward is checked
+  // there too (plan1_fp32).
   PersistentGruPlan plan1(H, B, 1), plan2(H, B, 2);
+  PersistentGruPlan plan1_fp32(H, B, 1, -1, Precision::kFp32, false);
   ASSERT_TRUE(plan1.fits()) << plan1.why_not();
   DeviceArray<float> du[2], dbias[2], dgates_arr, dcand, dh, ddy, ddpre, ddg, ws;
   DeviceArray<int> dlen;
@@ -179,12 +184,15 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
   ddg.reserve(2 * 3 * nh);
   ws.reserve(static_cast<int64_t>(
       std::max(plan1.workspace_bytes(), plan2.workspace_bytes()) / sizeof(float) + 1));
+  std::vector<const PersistentGruPlan*> plans = {&plan1, &plan2};
+  if (plan1.forward_on_tensor_cores()) plans.push_back(&plan1_fp32);
   const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
 
-  for (const PersistentGruPlan* plan : {&plan1, &plan2}) {
+  for (const PersistentGruPlan* plan : plans) {
     if (!plan->fits()) continue;
     const int nd = plan->directions();
-    SCOPED_TRACE(std::to_string(nd) + " direction(s) per launch");
+    SCOPED_TRACE(std::to_string(nd) + " direction(s) per launch, forward " +
+                 (plan->forward_on_tensor_cores() ? "on tensor cores" : "fp32-math"));
     // Single-direction plans run the reverse direction alone, so the forward one's columns of
     // gates and dpre (NaN) must come back untouched.
     const int first = nd == 2 ? 0 : 1;
@@ -259,9 +267,10 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
 }
 
 const Case kCases[] = {
-    {1, 1, 37},    {7, 3, 37},    {21, 1, 128}, {20, 4, 128}, {9, 5, 300},
-    {30, 8, 64},   {5, 32, 200},  {3, 64, 96},  {300, 2, 61}, {40, 4, 1000},
-    {16, 1, 1024}, {12, 3, 1536}, {6, 4, 1568}, {4, 8, 1152}, {700, 1, 33},
+    {1, 1, 37},   {7, 3, 37},   {21, 1, 128}, {20, 4, 128},  {9, 5, 300},   {30, 8, 64},
+    {5, 32, 200}, {3, 64, 96},  {300, 2, 61}, {40, 4, 1000}, {16, 1, 1024}, {12, 3, 1536},
+    {6, 4, 1568}, {4, 8, 1152}, {700, 1, 33}, {30, 2, 700},  {10, 4, 1280}, {25, 3, 600},
+    {50, 1, 515}, {8, 4, 1312}, {12, 2, 400}, {20, 1, 1040},
 };
 
 TEST(PersistentGru, MatchesFloat64Recurrence) {
