@@ -761,11 +761,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             GruGates cell{};
             if (t < own_len) {
               const float* p = red + own_partials;
-              cell = gru_cell_forward({epx[tid], epx[tid + kGruN], epx[tid + 2 * kGruN]},
-                                      {prnn_sum_partials<kWarps>(p, red_warp, kWarps),
-                                       prnn_sum_partials<kWarps>(p + kGruN, red_warp, kWarps),
-                                       prnn_sum_partials<kWarps>(p + 2 * kGruN, red_warp, kWarps)},
-                                      gru_b, gru_h);
+              cell = gru_cell_forward_fast(
+                  {epx[tid], epx[tid + kGruN], epx[tid + 2 * kGruN]},
+                  {prnn_sum_partials<kWarps>(p, red_warp, kWarps),
+                   prnn_sum_partials<kWarps>(p + kGruN, red_warp, kWarps),
+                   prnn_sum_partials<kWarps>(p + 2 * kGruN, red_warp, kWarps)},
+                  gru_b, gru_h);
               h = cell.h;
             }
             uint16_t* const hi =

@@ -129,7 +129,9 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
 // operands): each CTA owns pgru_mma_neurons(t) = rows_per_cta / 3 neurons (16 rows: 5, stacked 24:
 // 8, 32: 10) and holds their gates' rows of U {3H, H} (r, z, n; the rest of its rows zeros), so
 // ctas_per_direction x neurons must cover prnn_mma_padded_rows(H). Tagged exchange of h as the
-// ReLU forward's, batch <= 4; the GRU cell in the epilogue (kernels/gru_cell.cuh).
+// ReLU forward's, batch <= 4; the GRU cell in the epilogue with approximate exp and reciprocal
+// (kernels/gru_cell.cuh, gru_cell_forward_fast: ~1e-6 relative, as close as the fp16 halves'
+// products).
 int pgru_mma_neurons(const PrnnTiling& t);
 struct PgruDirection;
 void pgru_mma_forward_launch(const PrnnTiling& t, const PgruDirection* dirs, const int* lengths,
