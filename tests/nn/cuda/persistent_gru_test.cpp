@@ -292,6 +292,17 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   PersistentGruPlan huge(6000, 4, 1);
   EXPECT_FALSE(huge.fits());
   EXPECT_NE(huge.why_not().find("does not fit"), std::string::npos) << huge.why_not();
+  // At batch <= 4 the forward runs on tensor cores where a kernel fits (H 512: 103 CTAs of 5
+  // neurons, or 52 of 10), not past batch 4, not past H 1320 (no kernel), not when asked not to.
+  for (int batch : {1, 4}) {
+    const PersistentGruPlan small(512, batch);
+    EXPECT_TRUE(small.forward_on_tensor_cores()) << small.describe();
+    EXPECT_NE(small.describe().find("forward on tensor cores"), std::string::npos)
+        << small.describe();
+  }
+  EXPECT_FALSE(PersistentGruPlan(512, 5).forward_on_tensor_cores());
+  EXPECT_FALSE(PersistentGruPlan(1568, 1).forward_on_tensor_cores());
+  EXPECT_FALSE(PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).forward_on_tensor_cores());
   for (int batch : {1, 4, 32}) {
     const int best = PersistentGruPlan::max_hidden(batch);
     std::cout << "largest persistent GRU layer at batch " << batch << ": " << best << "\n";
