@@ -8,13 +8,14 @@
 // Cases: T 1 to 700, batch 1, 2, 3, 4, 5, 8, 32, 64, hidden 33 to 1568 (odd, not multiples of
 // the tiles), unequal lengths including 0, both directions, one- and two-direction plans, and at
 // batch <= 4 the forward on tensor cores (the plan's choice where it fits) and on the fp32-math
-// kernel.
+// kernel, and batches below 4 through a plan for 4.
 // Tolerances: fp32 against float64 1e-5 absolute + 1e-4 relative (the GRU's gates are
 // contractive: errors do not grow with T); dG and dpre the same.
 #include "nn/cuda/persistent_gru.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -169,6 +170,8 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
   // there too (plan1_fp32).
   PersistentGruPlan plan1(H, B, 1), plan2(H, B, 2);
   PersistentGruPlan plan1_fp32(H, B, 1, -1, Precision::kFp32, false);
+  // A batch below the plan's maximum (a layer's last, shorter batch): a plan for 4 rows runs B.
+  PersistentGruPlan plan1_wide(H, 4, 1);
   ASSERT_TRUE(plan1.fits()) << plan1.why_not();
   DeviceArray<float> du[2], dbias[2], dgates_arr, dcand, dh, ddy, ddpre, ddg, ws;
   DeviceArray<int> dlen;
@@ -183,15 +186,19 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
   ddpre.reserve(std::max<int64_t>(1, int64_t{T} * B * P));
   ddg.reserve(2 * 3 * nh);
   ws.reserve(static_cast<int64_t>(
-      std::max(plan1.workspace_bytes(), plan2.workspace_bytes()) / sizeof(float) + 1));
+      std::max({plan1.workspace_bytes(), plan2.workspace_bytes(), plan1_wide.workspace_bytes()}) /
+          sizeof(float) +
+      1));
   std::vector<const PersistentGruPlan*> plans = {&plan1, &plan2};
   if (plan1.forward_on_tensor_cores()) plans.push_back(&plan1_fp32);
+  if (B < 4 && plan1_wide.fits()) plans.push_back(&plan1_wide);
   const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
 
   for (const PersistentGruPlan* plan : plans) {
     if (!plan->fits()) continue;
     const int nd = plan->directions();
-    SCOPED_TRACE(std::to_string(nd) + " direction(s) per launch, forward " +
+    SCOPED_TRACE(std::to_string(nd) + " direction(s) per launch, batch <= " +
+                 std::to_string(plan->max_batch()) + ", forward " +
                  (plan->forward_on_tensor_cores() ? "on tensor cores" : "fp32-math"));
     // Single-direction plans run the reverse direction alone, so the forward one's columns of
     // gates and dpre (NaN) must come back untouched.
