@@ -9,6 +9,8 @@
 //   backward-data: the n columns of U for those neurons (K = 3H inputs, the hidden-side gate
 //                  gradients dG of the step before), so both passes hold 3 n H weights per CTA.
 // The state goes through a double-buffered exchange array in the workspace (L2, ld.global.cg).
+// At batch <= 4 the plan (nn/cuda/persistent_gru.h) runs the forward on tensor cores instead where
+// it fits: kernels/persistent_rnn_mma.h, pgru_mma_forward_launch, the same contract and operands.
 // The cell is kernels/gru_cell.cuh. Contract: exactly what CudaRnnLayer's GEMM recurrence computes
 // for one direction (kernels/rnn.h: rnn_gru_step_forward / rnn_gru_step_backward plus the per-step
 // GEMMs), with row (t, b) of every array at (t * B + b) * ld:
