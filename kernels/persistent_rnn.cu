@@ -414,10 +414,11 @@ void check_tiling(const PrnnTiling& t) {
   const bool groups_ok = t.batch_groups == 1 || ((t.batch_groups == 2 || t.batch_groups == 4) &&
                                                  t.sets() <= kPrnnMaxSets && t.tensor_cores &&
                                                  t.bf16_weights && !t.cluster);
-  // Tagged tensor-core kernels: every state element of the padded k-tiles has an owner.
-  const bool covered =
-      !t.tensor_cores || !t.tagged_exchange || t.cluster ||
-      int64_t{t.ctas_per_direction} * t.rows_per_cta >= prnn_mma_padded_rows(t.hidden);
+  // Tagged tensor-core kernels: every state element of the padded k-tiles has an owner (a row;
+  // in the GRU forward a neuron, whose three gates' rows a CTA holds).
+  const int owners = t.gru ? pgru_mma_neurons(t) : t.rows_per_cta;
+  const bool covered = !t.tensor_cores || !t.tagged_exchange || t.cluster ||
+                       int64_t{t.ctas_per_direction} * owners >= prnn_mma_padded_rows(t.hidden);
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads &&
                              t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&
@@ -468,16 +469,22 @@ PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t) {
   return info;
 }
 
-void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, const int* lengths,
-                 int T, int B, float clip, void* workspace, cudaStream_t stream,
-                 const unsigned int* run_if) {
+bool prnn_launch_checks(const PrnnTiling& t, int T, int B, const int* lengths,
+                        const void* workspace) {
   DS2_CHECK(T >= 0 && B >= 0, "persistent RNN: negative sizes T " << T << ", B " << B);
-  if (T == 0 || B == 0) return;
+  if (T == 0 || B == 0) return false;
   check_tiling(t);
   DS2_CHECK(B <= t.max_batch,
             "persistent RNN: batch " << B << " exceeds the plan's maximum " << t.max_batch);
   DS2_CHECK(lengths != nullptr && (workspace != nullptr || prnn_workspace_bytes(t) == 0),
             "persistent RNN: null workspace/lengths");
+  return true;
+}
+
+void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, const int* lengths,
+                 int T, int B, float clip, void* workspace, cudaStream_t stream,
+                 const unsigned int* run_if) {
+  if (!prnn_launch_checks(t, T, B, lengths, workspace)) return;
   DS2_CHECK(run_if == nullptr || (!t.cluster && !t.tensor_cores),
             "persistent RNN: a conditional launch (run_if) runs the fp32-math kernel only");
   if (t.cluster) {

@@ -131,6 +131,12 @@ struct PrnnDirection {
   const uint32_t* layout = nullptr;
 };
 
+// The checks every launch of t makes first: the sizes, the batch against t.max_batch, lengths and
+// workspace, and the tiling itself (a kernel for it; tagged tensor-core tilings owning every
+// padded state element). False where T or B is 0: nothing to run.
+bool prnn_launch_checks(const PrnnTiling& t, int T, int B, const int* lengths,
+                        const void* workspace);
+
 // Runs the recurrence of `t.directions` directions (dirs[0..t.directions)) on `stream` with a
 // cooperative launch of t.ctas() CTAs. `lengths` are device lengths of
 // B <= t.max_batch utterances; `workspace` holds prnn_workspace_bytes(t) (any contents). Throws

@@ -395,21 +395,32 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
-      if constexpr (kGru) {
-        // The GRU's rows are gate slices of U {3H, H}; the fragments go where the ReLU's would.
+      if constexpr (!kSplit) {
+        prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
+      } else {
+        // fp32 split: this k-tile's fragments (stacked: one, 8 rows' hi over their lo; else hi and
+        // lo of 16 rows; the GRU's rows are gate slices of U {3H, H}), then where they live.
         uint32_t hi[4], lo[4];
-        if constexpr (kStacked)
+        if constexpr (kGru && kStacked)
           prnn_stacked_split_a_fragment_rows(hi, gru_row(8 * mt + g), H, kt0 + kk, q, mine);
-        else
+        else if constexpr (kGru)
           prnn_half_split_a_fragment_rows(hi, lo, gru_row(16 * mt + g), gru_row(16 * mt + g + 8), H,
                                           kt0 + kk, q, mine);
-        const uint4 hi4 = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-        const uint4 lo4 = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-        if (kk >= kHiRegs) {
-          if (mine && kStacked) lo_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = hi4;
-          if (mine && !kStacked) {
-            hi_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = hi4;
-            lo_s[(kk * MT + mt) * kWarps * 32] = lo4;
+        else if constexpr (kStacked)
+          prnn_stacked_split_a_fragment(hi, d.u, H, r0 + 8 * mt, kt0 + kk, g, q, bwd, mine);
+        else
+          prnn_half_split_a_fragment(hi, lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine,
+                                     kBatchLoads);
+        if (kk >= kHiRegs) {  // in shared memory (the stacked fragment at lo_s)
+          if (mine) {
+            if constexpr (kStacked) {
+              lo_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] =
+                  make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            } else {
+              hi_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] =
+                  make_uint4(hi[0], hi[1], hi[2], hi[3]);
+              lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            }
           }
           continue;
         }
@@ -417,43 +428,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         for (int i = 0; i < 4; ++i) ah[kk < kHiRegs ? kk : 0][mt][i] = hi[i];
         if constexpr (!kStacked) {
           if (kLoShared && kk >= kLoRegs) {
-            if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = lo4;
+            if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
           } else {
 #pragma unroll
             for (int i = 0; i < 4; ++i) af[kk < kLoRegs ? kk : 0][mt][i] = lo[i];
           }
         }
-      } else if constexpr (kStacked) {
-        const int m0 = r0 + 8 * mt;
-        if (kk < kHiRegs) {
-          prnn_stacked_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], d.u, H, m0, kt0 + kk, g, q,
-                                        bwd, mine);
-        } else {
-          uint32_t f[4];
-          prnn_stacked_split_a_fragment(f, d.u, H, m0, kt0 + kk, g, q, bwd, mine);
-          if (mine)
-            lo_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = make_uint4(f[0], f[1], f[2], f[3]);
-        }
-      } else if constexpr (kSplit) {
-        if (kk >= kHiRegs) {  // hi and lo both in shared memory
-          uint32_t hi[4], lo[4];
-          prnn_half_split_a_fragment(hi, lo, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine,
-                                     kBatchLoads);
-          if (mine) {
-            hi_s[((kk - kHiRegs) * MT + mt) * kWarps * 32] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-            lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-          }
-        } else if (kLoShared && kk >= kLoRegs) {
-          uint32_t lo[4];
-          prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], lo, d.u, H, r0 + 16 * mt,
-                                     kt0 + kk, g, q, bwd, mine, kBatchLoads);
-          if (mine) lo_s[(kk * MT + mt) * kWarps * 32] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-        } else {
-          prnn_half_split_a_fragment(ah[kk < kHiRegs ? kk : 0][mt], af[kk < kLoRegs ? kk : 0][mt],
-                                     d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
-        }
-      } else {
-        prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
       }
     }
   __syncthreads();
@@ -1101,18 +1081,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
 
 void pgru_mma_forward_launch(const PrnnTiling& t, const PgruDirection* dirs, const int* lengths,
                              int T, int B, void* workspace, cudaStream_t stream) {
-  DS2_CHECK(T >= 0 && B >= 0, "persistent GRU: negative sizes T " << T << ", B " << B);
-  if (T == 0 || B == 0) return;
-  DS2_CHECK(B <= t.max_batch,
-            "persistent GRU: batch " << B << " exceeds the plan's maximum " << t.max_batch);
-  DS2_CHECK(lengths != nullptr && workspace != nullptr, "persistent GRU: null workspace/lengths");
-  // Every state element a step reads, padding included, needs an owner (pgru_mma_neurons).
-  DS2_CHECK(
-      t.gru && t.directions >= 1 && t.directions <= 2 &&
-          int64_t{t.ctas_per_direction} * pgru_mma_neurons(t) >= prnn_mma_padded_rows(t.hidden),
-      "persistent GRU (tensor cores): invalid tiling (hidden "
-          << t.hidden << ", " << t.rows_per_cta << " rows a CTA on " << t.ctas_per_direction
-          << " CTAs)");
+  if (!prnn_launch_checks(t, T, B, lengths, workspace)) return;
   PrnnDirection p[2];
   for (int i = 0; i < t.directions; ++i) {
     p[i].u = dirs[i].u;

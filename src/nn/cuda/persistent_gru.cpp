@@ -6,7 +6,6 @@
 #include "core/cuda/check.h"
 #include "core/cuda/device_query.h"
 #include "core/error.h"
-#include "kernels/cooperative_launch.h"
 #include "kernels/grid.h"
 #include "kernels/persistent_rnn_mma.h"
 #include "nn/cuda/persistent_rnn.h"
@@ -135,7 +134,7 @@ void PersistentGruPlan::plan_mma_forward(int ctas_max, size_t smem_optin) {
   // The fewest rows a CTA (16: 5 neurons, stacked 24: 8, 32: 10) whose CTAs fit on the SMs, so
   // the products and the epilogue's chain are shortest; every padded state element owned.
   if (tiling_.max_batch > 4) return;
-  kernels::PrnnTiling& m = mma_tiling_;
+  kernels::PrnnTiling m;
   m.hidden = tiling_.hidden;
   m.max_batch = tiling_.max_batch;
   m.directions = tiling_.directions;
@@ -148,23 +147,20 @@ void PersistentGruPlan::plan_mma_forward(int ctas_max, size_t smem_optin) {
     m.rows_per_cta = rows;
     m.ctas_per_direction = static_cast<int>(
         ceil_div(kernels::prnn_mma_padded_rows(m.hidden), kernels::pgru_mma_neurons(m)));
-    if (m.ctas_per_direction > ctas_max || kernels::prnn_mma_kernel(m) == nullptr) continue;
-    const size_t smem = kernels::prnn_mma_shared_bytes(m);
-    if (smem > smem_optin) continue;
-    const kernels::PrnnKernelInfo info =
-        kernels::cooperative_kernel_info(kernels::prnn_mma_kernel(m), m.threads, smem);
-    if (info.local_bytes > 0 || info.blocks_per_sm < 1) continue;
-    mma_registers_ = info.registers;
-    mma_forward_ = true;
-    return;
+    if (m.ctas_per_direction <= ctas_max &&
+        tensor_tiling_runs(m, smem_optin, sm_count_, &mma_registers_)) {
+      mma_tiling_ = m;
+      return;
+    }
   }
 }
 
 size_t PersistentGruPlan::workspace_bytes() const {
   if (!fits_) return 0;
   const size_t fp32_math = kernels::pgru_workspace_bytes(tiling_);
-  return mma_forward_ ? std::max(fp32_math, kernels::prnn_mma_workspace_bytes(mma_tiling_))
-                      : fp32_math;
+  return forward_on_tensor_cores()
+             ? std::max(fp32_math, kernels::prnn_mma_workspace_bytes(mma_tiling_))
+             : fp32_math;
 }
 
 std::string PersistentGruPlan::describe() const {
@@ -175,15 +171,15 @@ std::string PersistentGruPlan::describe() const {
     << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs), "
     << t.neurons_per_cta << " neurons per CTA, batch tile " << t.batch_tile;
-  if (mma_forward_) {
+  if (forward_on_tensor_cores()) {
     const kernels::PrnnTiling& m = mma_tiling_;
     s << "; forward on tensor cores (U and h in fp16 halves, tagged exchange): "
       << m.directions * m.ctas_per_direction << " CTAs of " << kernels::pgru_mma_neurons(m)
       << " neurons (" << m.rows_per_cta << " rows), " << mma_registers_ << " registers/thread, "
-      << kilobytes(kernels::prnn_mma_shared_bytes(m)) << " shared memory/CTA";
+      << kilobytes(kernels::prnn_shared_bytes(m)) << " shared memory/CTA";
   }
   for (bool bwd : {false, true}) {
-    if (!bwd && mma_forward_) continue;
+    if (!bwd && forward_on_tensor_cores()) continue;
     const kernels::PgruPass& p = t.pass(bwd);
     const int rows = t.rows(bwd), reg_rows = p.register_groups * kRowGroup;
     s << "; " << (bwd ? "backward-data " : "forward ") << p.threads << " threads of "

@@ -47,7 +47,7 @@ class PersistentGruPlan {
   size_t workspace_bytes() const;
   const kernels::PgruTiling& tiling() const { return tiling_; }
   // Whether the forward runs on tensor cores, and its tiling (PrnnTiling::gru) where it does.
-  bool forward_on_tensor_cores() const { return mma_forward_; }
+  bool forward_on_tensor_cores() const { return mma_tiling_.gru; }
   const kernels::PrnnTiling& mma_forward_tiling() const { return mma_tiling_; }
   // "persistent GRU hidden 1024, batch <= 4, 2 directions in one launch: 256 CTAs ..."
   std::string describe() const;
@@ -59,8 +59,7 @@ class PersistentGruPlan {
   void plan_mma_forward(int ctas_max, size_t smem_optin);
 
   kernels::PgruTiling tiling_;
-  kernels::PrnnTiling mma_tiling_;
-  bool mma_forward_ = false;
+  kernels::PrnnTiling mma_tiling_;  // gru set only where the forward runs on tensor cores
   int mma_registers_ = 0;
   int device_ = 0;
   Precision precision_ = Precision::kFp32;

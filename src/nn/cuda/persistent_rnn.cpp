@@ -78,16 +78,9 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     return;
   }
 
-  // A tensor-core tiling is taken when its kernel exists, fits in shared memory, does not spill,
-  // and its CTAs (one cluster per direction, or the whole cooperative grid) can be resident.
   auto take_tensor_tiling = [&](const kernels::PrnnTiling& c) {
-    if (!kernels::prnn_has_kernel(c) || kernels::prnn_shared_bytes(c) > smem_optin) return false;
-    const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
-    const bool resident = c.cluster ? info.max_clusters >= directions
-                                    : int64_t{info.blocks_per_sm} * sm_count_ >= c.ctas();
-    if (info.local_bytes != 0 || info.blocks_per_sm < 1 || !resident) return false;
+    if (!tensor_tiling_runs(c, smem_optin, sm_count_, &registers_)) return false;
     t = c;
-    registers_ = info.registers;
     fits_ = true;
     return true;
   };
@@ -343,6 +336,17 @@ int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device, Pre
     if (plan.fits()) best = h;
   }
   return best;
+}
+
+bool tensor_tiling_runs(const kernels::PrnnTiling& c, size_t smem_optin, int sm_count,
+                        int* registers) {
+  if (!kernels::prnn_has_kernel(c) || kernels::prnn_shared_bytes(c) > smem_optin) return false;
+  const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
+  const bool resident = c.cluster ? info.max_clusters >= c.directions
+                                  : int64_t{info.blocks_per_sm} * sm_count >= c.ctas();
+  if (info.local_bytes != 0 || info.blocks_per_sm < 1 || !resident) return false;
+  *registers = info.registers;
+  return true;
 }
 
 std::string kilobytes(size_t bytes) {

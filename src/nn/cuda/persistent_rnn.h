@@ -135,6 +135,13 @@ struct PersistentRnnDirection {
   const uint32_t* layout = nullptr;
 };
 
+// Whether a tensor-core tiling runs on this device: its kernel exists, fits in `smem_optin` bytes
+// of shared memory, does not spill, and its CTAs (one cluster per direction, or the whole
+// cooperative grid) can be resident on `sm_count` SMs; then its registers a thread go to
+// `registers`. The clipped-ReLU plans and the GRU's tensor-core forward take tilings by it.
+bool tensor_tiling_runs(const kernels::PrnnTiling& c, size_t smem_optin, int sm_count,
+                        int* registers);
+
 // "106.0 KB": how the persistent plans' describe() give sizes.
 std::string kilobytes(size_t bytes);
 
