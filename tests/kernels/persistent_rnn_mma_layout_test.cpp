@@ -128,5 +128,38 @@ TEST(PersistentRnnSplitLayout, ALaunchRefusesStateElementsWithoutAnOwner) {
   }
 }
 
+// The GRU forward's owners are neurons, a third of its rows: H 1024 on 127 stacked CTAs of 24
+// rows has rows enough (3048) but 1016 neurons for 1024 state elements. Its launch is refused by
+// the same rule, before it reaches the GPU.
+TEST(PersistentRnnSplitLayout, AGruLaunchCountsNeuronsAsOwners) {
+  PrnnTiling t;
+  t.hidden = 1024;
+  t.max_batch = 1;
+  t.tensor_cores = true;
+  t.tagged_exchange = true;
+  t.gru = true;
+  t.threads = kPrnnMmaThreads;
+  t.rows_per_cta = 24;
+  t.ctas_per_direction = 127;
+  ASSERT_NE(prnn_mma_kernel(t), nullptr);
+  ASSERT_GE(t.ctas_per_direction * t.rows_per_cta, prnn_mma_padded_rows(t.hidden));
+  ASSERT_LT(t.ctas_per_direction * pgru_mma_neurons(t), prnn_mma_padded_rows(t.hidden));
+  const int length = 1;
+  try {
+    pgru_mma_forward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr);
+    FAIL() << "an uncovered GRU tiling was launched";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
+  }
+  t.ctas_per_direction = 128;  // 1024 neurons: passes the rule, then stops at the null workspace
+  try {
+    pgru_mma_forward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr);
+    FAIL() << "a launch without a workspace ran";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("null workspace"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ds2::kernels
