@@ -7,18 +7,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <string>
 
-namespace ds2::cli {
+#include "core/parse_number.h"
 
-// The option's text as a number; false when it is not one (or has trailing characters).
-inline bool parse_number(const std::string& text, double& value) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  value = std::strtod(text.c_str(), &end);
-  return end == text.c_str() + text.size();
-}
+namespace ds2::cli {
 
 // A check that the option is a number for which ok(value) holds; else "must be <want>, got
 // '<text>'".
@@ -27,7 +20,7 @@ inline CLI::Validator number_check(bool (*ok)(double), const std::string& want,
   return CLI::Validator(
       [ok, want](std::string& text) -> std::string {
         double v = 0.0;
-        return parse_number(text, v) && ok(v) ? "" : "must be " + want + ", got '" + text + "'";
+        return parse_double(text, &v) && ok(v) ? "" : "must be " + want + ", got '" + text + "'";
       },
       name);
 }

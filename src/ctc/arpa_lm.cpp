@@ -1,12 +1,12 @@
 #include "ctc/arpa_lm.h"
 
-#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/parse_number.h"
 
 namespace ds2 {
 namespace {
@@ -24,21 +24,6 @@ std::vector<std::string> split_fields(const std::string& line) {
   std::string field;
   while (in >> field) fields.push_back(field);
   return fields;
-}
-
-// Parses a whole token as a double; false on anything else (trailing characters included).
-bool parse_double(const std::string& token, double* value) {
-  const char* begin = token.data();
-  const char* end = begin + token.size();
-  if (begin != end && *begin == '+') ++begin;
-  const auto result = std::from_chars(begin, end, *value);
-  return result.ec == std::errc() && result.ptr == end;
-}
-
-bool parse_int64(const std::string& token, int64_t* value) {
-  const char* end = token.data() + token.size();
-  const auto result = std::from_chars(token.data(), end, *value);
-  return !token.empty() && result.ec == std::errc() && result.ptr == end;
 }
 
 // "\3-grams:" -> 3; 0 when the line is not a section header of that form.

@@ -1,0 +1,34 @@
+// Whole-token number parsing for text the project reads (ARPA language models, command-line
+// options): the token is the number and nothing else, so "4x", "" or "1 2" are refused where
+// strtod or stoi would take a prefix.
+//
+//   double p;
+//   if (!parse_double(token, &p)) throw ...;     // "-2.5", "+1e3", "nan" parse; "4x" does not
+//   int64_t n;
+//   if (!parse_int64(token, &n)) throw ...;      // "12" parses; "12.0", "" do not
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <system_error>
+
+namespace ds2 {
+
+// The whole token as a double (an optional leading '+', then std::from_chars' general format).
+inline bool parse_double(const std::string& token, double* value) {
+  const char* begin = token.data();
+  const char* end = begin + token.size();
+  if (begin != end && *begin == '+') ++begin;
+  const auto result = std::from_chars(begin, end, *value);
+  return result.ec == std::errc() && result.ptr == end;
+}
+
+// The whole token as a decimal integer.
+inline bool parse_int64(const std::string& token, int64_t* value) {
+  const char* end = token.data() + token.size();
+  const auto result = std::from_chars(token.data(), end, *value);
+  return !token.empty() && result.ec == std::errc() && result.ptr == end;
+}
+
+}  // namespace ds2
