@@ -107,15 +107,21 @@ TEST(PersistentRnnSplitLayout, SharedMemoryFollowsTheKernelNotThePlansKTiles) {
 // tag. H 2136 in 89 stacked CTAs of 24 rows leaves rows 2136-2143 of k-tile 133 unowned (the
 // plan takes 90 CTAs since session 47; before, that launch hung). A launch of such a tiling is
 // refused before it reaches the GPU, naming the reason.
-TEST(PersistentRnnSplitLayout, ALaunchRefusesStateElementsWithoutAnOwner) {
+// A tagged fp32 split tiling of `rows` rows a CTA on `ctas` CTAs, as a plan would build it.
+PrnnTiling tagged_split_tiling(int hidden, int max_batch, int rows, int ctas) {
   PrnnTiling t;
-  t.hidden = 2136;
-  t.max_batch = 4;
+  t.hidden = hidden;
+  t.max_batch = max_batch;
   t.tensor_cores = true;
   t.tagged_exchange = true;
   t.threads = kPrnnMmaThreads;
-  t.rows_per_cta = 24;
-  t.ctas_per_direction = 89;
+  t.rows_per_cta = rows;
+  t.ctas_per_direction = ctas;
+  return t;
+}
+
+TEST(PersistentRnnSplitLayout, ALaunchRefusesStateElementsWithoutAnOwner) {
+  const PrnnTiling t = tagged_split_tiling(2136, 4, 24, 89);
   ASSERT_TRUE(prnn_mma_stacked_split(t));
   ASSERT_EQ(prnn_mma_padded_rows(t.hidden), 2144);  // 134 k-tiles
   ASSERT_LT(t.ctas_per_direction * t.rows_per_cta, prnn_mma_padded_rows(t.hidden));
@@ -132,15 +138,8 @@ TEST(PersistentRnnSplitLayout, ALaunchRefusesStateElementsWithoutAnOwner) {
 // rows has rows enough (3048) but 1016 neurons for 1024 state elements. Its launch is refused by
 // the same rule, before it reaches the GPU.
 TEST(PersistentRnnSplitLayout, AGruLaunchCountsNeuronsAsOwners) {
-  PrnnTiling t;
-  t.hidden = 1024;
-  t.max_batch = 1;
-  t.tensor_cores = true;
-  t.tagged_exchange = true;
+  PrnnTiling t = tagged_split_tiling(1024, 1, 24, 127);
   t.gru = true;
-  t.threads = kPrnnMmaThreads;
-  t.rows_per_cta = 24;
-  t.ctas_per_direction = 127;
   ASSERT_NE(prnn_mma_kernel(t), nullptr);
   ASSERT_GE(t.ctas_per_direction * t.rows_per_cta, prnn_mma_padded_rows(t.hidden));
   ASSERT_LT(t.ctas_per_direction * pgru_mma_neurons(t), prnn_mma_padded_rows(t.hidden));
