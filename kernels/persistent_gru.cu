@@ -38,6 +38,7 @@ struct Args {
   // Dynamic shared memory carve-up, in bytes (weights at 0).
   int red_off, ep_off, own_off, bias_off, len_off;
   unsigned int* arrivals;  // per direction: CTAs arrived at the step barriers (0 at launch)
+  const unsigned int* run_if;  // nullptr, or a device word: the launch does nothing while it is 0
 };
 
 int kpad_of(const PgruTiling& t, bool bwd) {
@@ -109,6 +110,8 @@ __global__ void pgru_kernel(const Args a) {
   float* own = reinterpret_cast<float*>(smem + a.own_off);    // [max_batch * n]
   float* bias = reinterpret_cast<float*>(smem + a.bias_off);  // [3][n]
   int* len_s = reinterpret_cast<int*>(smem + a.len_off);      // [B]
+  if (a.run_if != nullptr && *a.run_if == 0u)
+    return;  // every CTA alike: no barrier is left waiting
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int nt = blockDim.x, nw = nt >> 5;
@@ -347,7 +350,7 @@ PrnnKernelInfo pgru_kernel_info(const PgruTiling& t, bool backward) {
 }
 
 void pgru_launch(const PgruTiling& t, bool backward, const PgruDirection* dirs, const int* lengths,
-                 int T, int B, void* workspace, cudaStream_t stream) {
+                 int T, int B, void* workspace, cudaStream_t stream, const unsigned int* run_if) {
   DS2_CHECK(T >= 0 && B >= 0, "persistent GRU: negative sizes T " << T << ", B " << B);
   if (T == 0 || B == 0) return;
   check_tiling(t, backward);
@@ -371,6 +374,7 @@ void pgru_launch(const PgruTiling& t, bool backward, const PgruDirection* dirs, 
   a.own_off = static_cast<int>(layout.own_off);
   a.bias_off = static_cast<int>(layout.bias_off);
   a.len_off = static_cast<int>(layout.len_off);
+  a.run_if = run_if;
   float* ws = static_cast<float*>(workspace);
   const int64_t xfloats = int64_t{2} * t.max_batch * a.kpad;  // one direction's exchange
   for (int i = 0; i < t.directions; ++i) {

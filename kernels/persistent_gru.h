@@ -9,8 +9,9 @@
 //   backward-data: the n columns of U for those neurons (K = 3H inputs, the hidden-side gate
 //                  gradients dG of the step before), so both passes hold 3 n H weights per CTA.
 // The state goes through a double-buffered exchange array in the workspace (L2, ld.global.cg).
-// At batch <= 4 the plan (nn/cuda/persistent_gru.h) runs the forward on tensor cores instead where
-// it fits: kernels/persistent_rnn_mma.h, pgru_mma_forward_launch, the same contract and operands.
+// At batch <= 4 the plan (nn/cuda/persistent_gru.h) runs both passes on tensor cores instead where
+// they fit: kernels/persistent_rnn_mma.h, pgru_mma_forward_launch and pgru_mma_backward_launch,
+// the same contract and operands.
 // The cell is kernels/gru_cell.cuh. Contract: exactly what CudaRnnLayer's GEMM recurrence computes
 // for one direction (kernels/rnn.h: rnn_gru_step_forward / rnn_gru_step_backward plus the per-step
 // GEMMs), with row (t, b) of every array at (t * B + b) * ld:
@@ -84,7 +85,10 @@ struct PgruDirection {
 // Runs t.directions directions with one cooperative launch of directions * ctas_per_direction
 // CTAs on `stream`; B <= t.max_batch device lengths; `workspace` of pgru_workspace_bytes(t) (any
 // contents). Throws ds2::Error when the grid cannot be co-resident. T == 0 or B == 0 does nothing.
+// `run_if`: a device word read when the kernel starts; while it is 0 the launch computes nothing
+// (the tensor-core backward-data reruns here this way when its scaled gradients overflowed).
 void pgru_launch(const PgruTiling& t, bool backward, const PgruDirection* dirs, const int* lengths,
-                 int T, int B, void* workspace, cudaStream_t stream);
+                 int T, int B, void* workspace, cudaStream_t stream,
+                 const unsigned int* run_if = nullptr);
 
 }  // namespace ds2::kernels

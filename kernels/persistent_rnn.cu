@@ -415,10 +415,10 @@ void check_tiling(const PrnnTiling& t) {
                                                  t.sets() <= kPrnnMaxSets && t.tensor_cores &&
                                                  t.bf16_weights && !t.cluster);
   // Tagged tensor-core kernels: every state element of the padded k-tiles has an owner (a row;
-  // in the GRU forward a neuron, whose three gates' rows a CTA holds).
+  // in the GRU a neuron: the forward's CTA holds its three gates' rows).
   const int owners = t.gru ? pgru_mma_neurons(t) : t.rows_per_cta;
   const bool covered = !t.tensor_cores || !t.tagged_exchange || t.cluster ||
-                       int64_t{t.ctas_per_direction} * owners >= prnn_mma_padded_rows(t.hidden);
+                       int64_t{t.ctas_per_direction} * owners >= prnn_mma_state_owners(t);
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads &&
                              t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&

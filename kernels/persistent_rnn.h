@@ -81,10 +81,15 @@ struct PrnnTiling {
   // with an exchange (and step barrier) of its own. Where a layer's CTAs fill half the SMs or
   // fewer, the other half then works too, each set on a narrower batch pass.
   int batch_groups = 1;
-  // fp32 split tensor-core plans only: the GRU forward (kernels/persistent_rnn_mma.h,
-  // pgru_mma_forward_launch) instead of the clipped-ReLU recurrence.
+  // fp32 split tensor-core plans only: the GRU (kernels/persistent_rnn_mma.h) instead of the
+  // clipped-ReLU recurrence: its forward (pgru_mma_forward_launch), or with gru_backward its
+  // backward-data (pgru_mma_backward_launch), whose rows are neurons and whose state is the 3H
+  // hidden-side gate gradients.
   bool gru = false;
+  bool gru_backward = false;
 
+  // State elements a step reads, the products' K: H, or 3H in the GRU's backward-data.
+  int inputs() const { return gru && gru_backward ? 3 * hidden : hidden; }
   // Whether the kernel rounds the state to bf16 (the bf16 tensor-core kernels).
   bool state_in_bf16() const { return tensor_cores && bf16_weights; }
   // Batch rows of each set's slice of a batch of `batch` (the last slice may hold fewer).

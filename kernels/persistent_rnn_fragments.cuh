@@ -136,36 +136,40 @@ __device__ __forceinline__ void prnn_stacked_split_a_fragment(uint32_t (&a)[4],
   prnn_half_split_pair(w[2], w[3], a[2], a[3]);
 }
 
-// The fp32 split's fragments of rows given by their first weight (nullptr: a row of zeros) and
-// columns j = 16 kt + 2q, j + 1, j + 8, j + 9 (zero from H): the GRU forward, whose CTA's rows are
-// slices of U's three gates (kernels/persistent_gru.h), not consecutive rows. The 16-row split's
-// hi and lo (rows row0 and row8: fragment rows g and g + 8), or the stacked split's one fragment.
-__device__ __forceinline__ float prnn_row_weight(const float* __restrict__ row, int H, int j,
-                                                 bool mine) {
-  return mine && row != nullptr && j < H ? row[j] : 0.0f;
+// The fp32 split's fragments of rows given by their first weight (nullptr: a row of zeros), whose
+// weights lie `stride` apart, at columns j = 16 kt + 2q, j + 1, j + 8, j + 9 (zero from K): the
+// GRU, whose CTA's rows are slices of U's three gates (forward, stride 1, K = H) or columns of U
+// (backward-data's U^T, stride H, K = 3H; kernels/persistent_gru.h), not consecutive rows. The
+// 16-row split's hi and lo (rows row0 and row8: fragment rows g and g + 8), or the stacked split's
+// one fragment.
+__device__ __forceinline__ float prnn_row_weight(const float* __restrict__ row, int K, int stride,
+                                                 int j, bool mine) {
+  return mine && row != nullptr && j < K ? row[size_t(j) * stride] : 0.0f;
 }
 __device__ __forceinline__ void prnn_half_split_a_fragment_rows(uint32_t (&hi)[4],
                                                                 uint32_t (&lo)[4],
                                                                 const float* row0,
-                                                                const float* row8, int H, int kt,
-                                                                int q, bool mine) {
+                                                                const float* row8, int K,
+                                                                int stride, int kt, int q,
+                                                                bool mine) {
   const int j = 16 * kt + 2 * q;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float* row = i & 1 ? row8 : row0;
     const int col = j + 8 * (i >> 1);
-    prnn_half_split_pair(prnn_row_weight(row, H, col, mine), prnn_row_weight(row, H, col + 1, mine),
-                         hi[i], lo[i]);
+    prnn_half_split_pair(prnn_row_weight(row, K, stride, col, mine),
+                         prnn_row_weight(row, K, stride, col + 1, mine), hi[i], lo[i]);
   }
 }
 __device__ __forceinline__ void prnn_stacked_split_a_fragment_rows(uint32_t (&a)[4],
-                                                                   const float* row, int H, int kt,
-                                                                   int q, bool mine) {
+                                                                   const float* row, int K,
+                                                                   int stride, int kt, int q,
+                                                                   bool mine) {
   const int j = 16 * kt + 2 * q;
-  prnn_half_split_pair(prnn_row_weight(row, H, j, mine), prnn_row_weight(row, H, j + 1, mine), a[0],
-                       a[1]);
-  prnn_half_split_pair(prnn_row_weight(row, H, j + 8, mine), prnn_row_weight(row, H, j + 9, mine),
-                       a[2], a[3]);
+  prnn_half_split_pair(prnn_row_weight(row, K, stride, j, mine),
+                       prnn_row_weight(row, K, stride, j + 1, mine), a[0], a[1]);
+  prnn_half_split_pair(prnn_row_weight(row, K, stride, j + 8, mine),
+                       prnn_row_weight(row, K, stride, j + 9, mine), a[2], a[3]);
 }
 
 // A warp's partial sums go to a [batch column][row] array of row pitch `pitch`: this lane's

@@ -47,21 +47,28 @@ struct MmaArgs {
   // when a scaled state value leaves fp16's range (both in the workspace's control block).
   const unsigned int* grad_max;
   unsigned int* overflow;
-  // GRU forward (PrnnTiling::gru), per direction: the hidden-side bias b_h {3H}, the gates (the
+  // GRU (PrnnTiling::gru), per direction. Forward: the hidden-side bias b_h {3H}, the gates (the
   // set's x, read through the prefetch: the input side; r, z, n written over it) and the
-  // candidate {T, B, H}; the set's y is h {T, B, H}.
+  // candidate {T, B, H}; the set's y is h {T, B, H}. Backward-data: the forward's gates r, z, n
+  // (rows of gru_ld_gates) and candidate, read; dG written to gru_dgates {T, B, 3H}; the set's x is
+  // dy, its h the forward's h, its y dpre.
   const float* gru_bias[2];
   float* gru_gates[2];
+  int64_t gru_ld_gates[2];
   float* gru_candidate[2];
+  float* gru_dgates[2];
 };
 
 // The kernel forms: bf16; fp32 split into two fp16 halves, 16-row m-tiles with hi and lo in
 // fragments of their own; or the same split with each fragment stacking 8 rows' hi over their lo
 // (8-row m-tiles: prnn_stacked_split_a_fragment).
 enum class MmaForm { kBf16, kFp16Split, kStackedSplit };
+// The recurrence: the clipped ReLU (forward and backward-data), or the GRU's forward or
+// backward-data (the fp32 split only).
+enum class MmaCell { kRelu, kGruForward, kGruBackward };
 
 int k_tiles(const PrnnTiling& t) {
-  return prnn_mma_k_tiles(t.hidden);
+  return prnn_mma_k_tiles(t.inputs());
 }
 // 8-row n-tiles of the largest batch a set runs: the exchange holds B fragments for all of them.
 int n_tiles(const PrnnTiling& t) {
@@ -148,7 +155,7 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 
 // The k-tiles per warp of the kernel that runs t: where its fragments live follows from them.
 int kernel_k_tiles(const PrnnTiling& t) {
-  return prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.hidden));
+  return prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.inputs()));
 }
 
 }  // namespace
@@ -166,17 +173,26 @@ bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
 
 namespace {
 
+// Epilogue inputs an output reads each step: x (pre or dL/dh) and, backward-data, h; the GRU's
+// backward-data r, z, n, the candidate, dy and h_prev (the forward's GRU: its three gates, in x's
+// place).
+constexpr int kGruBackwardInputs = 6;
+int epilogue_inputs(const PrnnTiling& t) {
+  return t.gru && t.gru_backward ? kGruBackwardInputs : 2;
+}
+
 MmaSmem mma_smem(const PrnnTiling& t) {
   MmaSmem l{};
   size_t off =
       size_t(kWarps) * t.batch_tile * prnn_mma_partial_pitch(t.rows_per_cta) * sizeof(float);
   l.ep_off = off;
-  off += size_t(2) * 2 * t.group_batch() * t.rows_per_cta * sizeof(float);  // [parity][x|h][b][m]
+  off += size_t(2) * epilogue_inputs(t) * t.group_batch() * t.rows_per_cta *
+         sizeof(float);  // [parity][input][b][m]
   l.len_off = off;
   off += size_t(t.group_batch()) * sizeof(int);
   off = (off + 15) / 16 * 16;
   l.lo_off = off;
-  const int kpw = prnn_mma_k_tiles_per_warp(t.hidden), mt = t.rows_per_cta / 16;
+  const int kpw = prnn_mma_k_tiles_per_warp(t.inputs()), mt = t.rows_per_cta / 16;
   if (prnn_mma_lo_in_shared(t)) off += size_t(kpw) * mt * kWarps * 32 * sizeof(uint4);
   l.hi_off = off;
   if (prnn_mma_hi_in_shared(t)) off += size_t(kHiSharedTiles) * mt * kWarps * 32 * sizeof(uint4);
@@ -228,11 +244,14 @@ __device__ __forceinline__ float split_column_sum(float u_hi, float u_lo, int q,
 // pass (batch_tile = 8 NT); kTags: the tagged exchange; kForm: bf16, or fp32 split (U and the
 // state each split into two fp16 halves, 4 bytes a weight, products on tensor cores; tagged, one
 // n-tile of 4 batch rows: columns b and b + 4 hold row b's hi and lo), whose backward-data
-// exchanges the state times a power of two (persistent_rnn_mma.h). kGru: the GRU forward
-// (kernels/persistent_gru.h's contract) on the fp32 split: a CTA's rows are its neurons' three
-// gates, and its epilogue the GRU cell.
-template <int MT, int KPW, int NT, bool kTags, MmaForm kForm, bool kGru = false>
+// exchanges the state times a power of two (persistent_rnn_mma.h). kCell: the clipped ReLU, or the
+// GRU (kernels/persistent_gru.h's contract) on the fp32 split: forward, a CTA's rows are its
+// neurons' three gates and its epilogue the GRU cell; backward-data, its rows are neurons (rows of
+// U^T, K = 3H) and its epilogue the cell's gradient.
+template <int MT, int KPW, int NT, bool kTags, MmaForm kForm, MmaCell kCell = MmaCell::kRelu>
 __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a) {
+  constexpr bool kGru = kCell != MmaCell::kRelu;
+  constexpr bool kGruBwd = kCell == MmaCell::kGruBackward;
   constexpr bool kSplit = kForm != MmaForm::kBf16;
   constexpr bool kStacked = kForm == MmaForm::kStackedSplit;
   constexpr int kRowsPerTile = kStacked ? 8 : 16;
@@ -256,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   static_assert(!kSplit || kZeroFirst, "fp32 split: reads padding rows' pieces as zeros");
   extern __shared__ __align__(16) unsigned char smem[];
   float* red = reinterpret_cast<float*>(smem);            // [warps][kPass][R + 4]
-  float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][x | h][max_batch][R]
+  float* ep = reinterpret_cast<float*>(smem + a.ep_off);  // [2][input][max_batch][R]
   int* len_s = reinterpret_cast<int*>(smem + a.len_off);  // [B]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -275,10 +294,11 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // session 28). The bf16 kernels measured 0.03-0.05 slower that way (H 1152 batch 4 and 8), and
   // from 8 k-tiles per warp it spills.
   const int R = kSplit ? kRowsPerTile * MT : a.rows;
-  // GRU: the CTA's neurons [k0, k0 + kGruN); local row i is gate i / kGruN of neuron
-  // k0 + i % kGruN (rows from 3 kGruN hold zeros). The exchange carries h, K = H as for the ReLU.
-  constexpr int kGruN = kGru ? kRowsPerTile * MT / 3 : 1;
-  static_assert(!kGru || (kSplit && kTags), "GRU forward: the fp32 split, tagged");
+  // GRU: the CTA's neurons [k0, k0 + kGruN). Forward: local row i is gate i / kGruN of neuron
+  // k0 + i % kGruN (rows from 3 kGruN hold zeros), and the exchange carries h, K = H as for the
+  // ReLU. Backward-data: row i is neuron k0 + i, and the exchange carries dG, K = 3H.
+  constexpr int kGruN = kGruBwd ? kRowsPerTile * MT : kGru ? kRowsPerTile * MT / 3 : 1;
+  static_assert(!kGru || (kSplit && kTags), "GRU: the fp32 split, tagged");
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
@@ -305,7 +325,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int passes = kSplit || kZeroFirst ? 1 : (B + kPass - 1) / kPass;  // tagged: B <= kPass
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
-  const int ep_parity = 2 * a.max_batch * R, ep_h = a.max_batch * R;
+  // Epilogue input i of output tid at ep[parity * ep_parity + i * ep_h + tid] (ReLU: x, then h in
+  // backward-data; GRU backward-data: kGruBackwardInputs of them).
+  const int ep_h = a.max_batch * R, ep_parity = (kGruBwd ? kGruBackwardInputs : 2) * ep_h;
   const int64_t xbuf_parity = int64_t{a.k_tiles} * ntx * 32 * 4;
   // fp16 split backward-data: the state travels as state_scale times its value, a power of two
   // that brings the direction's largest |dL/dh| to [2^7, 2^8) (exact both ways). A NaN or
@@ -351,14 +373,27 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // 45"): fp32 H 2048 batch 1 1.53-1.57 -> 1.48-1.50, H 2176 batch 1 1.98 -> 1.91-1.93, H 1920
   // batch 4 1.57-1.60 -> 1.50-1.53; the pairwise sums alone were level.
   const int own_partials = kSplit ? pin_in_register(tid_b * pitch + tid_m) : tid_b * pitch + tid_m;
+  // The GRU's backward-data: neuron own_k's gate gradients are state elements own_k + gate H; a
+  // neuron past H owns element own_k + 2H of the padded tail [3H, k_padded) alone (all three
+  // places below are that one).
+  auto gru_state_at = [&](int gate) { return own_k < H ? own_k + gate * H : own_k + 2 * H; };
+  const int own_at = kGruBwd ? gru_state_at(2) : own_k;  // the last state element it writes
   const bool own_state =
-      kTags && tid < kPass * R && tid_b < B && own_k < k_padded && (!kGru || tid_m < kGruN);
+      kTags && tid < kPass * R && tid_b < B && own_at < k_padded && (!kGru || tid_m < kGruN);
   const bool own_y = own_state && own_k < H;
   const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
   // fp32 split: the hi half's place in 16-bit units; lo is in column tid_b + 4 (batch rows < 4),
   // kPrnnSplitLoHalves further. The offsets in both parities pinned (H 1152 batch 4: 0.02-0.03
-  // us a step).
-  const int own_half = kSplit && own_state ? prnn_split_state_half(tid_b, own_k, a.kpw) : 0;
+  // us a step). The GRU's backward-data: gate 0's here, gates 1 and 2 in gru_half_z, gru_half_n.
+  const int own_half =
+      kSplit && own_state ? prnn_split_state_half(tid_b, kGruBwd ? gru_state_at(0) : own_k, a.kpw)
+                          : 0;
+  const int gru_half_z = kGruBwd && own_state
+                             ? pin_in_register(prnn_split_state_half(tid_b, gru_state_at(1), a.kpw))
+                             : 0;
+  const int gru_half_n = kGruBwd && own_state
+                             ? pin_in_register(prnn_split_state_half(tid_b, gru_state_at(2), a.kpw))
+                             : 0;
   const int own_out_even = kSplit ? pin_in_register(own_half) : own_frag;
   const int own_out_odd =
       kSplit ? pin_in_register(own_half + 2 * static_cast<int>(xbuf_parity)) : 0;
@@ -385,11 +420,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // at two or more m-tiles and 10-12 k-tiles per warp, where that spilled (ptxas: `<2, 10>` fp16
   // split 168 bytes, bf16 60).
   constexpr bool kBatchLoads = !(MT >= 2 && KPW >= 10);  // (the stacked helper always batches)
-  // GRU: local row i's first weight in U {3H, H} (nullptr: a row of zeros).
+  // GRU: local row i's first weight in U {3H, H} (nullptr: a row of zeros), its weights
+  // gru_stride apart and gru_inputs of them: forward a row of U, backward-data a column.
   auto gru_row = [&](int i) -> const float* {
+    if constexpr (kGruBwd) return r0 + i < H ? d.u + r0 + i : nullptr;
     const int k = cta * kGruN + i % kGruN;
     return i < 3 * kGruN && k < H ? d.u + (size_t(i / kGruN) * H + k) * H : nullptr;
   };
+  const int gru_inputs = kGruBwd ? 3 * H : H, gru_stride = kGruBwd ? H : 1;
 #pragma unroll
   for (int kk = 0; kk < KPW; ++kk)
 #pragma unroll
@@ -399,13 +437,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
       } else {
         // fp32 split: this k-tile's fragments (stacked: one, 8 rows' hi over their lo; else hi and
-        // lo of 16 rows; the GRU's rows are gate slices of U {3H, H}), then where they live.
+        // lo of 16 rows; the GRU's rows are gate slices of U {3H, H} or its columns), then where
+        // they live.
         uint32_t hi[4], lo[4];
         if constexpr (kGru && kStacked)
-          prnn_stacked_split_a_fragment_rows(hi, gru_row(8 * mt + g), H, kt0 + kk, q, mine);
+          prnn_stacked_split_a_fragment_rows(hi, gru_row(8 * mt + g), gru_inputs, gru_stride,
+                                             kt0 + kk, q, mine);
         else if constexpr (kGru)
-          prnn_half_split_a_fragment_rows(hi, lo, gru_row(16 * mt + g), gru_row(16 * mt + g + 8), H,
-                                          kt0 + kk, q, mine);
+          prnn_half_split_a_fragment_rows(hi, lo, gru_row(16 * mt + g), gru_row(16 * mt + g + 8),
+                                          gru_inputs, gru_stride, kt0 + kk, q, mine);
         else if constexpr (kStacked)
           prnn_stacked_split_a_fragment(hi, d.u, H, r0 + 8 * mt, kt0 + kk, g, q, bwd, mine);
         else
@@ -452,19 +492,41 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   }
 
   // Epilogue inputs (x, and h for backward-data) of step s, copied one step ahead into ep[s & 1].
-  // GRU: an owner copies its neuron's three input-side gates to ep[tid + gate kGruN] (it alone
-  // reads them), keeps its h and its bias in registers, and writes the gates it computes over x.
+  // GRU forward: an owner copies its neuron's three input-side gates to ep[tid + gate kGruN] (it
+  // alone reads them), keeps its h and its bias in registers, and writes the gates it computes
+  // over x. GRU backward-data: an owner copies its r, z, n, candidate, dy and h_prev to
+  // ep[tid + input ep_h] and keeps the carry dh z in gru_h.
   float gru_h = 0.0f;
   GruTriple gru_b{0.0f, 0.0f, 0.0f};
   float* const gru_gates = kGru ? a.gru_gates[di] : nullptr;
+  const int64_t gru_ld_gates = kGru ? a.gru_ld_gates[di] : 0;
   float* const gru_candidate = kGru ? a.gru_candidate[di] : nullptr;
-  if (kGru && own_y) {
+  float* const gru_dgates = kGruBwd ? a.gru_dgates[di] : nullptr;
+  if (kGru && !kGruBwd && own_y) {
     const float* b_h = a.gru_bias[di] + own_k;
     gru_b = GruTriple{b_h[0], b_h[H], b_h[2 * H]};
   }
   auto prefetch = [&](int s) {
     const int t = d.descending ? T - 1 - s : s;
-    if constexpr (kGru) {
+    if constexpr (kGruBwd) {
+      if (t < own_len) {
+        float* const dst = ep + (s & 1) * ep_parity + tid;
+        const int64_t row = int64_t{t} * Bs + tid_b;
+        const float* gates = gru_gates + row * gru_ld_gates + own_k;
+#pragma unroll
+        for (int gate = 0; gate < 3; ++gate) cp_async4(dst + gate * ep_h, gates + gate * H);
+        cp_async4(dst + 3 * ep_h, gru_candidate + row * H + own_k);
+        cp_async4(dst + 4 * ep_h, d.x + row * d.ld_x + own_k);
+        // h_prev: the forward's previous frame (this pass visits the frames the other way), zero
+        // before its first.
+        const int tp = d.descending ? t - 1 : t + 1;
+        if (tp >= 0 && tp < T)
+          cp_async4(dst + 5 * ep_h, d.h + (int64_t{tp} * Bs + tid_b) * d.ld_h + own_k);
+        else
+          dst[5 * ep_h] = 0.0f;
+      }
+      cp_async_commit();
+    } else if constexpr (kGru) {
       if (t < own_len) {
         float* const dst = ep + (s & 1) * ep_parity + tid;
         const float* x = d.x + (int64_t{t} * Bs + tid_b) * d.ld_x + own_k;
@@ -734,6 +796,43 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 
       if constexpr (kTags) {
         // The exchange store first: the next step of every CTA waits for it, not for y.
+        if constexpr (kGruBwd) {
+          if (own_state) {
+            cp_async_wait_all();
+            GruGrads c{0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            if (t < own_len) {
+              // dL/dh: from above, plus the later frame's direct path and its gates through U.
+              const float dh =
+                  epx[tid + 4 * ep_h] +
+                  (gru_h + prnn_sum_partials<kWarps>(red + own_partials, red_warp, kWarps));
+              c = gru_cell_backward(dh, epx[tid], epx[tid + ep_h], epx[tid + 2 * ep_h],
+                                    epx[tid + 3 * ep_h], epx[tid + 5 * ep_h]);
+            }
+            uint16_t* const hi = reinterpret_cast<uint16_t*>(d.xbuf) +
+                                 (s & 1 ? 2 * static_cast<int>(xbuf_parity) : 0);
+            const float dg[3] = {c.dr * state_scale, c.dz * state_scale, c.dgn * state_scale};
+            const int at[3] = {own_half, gru_half_z, gru_half_n};
+#pragma unroll
+            for (int gate = 0; gate < 3; ++gate) {
+              store_half_split_tagged(hi + at[gate], hi + at[gate] + kPrnnSplitLoHalves, dg[gate],
+                                      tag_out);
+              if (!(fabsf(dg[gate]) < 65504.0f)) *a.overflow = 1u;
+            }
+            if (own_y) {
+              const int64_t row = int64_t{t} * Bs + tid_b;
+              float* const dpre = d.y + row * d.ld_y + own_k;
+              dpre[0] = c.dr;
+              dpre[H] = c.dz;
+              dpre[2 * H] = c.dn;
+              float* const dgates = gru_dgates + row * 3 * H + own_k;
+              dgates[0] = c.dr;
+              dgates[H] = c.dz;
+              dgates[2 * H] = c.dgn;
+            }
+            gru_h = c.dh_prev;
+          }
+          continue;
+        }
         if constexpr (kGru) {
           if (own_state) {
             cp_async_wait_all();
@@ -851,19 +950,34 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // k-tiles per warp, where they do not spill (ptxas, sm_90, registers: one m-tile at 2, 4, 5, 6,
 // 8, 10 k-tiles per warp 70-128; two m-tiles up to 126, at 10 128 with two k-tiles' hi in shared
 // memory; kernels/NOTES.md "Session 42").
-// The GRU forward (fp32 split only): one m-tile at up to 4 k-tiles per warp (16 rows, 5 neurons a
-// CTA: H <= 660 on 132 SMs), two at up to 6 (10 neurons), stacked at 4-5 (8 neurons).
+// The GRU (fp32 split only). Forward: one m-tile at up to 4 k-tiles per warp (16 rows, 5 neurons
+// a CTA: H <= 660 on 132 SMs), two at up to 6 (10 neurons), stacked at 4-5 (8 neurons).
+// Backward-data (K = 3H: 12 k-tiles a warp at H 1024): one stacked m-tile (8 neurons a CTA: one
+// direction of H <= 1024 on 132 SMs) at every k-tiles per warp, one 16-row m-tile (both directions
+// of H 529-1024) from 6.
 template <int MT, int KPW, int NT>
-const void* kernel_for_exchange(bool tags, MmaForm form, bool gru) {
+const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
   constexpr MmaForm kBf16 = MmaForm::kBf16, kSplit = MmaForm::kFp16Split;
   constexpr MmaForm kStacked = MmaForm::kStackedSplit;
-  if (gru) {
+  constexpr MmaCell kGruFwd = MmaCell::kGruForward, kGruBwd = MmaCell::kGruBackward;
+  if (cell == kGruFwd) {
     if constexpr (NT == 1 && ((MT == 1 && KPW <= 4) || (MT == 2 && KPW <= 6)))
       if (tags && form == kSplit)
-        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit, true>);
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit, kGruFwd>);
     if constexpr (NT == 1 && MT == 3 && (KPW == 4 || KPW == 5))
       if (tags && form == kStacked)
-        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, true>);
+        return reinterpret_cast<const void*>(
+            prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruFwd>);
+    return nullptr;
+  }
+  if (cell == kGruBwd) {
+    if constexpr (NT == 1 && MT == 1)
+      if (tags && form == kStacked)
+        return reinterpret_cast<const void*>(
+            prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
+    if constexpr (NT == 1 && MT == 1 && KPW >= 6)
+      if (tags && form == kSplit)
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit, kGruBwd>);
     return nullptr;
   }
   if (form == kSplit) {
@@ -883,36 +997,37 @@ const void* kernel_for_exchange(bool tags, MmaForm form, bool gru) {
 }
 
 template <int MT, int NT>
-const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, bool gru = false) {
+const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, MmaCell cell = MmaCell::kRelu) {
   switch (prnn_mma_kernel_k_tiles(kpw)) {
     case 2:
-      return kernel_for_exchange<MT, 2, NT>(tags, form, gru);
+      return kernel_for_exchange<MT, 2, NT>(tags, form, cell);
     case 4:
-      return kernel_for_exchange<MT, 4, NT>(tags, form, gru);
+      return kernel_for_exchange<MT, 4, NT>(tags, form, cell);
     case 5:
-      return kernel_for_exchange<MT, 5, NT>(tags, form, gru);
+      return kernel_for_exchange<MT, 5, NT>(tags, form, cell);
     case 6:
-      return kernel_for_exchange<MT, 6, NT>(tags, form, gru);
+      return kernel_for_exchange<MT, 6, NT>(tags, form, cell);
     case 8:
-      return kernel_for_exchange<MT, 8, NT>(tags, form, gru);
+      return kernel_for_exchange<MT, 8, NT>(tags, form, cell);
     case 10:
-      return kernel_for_exchange<MT, 10, NT>(tags, form, gru);
+      return kernel_for_exchange<MT, 10, NT>(tags, form, cell);
     case 12:
-      return kernel_for_exchange<MT, 12, NT>(tags, form, gru);
+      return kernel_for_exchange<MT, 12, NT>(tags, form, cell);
     default:
       return nullptr;
   }
 }
 
 template <int NT>
-const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form, bool gru = false) {
+const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form,
+                          MmaCell cell = MmaCell::kRelu) {
   switch (mt) {
     case 1:
-      return kernel_for_kpw<1, NT>(kpw, tags, form, gru);
+      return kernel_for_kpw<1, NT>(kpw, tags, form, cell);
     case 2:
-      return kernel_for_kpw<2, NT>(kpw, tags, form, gru);
+      return kernel_for_kpw<2, NT>(kpw, tags, form, cell);
     case 3:
-      return kernel_for_kpw<3, NT>(kpw, tags, form, gru);
+      return kernel_for_kpw<3, NT>(kpw, tags, form, cell);
     default:
       return nullptr;
   }
@@ -921,7 +1036,12 @@ const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form, bool gru = f
 }  // namespace
 
 int pgru_mma_neurons(const PrnnTiling& t) {
-  return t.rows_per_cta / 3;
+  return t.gru_backward ? t.rows_per_cta : t.rows_per_cta / 3;
+}
+
+int prnn_mma_state_owners(const PrnnTiling& t) {
+  if (!(t.gru && t.gru_backward)) return prnn_mma_padded_rows(t.hidden);
+  return t.hidden + (prnn_mma_padded_rows(3 * t.hidden) - 3 * t.hidden);
 }
 
 bool prnn_mma_half_split(const PrnnTiling& t) {
@@ -939,13 +1059,16 @@ int prnn_mma_tile_rows(const PrnnTiling& t) {
 const void* prnn_mma_kernel(const PrnnTiling& t) {
   if (!t.tensor_cores || t.threads != kThreads || t.rows_per_cta % prnn_mma_tile_rows(t) != 0)
     return nullptr;
-  const int mt = t.rows_per_cta / prnn_mma_tile_rows(t), kpw = prnn_mma_k_tiles_per_warp(t.hidden);
+  const int mt = t.rows_per_cta / prnn_mma_tile_rows(t);
+  const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
   if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass
     return t.batch_tile == 4 && t.max_batch <= 4
                ? kernel_for_mt<1>(
                      mt, kpw, t.tagged_exchange,
                      prnn_mma_stacked_split(t) ? MmaForm::kStackedSplit : MmaForm::kFp16Split,
-                     t.gru)
+                     !t.gru            ? MmaCell::kRelu
+                     : t.gru_backward ? MmaCell::kGruBackward
+                                      : MmaCell::kGruForward)
                : nullptr;
   if (t.gru) return nullptr;  // the GRU forward: the fp32 split only
   switch (t.batch_tile) {
@@ -995,8 +1118,8 @@ namespace {
 void launch_mma(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, const int* lengths,
                 int T, int B, float clip, void* workspace, cudaStream_t stream,
                 const PgruDirection* gru) {
-  DS2_CHECK(t.gru == (gru != nullptr) && (!t.gru || !backward),
-            "persistent RNN (tensor cores): a GRU tiling runs the GRU forward only");
+  DS2_CHECK(t.gru == (gru != nullptr) && (!t.gru || t.gru_backward == backward),
+            "persistent RNN (tensor cores): a GRU tiling runs the GRU pass it was planned for");
   const void* fn = prnn_mma_kernel(t);
   DS2_CHECK(fn != nullptr, "persistent RNN (tensor cores): no kernel for this tiling");
   const bool half = prnn_mma_half_split(t);
@@ -1010,7 +1133,7 @@ void launch_mma(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, c
   a.B = B;
   a.H = t.hidden;
   a.k_tiles = k_tiles(t);
-  a.kpw = prnn_mma_k_tiles_per_warp(t.hidden);
+  a.kpw = prnn_mma_k_tiles_per_warp(t.inputs());
   a.n_tiles = n_tiles(t);
   a.rows = t.rows_per_cta;
   a.ctas_per_dir = t.ctas_per_direction;
@@ -1037,10 +1160,13 @@ void launch_mma(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, c
   }
   for (int i = t.sets(); i < kPrnnMaxSets; ++i) a.set[i] = a.set[0];
   for (int i = 0; gru != nullptr && i < t.directions; ++i) {
-    DS2_CHECK(gru[i].bias_h && gru[i].candidate, "persistent GRU: null operand of direction " << i);
+    DS2_CHECK(gru[i].candidate && gru[i].gates && (backward ? gru[i].dgates : gru[i].bias_h),
+              "persistent GRU: null operand of direction " << i);
     a.gru_bias[i] = gru[i].bias_h;
     a.gru_gates[i] = gru[i].gates;
+    a.gru_ld_gates[i] = gru[i].ld_gates;
     a.gru_candidate[i] = gru[i].candidate;
+    a.gru_dgates[i] = gru[i].dgates;
   }
   if (t.tagged_exchange) {
     // No word of an earlier launch can pass for one of this launch's first steps: bf16 words
@@ -1092,6 +1218,23 @@ void pgru_mma_forward_launch(const PrnnTiling& t, const PgruDirection* dirs, con
     p[i].reverse = dirs[i].reverse;
   }
   launch_mma(t, false, p, lengths, T, B, 0.0f, workspace, stream, dirs);
+}
+
+void pgru_mma_backward_launch(const PrnnTiling& t, const PgruDirection* dirs, const int* lengths,
+                              int T, int B, void* workspace, cudaStream_t stream) {
+  if (!prnn_launch_checks(t, T, B, lengths, workspace)) return;
+  PrnnDirection p[2];
+  for (int i = 0; i < t.directions; ++i) {
+    p[i].u = dirs[i].u;
+    p[i].x = dirs[i].dy;
+    p[i].ld_x = dirs[i].ld_dy;
+    p[i].h = dirs[i].h;
+    p[i].ld_h = t.hidden;
+    p[i].y = dirs[i].dpre;
+    p[i].ld_y = dirs[i].ld_dpre;
+    p[i].reverse = dirs[i].reverse;
+  }
+  launch_mma(t, true, p, lengths, T, B, 0.0f, workspace, stream, dirs);
 }
 
 }  // namespace ds2::kernels

@@ -125,16 +125,28 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
                      const int* lengths, int T, int B, float clip, void* workspace,
                      cudaStream_t stream);
 
-// The GRU forward on the fp32 split (PrnnTiling::gru; kernels/persistent_gru.h's contract and
-// operands): each CTA owns pgru_mma_neurons(t) = rows_per_cta / 3 neurons (16 rows: 5, stacked 24:
-// 8, 32: 10) and holds their gates' rows of U {3H, H} (r, z, n; the rest of its rows zeros), so
-// ctas_per_direction x neurons must cover prnn_mma_padded_rows(H). Tagged exchange of h as the
-// ReLU forward's, batch <= 4; the GRU cell in the epilogue with approximate exp and reciprocal
-// (kernels/gru_cell.cuh, gru_cell_forward_fast: ~1e-6 relative, as close as the fp16 halves'
-// products).
+// The GRU on the fp32 split (PrnnTiling::gru; kernels/persistent_gru.h's contract and operands),
+// tagged exchange, batch <= 4.
+// - Forward: each CTA owns pgru_mma_neurons(t) = rows_per_cta / 3 neurons (16 rows: 5, stacked
+//   24: 8, 32: 10) and holds their gates' rows of U {3H, H} (r, z, n; the rest of its rows
+//   zeros). The exchange carries h as the ReLU forward's; the GRU cell runs in the epilogue with
+//   approximate exp and reciprocal (kernels/gru_cell.cuh, gru_cell_forward_fast: ~1e-6 relative,
+//   as close as the fp16 halves' products).
+// - Backward-data (t.gru_backward): each CTA owns rows_per_cta neurons (stacked 8, 16, ...) and
+//   holds their columns of U (rows of U^T {H, 3H}); the exchange carries dG = (dr, dz, dn r) of
+//   the step before, K = 3H (PrnnTiling::inputs), scaled by a power of two as the ReLU's
+//   backward-data state is, with the same overflow word for the caller's fp32-math rerun
+//   (pgru_launch's run_if). Neurons past H own the padded tail [3H, 16 ceil(3H / 16)) and write
+//   zeros there.
+// Either way ctas_per_direction x neurons must cover prnn_mma_state_owners(t).
 int pgru_mma_neurons(const PrnnTiling& t);
+// The owners a tagged tiling's CTAs of one direction must provide, rows or (GRU) neurons: H
+// padded to whole k-tiles, or H plus the padded tail past 3H in the GRU's backward-data.
+int prnn_mma_state_owners(const PrnnTiling& t);
 struct PgruDirection;
 void pgru_mma_forward_launch(const PrnnTiling& t, const PgruDirection* dirs, const int* lengths,
                              int T, int B, void* workspace, cudaStream_t stream);
+void pgru_mma_backward_launch(const PrnnTiling& t, const PgruDirection* dirs, const int* lengths,
+                              int T, int B, void* workspace, cudaStream_t stream);
 
 }  // namespace ds2::kernels

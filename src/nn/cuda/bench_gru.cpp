@@ -138,10 +138,10 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   else
     persistent.note = "does not fit";
   rows.push_back(persistent);
-  // Where the forward runs on tensor cores, the fp32-math forward beside it in the same run.
-  if (plan.fits() && plan.forward_on_tensor_cores()) {
+  // Where a pass runs on tensor cores, the fp32-math kernel's passes beside it in the same run.
+  if (plan.fits() && (plan.forward_on_tensor_cores() || plan.backward_on_tensor_cores())) {
     const PersistentGruPlan fp32_math(H, B, 1, o.device, Precision::kFp32, false);
-    Row row("ours: persistent GRU, fp32-math forward");
+    Row row("ours: persistent GRU, fp32-math kernel");
     std::vector<float> h_other, dx_other;
     time_plan(fp32_math, row, h_other, dx_other);
     row.note = check_note(h_other, h_ours, dx_other, dx_ours);

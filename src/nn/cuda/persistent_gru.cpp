@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "core/cuda/check.h"
 #include "core/cuda/device_query.h"
@@ -127,12 +128,16 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
     return;
   }
   fits_ = true;
-  if (tensor_cores) plan_mma_forward(ctas_max, smem_optin);
+  if (tensor_cores) {
+    plan_mma(false, ctas_max, smem_optin);
+    plan_mma(true, ctas_max, smem_optin);
+  }
 }
 
-void PersistentGruPlan::plan_mma_forward(int ctas_max, size_t smem_optin) {
-  // The fewest rows a CTA (16: 5 neurons, stacked 24: 8, 32: 10) whose CTAs fit on the SMs, so
-  // the products and the epilogue's chain are shortest; every padded state element owned.
+void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin) {
+  // The fewest rows a CTA whose CTAs fit on the SMs, so the products and the epilogue's chain are
+  // shortest; every padded state element owned. Forward (rows are gates): 16 rows (5 neurons),
+  // stacked 24 (8), 32 (10); backward-data (rows are neurons, K = 3H): stacked 8, then 16.
   if (tiling_.max_batch > 4) return;
   kernels::PrnnTiling m;
   m.hidden = tiling_.hidden;
@@ -143,24 +148,34 @@ void PersistentGruPlan::plan_mma_forward(int ctas_max, size_t smem_optin) {
   m.tensor_cores = true;
   m.tagged_exchange = true;
   m.gru = true;
-  for (int rows : {16, 24, 32}) {
+  m.gru_backward = backward;
+  const std::vector<int> rows_tried = backward ? std::vector<int>{8, 16} : std::vector<int>{16, 24, 32};
+  for (int rows : rows_tried) {
     m.rows_per_cta = rows;
     m.ctas_per_direction = static_cast<int>(
-        ceil_div(kernels::prnn_mma_padded_rows(m.hidden), kernels::pgru_mma_neurons(m)));
+        ceil_div(kernels::prnn_mma_state_owners(m), kernels::pgru_mma_neurons(m)));
     if (m.ctas_per_direction <= ctas_max &&
-        tensor_tiling_runs(m, smem_optin, sm_count_, &mma_registers_)) {
-      mma_tiling_ = m;
+        tensor_tiling_runs(m, smem_optin, sm_count_, &mma_registers_[backward ? 1 : 0])) {
+      mma_tiling_[backward ? 1 : 0] = m;
       return;
     }
   }
 }
 
+size_t PersistentGruPlan::fallback_workspace_offset() const {
+  // Past the tensor-core backward-data's exchange and control block, 256-byte aligned.
+  return backward_on_tensor_cores()
+             ? (kernels::prnn_mma_workspace_bytes(mma_tiling_[1]) + 255) / 256 * 256
+             : 0;
+}
+
 size_t PersistentGruPlan::workspace_bytes() const {
   if (!fits_) return 0;
   const size_t fp32_math = kernels::pgru_workspace_bytes(tiling_);
-  return forward_on_tensor_cores()
-             ? std::max(fp32_math, kernels::prnn_mma_workspace_bytes(mma_tiling_))
-             : fp32_math;
+  size_t bytes = fallback_workspace_offset() + fp32_math;
+  if (forward_on_tensor_cores())
+    bytes = std::max(bytes, kernels::prnn_mma_workspace_bytes(mma_tiling_[0]));
+  return bytes;
 }
 
 std::string PersistentGruPlan::describe() const {
@@ -171,14 +186,17 @@ std::string PersistentGruPlan::describe() const {
     << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs), "
     << t.neurons_per_cta << " neurons per CTA, batch tile " << t.batch_tile;
-  if (forward_on_tensor_cores()) {
-    const kernels::PrnnTiling& m = mma_tiling_;
-    s << "; forward on tensor cores (U and h in fp16 halves, tagged exchange): "
+  for (bool bwd : {false, true}) {
+    const kernels::PrnnTiling& m = mma_tiling_[bwd ? 1 : 0];
+    if (!m.gru) continue;
+    s << "; " << (bwd ? "backward-data" : "forward") << " on tensor cores (U and "
+      << (bwd ? "dG" : "h") << " in fp16 halves, tagged exchange): "
       << m.directions * m.ctas_per_direction << " CTAs of " << kernels::pgru_mma_neurons(m)
-      << " neurons (" << m.rows_per_cta << " rows), " << mma_registers_ << " registers/thread, "
-      << kilobytes(kernels::prnn_shared_bytes(m)) << " shared memory/CTA";
+      << " neurons (" << m.rows_per_cta << " rows), " << mma_registers_[bwd ? 1 : 0]
+      << " registers/thread, " << kilobytes(kernels::prnn_shared_bytes(m)) << " shared memory/CTA";
   }
   for (bool bwd : {false, true}) {
+    // backward-data's fp32-math kernel stays planned: it reruns where the split overflows.
     if (!bwd && forward_on_tensor_cores()) continue;
     const kernels::PgruPass& p = t.pass(bwd);
     const int rows = t.rows(bwd), reg_rows = p.register_groups * kRowGroup;
@@ -209,11 +227,20 @@ void launch(const PersistentGruPlan& plan, bool backward, const kernels::PgruDir
   check_persistent_launch("persistent GRU", backward ? "backward-data" : "forward", plan.fits(),
                           plan.why_not(), B, plan.max_batch(), workspace_bytes,
                           plan.workspace_bytes(), plan.device());
-  if (!backward && plan.forward_on_tensor_cores())
+  if (!backward && plan.forward_on_tensor_cores()) {
     kernels::pgru_mma_forward_launch(plan.mma_forward_tiling(), dirs, lengths, T, B, workspace,
                                      stream);
-  else
+  } else if (backward && plan.backward_on_tensor_cores()) {
+    // Where the split's scaled gradients overflowed fp16 (or dy held a NaN or infinity), the
+    // fp32-math kernel reruns backward-data, decided on the device from the split's overflow word.
+    kernels::pgru_mma_backward_launch(plan.mma_backward_tiling(), dirs, lengths, T, B, workspace,
+                                      stream);
+    kernels::pgru_launch(plan.tiling(), true, dirs, lengths, T, B,
+                         static_cast<char*>(workspace) + plan.fallback_workspace_offset(), stream,
+                         kernels::prnn_mma_overflow_flag(plan.mma_backward_tiling(), workspace));
+  } else {
     kernels::pgru_launch(plan.tiling(), backward, dirs, lengths, T, B, workspace, stream);
+  }
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 // persistent RNN (nn/cuda/persistent_rnn.h): a plan built once per layer shape and device, a
 // workspace size, and forward / backward-data calls on a stream. The input projection and the
 // weight gradients stay cuBLAS GEMMs done by the caller (CudaRnnLayer). fp32 weights and math;
-// results are deterministic (fixed reduction order). At batch <= 4 the forward runs on tensor cores
+// results are deterministic (fixed reduction order). At batch <= 4 each pass runs on tensor cores
 // where it fits (U and the state split into fp16 halves, fp32 accuracy, a tagged exchange instead
-// of a step barrier: kernels/persistent_rnn_mma.h, pgru_mma_forward_launch); backward-data, and the
-// forward elsewhere, run kernels/persistent_gru.h's fp32-math kernel.
+// of a step barrier: kernels/persistent_rnn_mma.h, pgru_mma_forward_launch and
+// pgru_mma_backward_launch; backward-data with its gradients scaled into fp16's range, and rerun
+// on the fp32-math kernel, decided on the device, where they overflow); elsewhere the passes run
+// kernels/persistent_gru.h's fp32-math kernel.
 //
 //   PersistentGruPlan plan(/*hidden=*/1024, /*max_batch=*/4, /*directions=*/2);
 //   if (!plan.fits()) std::cerr << plan.why_not() << "\n";          // then the GEMM recurrence
@@ -33,7 +35,7 @@ class PersistentGruPlan {
  public:
   // `directions` = 2 plans one launch for both directions (the SMs split between them).
   // device -1: the current device. Only fp32 weights are implemented: a bf16 plan does not fit.
-  // `tensor_cores` false keeps the forward on the fp32-math kernel (benchmarks time it beside).
+  // `tensor_cores` false keeps both passes on the fp32-math kernel (benchmarks time it beside).
   PersistentGruPlan(int hidden, int max_batch, int directions = 1, int device = -1,
                     Precision precision = Precision::kFp32, bool tensor_cores = true);
 
@@ -46,9 +48,14 @@ class PersistentGruPlan {
   Precision precision() const { return precision_; }  // as asked for, whether it fits or not
   size_t workspace_bytes() const;
   const kernels::PgruTiling& tiling() const { return tiling_; }
-  // Whether the forward runs on tensor cores, and its tiling (PrnnTiling::gru) where it does.
-  bool forward_on_tensor_cores() const { return mma_tiling_.gru; }
-  const kernels::PrnnTiling& mma_forward_tiling() const { return mma_tiling_; }
+  // Whether each pass runs on tensor cores, and its tiling (PrnnTiling::gru) where it does.
+  bool forward_on_tensor_cores() const { return mma_tiling_[0].gru; }
+  bool backward_on_tensor_cores() const { return mma_tiling_[1].gru; }
+  const kernels::PrnnTiling& mma_forward_tiling() const { return mma_tiling_[0]; }
+  const kernels::PrnnTiling& mma_backward_tiling() const { return mma_tiling_[1]; }
+  // Where in the workspace backward-data's fp32-math rerun keeps its own (past the tensor-core
+  // launch's overflow word, which the rerun reads as it starts).
+  size_t fallback_workspace_offset() const;
   // "persistent GRU hidden 1024, batch <= 4, 2 directions in one launch: 256 CTAs ..."
   std::string describe() const;
 
@@ -56,11 +63,12 @@ class PersistentGruPlan {
   static int max_hidden(int max_batch, int directions = 1, int device = -1);
 
  private:
-  void plan_mma_forward(int ctas_max, size_t smem_optin);
+  void plan_mma(bool backward, int ctas_max, size_t smem_optin);
 
   kernels::PgruTiling tiling_;
-  kernels::PrnnTiling mma_tiling_;  // gru set only where the forward runs on tensor cores
-  int mma_registers_ = 0;
+  // Forward, backward-data: gru set only where the pass runs on tensor cores.
+  kernels::PrnnTiling mma_tiling_[2];
+  int mma_registers_[2] = {0, 0};
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
   int sm_count_ = 0;

@@ -7,8 +7,9 @@
 //    (forward, dx and every parameter gradient).
 // Cases: T 1 to 700, batch 1, 2, 3, 4, 5, 8, 32, 64, hidden 33 to 1568 (odd, not multiples of
 // the tiles), unequal lengths including 0, both directions, one- and two-direction plans, and at
-// batch <= 4 the forward on tensor cores (the plan's choice where it fits) and on the fp32-math
-// kernel, and batches below 4 through a plan for 4.
+// batch <= 4 both passes on tensor cores (the plan's choice where they fit) and on the fp32-math
+// kernel, and batches below 4 through a plan for 4. The tensor-core backward-data's scaling of
+// dy by powers of two, and its fp32-math rerun where the scaled gradients overflow, bit for bit.
 // Tolerances: fp32 against float64 1e-5 absolute + 1e-4 relative (the GRU's gates are
 // contractive: errors do not grow with T); dG and dpre the same.
 #include "nn/cuda/persistent_gru.h"
@@ -17,12 +18,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "core/cuda/check.h"
+#include "core/cuda/device_query.h"
 #include "core/cuda/device_array.h"
+#include "kernels/persistent_rnn_mma.h"
 #include "nn/cuda/rnn_layer_cuda.h"
 #include "support/cuda_compare.h"
 #include "support/cuda_rnn_reference.h"
@@ -166,7 +170,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
   const std::vector<float> a = random_vector(int64_t{T} * B * P, rng, -1.5f, 1.5f);
   const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
 
-  // At batch <= 4 the forward runs on tensor cores where it fits; the fp32-math forward is checked
+  // At batch <= 4 the passes run on tensor cores where they fit; the fp32-math kernel is checked
   // there too (plan1_fp32).
   PersistentGruPlan plan1(H, B, 1), plan2(H, B, 2);
   PersistentGruPlan plan1_fp32(H, B, 1, -1, Precision::kFp32, false);
@@ -190,7 +194,8 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
           sizeof(float) +
       1));
   std::vector<const PersistentGruPlan*> plans = {&plan1, &plan2};
-  if (plan1.forward_on_tensor_cores()) plans.push_back(&plan1_fp32);
+  if (plan1.forward_on_tensor_cores() || plan1.backward_on_tensor_cores())
+    plans.push_back(&plan1_fp32);
   if (B < 4 && plan1_wide.fits()) plans.push_back(&plan1_wide);
   const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
 
@@ -199,7 +204,9 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
     const int nd = plan->directions();
     SCOPED_TRACE(std::to_string(nd) + " direction(s) per launch, batch <= " +
                  std::to_string(plan->max_batch()) + ", forward " +
-                 (plan->forward_on_tensor_cores() ? "on tensor cores" : "fp32-math"));
+                 (plan->forward_on_tensor_cores() ? "on tensor cores" : "fp32-math") +
+                 ", backward-data " +
+                 (plan->backward_on_tensor_cores() ? "on tensor cores" : "fp32-math"));
     // Single-direction plans run the reverse direction alone, so the forward one's columns of
     // gates and dpre (NaN) must come back untouched.
     const int first = nd == 2 ? 0 : 1;
@@ -277,7 +284,8 @@ const Case kCases[] = {
     {1, 1, 37},   {7, 3, 37},   {21, 1, 128}, {20, 4, 128},  {9, 5, 300},   {30, 8, 64},
     {5, 32, 200}, {3, 64, 96},  {300, 2, 61}, {40, 4, 1000}, {16, 1, 1024}, {12, 3, 1536},
     {6, 4, 1568}, {4, 8, 1152}, {700, 1, 33}, {30, 2, 700},  {10, 4, 1280}, {25, 3, 600},
-    {50, 1, 515}, {8, 4, 1312}, {12, 2, 400}, {20, 1, 1040},
+    {50, 1, 515}, {8, 4, 1312}, {12, 2, 400}, {20, 1, 1040}, {14, 4, 1024}, {9, 2, 850},
+    {33, 1, 171}, {6, 3, 1001},
 };
 
 TEST(PersistentGru, MatchesFloat64Recurrence) {
@@ -285,6 +293,116 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
   CudaContext ctx;
   uint64_t seed = 900;
   for (const Case& c : kCases) check_case(ctx, c, ++seed);
+}
+
+// The tensor-core backward-data exchanges dG times a power of two chosen from the largest |dy|, so
+// dy x 2^60 or 2^-60 must give dpre and dG times exactly that, bit for bit (unscaled, fp16 would
+// overflow or flush to zero). Where a scaled value does leave fp16's range (U_n doubling the
+// gradients every step) or dy holds a NaN, the result must be exactly the fp32-math kernel's.
+TEST(PersistentGru, TensorCoreBackwardDataScalesAndFallsBack) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  cudaStream_t s = ctx.stream();
+  const int H = 515, B = 3, T = 24, GH = 3 * H;
+  const PersistentGruPlan plan(H, B), fp32_math(H, B, 1, -1, Precision::kFp32, false);
+  if (!plan.backward_on_tensor_cores())
+    GTEST_SKIP() << "this GPU plans no tensor-core backward-data at H " << H << ": "
+                 << plan.describe();
+  ASSERT_FALSE(fp32_math.backward_on_tensor_cores());
+  Rng rng(78);
+  const std::vector<int> len = make_lengths(T, B, rng);
+  const int64_t rows = int64_t{T} * B, n = rows * H;
+  // What backward-data reads of the forward: r, z in (0, 1), n in (-1, 1), candidates, h.
+  std::vector<float> gates = random_vector(rows * GH, rng, -0.8f, 0.8f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int k = 0; k < 2 * H; ++k) gates[r * GH + k] = 0.5f + 0.5f * gates[r * GH + k];
+  const std::vector<float> cand = random_vector(n, rng, -1.0f, 1.0f);
+  const std::vector<float> h = random_vector(n, rng, -0.9f, 0.9f);
+  const std::vector<float> dy = random_vector(n, rng, -1.0f, 1.0f);
+  DeviceArray<float> du, dgates_in, dcand, dh, ddy, ddpre, ddg, ws;
+  DeviceArray<int> dlen;
+  to_device(cand, dcand, s);
+  to_device(h, dh, s);
+  upload_lengths(len, dlen, s);
+  ddpre.reserve(rows * GH);
+  ddg.reserve(rows * GH);
+  ws.reserve(static_cast<int64_t>(
+      std::max(plan.workspace_bytes(), fp32_math.workspace_bytes()) / sizeof(float) + 1));
+  const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
+  // dpre, then dG.
+  auto backward = [&](const PersistentGruPlan& p, const std::vector<float>& u,
+                      const std::vector<float>& g, const std::vector<float>& x) {
+    to_device(u, du, s);
+    to_device(g, dgates_in, s);
+    to_device(x, ddy, s);
+    poison(ddpre.data(), rows * GH, ctx);
+    poison(ddg.data(), rows * GH, ctx);
+    poison(ws.data(), ws.capacity(), ctx);
+    kernels::PgruDirection d;
+    d.u = du.data();
+    d.gates = dgates_in.data();
+    d.ld_gates = GH;
+    d.candidate = dcand.data();
+    d.h = dh.data();
+    d.dy = ddy.data();
+    d.ld_dy = H;
+    d.dpre = ddpre.data();
+    d.ld_dpre = GH;
+    d.dgates = ddg.data();
+    persistent_gru_backward_data(p, &d, dlen.data(), T, B, ws.data(), ws_bytes, s);
+    DS2_CUDA_CHECK(cudaGetLastError());
+    std::vector<float> out = to_host(ddpre.data(), rows * GH, s);
+    const std::vector<float> dg = to_host(ddg.data(), rows * GH, s);
+    out.insert(out.end(), dg.begin(), dg.end());
+    return out;
+  };
+  auto scaled = [](std::vector<float> v, float f) {
+    for (float& x : v) x *= f;
+    return v;
+  };
+  auto expect_bits_equal = [&](const std::vector<float>& want, const std::vector<float>& got,
+                               const std::string& what) {
+    int64_t differ = 0, first = -1;
+    for (size_t i = 0; i < want.size(); ++i)
+      if (std::memcmp(&want[i], &got[i], sizeof(float)) != 0 && differ++ == 0)
+        first = static_cast<int64_t>(i);
+    EXPECT_EQ(differ, 0) << what << ": first at " << first << ": "
+                         << (first >= 0 ? want[first] : 0.0f) << " vs "
+                         << (first >= 0 ? got[first] : 0.0f);
+  };
+
+  const float a = 1.0f / std::sqrt(static_cast<float>(H));
+  const std::vector<float> u = random_vector(int64_t{GH} * H, rng, -a, a);
+  const std::vector<float> base = backward(plan, u, gates, dy);
+  const GruBackwardRef ref = cpu_gru_backward(u, gates, GH, 0, cand, h, dy, len, T, B, H, false);
+  const std::vector<float> base_dpre(base.begin(), base.begin() + rows * GH);
+  const std::vector<float> base_dg(base.begin() + rows * GH, base.end());
+  expect_rows_close(ref.dpre, base_dpre, GH, 0, GH, len, T, B, false, "dpre vs float64");
+  expect_rows_close(ref.dg, base_dg, GH, 0, GH, len, T, B, false, "dG vs float64");
+  const float big = std::ldexp(1.0f, 60), small = std::ldexp(1.0f, -60);
+  expect_bits_equal(scaled(base, big), backward(plan, u, gates, scaled(dy, big)), "dy x 2^60");
+  expect_bits_equal(scaled(base, small), backward(plan, u, gates, scaled(dy, small)),
+                    "dy x 2^-60");
+  const std::vector<float> own = backward(fp32_math, u, gates, dy);
+  EXPECT_NE(std::memcmp(own.data(), base.data(), base.size() * sizeof(float)), 0)
+      << "the split and the fp32-math kernel summed alike: was the split run at all?";
+
+  // r = 1, z = 0, n = 0: dG = (0, 0, dh), and U_n's entries (uniform +-2 sqrt(3 / H)) double dh
+  // every step: 2^24 over the sequence, past fp16's range after the scale's 2^8 of headroom.
+  std::vector<float> open_gates(rows * GH, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) std::fill_n(&open_gates[r * GH], H, 1.0f);
+  const float grow = 2.0f * std::sqrt(3.0f / static_cast<float>(H));
+  const std::vector<float> u_grow = random_vector(int64_t{GH} * H, rng, -grow, grow);
+  const std::vector<float> grown = backward(fp32_math, u_grow, open_gates, dy);
+  EXPECT_GT(*std::max_element(grown.begin(), grown.end()), 1e5f) << "the gradients did not grow";
+  expect_bits_equal(grown, backward(plan, u_grow, open_gates, dy), "overflowing gradients");
+
+  // A NaN in dy inside the lengths: as the fp32-math kernel propagates it.
+  const int b = static_cast<int>(std::max_element(len.begin(), len.end()) - len.begin());
+  std::vector<float> nan_dy = dy;
+  nan_dy[(int64_t{len[b] - 1} * B + b) * H + 5] = std::nanf("");
+  expect_bits_equal(backward(fp32_math, u, gates, nan_dy), backward(plan, u, gates, nan_dy),
+                    "a NaN in dy");
 }
 
 TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
@@ -310,6 +428,24 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   EXPECT_FALSE(PersistentGruPlan(512, 5).forward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(1568, 1).forward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).forward_on_tensor_cores());
+  // Backward-data (K = 3H) on tensor cores at batch <= 4 up to H 1024 (12 k-tiles a warp): one
+  // direction of H 1024 on 128 stacked CTAs of 8 neurons, both directions on 64 CTAs of 16 each.
+  int device = 0;
+  DS2_CUDA_CHECK(cudaGetDevice(&device));
+  if (device_attribute(cudaDevAttrMultiProcessorCount, device) >= 128) {
+    for (int directions : {1, 2}) {
+      const PersistentGruPlan p(1024, 4, directions);
+      EXPECT_TRUE(p.backward_on_tensor_cores()) << p.describe();
+      EXPECT_EQ(kernels::pgru_mma_neurons(p.mma_backward_tiling()), directions == 1 ? 8 : 16);
+      EXPECT_NE(p.describe().find("backward-data on tensor cores"), std::string::npos)
+          << p.describe();
+    }
+  }
+  EXPECT_TRUE(PersistentGruPlan(192, 4, 2).backward_on_tensor_cores());
+  EXPECT_FALSE(PersistentGruPlan(512, 5).backward_on_tensor_cores());
+  EXPECT_FALSE(PersistentGruPlan(1040, 1).backward_on_tensor_cores());
+  EXPECT_FALSE(
+      PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).backward_on_tensor_cores());
   for (int batch : {1, 4, 32}) {
     const int best = PersistentGruPlan::max_hidden(batch);
     std::cout << "largest persistent GRU layer at batch " << batch << ": " << best << "\n";
