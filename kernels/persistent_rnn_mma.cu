@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const float clip = a.clip;
   // Epilogue input i of output tid at ep[parity * ep_parity + i * ep_h + tid] (ReLU: x, then h in
   // backward-data; GRU backward-data: kGruBackwardInputs of them).
-  const int ep_h = a.max_batch * R, ep_parity = (kGruBwd ? kGruBackwardInputs : 2) * ep_h;
+  const int ep_parity = (kGruBwd ? kGruBackwardInputs : 2) * a.max_batch * R, ep_h = a.max_batch * R;
   const int64_t xbuf_parity = int64_t{a.k_tiles} * ntx * 32 * 4;
   // fp16 split backward-data: the state travels as state_scale times its value, a power of two
   // that brings the direction's largest |dL/dh| to [2^7, 2^8) (exact both ways). A NaN or
@@ -954,7 +954,8 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // a CTA: H <= 660 on 132 SMs), two at up to 6 (10 neurons), stacked at 4-5 (8 neurons).
 // Backward-data (K = 3H: 12 k-tiles a warp at H 1024): one stacked m-tile (8 neurons a CTA: one
 // direction of H <= 1024 on 132 SMs) at every k-tiles per warp, one 16-row m-tile (both directions
-// of H 529-1024) from 6.
+// of H 529-544 on 132 SMs) at 6: from 8 it spilled (ptxas: 8-56 bytes at 8, 10 and 12, also with
+// all of lo in shared memory).
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
   constexpr MmaForm kBf16 = MmaForm::kBf16, kSplit = MmaForm::kFp16Split;
@@ -975,7 +976,7 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
-    if constexpr (NT == 1 && MT == 1 && KPW >= 6)
+    if constexpr (NT == 1 && MT == 1 && KPW == 6)
       if (tags && form == kSplit)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit, kGruBwd>);
     return nullptr;
