@@ -327,7 +327,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const float clip = a.clip;
   // Epilogue input i of output tid at ep[parity * ep_parity + i * ep_h + tid] (ReLU: x, then h in
   // backward-data; GRU backward-data: kGruBackwardInputs of them).
-  const int ep_parity = (kGruBwd ? kGruBackwardInputs : 2) * a.max_batch * R, ep_h = a.max_batch * R;
+  const int ep_parity = (kGruBwd ? kGruBackwardInputs : 2) * a.max_batch * R,
+            ep_h = a.max_batch * R;
   const int64_t xbuf_parity = int64_t{a.k_tiles} * ntx * 32 * 4;
   // fp16 split backward-data: the state travels as state_scale times its value, a power of two
   // that brings the direction's largest |dL/dh| to [2^7, 2^8) (exact both ways). A NaN or
@@ -385,15 +386,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // fp32 split: the hi half's place in 16-bit units; lo is in column tid_b + 4 (batch rows < 4),
   // kPrnnSplitLoHalves further. The offsets in both parities pinned (H 1152 batch 4: 0.02-0.03
   // us a step). The GRU's backward-data: gate 0's here, gates 1 and 2 in gru_half_z, gru_half_n.
-  const int own_half =
-      kSplit && own_state ? prnn_split_state_half(tid_b, kGruBwd ? gru_state_at(0) : own_k, a.kpw)
-                          : 0;
-  const int gru_half_z = kGruBwd && own_state
-                             ? pin_in_register(prnn_split_state_half(tid_b, gru_state_at(1), a.kpw))
-                             : 0;
-  const int gru_half_n = kGruBwd && own_state
-                             ? pin_in_register(prnn_split_state_half(tid_b, gru_state_at(2), a.kpw))
-                             : 0;
+  const int own_half = kSplit && own_state
+                           ? prnn_split_state_half(tid_b, kGruBwd ? gru_state_at(0) : own_k, a.kpw)
+                           : 0;
+  // (pin_in_register is a shuffle of the whole warp: every lane calls it.)
+  const int gru_half_z =
+      kGruBwd
+          ? pin_in_register(own_state ? prnn_split_state_half(tid_b, gru_state_at(1), a.kpw) : 0)
+          : 0;
+  const int gru_half_n =
+      kGruBwd
+          ? pin_in_register(own_state ? prnn_split_state_half(tid_b, gru_state_at(2), a.kpw) : 0)
+          : 0;
   const int own_out_even = kSplit ? pin_in_register(own_half) : own_frag;
   const int own_out_odd =
       kSplit ? pin_in_register(own_half + 2 * static_cast<int>(xbuf_parity)) : 0;
@@ -1020,8 +1024,7 @@ const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, MmaCell cell = MmaC
 }
 
 template <int NT>
-const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form,
-                          MmaCell cell = MmaCell::kRelu) {
+const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form, MmaCell cell = MmaCell::kRelu) {
   switch (mt) {
     case 1:
       return kernel_for_kpw<1, NT>(kpw, tags, form, cell);
@@ -1067,7 +1070,7 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
                ? kernel_for_mt<1>(
                      mt, kpw, t.tagged_exchange,
                      prnn_mma_stacked_split(t) ? MmaForm::kStackedSplit : MmaForm::kFp16Split,
-                     !t.gru            ? MmaCell::kRelu
+                     !t.gru           ? MmaCell::kRelu
                      : t.gru_backward ? MmaCell::kGruBackward
                                       : MmaCell::kGruForward)
                : nullptr;
