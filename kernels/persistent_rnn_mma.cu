@@ -578,15 +578,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     // output copied its own inputs and waits for them only where it reads them.
     if constexpr (!kTags) cp_async_wait_all();
     for (int pass = 0; pass < passes; ++pass) {
-      // fp32 split: U's hi in acc, its lo in acc2 (summed apart: they are scaled apart).
-      float acc[MT][NT][4], acc2[kSplit && !kStacked ? MT : 1][NT][4];
+      // fp32 split: U's hi in acc, its lo in acc2 (summed apart: they are scaled apart). The
+      // stacked split at one m-tile: the odd k-tiles' products in acc2, so two chains of
+      // dependent products run side by side instead of one (added before the partial sums).
+      constexpr bool kTwoChains = kStacked && MT == 1 && KPW >= 6;
+      float acc[MT][NT][4], acc2[(kSplit && !kStacked) || kTwoChains ? MT : 1][NT][4];
       auto zero_accumulators = [&](int nt) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             acc[mt][nt][i] = 0.0f;
-            if constexpr (kSplit && !kStacked) acc2[mt][0][i] = 0.0f;
+            if constexpr ((kSplit && !kStacked) || kTwoChains) acc2[mt][0][i] = 0.0f;
           }
       };
 #pragma unroll
@@ -709,7 +712,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               for (int mt = 0; mt < MT; ++mt) {
                 const uint32_t(&h)[4] = ah[kk < kHiRegs ? kk : 0][mt];
                 const uint4 hi = kk < kHiRegs ? make_uint4(h[0], h[1], h[2], h[3]) : hs[kk & 1][mt];
-                float(&c)[4] = acc[mt][nt];
+                float(&c)[4] = kTwoChains && (kk & 1) ? acc2[mt][0] : acc[mt][nt];
                 // Stacked: U_hi s into accumulator rows g, U_lo s into rows g + 8; else U_hi s.
                 mma_f16_16816(c[0], c[1], c[2], c[3], hi.x, hi.y, hi.z, hi.w, bf[kk].x, bf[kk].y);
                 if constexpr (!kStacked) {
@@ -744,8 +747,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               const int tile_at = ((kk - kHiRegs) * MT + mt) * kWarps * 32;  // past kHiRegs
               if constexpr (kStacked) {
                 // One product: U_hi s into accumulator rows g, U_lo s into rows g + 8.
-                mma_f16_registers_or_shared(acc[mt][nt], ah[kk < kHiRegs ? kk : 0][mt],
-                                            kk >= kHiRegs, lo_s, tile_at, bf[kk]);
+                mma_f16_registers_or_shared(kTwoChains && (kk & 1) ? acc2[mt][0] : acc[mt][nt],
+                                            ah[kk < kHiRegs ? kk : 0][mt], kk >= kHiRegs, lo_s,
+                                            tile_at, bf[kk]);
               } else if constexpr (kSplit) {
                 // Both halves of the state in one n-tile (columns b, b + 4), times U's hi and lo.
                 mma_f16_registers_or_shared(acc[mt][nt], ah[kk < kHiRegs ? kk : 0][mt],
@@ -783,6 +787,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         for (int nt = 0; nt < NT; ++nt) {
           if constexpr (kStacked) {
             // Rows g: U_hi's products in c0, c1 and U_lo's in c2, c3 (columns 2q, 2q + 1).
+            if constexpr (kTwoChains) {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) acc[mt][nt][i] += acc2[mt][0][i];
+            }
             const float(&v)[4] = acc[mt][nt];
             partials_lane[8 * mt] = split_column_sum(v[0], v[2], q, sum_scale);
             partials_lane[pitch + 8 * mt] = split_column_sum(v[1], v[3], q, sum_scale);
@@ -957,9 +965,9 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // The GRU (fp32 split only). Forward: one m-tile at up to 4 k-tiles per warp (16 rows, 5 neurons
 // a CTA: H <= 660 on 132 SMs), two at up to 6 (10 neurons), stacked at 4-5 (8 neurons).
 // Backward-data (K = 3H: 12 k-tiles a warp at H 1024): one stacked m-tile (8 neurons a CTA: one
-// direction of H <= 1024 on 132 SMs) at every k-tiles per warp, one 16-row m-tile (both directions
-// of H 529-544 on 132 SMs) at 6: from 8 it spilled (ptxas: 8-56 bytes at 8, 10 and 12, also with
-// all of lo in shared memory).
+// direction of H <= 1024 on 132 SMs, both of H <= 528) at every k-tiles per warp. One 16-row
+// m-tile (16 neurons: both directions of H 529-544 at 6 k-tiles a warp, of H 545-1024 from 8)
+// spilled 8-56 bytes at 6-12 k-tiles a warp (ptxas, also with all of lo in shared memory).
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
   constexpr MmaForm kBf16 = MmaForm::kBf16, kSplit = MmaForm::kFp16Split;
@@ -980,9 +988,6 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
-    if constexpr (NT == 1 && MT == 1 && KPW == 6)
-      if (tags && form == kSplit)
-        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit, kGruBwd>);
     return nullptr;
   }
   if (form == kSplit) {
