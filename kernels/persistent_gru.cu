@@ -37,7 +37,7 @@ struct Args {
   int T, B, H, n, ctas_per_dir, groups, kpad, max_batch;
   // Dynamic shared memory carve-up, in bytes (weights at 0).
   int red_off, ep_off, own_off, bias_off, len_off;
-  unsigned int* arrivals;  // per direction: CTAs arrived at the step barriers (0 at launch)
+  unsigned int* arrivals;      // per direction: CTAs arrived at the step barriers (0 at launch)
   const unsigned int* run_if;  // nullptr, or a device word: the launch does nothing while it is 0
 };
 

@@ -146,12 +146,9 @@ __device__ __forceinline__ float prnn_row_weight(const float* __restrict__ row, 
                                                  int j, bool mine) {
   return mine && row != nullptr && j < K ? row[size_t(j) * stride] : 0.0f;
 }
-__device__ __forceinline__ void prnn_half_split_a_fragment_rows(uint32_t (&hi)[4],
-                                                                uint32_t (&lo)[4],
-                                                                const float* row0,
-                                                                const float* row8, int K,
-                                                                int stride, int kt, int q,
-                                                                bool mine) {
+__device__ __forceinline__ void prnn_half_split_a_fragment_rows(
+    uint32_t (&hi)[4], uint32_t (&lo)[4], const float* row0, const float* row8, int K, int stride,
+    int kt, int q, bool mine) {
   const int j = 16 * kt + 2 * q;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {

@@ -150,12 +150,11 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin)
   m.tagged_exchange = true;
   m.gru = true;
   m.gru_backward = backward;
-  const std::vector<int> rows_tried =
-      backward ? std::vector<int>{8} : std::vector<int>{16, 24, 32};
+  const std::vector<int> rows_tried = backward ? std::vector<int>{8} : std::vector<int>{16, 24, 32};
   for (int rows : rows_tried) {
     m.rows_per_cta = rows;
-    m.ctas_per_direction = static_cast<int>(
-        ceil_div(kernels::prnn_mma_state_owners(m), kernels::pgru_mma_neurons(m)));
+    m.ctas_per_direction =
+        static_cast<int>(ceil_div(kernels::prnn_mma_state_owners(m), kernels::pgru_mma_neurons(m)));
     if (m.ctas_per_direction <= ctas_max &&
         tensor_tiling_runs(m, smem_optin, sm_count_, &mma_registers_[backward ? 1 : 0])) {
       mma_tiling_[backward ? 1 : 0] = m;
@@ -192,10 +191,11 @@ std::string PersistentGruPlan::describe() const {
     const kernels::PrnnTiling& m = mma_tiling_[bwd ? 1 : 0];
     if (!m.gru) continue;
     s << "; " << (bwd ? "backward-data" : "forward") << " on tensor cores (U and "
-      << (bwd ? "dG" : "h") << " in fp16 halves, tagged exchange): "
-      << m.directions * m.ctas_per_direction << " CTAs of " << kernels::pgru_mma_neurons(m)
-      << " neurons (" << m.rows_per_cta << " rows), " << mma_registers_[bwd ? 1 : 0]
-      << " registers/thread, " << kilobytes(kernels::prnn_shared_bytes(m)) << " shared memory/CTA";
+      << (bwd ? "dG" : "h")
+      << " in fp16 halves, tagged exchange): " << m.directions * m.ctas_per_direction << " CTAs of "
+      << kernels::pgru_mma_neurons(m) << " neurons (" << m.rows_per_cta << " rows), "
+      << mma_registers_[bwd ? 1 : 0] << " registers/thread, "
+      << kilobytes(kernels::prnn_shared_bytes(m)) << " shared memory/CTA";
   }
   for (bool bwd : {false, true}) {
     // backward-data's fp32-math kernel stays planned: it reruns where the split overflows.

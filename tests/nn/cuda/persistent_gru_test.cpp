@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "core/cuda/check.h"
-#include "core/cuda/device_query.h"
 #include "core/cuda/device_array.h"
+#include "core/cuda/device_query.h"
 #include "kernels/persistent_rnn_mma.h"
 #include "nn/cuda/rnn_layer_cuda.h"
 #include "support/cuda_compare.h"
@@ -202,11 +202,11 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
   for (const PersistentGruPlan* plan : plans) {
     if (!plan->fits()) continue;
     const int nd = plan->directions();
-    SCOPED_TRACE(std::to_string(nd) + " direction(s) per launch, batch <= " +
-                 std::to_string(plan->max_batch()) + ", forward " +
-                 (plan->forward_on_tensor_cores() ? "on tensor cores" : "fp32-math") +
-                 ", backward-data " +
-                 (plan->backward_on_tensor_cores() ? "on tensor cores" : "fp32-math"));
+    SCOPED_TRACE(
+        std::to_string(nd) +
+        " direction(s) per launch, batch <= " + std::to_string(plan->max_batch()) + ", forward " +
+        (plan->forward_on_tensor_cores() ? "on tensor cores" : "fp32-math") + ", backward-data " +
+        (plan->backward_on_tensor_cores() ? "on tensor cores" : "fp32-math"));
     // Single-direction plans run the reverse direction alone, so the forward one's columns of
     // gates and dpre (NaN) must come back untouched.
     const int first = nd == 2 ? 0 : 1;
@@ -381,8 +381,7 @@ TEST(PersistentGru, TensorCoreBackwardDataScalesAndFallsBack) {
   expect_rows_close(ref.dg, base_dg, GH, 0, GH, len, T, B, false, "dG vs float64");
   const float big = std::ldexp(1.0f, 60), small = std::ldexp(1.0f, -60);
   expect_bits_equal(scaled(base, big), backward(plan, u, gates, scaled(dy, big)), "dy x 2^60");
-  expect_bits_equal(scaled(base, small), backward(plan, u, gates, scaled(dy, small)),
-                    "dy x 2^-60");
+  expect_bits_equal(scaled(base, small), backward(plan, u, gates, scaled(dy, small)), "dy x 2^-60");
   const std::vector<float> own = backward(fp32_math, u, gates, dy);
   EXPECT_NE(std::memcmp(own.data(), base.data(), base.size() * sizeof(float)), 0)
       << "the split and the fp32-math kernel summed alike: was the split run at all?";
