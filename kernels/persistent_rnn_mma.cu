@@ -1214,36 +1214,38 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
   launch_mma(t, backward, dirs, lengths, T, B, clip, workspace, stream, nullptr);
 }
 
-void pgru_mma_forward_launch(const PrnnTiling& t, const PgruDirection* dirs, const int* lengths,
-                             int T, int B, void* workspace, cudaStream_t stream) {
+namespace {
+
+// A GRU direction's operands in the kernel's terms: forward x = the gates (input side) and y = h;
+// backward-data x = dy, h = the forward's h and y = dpre.
+void launch_gru(const PrnnTiling& t, bool backward, const PgruDirection* dirs, const int* lengths,
+                int T, int B, void* workspace, cudaStream_t stream) {
   if (!prnn_launch_checks(t, T, B, lengths, workspace)) return;
   PrnnDirection p[2];
   for (int i = 0; i < t.directions; ++i) {
-    p[i].u = dirs[i].u;
-    p[i].x = dirs[i].gates;
-    p[i].ld_x = dirs[i].ld_gates;
-    p[i].y = dirs[i].h;
-    p[i].ld_y = t.hidden;
-    p[i].reverse = dirs[i].reverse;
+    const PgruDirection& g = dirs[i];
+    p[i].u = g.u;
+    p[i].x = backward ? g.dy : g.gates;
+    p[i].ld_x = backward ? g.ld_dy : g.ld_gates;
+    p[i].h = backward ? g.h : nullptr;
+    p[i].ld_h = t.hidden;
+    p[i].y = backward ? g.dpre : g.h;
+    p[i].ld_y = backward ? g.ld_dpre : t.hidden;
+    p[i].reverse = g.reverse;
   }
-  launch_mma(t, false, p, lengths, T, B, 0.0f, workspace, stream, dirs);
+  launch_mma(t, backward, p, lengths, T, B, 0.0f, workspace, stream, dirs);
+}
+
+}  // namespace
+
+void pgru_mma_forward_launch(const PrnnTiling& t, const PgruDirection* dirs, const int* lengths,
+                             int T, int B, void* workspace, cudaStream_t stream) {
+  launch_gru(t, false, dirs, lengths, T, B, workspace, stream);
 }
 
 void pgru_mma_backward_launch(const PrnnTiling& t, const PgruDirection* dirs, const int* lengths,
                               int T, int B, void* workspace, cudaStream_t stream) {
-  if (!prnn_launch_checks(t, T, B, lengths, workspace)) return;
-  PrnnDirection p[2];
-  for (int i = 0; i < t.directions; ++i) {
-    p[i].u = dirs[i].u;
-    p[i].x = dirs[i].dy;
-    p[i].ld_x = dirs[i].ld_dy;
-    p[i].h = dirs[i].h;
-    p[i].ld_h = t.hidden;
-    p[i].y = dirs[i].dpre;
-    p[i].ld_y = dirs[i].ld_dpre;
-    p[i].reverse = dirs[i].reverse;
-  }
-  launch_mma(t, true, p, lengths, T, B, 0.0f, workspace, stream, dirs);
+  launch_gru(t, true, dirs, lengths, T, B, workspace, stream);
 }
 
 }  // namespace ds2::kernels

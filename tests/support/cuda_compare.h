@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,20 @@ inline void expect_close(const float* ref, const float* got, int64_t n, double a
                     << ", rtol " << rtol << "); first at " << first << ": ref "
                     << (first >= 0 ? ref[first] : 0) << " got " << (first >= 0 ? got[first] : 0)
                     << "; max abs error " << worst;
+}
+
+// The same bits everywhere (NaN payloads included): results that must not depend on a scale or on
+// which kernel computed them.
+inline void expect_bits_equal(const std::vector<float>& want, const std::vector<float>& got,
+                              const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  int64_t differ = 0, first = -1;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::memcmp(&want[i], &got[i], sizeof(float)) != 0 && differ++ == 0)
+      first = static_cast<int64_t>(i);
+  EXPECT_EQ(differ, 0) << what << ": " << differ << " elements differ, first at " << first << ": "
+                       << (first >= 0 ? want[first] : 0.0f) << " vs "
+                       << (first >= 0 ? got[first] : 0.0f);
 }
 
 // ||got - ref|| / ||ref|| over whole tensors (NaN if any element is): where a few elements may

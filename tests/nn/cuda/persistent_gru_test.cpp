@@ -360,16 +360,6 @@ TEST(PersistentGru, TensorCoreBackwardDataScalesAndFallsBack) {
     for (float& x : v) x *= f;
     return v;
   };
-  auto expect_bits_equal = [&](const std::vector<float>& want, const std::vector<float>& got,
-                               const std::string& what) {
-    int64_t differ = 0, first = -1;
-    for (size_t i = 0; i < want.size(); ++i)
-      if (std::memcmp(&want[i], &got[i], sizeof(float)) != 0 && differ++ == 0)
-        first = static_cast<int64_t>(i);
-    EXPECT_EQ(differ, 0) << what << ": first at " << first << ": "
-                         << (first >= 0 ? want[first] : 0.0f) << " vs "
-                         << (first >= 0 ? got[first] : 0.0f);
-  };
 
   const float a = 1.0f / std::sqrt(static_cast<float>(H));
   const std::vector<float> u = random_vector(int64_t{GH} * H, rng, -a, a);

@@ -740,14 +740,6 @@ TEST(PersistentRnn, Fp16SplitBackwardDataScalesAndFallsBack) {
     for (float& x : v) x *= f;
     return v;
   };
-  auto expect_bits_equal = [&](const std::vector<float>& want, const std::vector<float>& got,
-                               const std::string& what) {
-    int64_t differ = 0, first = -1;
-    for (int64_t i = 0; i < n; ++i)
-      if (std::memcmp(&want[i], &got[i], sizeof(float)) != 0 && differ++ == 0) first = i;
-    EXPECT_EQ(differ, 0) << what << ": first at " << first << ": " << want[first] << " vs "
-                         << got[first];
-  };
 
   // Contractive U: the split's own result, within fp32 accuracy of float64.
   const float a = 1.0f / std::sqrt(static_cast<float>(H));
