@@ -127,8 +127,12 @@ __host__ __device__ constexpr bool optimistic_products(bool split, int mt, int k
 // 1.52-1.54 -> 1.34-1.35, batch 1 1.50-1.51 -> 1.30-1.31, of H 1580 1.83-1.86 -> 1.68-1.69). At
 // 6 optimistic products were slower (both directions of H 1536 1.53 -> 1.64-1.67); ptxas spilled
 // `<3, 10>` optimistic (8 bytes) and `<3, 6>` with both (4).
-__host__ __device__ constexpr int stacked_register_tiles(int mt, int kpw) {
-  return kpw < 16 / mt ? kpw : 16 / mt;
+// The GRU's backward-data at two m-tiles (16 neurons a CTA: both directions of H 529-853) from 8
+// k-tiles a warp keeps 4 k-tiles' fragments in registers (ptxas: with 8, `<2, 8>` to `<2, 12>`
+// spilled 20-72 bytes; with 4, `<2, 12>` still 8, so the plan does not take it).
+__host__ __device__ constexpr int stacked_register_tiles(int mt, int kpw, bool gru_backward) {
+  const int most = gru_backward && mt >= 2 && kpw >= 8 ? 4 : 16 / mt;
+  return kpw < most ? kpw : most;
 }
 __host__ __device__ constexpr bool stacked_optimistic(int mt, int kpw) {
   return mt * kpw <= 24 && kpw != 6;
@@ -197,9 +201,11 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   l.hi_off = off;
   if (prnn_mma_hi_in_shared(t)) off += size_t(kHiSharedTiles) * mt * kWarps * 32 * sizeof(uint4);
   if (prnn_mma_stacked_split(t)) {  // the fragments past the registers' k-tiles, at lo_off
+    // (which k-tiles the kernel holds in registers follows from its compiled k-tiles per warp)
     const int tiles = t.rows_per_cta / 8;
-    off += size_t(std::max(kpw - stacked_register_tiles(tiles, kpw), 0)) * tiles * kWarps * 32 *
-           sizeof(uint4);
+    const int in_registers =
+        stacked_register_tiles(tiles, kernel_k_tiles(t), t.gru && t.gru_backward);
+    off += size_t(std::max(kpw - in_registers, 0)) * tiles * kWarps * 32 * sizeof(uint4);
   }
   l.total = off;
   return l;
@@ -414,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   constexpr int kLoRegs = kStacked ? 0 : !kLoShared ? KPW : MT == 1 ? 4 : 0;
   // hi in registers; stacked: the fragments of the first kHiRegs k-tiles, the rest in shared
   // memory at lo_s ([k-tile - kHiRegs][m-tile][warp][lane]).
-  constexpr int kHiRegs = kStacked ? stacked_register_tiles(MT, KPW)
+  constexpr int kHiRegs = kStacked ? stacked_register_tiles(MT, KPW, kGruBwd)
                                    : KPW - (kSplit ? split_hi_shared_tiles(MT, KPW) : 0);
   uint4* lo_s = reinterpret_cast<uint4*>(smem + a.lo_off) + warp * 32 + lane;  // stride warps*32
   uint4* hi_s = reinterpret_cast<uint4*>(smem + a.hi_off) + warp * 32 + lane;  // k-tiles kHiRegs..
@@ -964,10 +970,9 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // memory; kernels/NOTES.md "Session 42").
 // The GRU (fp32 split only). Forward: one m-tile at up to 4 k-tiles per warp (16 rows, 5 neurons
 // a CTA: H <= 660 on 132 SMs), two at up to 6 (10 neurons), stacked at 4-5 (8 neurons).
-// Backward-data (K = 3H: 12 k-tiles a warp at H 1024): one stacked m-tile (8 neurons a CTA: one
-// direction of H <= 1024 on 132 SMs, both of H <= 528) at every k-tiles per warp. One 16-row
-// m-tile (16 neurons: both directions of H 529-544 at 6 k-tiles a warp, of H 545-1024 from 8)
-// spilled 8-56 bytes at 6-12 k-tiles a warp (ptxas, also with all of lo in shared memory).
+// Backward-data (K = 3H: 12 k-tiles a warp at H 1024): the stacked split at one m-tile (8 neurons
+// a CTA: one direction of H <= 1024 on 132 SMs, both of H <= 528) and two (16 neurons: both
+// directions of H 529-853; `<2, 12>` spills) at every k-tiles per warp.
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
   constexpr MmaForm kBf16 = MmaForm::kBf16, kSplit = MmaForm::kFp16Split;
@@ -984,7 +989,7 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
     return nullptr;
   }
   if (cell == kGruBwd) {
-    if constexpr (NT == 1 && MT == 1)
+    if constexpr (NT == 1 && MT <= 2)
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
@@ -1058,7 +1063,8 @@ bool prnn_mma_half_split(const PrnnTiling& t) {
 }
 
 bool prnn_mma_stacked_split(const PrnnTiling& t) {
-  return prnn_mma_half_split(t) && t.rows_per_cta % 16 == 8;
+  // The GRU's backward-data has the stacked form only, at any multiple of 8 rows.
+  return prnn_mma_half_split(t) && (t.rows_per_cta % 16 == 8 || (t.gru && t.gru_backward));
 }
 
 int prnn_mma_tile_rows(const PrnnTiling& t) {

@@ -285,7 +285,7 @@ const Case kCases[] = {
     {5, 32, 200}, {3, 64, 96},  {300, 2, 61}, {40, 4, 1000}, {16, 1, 1024}, {12, 3, 1536},
     {6, 4, 1568}, {4, 8, 1152}, {700, 1, 33}, {30, 2, 700},  {10, 4, 1280}, {25, 3, 600},
     {50, 1, 515}, {8, 4, 1312}, {12, 2, 400}, {20, 1, 1040}, {14, 4, 1024}, {9, 2, 850},
-    {33, 1, 171}, {6, 3, 1001},
+    {33, 1, 171}, {6, 3, 1001}, {7, 4, 700},  {11, 1, 560},
 };
 
 TEST(PersistentGru, MatchesFloat64Recurrence) {
@@ -418,7 +418,8 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   EXPECT_FALSE(PersistentGruPlan(1568, 1).forward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).forward_on_tensor_cores());
   // Backward-data (K = 3H) on tensor cores at batch <= 4 up to H 1024 (12 k-tiles a warp): one
-  // direction of H 1024 on 128 stacked CTAs of 8 neurons; both directions of H 520 on 65 each.
+  // direction of H 1024 on 128 stacked CTAs of 8 neurons; both directions of H 520 on 65 each,
+  // of H 768 on 48 each of 16 neurons.
   int device = 0;
   DS2_CUDA_CHECK(cudaGetDevice(&device));
   if (device_attribute(cudaDevAttrMultiProcessorCount, device) >= 130) {
@@ -429,6 +430,9 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
       EXPECT_NE(p.describe().find("backward-data on tensor cores"), std::string::npos)
           << p.describe();
     }
+    const PersistentGruPlan both(768, 4, 2);
+    EXPECT_TRUE(both.backward_on_tensor_cores()) << both.describe();
+    EXPECT_EQ(kernels::pgru_mma_neurons(both.mma_backward_tiling()), 16);
   }
   EXPECT_TRUE(PersistentGruPlan(192, 4, 2).backward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(512, 5).backward_on_tensor_cores());
