@@ -969,7 +969,9 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // 8, 10 k-tiles per warp 70-128; two m-tiles up to 126, at 10 128 with two k-tiles' hi in shared
 // memory; kernels/NOTES.md "Session 42").
 // The GRU (fp32 split only). Forward: one m-tile at up to 4 k-tiles per warp (16 rows, 5 neurons
-// a CTA: H <= 660 on 132 SMs), two at up to 6 (10 neurons), stacked at 4-5 (8 neurons).
+// a CTA: H <= 660 on 132 SMs), two at up to 6 (10 neurons), stacked at 4-5 (8 neurons) and six
+// stacked m-tiles at up to 4 (48 rows, 16 neurons: both directions of H 661-1024; ptxas 121-125
+// registers, no spills, where the 16-row split's three m-tiles spilled 8-12 bytes).
 // Backward-data (K = 3H: 12 k-tiles a warp at H 1024): the stacked split at one m-tile (8 neurons
 // a CTA: one direction of H <= 1024 on 132 SMs, both of H <= 528) and two (16 neurons: both
 // directions of H 529-853; `<2, 12>` spills) at every k-tiles per warp.
@@ -982,7 +984,7 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
     if constexpr (NT == 1 && ((MT == 1 && KPW <= 4) || (MT == 2 && KPW <= 6)))
       if (tags && form == kSplit)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit, kGruFwd>);
-    if constexpr (NT == 1 && MT == 3 && (KPW == 4 || KPW == 5))
+    if constexpr (NT == 1 && ((MT == 3 && (KPW == 4 || KPW == 5)) || (MT == 6 && KPW <= 4)))
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruFwd>);
@@ -995,20 +997,25 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
     return nullptr;
   }
-  if (form == kSplit) {
-    if constexpr (NT == 1 && MT <= 2 && KPW <= 10)
-      if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit>);
+  if constexpr (MT > 3) {  // the GRU forward's 48 stacked rows only
+    return nullptr;
+  } else {
+    if (form == kSplit) {
+      if constexpr (NT == 1 && MT <= 2 && KPW <= 10)
+        if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit>);
+      return nullptr;
+    }
+    if (form == kStacked) {
+      if constexpr (NT == 1 && MT == 3 && KPW >= 5 && KPW <= 10)
+        if (tags)
+          return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kStacked>);
+      return nullptr;
+    }
+    if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, kBf16>);
+    if constexpr (NT == 1)
+      return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16>);
     return nullptr;
   }
-  if (form == kStacked) {
-    if constexpr (NT == 1 && MT == 3 && KPW >= 5 && KPW <= 10)
-      if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kStacked>);
-    return nullptr;
-  }
-  if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, kBf16>);
-  if constexpr (NT == 1)
-    return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16>);
-  return nullptr;
 }
 
 template <int MT, int NT>
@@ -1042,6 +1049,8 @@ const void* kernel_for_mt(int mt, int kpw, bool tags, MmaForm form, MmaCell cell
       return kernel_for_kpw<2, NT>(kpw, tags, form, cell);
     case 3:
       return kernel_for_kpw<3, NT>(kpw, tags, form, cell);
+    case 6:
+      return kernel_for_kpw<6, NT>(kpw, tags, form, cell);
     default:
       return nullptr;
   }
@@ -1063,8 +1072,10 @@ bool prnn_mma_half_split(const PrnnTiling& t) {
 }
 
 bool prnn_mma_stacked_split(const PrnnTiling& t) {
-  // The GRU's backward-data has the stacked form only, at any multiple of 8 rows.
-  return prnn_mma_half_split(t) && (t.rows_per_cta % 16 == 8 || (t.gru && t.gru_backward));
+  // The GRU's backward-data has the stacked form only, at any multiple of 8 rows; its forward at
+  // 48 rows too (six stacked m-tiles: three 16-row ones spilled).
+  return prnn_mma_half_split(t) &&
+         (t.rows_per_cta % 16 == 8 || (t.gru && (t.gru_backward || t.rows_per_cta == 48)));
 }
 
 int prnn_mma_tile_rows(const PrnnTiling& t) {

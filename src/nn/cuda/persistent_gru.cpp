@@ -137,8 +137,8 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
 void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin) {
   // The fewest rows a CTA whose CTAs fit on the SMs, so the products and the epilogue's chain are
   // shortest; every padded state element owned. Forward (rows are gates): 16 rows (5 neurons),
-  // stacked 24 (8), 32 (10); backward-data (rows are neurons, K = 3H): the stacked split's 8,
-  // then 16.
+  // stacked 24 (8), 32 (10), stacked 48 (16: both directions of H 661-1024); backward-data (rows
+  // are neurons, K = 3H): the stacked split's 8, then 16.
   if (tiling_.max_batch > 4) return;
   kernels::PrnnTiling m;
   m.hidden = tiling_.hidden;
@@ -151,7 +151,7 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin)
   m.gru = true;
   m.gru_backward = backward;
   const std::vector<int> rows_tried =
-      backward ? std::vector<int>{8, 16} : std::vector<int>{16, 24, 32};
+      backward ? std::vector<int>{8, 16} : std::vector<int>{16, 24, 32, 48};
   for (int rows : rows_tried) {
     m.rows_per_cta = rows;
     m.ctas_per_direction =
