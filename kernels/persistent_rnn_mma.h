@@ -130,9 +130,9 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
 // tagged exchange, batch <= 4.
 // - Forward: each CTA owns pgru_mma_neurons(t) = rows_per_cta / 3 neurons (16 rows: 5, stacked
 //   24: 8, 32: 10, stacked 48: 16) and holds their gates' rows of U {3H, H} (r, z, n; the rest of
-//   its rows zeros). The exchange carries h as the ReLU forward's; the GRU cell runs in the epilogue with
-//   approximate exp and reciprocal (kernels/gru_cell.cuh, gru_cell_forward_fast: ~1e-6 relative,
-//   as close as the fp16 halves' products).
+//   its rows zeros). The exchange carries h as the ReLU forward's; the GRU cell runs in the
+//   epilogue with approximate exp and reciprocal (kernels/gru_cell.cuh, gru_cell_forward_fast:
+//   ~1e-6 relative, as close as the fp16 halves' products).
 // - Backward-data (t.gru_backward): each CTA owns rows_per_cta neurons (stacked 8 or 16) and
 //   holds their columns of U (rows of U^T {H, 3H}); the exchange carries dG = (dr, dz, dn r) of
 //   the step before, K = 3H (PrnnTiling::inputs), scaled by a power of two as the ReLU's
