@@ -87,6 +87,10 @@ struct PrnnTiling {
   // hidden-side gate gradients.
   bool gru = false;
   bool gru_backward = false;
+  // fp32 split tensor-core plans only: the stacked split (kernels/persistent_rnn_mma.h) at an even
+  // multiple of 8 rows per CTA too. An odd multiple always takes it; the GRU plans ask for it for
+  // backward-data (its one form) and for the forward's 48 rows.
+  bool stacked_split = false;
 
   // State elements a step reads, the products' K: H, or 3H in the GRU's backward-data.
   int inputs() const { return gru && gru_backward ? 3 * hidden : hidden; }

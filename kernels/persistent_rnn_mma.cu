@@ -1072,10 +1072,7 @@ bool prnn_mma_half_split(const PrnnTiling& t) {
 }
 
 bool prnn_mma_stacked_split(const PrnnTiling& t) {
-  // The GRU's backward-data has the stacked form only, at any multiple of 8 rows; its forward at
-  // 48 rows too (six stacked m-tiles: three 16-row ones spilled).
-  return prnn_mma_half_split(t) &&
-         (t.rows_per_cta % 16 == 8 || (t.gru && (t.gru_backward || t.rows_per_cta == 48)));
+  return prnn_mma_half_split(t) && (t.rows_per_cta % 16 == 8 || t.stacked_split);
 }
 
 int prnn_mma_tile_rows(const PrnnTiling& t) {

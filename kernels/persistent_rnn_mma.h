@@ -102,8 +102,8 @@ bool prnn_mma_half_split(const PrnnTiling& t);
 // The fp16 split's overflow word in `workspace` (0 after a backward-data launch whose scaled
 // state stayed within fp16's range).
 const unsigned int* prnn_mma_overflow_flag(const PrnnTiling& t, const void* workspace);
-// The stacked split: an fp32 split tiling of an odd multiple of 8 rows per CTA (and every GRU
-// backward-data tiling, and the GRU forward at 48 rows), whose A fragments
+// The stacked split: an fp32 split tiling of an odd multiple of 8 rows per CTA, or of any multiple
+// where the plan asks for it (PrnnTiling::stacked_split), whose A fragments
 // hold 8 rows' hi halves over their lo halves (kernels/persistent_rnn_fragments.cuh,
 // prnn_stacked_split_a_fragment), so a CTA's rows are a multiple of 8. The plan takes it where
 // 16-row m-tiles would put more rows on a CTA: one direction of H 2113-2560 (24 rows a CTA instead

@@ -154,6 +154,9 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin)
       backward ? std::vector<int>{8, 16} : std::vector<int>{16, 24, 32, 48};
   for (int rows : rows_tried) {
     m.rows_per_cta = rows;
+    // Backward-data has only the stacked form; the forward's 48 rows too (six stacked m-tiles:
+    // three 16-row ones spilled).
+    m.stacked_split = backward || rows == 48;
     m.ctas_per_direction =
         static_cast<int>(ceil_div(kernels::prnn_mma_state_owners(m), kernels::pgru_mma_neurons(m)));
     if (m.ctas_per_direction <= ctas_max &&
