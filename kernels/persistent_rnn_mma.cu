@@ -177,12 +177,11 @@ bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
 
 namespace {
 
-// Epilogue inputs an output reads each step: x (pre or dL/dh) and, backward-data, h; the GRU's
-// backward-data r, z, n, the candidate, dy and h_prev (the forward's GRU: its three gates, in x's
-// place).
-constexpr int kGruBackwardInputs = 6;
-int epilogue_inputs(const PrnnTiling& t) {
-  return t.gru && t.gru_backward ? kGruBackwardInputs : 2;
+// Epilogue inputs an output reads each step, each [max_batch][rows] in ep's parity: x (pre or
+// dL/dh) and, backward-data, h; the GRU's backward-data r, z, n, the candidate, dy and h_prev (the
+// GRU forward's three gates sit in x's place). The kernel and the shared-memory size both ask here.
+__host__ __device__ constexpr int epilogue_inputs(bool gru_backward) {
+  return gru_backward ? 6 : 2;
 }
 
 MmaSmem mma_smem(const PrnnTiling& t) {
@@ -190,7 +189,7 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   size_t off =
       size_t(kWarps) * t.batch_tile * prnn_mma_partial_pitch(t.rows_per_cta) * sizeof(float);
   l.ep_off = off;
-  off += size_t(2) * epilogue_inputs(t) * t.group_batch() * t.rows_per_cta *
+  off += size_t(2) * epilogue_inputs(t.gru && t.gru_backward) * t.group_batch() * t.rows_per_cta *
          sizeof(float);  // [parity][input][b][m]
   l.len_off = off;
   off += size_t(t.group_batch()) * sizeof(int);
@@ -331,10 +330,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int passes = kSplit || kZeroFirst ? 1 : (B + kPass - 1) / kPass;  // tagged: B <= kPass
   const bool bwd = a.backward != 0;
   const float clip = a.clip;
-  // Epilogue input i of output tid at ep[parity * ep_parity + i * ep_h + tid] (ReLU: x, then h in
-  // backward-data; GRU backward-data: kGruBackwardInputs of them).
-  const int ep_parity = (kGruBwd ? kGruBackwardInputs : 2) * a.max_batch * R,
-            ep_h = a.max_batch * R;
+  // Epilogue input i of output tid at ep[parity * ep_parity + i * ep_h + tid] (epilogue_inputs).
+  const int ep_parity = epilogue_inputs(kGruBwd) * a.max_batch * R, ep_h = a.max_batch * R;
   const int64_t xbuf_parity = int64_t{a.k_tiles} * ntx * 32 * 4;
   // fp16 split backward-data: the state travels as state_scale times its value, a power of two
   // that brings the direction's largest |dL/dh| to [2^7, 2^8) (exact both ways). A NaN or
@@ -384,7 +381,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // neuron past H owns element own_k + 2H of the padded tail [3H, k_padded) alone (all three
   // places below are that one).
   auto gru_state_at = [&](int gate) { return own_k < H ? own_k + gate * H : own_k + 2 * H; };
-  const int own_at = kGruBwd ? gru_state_at(2) : own_k;  // the last state element it writes
+  const int own_at = kGruBwd ? own_k + 2 * H : own_k;  // the last state element it writes
   const bool own_state =
       kTags && tid < kPass * R && tid_b < B && own_at < k_padded && (!kGru || tid_m < kGruN);
   const bool own_y = own_state && own_k < H;
