@@ -168,9 +168,8 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin)
 }
 
 size_t PersistentGruPlan::fallback_workspace_offset() const {
-  // Past the tensor-core backward-data's exchange and control block, 256-byte aligned.
   return backward_on_tensor_cores()
-             ? (kernels::prnn_mma_workspace_bytes(mma_tiling_[1]) + 255) / 256 * 256
+             ? rerun_workspace_offset(kernels::prnn_mma_workspace_bytes(mma_tiling_[1]))
              : 0;
 }
 

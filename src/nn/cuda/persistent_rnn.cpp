@@ -278,7 +278,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
 }
 
 size_t PersistentRnnPlan::fallback_workspace_offset() const {
-  return (kernels::prnn_workspace_bytes(tiling_) + 255) / 256 * 256;
+  return rerun_workspace_offset(kernels::prnn_workspace_bytes(tiling_));
 }
 
 size_t PersistentRnnPlan::workspace_bytes() const {
@@ -347,6 +347,10 @@ bool tensor_tiling_runs(const kernels::PrnnTiling& c, size_t smem_optin, int sm_
   if (info.local_bytes != 0 || info.blocks_per_sm < 1 || !resident) return false;
   *registers = info.registers;
   return true;
+}
+
+size_t rerun_workspace_offset(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
 }
 
 std::string kilobytes(size_t bytes) {

@@ -138,9 +138,13 @@ struct PersistentRnnDirection {
 // Whether a tensor-core tiling runs on this device: its kernel exists, fits in `smem_optin` bytes
 // of shared memory, does not spill, and its CTAs (one cluster per direction, or the whole
 // cooperative grid) can be resident on `sm_count` SMs; then its registers a thread go to
-// `registers`. The clipped-ReLU plans and the GRU's tensor-core forward take tilings by it.
+// `registers`. The clipped-ReLU plans and the GRU's tensor-core passes take tilings by it.
 bool tensor_tiling_runs(const kernels::PrnnTiling& c, size_t smem_optin, int sm_count,
                         int* registers);
+
+// Where the fp32-math rerun behind a tensor-core pass keeps its part of one workspace: past the
+// first launch's `bytes` (which hold the overflow word the rerun reads), 256-byte aligned.
+size_t rerun_workspace_offset(size_t bytes);
 
 // "106.0 KB": how the persistent plans' describe() give sizes.
 std::string kilobytes(size_t bytes);
