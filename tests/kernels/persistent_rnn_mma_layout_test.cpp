@@ -160,5 +160,39 @@ TEST(PersistentRnnSplitLayout, AGruLaunchCountsNeuronsAsOwners) {
   }
 }
 
+// The GRU's backward-data reads 3H state elements padded to whole k-tiles, and neurons past H
+// own the padded tail: H 1000 (3000 elements in 188 k-tiles, 8 of tail) needs 1008 owners. On 125
+// stacked CTAs of 8 neurons it has a row for every neuron (1000) but not for the tail, and its
+// launch is refused by the coverage rule. H 997 (2991 elements, 1 of tail) needs 998, not H
+// padded to k-tiles (1008): on the same 125 CTAs it passes the rule, then stops at the null
+// workspace.
+TEST(PersistentRnnSplitLayout, AGruBackwardLaunchCountsThePaddedTail) {
+  PrnnTiling t = tagged_split_tiling(1000, 4, 8, 125);
+  t.gru = true;
+  t.gru_backward = true;
+  t.stacked_split = true;
+  ASSERT_NE(prnn_mma_kernel(t), nullptr);
+  ASSERT_EQ(t.inputs(), 3000);
+  ASSERT_EQ(prnn_mma_state_owners(t), 1008);
+  ASSERT_GE(t.ctas_per_direction * pgru_mma_neurons(t), t.hidden);
+  const int length = 1;
+  try {
+    pgru_mma_backward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr);
+    FAIL() << "a GRU backward-data tiling without owners for the tail was launched";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
+  }
+  t.hidden = 997;
+  ASSERT_EQ(prnn_mma_state_owners(t), 998);
+  ASSERT_LT(t.ctas_per_direction * pgru_mma_neurons(t), prnn_mma_padded_rows(t.hidden));
+  try {
+    pgru_mma_backward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr);
+    FAIL() << "a launch without a workspace ran";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("null workspace"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ds2::kernels
