@@ -103,10 +103,6 @@ TEST(PersistentRnnSplitLayout, SharedMemoryFollowsTheKernelNotThePlansKTiles) {
   EXPECT_EQ(checked, 2 * 16 * kPrnnMmaWarps * 12);
 }
 
-// Every state element of the padded k-tiles needs an owning CTA: a tagged reader waits for its
-// tag. H 2136 in 89 stacked CTAs of 24 rows leaves rows 2136-2143 of k-tile 133 unowned (the
-// plan takes 90 CTAs since session 47; before, that launch hung). A launch of such a tiling is
-// refused before it reaches the GPU, naming the reason.
 // A tagged fp32 split tiling of `rows` rows a CTA on `ctas` CTAs, as a plan would build it.
 PrnnTiling tagged_split_tiling(int hidden, int max_batch, int rows, int ctas) {
   PrnnTiling t;
@@ -120,18 +116,33 @@ PrnnTiling tagged_split_tiling(int hidden, int max_batch, int rows, int ctas) {
   return t;
 }
 
+// What a launch that must stop before it reaches the GPU says ("" if it threw nothing: it ran).
+template <class Launch>
+std::string launch_refusal(Launch launch) {
+  try {
+    launch();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+bool says(const std::string& why, const char* what) {
+  return why.find(what) != std::string::npos;
+}
+
+// Every state element of the padded k-tiles needs an owning CTA: a tagged reader waits for its
+// tag. H 2136 in 89 stacked CTAs of 24 rows leaves rows 2136-2143 of k-tile 133 unowned (the
+// plan takes 90 CTAs since session 47; before, that launch hung). A launch of such a tiling is
+// refused before it reaches the GPU, naming the reason.
 TEST(PersistentRnnSplitLayout, ALaunchRefusesStateElementsWithoutAnOwner) {
   const PrnnTiling t = tagged_split_tiling(2136, 4, 24, 89);
   ASSERT_TRUE(prnn_mma_stacked_split(t));
   ASSERT_EQ(prnn_mma_padded_rows(t.hidden), 2144);  // 134 k-tiles
   ASSERT_LT(t.ctas_per_direction * t.rows_per_cta, prnn_mma_padded_rows(t.hidden));
   const int length = 1;
-  try {
-    prnn_launch(t, false, nullptr, &length, 1, 1, 1.0f, nullptr, nullptr);
-    FAIL() << "an uncovered tiling was launched";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
-  }
+  const std::string why = launch_refusal(
+      [&] { prnn_launch(t, false, nullptr, &length, 1, 1, 1.0f, nullptr, nullptr); });
+  EXPECT_TRUE(says(why, "without an owner")) << (why.empty() ? "an uncovered tiling ran" : why);
 }
 
 // The GRU forward's owners are neurons, a third of its rows: H 1024 on 127 stacked CTAs of 24
@@ -144,20 +155,13 @@ TEST(PersistentRnnSplitLayout, AGruLaunchCountsNeuronsAsOwners) {
   ASSERT_GE(t.ctas_per_direction * t.rows_per_cta, prnn_mma_padded_rows(t.hidden));
   ASSERT_LT(t.ctas_per_direction * pgru_mma_neurons(t), prnn_mma_padded_rows(t.hidden));
   const int length = 1;
-  try {
-    pgru_mma_forward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr);
-    FAIL() << "an uncovered GRU tiling was launched";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
-  }
+  auto launch = [&] { pgru_mma_forward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr); };
+  const std::string uncovered = launch_refusal(launch);
+  EXPECT_TRUE(says(uncovered, "without an owner")) << "uncovered GRU tiling: " << uncovered;
   t.ctas_per_direction = 128;  // 1024 neurons: passes the rule, then stops at the null workspace
-  try {
-    pgru_mma_forward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr);
-    FAIL() << "a launch without a workspace ran";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("null workspace"), std::string::npos) << e.what();
-  }
+  const std::string covered = launch_refusal(launch);
+  EXPECT_FALSE(says(covered, "without an owner")) << covered;
+  EXPECT_TRUE(says(covered, "null workspace")) << "a launch without a workspace: " << covered;
 }
 
 // The GRU's backward-data reads 3H state elements padded to whole k-tiles, and neurons past H
@@ -176,22 +180,15 @@ TEST(PersistentRnnSplitLayout, AGruBackwardLaunchCountsThePaddedTail) {
   ASSERT_EQ(prnn_mma_state_owners(t), 1008);
   ASSERT_GE(t.ctas_per_direction * pgru_mma_neurons(t), t.hidden);
   const int length = 1;
-  try {
-    pgru_mma_backward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr);
-    FAIL() << "a GRU backward-data tiling without owners for the tail was launched";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
-  }
+  auto launch = [&] { pgru_mma_backward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr); };
+  const std::string no_tail = launch_refusal(launch);
+  EXPECT_TRUE(says(no_tail, "without an owner")) << "the tail unowned: " << no_tail;
   t.hidden = 997;
   ASSERT_EQ(prnn_mma_state_owners(t), 998);
   ASSERT_LT(t.ctas_per_direction * pgru_mma_neurons(t), prnn_mma_padded_rows(t.hidden));
-  try {
-    pgru_mma_backward_launch(t, nullptr, &length, 1, 1, nullptr, nullptr);
-    FAIL() << "a launch without a workspace ran";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).find("without an owner"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("null workspace"), std::string::npos) << e.what();
-  }
+  const std::string covered = launch_refusal(launch);
+  EXPECT_FALSE(says(covered, "without an owner")) << covered;
+  EXPECT_TRUE(says(covered, "null workspace")) << "a launch without a workspace: " << covered;
 }
 
 }  // namespace
