@@ -127,11 +127,12 @@ __host__ __device__ constexpr bool optimistic_products(bool split, int mt, int k
 // 1.52-1.54 -> 1.34-1.35, batch 1 1.50-1.51 -> 1.30-1.31, of H 1580 1.83-1.86 -> 1.68-1.69). At
 // 6 optimistic products were slower (both directions of H 1536 1.53 -> 1.64-1.67); ptxas spilled
 // `<3, 10>` optimistic (8 bytes) and `<3, 6>` with both (4).
-// The GRU's backward-data at two m-tiles (16 neurons a CTA: both directions of H 529-853) from 8
+// The GRU's backward-data at two m-tiles (16 neurons a CTA: both directions of H 529-1024) from 8
 // k-tiles a warp keeps 4 k-tiles' fragments in registers (ptxas: with 8, `<2, 8>` to `<2, 12>`
-// spilled 20-72 bytes; with 4, `<2, 12>` still 8, so the plan does not take it).
+// spilled 20-72 bytes), and at 12 (H 854-1024) 2: with 4 `<2, 12>` spilled 8 bytes, with 3 20;
+// with 2, 128 registers and no spills.
 __host__ __device__ constexpr int stacked_register_tiles(int mt, int kpw, bool gru_backward) {
-  const int most = gru_backward && mt >= 2 && kpw >= 8 ? 4 : 16 / mt;
+  const int most = gru_backward && mt >= 2 && kpw >= 8 ? (kpw >= 12 ? 2 : 4) : 16 / mt;
   return kpw < most ? kpw : most;
 }
 __host__ __device__ constexpr bool stacked_optimistic(int mt, int kpw) {
@@ -971,7 +972,7 @@ __global__ void prnn_grad_max_kernel(const MmaDir d0, const MmaDir d1, const int
 // registers, no spills, where the 16-row split's three m-tiles spilled 8-12 bytes).
 // Backward-data (K = 3H: 12 k-tiles a warp at H 1024): the stacked split at one m-tile (8 neurons
 // a CTA: one direction of H <= 1024 on 132 SMs, both of H <= 528) and two (16 neurons: both
-// directions of H 529-853; `<2, 12>` spills) at every k-tiles per warp.
+// directions of H 529-1024) at every k-tiles per warp.
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
   constexpr MmaForm kBf16 = MmaForm::kBf16, kSplit = MmaForm::kFp16Split;

@@ -138,7 +138,9 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin)
   // The fewest rows a CTA whose CTAs fit on the SMs, so the products and the epilogue's chain are
   // shortest; every padded state element owned. Forward (rows are gates): 16 rows (5 neurons),
   // stacked 24 (8), 32 (10), stacked 48 (16: both directions of H 661-1024); backward-data (rows
-  // are neurons, K = 3H): the stacked split's 8, then 16.
+  // are neurons, K = 3H): the stacked split's 8, then 16. Fewer, wider CTAs were slower wherever
+  // measured (H200, the forward, H 192-768 at batch 1 and 4: 32 or 48 rows 0.1-0.4 us a step
+  // slower than the fewest that fit; kernels/NOTES.md, session 51).
   if (tiling_.max_batch > 4) return;
   kernels::PrnnTiling m;
   m.hidden = tiling_.hidden;

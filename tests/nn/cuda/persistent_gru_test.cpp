@@ -419,7 +419,7 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   EXPECT_FALSE(PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).forward_on_tensor_cores());
   // Backward-data (K = 3H) on tensor cores at batch <= 4 up to H 1024 (12 k-tiles a warp): one
   // direction of H 1024 on 128 stacked CTAs of 8 neurons; both directions of H 520 on 65 each,
-  // of H 768 on 48 each of 16 neurons (and the forward on 48 of 16).
+  // of H 768 on 48 each of 16 neurons (and the forward on 48 of 16), of H 1024 on 64 of 16.
   int device = 0;
   DS2_CUDA_CHECK(cudaGetDevice(&device));
   if (device_attribute(cudaDevAttrMultiProcessorCount, device) >= 130) {
@@ -430,12 +430,14 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
       EXPECT_NE(p.describe().find("backward-data on tensor cores"), std::string::npos)
           << p.describe();
     }
-    const PersistentGruPlan both(768, 4, 2);
-    EXPECT_TRUE(both.backward_on_tensor_cores()) << both.describe();
-    EXPECT_EQ(kernels::pgru_mma_neurons(both.mma_backward_tiling()), 16);
-    // The forward: both directions of H 661-1024 on stacked CTAs of 48 rows (16 neurons).
-    EXPECT_TRUE(both.forward_on_tensor_cores()) << both.describe();
-    EXPECT_EQ(kernels::pgru_mma_neurons(both.mma_forward_tiling()), 16);
+    for (int hidden : {768, 1024}) {
+      const PersistentGruPlan both(hidden, 4, 2);
+      EXPECT_TRUE(both.backward_on_tensor_cores()) << both.describe();
+      EXPECT_EQ(kernels::pgru_mma_neurons(both.mma_backward_tiling()), 16);
+      // The forward: both directions of H 661-1024 on stacked CTAs of 48 rows (16 neurons).
+      EXPECT_TRUE(both.forward_on_tensor_cores()) << both.describe();
+      EXPECT_EQ(kernels::pgru_mma_neurons(both.mma_forward_tiling()), 16);
+    }
   }
   EXPECT_TRUE(PersistentGruPlan(192, 4, 2).backward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(512, 5).backward_on_tensor_cores());
