@@ -102,6 +102,9 @@ bool prnn_mma_half_split(const PrnnTiling& t);
 // The fp16 split's overflow word in `workspace` (0 after a backward-data launch whose scaled
 // state stayed within fp16's range).
 const unsigned int* prnn_mma_overflow_flag(const PrnnTiling& t, const void* workspace);
+// The largest |dL/dh| of each direction that the fp16 split's last backward-data launch scaled by
+// (float bits, [direction]; frames inside the lengths only), in `workspace`.
+const unsigned int* prnn_mma_grad_max_words(const PrnnTiling& t, const void* workspace);
 // The stacked split: an fp32 split tiling of an odd multiple of 8 rows per CTA, or of any multiple
 // where the plan asks for it (PrnnTiling::stacked_split), whose A fragments
 // hold 8 rows' hi halves over their lo halves (kernels/persistent_rnn_fragments.cuh,

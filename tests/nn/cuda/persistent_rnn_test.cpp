@@ -45,6 +45,17 @@ namespace {
 constexpr double kAtol = 1e-5, kRtol = 1e-5;
 constexpr double kTensorAtol = 4e-3, kTensorRtol = 1e-2;
 
+unsigned int float_bits(float v) {
+  unsigned int bits = 0;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return bits;
+}
+float bits_float(unsigned int bits) {
+  float v = 0.0f;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
 struct Case {
   int T, B, H;
   Precision precision = Precision::kFp32;
@@ -767,6 +778,78 @@ TEST(PersistentRnn, Fp16SplitBackwardDataScalesAndFallsBack) {
   std::vector<float> nan_dy = dy;
   nan_dy[(int64_t{len[b] - 1} * B + b) * H + 5] = std::nanf("");
   expect_bits_equal(backward(fallback, u, nan_dy), backward(plan, u, nan_dy), "a NaN in dy");
+}
+
+// The scale comes from each direction's largest |dL/dh| over the frames inside the lengths: values
+// past a length and in the padding columns of dy's rows (ld > H) must not count. Rows read 4 bytes
+// a lane (H odd), 16 bytes a lane (H and ld multiples of 4), both directions in one launch, and
+// batch 1.
+TEST(PersistentRnn, Fp16SplitBackwardDataScansItsGradientsInsideTheLengths) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  cudaStream_t s = ctx.stream();
+  struct ScanCase {
+    int H, B, T, directions;
+    int64_t ld;
+  };
+  const float clip = 20.0f, ignored = 1e30f;
+  for (const ScanCase c : {ScanCase{1999, 4, 37, 1, 1999}, ScanCase{1152, 1, 61, 2, 1156},
+                           ScanCase{515, 3, 19, 2, 520}}) {
+    SCOPED_TRACE("H " + std::to_string(c.H) + " B " + std::to_string(c.B) + " directions " +
+                 std::to_string(c.directions));
+    const PersistentRnnPlan plan(c.H, c.B, c.directions);
+    if (!plan.fits() || !kernels::prnn_mma_half_split(plan.tiling())) {
+      std::cout << "no fp16 split here: " << plan.describe() << "\n";
+      continue;
+    }
+    Rng rng(c.H + c.B);
+    std::vector<int> len(c.B);
+    for (int b = 0; b < c.B; ++b) len[b] = c.T - 3 - 5 * b;  // every row ends before T
+    const int64_t rows = int64_t{c.T} * c.B, n = rows * c.H;
+    const float a = 1.0f / std::sqrt(static_cast<float>(c.H));
+    DeviceArray<float> du, dh, ddy[2], dpre[2];
+    DeviceArray<int> dlen;
+    to_device(random_vector(int64_t{c.H} * c.H, rng, -a, a), du, s);
+    to_device(random_vector(n, rng, 0.1f, 0.5f), dh, s);
+    upload_lengths(len, dlen, s);
+    PersistentRnnDirection dirs[2];
+    unsigned int expected[2] = {0u, 0u};
+    for (int d = 0; d < c.directions; ++d) {
+      std::vector<float> dy = random_vector(rows * c.ld, rng, -1.0f, 1.0f);
+      for (int64_t row = 0; row < rows; ++row) {
+        const int t = static_cast<int>(row / c.B), b = static_cast<int>(row % c.B);
+        for (int64_t k = 0; k < c.ld; ++k) {
+          float& v = dy[row * c.ld + k];
+          if (t >= len[b] || k >= c.H)
+            v = ignored;
+          else
+            expected[d] = std::max(expected[d], float_bits(std::fabs(v)));
+        }
+      }
+      to_device(dy, ddy[d], s);
+      dpre[d].reserve(rows * c.ld);
+      dirs[d].u = du.data();
+      dirs[d].x = ddy[d].data();
+      dirs[d].ld_x = c.ld;
+      dirs[d].h = dh.data();
+      dirs[d].y = dpre[d].data();
+      dirs[d].ld_y = c.ld;
+      dirs[d].reverse = d == 1;
+    }
+    DeviceArray<float> ws(static_cast<int64_t>(plan.workspace_bytes() / sizeof(float) + 1));
+    poison(ws.data(), ws.capacity(), ctx);
+    persistent_rnn_backward_data(plan, dirs, dlen.data(), c.T, c.B, clip, ws.data(),
+                                 static_cast<size_t>(ws.capacity()) * sizeof(float), s);
+    DS2_CUDA_CHECK(cudaGetLastError());
+    unsigned int found[2] = {0u, 0u};
+    DS2_CUDA_CHECK(cudaMemcpyAsync(found,
+                                   kernels::prnn_mma_grad_max_words(plan.tiling(), ws.data()),
+                                   sizeof(found), cudaMemcpyDeviceToHost, s));
+    DS2_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (int d = 0; d < c.directions; ++d)
+      EXPECT_EQ(found[d], expected[d]) << "direction " << d << ": " << bits_float(found[d])
+                                       << " found, " << bits_float(expected[d]) << " expected";
+  }
 }
 
 TEST(PersistentRnn, EmptySequencesAndZeroLengths) {
