@@ -128,10 +128,10 @@ __host__ __device__ constexpr bool optimistic_products(bool split, int mt, int k
 // 1.52-1.54 -> 1.34-1.35, batch 1 1.50-1.51 -> 1.30-1.31, of H 1580 1.83-1.86 -> 1.68-1.69). At
 // 6 optimistic products were slower (both directions of H 1536 1.53 -> 1.64-1.67); ptxas spilled
 // `<3, 10>` optimistic (8 bytes) and `<3, 6>` with both (4).
-// The GRU's backward-data at two m-tiles (16 neurons a CTA: both directions of H 529-1024) from 8
-// k-tiles a warp keeps 4 k-tiles' fragments in registers (ptxas: with 8, `<2, 8>` to `<2, 12>`
-// spilled 20-72 bytes), and at 12 (H 854-1024) 2: with 4 `<2, 12>` spilled 8 bytes, with 3 20;
-// with 2, 128 registers and no spills.
+// The GRU's backward-data at two m-tiles (16 neurons a CTA: both directions of H 529-1056, one
+// of H 1057-1194) from 8 k-tiles a warp keeps 4 k-tiles' fragments in registers (ptxas: with 8,
+// `<2, 8>` to `<2, 12>` spilled 20-72 bytes), and from 12 (both directions of H 854-1056) 2:
+// with 4 `<2, 12>` spilled 8 bytes, with 3 20; with 2, 128 registers and no spills.
 __host__ __device__ constexpr int stacked_register_tiles(int mt, int kpw, bool gru_backward) {
   const int most = gru_backward && mt >= 2 && kpw >= 8 ? (kpw >= 12 ? 2 : 4) : 16 / mt;
   return kpw < most ? kpw : most;
@@ -1003,8 +1003,10 @@ __global__ void __launch_bounds__(kGradMaxThreads)
 // stacked m-tiles at up to 4 (48 rows, 16 neurons: both directions of H 661-1024; ptxas 121-125
 // registers, no spills, where the 16-row split's three m-tiles spilled 8-12 bytes).
 // Backward-data (K = 3H: 12 k-tiles a warp at H 1024): the stacked split at one m-tile (8 neurons
-// a CTA: one direction of H <= 1024 on 132 SMs, both of H <= 528) and two (16 neurons: both
-// directions of H 529-1024) at every k-tiles per warp.
+// a CTA: one direction of H <= 1056 on 132 SMs, both of H <= 528) and two (16 neurons: one
+// direction of H 1057-1194, both of H 529-1056) at every k-tiles per warp, and only it at 14
+// (ptxas: `<1, 14>` 121 registers with all 14 k-tiles' fragments in registers, `<2, 14>` 128 with
+// 2; no spills).
 template <int MT, int KPW, int NT>
 const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
   constexpr MmaForm kBf16 = MmaForm::kBf16, kSplit = MmaForm::kFp16Split;
@@ -1027,7 +1029,7 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
     return nullptr;
   }
-  if constexpr (MT > 3) {  // the GRU forward's 48 stacked rows only
+  if constexpr (MT > 3 || KPW > 12) {  // the GRU forward's 48 stacked rows; backward-data's 14
     return nullptr;
   } else {
     if (form == kSplit) {
@@ -1065,6 +1067,8 @@ const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, MmaCell cell = MmaC
       return kernel_for_exchange<MT, 10, NT>(tags, form, cell);
     case 12:
       return kernel_for_exchange<MT, 12, NT>(tags, form, cell);
+    case 14:
+      return kernel_for_exchange<MT, 14, NT>(tags, form, cell);
     default:
       return nullptr;
   }

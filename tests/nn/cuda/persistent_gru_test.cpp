@@ -21,6 +21,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cuda/check.h"
@@ -285,7 +286,7 @@ const Case kCases[] = {
     {5, 32, 200}, {3, 64, 96},  {300, 2, 61}, {40, 4, 1000}, {16, 1, 1024}, {12, 3, 1536},
     {6, 4, 1568}, {4, 8, 1152}, {700, 1, 33}, {30, 2, 700},  {10, 4, 1280}, {25, 3, 600},
     {50, 1, 515}, {8, 4, 1312}, {12, 2, 400}, {20, 1, 1040}, {14, 4, 1024}, {9, 2, 850},
-    {33, 1, 171}, {6, 3, 1001}, {7, 4, 700},  {11, 1, 560},
+    {33, 1, 171}, {6, 3, 1001}, {7, 4, 700},  {11, 1, 560},  {9, 4, 1190},  {5, 2, 1056},
 };
 
 TEST(PersistentGru, MatchesFloat64Recurrence) {
@@ -417,9 +418,9 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   EXPECT_FALSE(PersistentGruPlan(512, 5).forward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(1568, 1).forward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).forward_on_tensor_cores());
-  // Backward-data (K = 3H) on tensor cores at batch <= 4 up to H 1024 (12 k-tiles a warp): one
-  // direction of H 1024 on 128 stacked CTAs of 8 neurons; both directions of H 520 on 65 each,
-  // of H 768 on 48 each of 16 neurons (and the forward on 48 of 16), of H 1024 on 64 of 16.
+  // Backward-data (K = 3H) on tensor cores at batch <= 4 up to 14 k-tiles a warp: one direction
+  // of H 1024 on 128 stacked CTAs of 8 neurons; both directions of H 520 on 65 each, of H 768 on
+  // 48 each of 16 neurons (and the forward on 48 of 16), of H 1024 on 64 of 16.
   int device = 0;
   DS2_CUDA_CHECK(cudaGetDevice(&device));
   if (device_attribute(cudaDevAttrMultiProcessorCount, device) >= 130) {
@@ -430,6 +431,13 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
       EXPECT_NE(p.describe().find("backward-data on tensor cores"), std::string::npos)
           << p.describe();
     }
+    // One direction past H 1024 (13-14 k-tiles a warp): H 1040 on 130 CTAs of 8 neurons, H 1190
+    // on 75 of 16.
+    for (const auto& [hidden, neurons] : {std::pair{1040, 8}, std::pair{1190, 16}}) {
+      const PersistentGruPlan p(hidden, 4);
+      EXPECT_TRUE(p.backward_on_tensor_cores()) << p.describe();
+      EXPECT_EQ(kernels::pgru_mma_neurons(p.mma_backward_tiling()), neurons);
+    }
     for (int hidden : {768, 1024}) {
       const PersistentGruPlan both(hidden, 4, 2);
       EXPECT_TRUE(both.backward_on_tensor_cores()) << both.describe();
@@ -438,10 +446,15 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
       EXPECT_TRUE(both.forward_on_tensor_cores()) << both.describe();
       EXPECT_EQ(kernels::pgru_mma_neurons(both.mma_forward_tiling()), 16);
     }
+    // Both directions of H 1025-1056 (14 k-tiles a warp): backward-data on 66 CTAs of 16 neurons
+    // each (the forward past H 1024 keeps the fp32-math kernel).
+    const PersistentGruPlan wide(1056, 4, 2);
+    EXPECT_TRUE(wide.backward_on_tensor_cores()) << wide.describe();
+    EXPECT_EQ(kernels::pgru_mma_neurons(wide.mma_backward_tiling()), 16);
   }
   EXPECT_TRUE(PersistentGruPlan(192, 4, 2).backward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(512, 5).backward_on_tensor_cores());
-  EXPECT_FALSE(PersistentGruPlan(1040, 1).backward_on_tensor_cores());
+  EXPECT_FALSE(PersistentGruPlan(1200, 1).backward_on_tensor_cores());  // 15 k-tiles a warp
   EXPECT_FALSE(
       PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).backward_on_tensor_cores());
   for (int batch : {1, 4, 32}) {
