@@ -76,10 +76,11 @@ struct PrnnTiling {
   // bf16 travels with the step that wrote it; kernels/tagged_exchange.cuh) instead of a step
   // barrier per direction. Twice the exchange's bytes and more registers per thread.
   bool tagged_exchange = false;
-  // Grid-wide bf16 tensor-core plans only: each direction's CTAs form this many sets (1, 2 or 4;
-  // at most kPrnnMaxSets in all), set g running batch rows [g b, g b + b), b = group_rows(B),
-  // with an exchange (and step barrier) of its own. Where a layer's CTAs fill half the SMs or
-  // fewer, the other half then works too, each set on a narrower batch pass.
+  // Grid-wide tensor-core plans only (bf16, and the fp32 split's clipped ReLU): each direction's
+  // CTAs form this many sets (1-4; at most kPrnnMaxSets in all), set g running batch rows [g b,
+  // g b + b), b = group_rows(B), with an exchange (and step barrier) of its own. Where a layer's
+  // CTAs fill half the SMs or fewer, the other half then works too, each set on a narrower batch
+  // pass; the fp32 split, which runs 4 rows a set, so reaches batch 5-16.
   int batch_groups = 1;
   // fp32 split tensor-core plans only: the GRU (kernels/persistent_rnn_mma.h) instead of the
   // clipped-ReLU recurrence: its forward (pgru_mma_forward_launch), or with gru_backward its

@@ -1118,8 +1118,8 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
     return nullptr;
   const int mt = t.rows_per_cta / prnn_mma_tile_rows(t);
   const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
-  if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass
-    return t.batch_tile == 4 && t.max_batch <= 4
+  if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass a set
+    return t.batch_tile == 4 && t.group_batch() <= 4
                ? kernel_for_mt<1>(
                      mt, kpw, t.tagged_exchange,
                      prnn_mma_stacked_split(t) ? MmaForm::kStackedSplit : MmaForm::kFp16Split,
@@ -1247,15 +1247,16 @@ void launch_mma(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, c
     if (backward) {
       // A warp a row up to two CTAs of kGradMaxThreads per SM (the scan reads T B H floats
       // once: 8 MB at T 256, B 4, H 2048).
-      // No batch groups here (the split has none): set d is direction d.
+      // One scale a direction, from its whole batch: the direction's first set (batch group 0,
+      // its operands at row 0) with all B rows.
       const int rows_per_block = kGradMaxThreads / 32;
       int device = 0;
       DS2_CUDA_CHECK(cudaGetDevice(&device));
       const int most = 2 * device_attribute(cudaDevAttrMultiProcessorCount, device);
       const dim3 grid(std::max(std::min((T * B + rows_per_block - 1) / rows_per_block, most), 1),
                       t.directions);
-      prnn_grad_max_kernel<<<grid, kGradMaxThreads, 0, stream>>>(a.set[0], a.set[1], lengths, T, B,
-                                                                 t.hidden, control);
+      prnn_grad_max_kernel<<<grid, kGradMaxThreads, 0, stream>>>(
+          a.set[0], a.set[t.directions > 1 ? t.batch_groups : 0], lengths, T, B, t.hidden, control);
       DS2_CUDA_CHECK(cudaGetLastError());
     }
   }

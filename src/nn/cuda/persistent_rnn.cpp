@@ -142,25 +142,39 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // the barrier: H 1792 1.57-1.58 / 1.59-1.60 against 1.86 / 1.91-1.92, H 2048 1.60-1.61 /
   // 1.64-1.65 against 1.83-1.84 / 1.90-1.91, H 2560 2.35-2.36 / 2.42-2.44 against 2.45-2.47 /
   // 2.66).
-  kernels::PrnnTiling stacked = m;
-  spread_tensor_rows(stacked, ctas_max, 8);
-  stacked.register_groups = stacked.rows_per_cta / kRowGroup;
-  const bool try_stacked = allowed.stacked_split && stacked.rows_per_cta < m.rows_per_cta;
-  const bool hi_shared = !try_stacked && kernels::prnn_mma_hi_in_shared(m);  // 32-row CTAs
-  const bool fp32_split_wins = hi_shared ? max_batch >= 3 : max_batch >= 2 || hidden > 512;
-  if (!t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split && max_batch <= 4 &&
-      fp32_split_wins) {
-    m.batch_tile = stacked.batch_tile = 4;
-    m.tagged_exchange = stacked.tagged_exchange = true;
+  // The split runs batch rows 4 at a time (one n-tile: each row's hi and lo halves in columns b
+  // and b + 4). At batch 5-16 it takes batch groups of at most 4 rows, each set of CTAs on its
+  // own slice of the batch with its own exchange, where every set's CTAs fit beside the others'
+  // (fewer SMs a set, so more rows a CTA; kernels::PrnnTiling::batch_groups): the fp32-math
+  // kernel it replaces takes about twice a batch-4 split step there (session 51).
+  auto take_fp16_split = [&](int groups) {
+    kernels::PrnnTiling c = m;
+    c.batch_groups = groups;
+    if (c.sets() > kernels::kPrnnMaxSets) return false;
+    spread_tensor_rows(c, ctas_max / groups, 16);
+    c.register_groups = c.rows_per_cta / kRowGroup;
+    kernels::PrnnTiling stacked = c;
+    spread_tensor_rows(stacked, ctas_max / groups, 8);
+    stacked.register_groups = stacked.rows_per_cta / kRowGroup;
+    const bool try_stacked = allowed.stacked_split && stacked.rows_per_cta < c.rows_per_cta;
+    const bool hi_shared = !try_stacked && kernels::prnn_mma_hi_in_shared(c);  // 32-row CTAs
+    const bool wins = groups > 1 || (hi_shared ? max_batch >= 3 : max_batch >= 2 || hidden > 512);
+    if (!wins) return false;
+    c.batch_tile = stacked.batch_tile = 4;
+    c.tagged_exchange = stacked.tagged_exchange = true;
     // The fp16 split only with a fallback that fits (it is an fp32-math plan of this shape).
     auto fallback = std::make_shared<const PersistentRnnPlan>(
         hidden, max_batch, directions, device, precision,
         PersistentRnnKernels{allowed.cluster, false, false});
-    if (fallback->fits() &&
-        ((try_stacked && take_tensor_tiling(stacked)) || take_tensor_tiling(m))) {
-      fallback_plan_ = std::move(fallback);
-      return;
-    }
+    if (!fallback->fits() ||
+        !((try_stacked && take_tensor_tiling(stacked)) || take_tensor_tiling(c)))
+      return false;
+    fallback_plan_ = std::move(fallback);
+    return true;
+  };
+  if (!t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split) {
+    const int groups = ceil_div(max_batch, 4);
+    if ((groups == 1 || allowed.batch_groups) && take_fp16_split(groups)) return;
   }
   if (t.bf16_weights && allowed.batch_groups && max_batch > 8) {
     // Batch groups: where the CTAs of every direction fill no more than half (a quarter) of the

@@ -66,8 +66,8 @@ struct PersistentRnnKernels {
   // ... in 8-row m-tiles of hi over lo where 16-row ones would put more rows on a CTA (off: the
   // 16-row form, which GPUs with fewer SMs run anyway, where 8-row tiles save no rows)
   bool stacked_split = true;
-  // bf16 past batch 8: sets of CTAs per direction, each on a slice of the batch, where the
-  // layer's CTAs leave SMs idle (kernels::PrnnTiling::batch_groups)
+  // bf16 past batch 8, fp32 (the fp16 split) past batch 4: sets of CTAs per direction, each on a
+  // slice of the batch, where the layer's CTAs leave SMs idle (kernels::PrnnTiling::batch_groups)
   bool batch_groups = true;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront

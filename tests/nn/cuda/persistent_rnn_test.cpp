@@ -557,13 +557,26 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     const PersistentRnnPlan no_half(2048, 4, 1, -1, Precision::kFp32,
                                     PersistentRnnKernels{true, true, false});
     EXPECT_TRUE(no_half.fits() && !no_half.tiling().tensor_cores) << no_half.describe();
-    EXPECT_FALSE(PersistentRnnPlan(2048, 5).tiling().tensor_cores);
+    // Batch 5-16: the split in batch groups of at most 4 rows, where every set's CTAs fit (H 2048
+    // batch 5: 2 sets of 64 CTAs of 32 rows; H 2560 needs 40 rows a CTA, which no split kernel
+    // has; batch 17 would need 5 sets).
+    if (prop.multiProcessorCount >= 128) {
+      const PersistentRnnPlan b5(2048, 5);
+      EXPECT_TRUE(half(b5) && b5.tiling().batch_groups == 2) << b5.describe();
+    }
+    EXPECT_FALSE(PersistentRnnPlan(2560, 5).tiling().tensor_cores);
+    EXPECT_FALSE(PersistentRnnPlan(512, 17).tiling().tensor_cores);
+    EXPECT_FALSE(PersistentRnnPlan(1024, 8, 1, -1, Precision::kFp32,
+                                   PersistentRnnKernels{true, true, true, true, false})
+                     .tiling()
+                     .tensor_cores);
     // The fp32-math kernel's threads own 8 columns at batch passes of 4 from H 1600, and where
     // 4 do not fit; else 4.
     EXPECT_EQ(b4_large.fallback()->tiling().chunks, 2) << b4_large.describe();
     EXPECT_EQ(PersistentRnnPlan(2048, 32).tiling().chunks, 2);
     EXPECT_EQ(PersistentRnnPlan(2048, 1).tiling().chunks, 1);
-    EXPECT_EQ(PersistentRnnPlan(1152, 8).tiling().chunks, 1);
+    const PersistentRnnPlan b8(1152, 8);
+    EXPECT_EQ((b8.fallback() ? b8.fallback()->tiling() : b8.tiling()).chunks, 1) << b8.describe();
     EXPECT_EQ(PersistentRnnPlan(1920, 4, 1, -1, Precision::kBf16).tiling().chunks, 1);
     const PersistentRnnPlan bf16_math(2999, 4, 1, -1, Precision::kBf16);  // past the tensor cores
     EXPECT_TRUE(bf16_math.fits() && !bf16_math.tiling().tensor_cores &&
@@ -684,6 +697,31 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "this GPU plans no fp32 tensor-core layer (sm_80+, 100+ SMs)";
+}
+
+// fp32 at batch 5-16 on the fp16 split: batch groups of at most 4 rows, each set of CTAs on its
+// own slice of the batch with its own exchange, one scale for backward-data a direction. Against
+// float64 at the plan's batch, 3 fewer, and 1 (the second set then has no rows), at 16-row
+// (H 300, 500), stacked 24-row (1150, 1536) and two-m-tile (1999) CTAs, 2 and 4 groups.
+TEST(PersistentRnn, Fp32SplitBatchGroupsMatchFloat64) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  int checked = 0;
+  for (const auto& [H, max_batch] :
+       std::vector<std::pair<int, int>>{{300, 8}, {500, 16}, {1150, 8}, {1536, 8}, {1999, 8}}) {
+    const PersistentRnnPlan plan(H, max_batch);
+    if (!plan.fits() || !kernels::prnn_mma_half_split(plan.tiling())) {
+      std::cout << "no fp16 split at H " << H << " batch " << max_batch << ": " << plan.describe()
+                << "\n";
+      continue;
+    }
+    ASSERT_EQ(plan.tiling().batch_groups, (max_batch + 3) / 4) << plan.describe();
+    for (int B : {max_batch, max_batch - 3, 1}) {
+      check_fp32_plan_against_float64(ctx, plan, B, B == 1 ? 9 : 30, B % 2 == 1, 700 + H + B);
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "this GPU plans no fp32 batch groups (sm_80+, 100+ SMs)";
 }
 
 // Tagged tensor-core plans give every state element of the padded k-tiles an owner (a reader
