@@ -45,8 +45,11 @@ constexpr int kPrnnRowGroup = 4;
 constexpr int kPrnnMaxRegisterGroups = 8;
 constexpr int kPrnnMaxRegisterGroupsBf16 = 16;
 
-// Sets of CTAs one launch may hold (directions times batch groups), each with its own exchange.
-constexpr int kPrnnMaxSets = 4;
+// Sets of CTAs one launch may hold (directions times batch groups), each with its own exchange:
+// the fp32 split up to 8 (both directions of batch 16 in groups of 4 rows), bf16 up to
+// kPrnnMaxBf16Sets (what its plans were measured with).
+constexpr int kPrnnMaxSets = 8;
+constexpr int kPrnnMaxBf16Sets = 4;
 
 struct PrnnTiling {
   int hidden = 0;
@@ -77,10 +80,10 @@ struct PrnnTiling {
   // barrier per direction. Twice the exchange's bytes and more registers per thread.
   bool tagged_exchange = false;
   // Grid-wide tensor-core plans only (bf16, and the fp32 split's clipped ReLU): each direction's
-  // CTAs form this many sets (1-4; at most kPrnnMaxSets in all), set g running batch rows [g b,
+  // CTAs form this many sets (at most kPrnnMaxSets in all), set g running batch rows [g b,
   // g b + b), b = group_rows(B), with an exchange (and step barrier) of its own. Where a layer's
   // CTAs fill half the SMs or fewer, the other half then works too, each set on a narrower batch
-  // pass; the fp32 split, which runs 4 rows a set, so reaches batch 5-16.
+  // pass; the fp32 split, which runs 4 rows a set, so reaches batch 32 (one direction).
   int batch_groups = 1;
   // fp32 split tensor-core plans only: the GRU (kernels/persistent_rnn_mma.h) instead of the
   // clipped-ReLU recurrence: its forward (pgru_mma_forward_launch), or with gru_backward its

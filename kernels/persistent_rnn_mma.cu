@@ -31,8 +31,9 @@ using MmaDir = PrnnDeviceDirection<uint32_t>;  // the bf16 exchange is read thro
 
 struct MmaArgs {
   // Per set (direction d, batch group g at d * batch_groups + g): operands offset to the group's
-  // first batch row, and the set's exchange.
-  MmaDir set[kPrnnMaxSets];
+  // first batch row, and the set's exchange. Sets from kPrnnMaxBf16Sets on (the fp32 split's
+  // only) in later_set, at the end: the other kernels' parameters keep their places.
+  MmaDir set[kPrnnMaxBf16Sets];
   const int* lengths;
   // B: the whole batch (rows of a timestep); group_rows: this call's rows per batch group
   // (PrnnTiling::group_rows(B)), max_batch: the most rows a set runs (its exchange's and
@@ -58,7 +59,14 @@ struct MmaArgs {
   int64_t gru_ld_gates[2];
   float* gru_candidate[2];
   float* gru_dgates[2];
+  MmaDir later_set[kPrnnMaxSets - kPrnnMaxBf16Sets];
 };
+static_assert(kPrnnMaxBf16Sets == 4 && kPrnnMaxSets == 8, "the kernel selects 4 and 4 sets");
+
+// Where the launch puts set `set`'s operands (the kernel selects among the same places).
+MmaDir& set_operands(MmaArgs& a, int set) {
+  return set < kPrnnMaxBf16Sets ? a.set[set] : a.later_set[set - kPrnnMaxBf16Sets];
+}
 
 // The kernel forms: bf16; fp32 split into two fp16 halves, 16-row m-tiles with hi and lo in
 // fragments of their own; or the same split with each fragment stacking 8 rows' hi over their lo
@@ -291,7 +299,16 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // t * Bs + b of the set's operands, which start at row b0).
   const int set = static_cast<int>(blockIdx.x) / a.ctas_per_dir;
   const int cta = blockIdx.x - set * a.ctas_per_dir;
-  const MmaDir d = set == 0 ? a.set[0] : set == 1 ? a.set[1] : set == 2 ? a.set[2] : a.set[3];
+  // (selected, not indexed: an index into the parameters copies them all to local memory; sets
+  // past kPrnnMaxBf16Sets are the fp32 split's only)
+  const MmaDir d = !kSplit || set < kPrnnMaxBf16Sets ? (set == 0   ? a.set[0]
+                                                        : set == 1 ? a.set[1]
+                                                        : set == 2 ? a.set[2]
+                                                                   : a.set[3])
+                                                     : (set == 4   ? a.later_set[0]
+                                                        : set == 5 ? a.later_set[1]
+                                                        : set == 6 ? a.later_set[2]
+                                                                   : a.later_set[3]);
   const int di = set / a.batch_groups, b0 = (set - di * a.batch_groups) * a.group_rows;
   const int H = a.H, Bs = a.B, B = max(min(Bs - b0, a.group_rows), 0), T = a.T, ntx = a.n_tiles;
   // fp32 split: rows per CTA (16 MT) as a constant. The partial sums' and the epilogue's
@@ -1211,7 +1228,7 @@ void launch_mma(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, c
   const size_t set_bytes = exchange_bytes(t) / t.sets();
   for (int i = 0; i < t.sets(); ++i) {
     const int di = i / t.batch_groups, b0 = (i - di * t.batch_groups) * a.group_rows;
-    MmaDir& d = a.set[i];
+    MmaDir& d = set_operands(a, i);
     d = prnn_device_direction("persistent RNN (tensor cores)", dirs[di], di, backward,
                               reinterpret_cast<uint32_t*>(ws + i * set_bytes));
     if (b0 >= B) continue;  // a group without rows (B below the groups' rows) reads nothing
@@ -1219,7 +1236,7 @@ void launch_mma(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, c
     d.y += b0 * d.ld_y;
     if (backward) d.h += b0 * d.ld_h;
   }
-  for (int i = t.sets(); i < kPrnnMaxSets; ++i) a.set[i] = a.set[0];
+  for (int i = t.sets(); i < kPrnnMaxSets; ++i) set_operands(a, i) = a.set[0];
   for (int i = 0; gru != nullptr && i < t.directions; ++i) {
     DS2_CHECK(gru[i].candidate && gru[i].gates && (backward ? gru[i].dgates : gru[i].bias_h),
               "persistent GRU: null operand of direction " << i);
@@ -1256,7 +1273,8 @@ void launch_mma(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, c
       const dim3 grid(std::max(std::min((T * B + rows_per_block - 1) / rows_per_block, most), 1),
                       t.directions);
       prnn_grad_max_kernel<<<grid, kGradMaxThreads, 0, stream>>>(
-          a.set[0], a.set[t.directions > 1 ? t.batch_groups : 0], lengths, T, B, t.hidden, control);
+          a.set[0], set_operands(a, t.directions > 1 ? t.batch_groups : 0), lengths, T, B, t.hidden,
+          control);
       DS2_CUDA_CHECK(cudaGetLastError());
     }
   }

@@ -143,10 +143,12 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // 1.64-1.65 against 1.83-1.84 / 1.90-1.91, H 2560 2.35-2.36 / 2.42-2.44 against 2.45-2.47 /
   // 2.66).
   // The split runs batch rows 4 at a time (one n-tile: each row's hi and lo halves in columns b
-  // and b + 4). At batch 5-16 it takes batch groups of at most 4 rows, each set of CTAs on its
-  // own slice of the batch with its own exchange, where every set's CTAs fit beside the others'
-  // (fewer SMs a set, so more rows a CTA; kernels::PrnnTiling::batch_groups): the fp32-math
-  // kernel it replaces takes about twice a batch-4 split step there (session 51).
+  // and b + 4). Past batch 4 it takes batch groups of at most 4 rows (up to kPrnnMaxSets sets:
+  // one direction to batch 32, both to 16), each set of CTAs on its own slice of the batch with
+  // its own exchange, where every set's CTAs fit beside the others' (fewer SMs a set, so more
+  // rows a CTA; kernels::PrnnTiling::batch_groups). H200, us a step forward, the fp32-math
+  // kernel against this (session 51): H 1152 batch 8 3.30 -> 1.31, H 2048 batch 8 4.52 -> 2.07,
+  // H 512 batch 16 4.01 -> 0.98, both directions of H 192 batch 16 3.82 -> 0.94.
   auto take_fp16_split = [&](int groups) {
     kernels::PrnnTiling c = m;
     c.batch_groups = groups;
@@ -190,7 +192,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     for (int groups : {4, 2}) {
       kernels::PrnnTiling g = m;
       g.batch_groups = groups;
-      if (g.sets() > kernels::kPrnnMaxSets) continue;
+      if (g.sets() > kernels::kPrnnMaxBf16Sets) continue;
       spread_tensor_rows(g, sm_count_ / g.sets(), 16);
       if (g.rows_per_cta != m.rows_per_cta) continue;
       if (take_tagged_bf16(g) || take_widest_pass(g)) return;

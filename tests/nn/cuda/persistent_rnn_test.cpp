@@ -247,6 +247,10 @@ const Case kCases[] = {
     // k-tiles per warp (H 1152 above: 5; H 2304 and 2500 one direction: 10).
     {24, 4, 1500},
     {16, 3, 1580},
+    // fp32 past batch 4: the split in batch groups of at most 4 rows, up to 8 sets (both
+    // directions of batch 13-16 in 4 groups each; one direction of batch 32 in 8, above).
+    {30, 16, 200},
+    {9, 13, 320},
 };
 
 class PersistentRnnCase : public ::testing::TestWithParam<Case> {};
@@ -557,15 +561,20 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     const PersistentRnnPlan no_half(2048, 4, 1, -1, Precision::kFp32,
                                     PersistentRnnKernels{true, true, false});
     EXPECT_TRUE(no_half.fits() && !no_half.tiling().tensor_cores) << no_half.describe();
-    // Batch 5-16: the split in batch groups of at most 4 rows, where every set's CTAs fit (H 2048
-    // batch 5: 2 sets of 64 CTAs of 32 rows; H 2560 needs 40 rows a CTA, which no split kernel
-    // has; batch 17 would need 5 sets).
+    // Past batch 4: the split in batch groups of at most 4 rows, where every set's CTAs fit (H
+    // 2048 batch 5: 2 sets of 64 CTAs of 32 rows; H 2560 needs 40 rows a CTA, which no split
+    // kernel has; batch 33 would need 9 sets, both directions of batch 17 10).
     if (prop.multiProcessorCount >= 128) {
       const PersistentRnnPlan b5(2048, 5);
       EXPECT_TRUE(half(b5) && b5.tiling().batch_groups == 2) << b5.describe();
     }
+    if (prop.multiProcessorCount >= 128) {  // both directions of batch 16: 8 sets of 12 CTAs
+      const PersistentRnnPlan both16(192, 16, 2);
+      EXPECT_TRUE(half(both16) && both16.tiling().batch_groups == 4) << both16.describe();
+    }
     EXPECT_FALSE(PersistentRnnPlan(2560, 5).tiling().tensor_cores);
-    EXPECT_FALSE(PersistentRnnPlan(512, 17).tiling().tensor_cores);
+    EXPECT_FALSE(PersistentRnnPlan(128, 33).tiling().tensor_cores);
+    EXPECT_FALSE(PersistentRnnPlan(128, 17, 2).tiling().tensor_cores);
     EXPECT_FALSE(PersistentRnnPlan(1024, 8, 1, -1, Precision::kFp32,
                                    PersistentRnnKernels{true, true, true, true, false})
                      .tiling()
@@ -699,7 +708,7 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
   if (checked == 0) GTEST_SKIP() << "this GPU plans no fp32 tensor-core layer (sm_80+, 100+ SMs)";
 }
 
-// fp32 at batch 5-16 on the fp16 split: batch groups of at most 4 rows, each set of CTAs on its
+// fp32 past batch 4 on the fp16 split: batch groups of at most 4 rows, each set of CTAs on its
 // own slice of the batch with its own exchange, one scale for backward-data a direction. Against
 // float64 at the plan's batch, 3 fewer, and 1 (the second set then has no rows), at 16-row
 // (H 300, 500), stacked 24-row (1150, 1536) and two-m-tile (1999) CTAs, 2 and 4 groups.
