@@ -407,10 +407,11 @@ const void* kernel_ptr(const PrnnTiling& t) {
 }
 
 void check_tiling(const PrnnTiling& t) {
-  const bool common = t.hidden > 0 && t.max_batch > 0 && (t.directions == 1 || t.directions == 2) &&
-                      t.rows_per_cta > 0 && t.ctas_per_direction > 0 &&
-                      int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden &&
-                      kernel_ptr(t) != nullptr;  // also the fp32 split's rules: tagged, 4 rows a set
+  const bool common =
+      t.hidden > 0 && t.max_batch > 0 && (t.directions == 1 || t.directions == 2) &&
+      t.rows_per_cta > 0 && t.ctas_per_direction > 0 &&
+      int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden &&
+      kernel_ptr(t) != nullptr;  // also the fp32 split's rules: tagged, 4 rows a set
   // Batch groups: grid-wide tensor-core plans, bf16 or the fp32 split's clipped ReLU.
   const bool groups_ok =
       t.batch_groups == 1 ||
