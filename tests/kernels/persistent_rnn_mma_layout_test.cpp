@@ -191,5 +191,59 @@ TEST(PersistentRnnSplitLayout, AGruBackwardLaunchCountsThePaddedTail) {
   EXPECT_TRUE(says(covered, "null workspace")) << "a launch without a workspace: " << covered;
 }
 
+// Past batch 4 the fp32 split runs in batch groups of at most 4 rows, a set of CTAs each with an
+// exchange of its own (up to kPrnnMaxSets sets; bf16 up to kPrnnMaxBf16Sets, the GRU none). H 1152
+// at batch 8 in 2 groups of 48 stacked CTAs: a kernel (each set's batch is 4), twice one set's
+// exchange, and a launch that passes the tiling check (then stops at the null workspace). In one
+// group the same batch has no kernel, and 9 sets, bf16 past 4 sets or GRU groups are refused.
+TEST(PersistentRnnSplitLayout, BatchGroupsRunTheSplitFourRowsASet) {
+  PrnnTiling one = tagged_split_tiling(1152, 4, 24, 48);
+  one.batch_tile = 4;
+  PrnnTiling two = one;
+  two.max_batch = 8;
+  two.batch_groups = 2;
+  ASSERT_EQ(two.group_batch(), 4);
+  ASSERT_NE(prnn_mma_kernel(two), nullptr);
+  EXPECT_EQ(prnn_mma_kernel(two), prnn_mma_kernel(one));
+  EXPECT_GT(prnn_mma_workspace_bytes(two), prnn_mma_workspace_bytes(one));
+  const int lengths[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  auto launch = [&](const PrnnTiling& t) {
+    return launch_refusal(
+        [&] { prnn_launch(t, false, nullptr, lengths, 1, 8, 1.0f, nullptr, nullptr); });
+  };
+  const std::string ran = launch(two);
+  EXPECT_TRUE(says(ran, "null workspace")) << "2 groups of 4 rows: " << ran;
+  PrnnTiling whole = two;
+  whole.batch_groups = 1;  // 8 rows a set: no split kernel
+  EXPECT_EQ(prnn_mma_kernel(whole), nullptr);
+  EXPECT_TRUE(says(launch(whole), "invalid tiling"));
+  PrnnTiling nine = two;
+  nine.max_batch = 36;
+  nine.batch_groups = 9;
+  ASSERT_EQ(nine.group_batch(), 4);
+  EXPECT_TRUE(says(launch(nine), "invalid tiling")) << "9 sets";
+  // bf16 (16-row tiles, passes of 8): 4 sets run, 5 do not.
+  PrnnTiling bf16 = tagged_split_tiling(1152, 32, 16, 72);
+  bf16.bf16_weights = true;
+  bf16.batch_tile = 8;
+  bf16.batch_groups = 4;
+  EXPECT_TRUE(says(launch(bf16), "null workspace")) << "4 bf16 sets: " << launch(bf16);
+  bf16.max_batch = 40;
+  bf16.batch_groups = 5;
+  EXPECT_TRUE(says(launch(bf16), "invalid tiling")) << "5 bf16 sets";
+  // The GRU forward (8 neurons a CTA, 144 CTAs own every state element): one group runs, two do
+  // not.
+  PrnnTiling gru = tagged_split_tiling(1152, 4, 24, 144);
+  gru.gru = true;
+  const auto gru_launch = [&](const PrnnTiling& t) {
+    return launch_refusal(
+        [&] { pgru_mma_forward_launch(t, nullptr, lengths, 1, 4, nullptr, nullptr); });
+  };
+  EXPECT_TRUE(says(gru_launch(gru), "null workspace")) << "one GRU group: " << gru_launch(gru);
+  gru.max_batch = 8;
+  gru.batch_groups = 2;
+  EXPECT_TRUE(says(gru_launch(gru), "invalid tiling")) << "GRU groups";
+}
+
 }  // namespace
 }  // namespace ds2::kernels
