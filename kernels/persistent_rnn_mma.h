@@ -1,7 +1,7 @@
 // The tensor-core variant of the persistent RNN recurrence (PrnnTiling::tensor_cores), behind the
 // entry points of kernels/persistent_rnn.h, which dispatch to it. bf16 plans as described below;
-// fp32 plans (batch <= 4, tagged exchange only) split U and the state into two fp16 halves (hi,
-// lo; two m16n8k16 fp16 products per 16 rows and k-tile, or one per 8 rows in the stacked
+// fp32 plans (4 batch rows a set, tagged exchange only) split U and the state into two fp16 halves
+// (hi, lo; two m16n8k16 fp16 products per 16 rows and k-tile, or one per 8 rows in the stacked
 // split below; 4 bytes a weight; the state's halves sit in B columns b and b + 4 of one n-tile):
 // fp32 accuracy (kernels/NOTES.md, versions 7 and 8, with the gradients scaled by a power of two
 // in backward-data; session 42: the fp16 split at every fp32 size, the tf32 split it replaced at
