@@ -432,7 +432,7 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
           << p.describe();
     }
     // One direction past H 1024 (13-14 k-tiles a warp): H 1040 on 130 CTAs of 8 neurons, H 1190
-    // on 75 of 16.
+    // on 76 of 16 (1204 owners: 14 of them for the padded tail past 3H).
     for (const auto& [hidden, neurons] : {std::pair{1040, 8}, std::pair{1190, 16}}) {
       const PersistentGruPlan p(hidden, 4);
       EXPECT_TRUE(p.backward_on_tensor_cores()) << p.describe();

@@ -829,8 +829,9 @@ TEST(PersistentRnn, Fp16SplitBackwardDataScalesAndFallsBack) {
 
 // The scale comes from each direction's largest |dL/dh| over the frames inside the lengths: values
 // past a length and in the padding columns of dy's rows (ld > H) must not count. Rows read 4 bytes
-// a lane (H odd), 16 bytes a lane (H and ld multiples of 4), both directions in one launch, and
-// batch 1.
+// a lane (H odd), 16 bytes a lane (H and ld multiples of 4), both directions in one launch, batch
+// 1, and both directions of batch 16 in batch groups (8 sets: direction 1's scan starts at its
+// first set, set 4, not set 1).
 TEST(PersistentRnn, Fp16SplitBackwardDataScansItsGradientsInsideTheLengths) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -841,7 +842,7 @@ TEST(PersistentRnn, Fp16SplitBackwardDataScansItsGradientsInsideTheLengths) {
   };
   const float clip = 20.0f, ignored = 1e30f;
   for (const ScanCase c : {ScanCase{1999, 4, 37, 1, 1999}, ScanCase{1152, 1, 61, 2, 1156},
-                           ScanCase{515, 3, 19, 2, 520}}) {
+                           ScanCase{515, 3, 19, 2, 520}, ScanCase{200, 16, 90, 2, 204}}) {
     SCOPED_TRACE("H " + std::to_string(c.H) + " B " + std::to_string(c.B) + " directions " +
                  std::to_string(c.directions));
     const PersistentRnnPlan plan(c.H, c.B, c.directions);
