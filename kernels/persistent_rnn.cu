@@ -412,11 +412,11 @@ void check_tiling(const PrnnTiling& t) {
       t.rows_per_cta > 0 && t.ctas_per_direction > 0 &&
       int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden &&
       kernel_ptr(t) != nullptr;  // also the fp32 split's rules: tagged, 4 rows a set
-  // Batch groups: grid-wide tensor-core plans, bf16 or the fp32 split's clipped ReLU.
+  // Batch groups: grid-wide tensor-core plans, bf16 or the fp32 split (clipped ReLU or GRU).
   const bool groups_ok =
       t.batch_groups == 1 ||
       (t.batch_groups >= 2 && t.sets() <= (t.bf16_weights ? kPrnnMaxBf16Sets : kPrnnMaxSets) &&
-       t.tensor_cores && !t.cluster && !t.gru);
+       t.tensor_cores && !t.cluster);
   // Tagged tensor-core kernels: every state element of the padded k-tiles has an owner (a row;
   // in the GRU a neuron: the forward's CTA holds its three gates' rows).
   const int owners = t.gru ? pgru_mma_neurons(t) : t.rows_per_cta;

@@ -79,9 +79,9 @@ struct PrnnTiling {
   // bf16 travels with the step that wrote it; kernels/tagged_exchange.cuh) instead of a step
   // barrier per direction. Twice the exchange's bytes and more registers per thread.
   bool tagged_exchange = false;
-  // Grid-wide tensor-core plans only (bf16, and the fp32 split's clipped ReLU): each direction's
-  // CTAs form this many sets (at most kPrnnMaxSets in all), set g running batch rows [g b,
-  // g b + b), b = group_rows(B), with an exchange (and step barrier) of its own. Where a layer's
+  // Grid-wide tensor-core plans only (bf16, and the fp32 split's clipped ReLU and GRU): each
+  // direction's CTAs form this many sets (at most kPrnnMaxSets in all), set g running batch rows [g
+  // b, g b + b), b = group_rows(B), with an exchange (and step barrier) of its own. Where a layer's
   // CTAs fill half the SMs or fewer, the other half then works too, each set on a narrower batch
   // pass; the fp32 split, which runs 4 rows a set, so reaches batch 32 (one direction).
   int batch_groups = 1;

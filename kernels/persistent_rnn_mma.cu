@@ -31,8 +31,9 @@ using MmaDir = PrnnDeviceDirection<uint32_t>;  // the bf16 exchange is read thro
 
 struct MmaArgs {
   // Per set (direction d, batch group g at d * batch_groups + g): operands offset to the group's
-  // first batch row, and the set's exchange. Sets from kPrnnMaxBf16Sets on (the fp32 split's
-  // only) in later_set, at the end: the other kernels' parameters keep their places.
+  // first batch row (the GRU's stay at the batch's first row: the kernel's gru_batch_row), and the
+  // set's exchange. Sets from kPrnnMaxBf16Sets on (the fp32 split's only) in later_set, at the end:
+  // the other kernels' parameters keep their places.
   MmaDir set[kPrnnMaxBf16Sets];
   const int* lengths;
   // B: the whole batch (rows of a timestep); group_rows: this call's rows per batch group
@@ -138,10 +139,15 @@ __host__ __device__ constexpr bool optimistic_products(bool split, int mt, int k
 // `<3, 10>` optimistic (8 bytes) and `<3, 6>` with both (4).
 // The GRU's backward-data at two m-tiles (16 neurons a CTA: both directions of H 529-1056, one
 // of H 1057-1194) from 8 k-tiles a warp keeps 4 k-tiles' fragments in registers (ptxas: with 8,
-// `<2, 8>` to `<2, 12>` spilled 20-72 bytes), and from 12 (both directions of H 854-1056) 2:
-// with 4 `<2, 12>` spilled 8 bytes, with 3 20; with 2, 128 registers and no spills.
+// `<2, 8>` to `<2, 12>` spilled 20-72 bytes), at 10 (both directions of H 683-853) 1, and from
+// 12 (both directions of H 854-1056) 2: with 4 `<2, 12>` spilled 8 bytes, with 3 20; with 2, 128
+// registers and no spills. `<2, 10>` held 4 until the batch groups' row offset (session 52), with
+// which it spilled 40 bytes at 4 and 8 at 3 or 2.
 __host__ __device__ constexpr int stacked_register_tiles(int mt, int kpw, bool gru_backward) {
-  const int most = gru_backward && mt >= 2 && kpw >= 8 ? (kpw >= 12 ? 2 : 4) : 16 / mt;
+  const int most = gru_backward && mt >= 2 && kpw >= 8 ? (kpw >= 12   ? 2
+                                                          : kpw >= 10 ? 1
+                                                                      : 4)
+                                                       : 16 / mt;
   return kpw < most ? kpw : most;
 }
 __host__ __device__ constexpr bool stacked_optimistic(int mt, int kpw) {
@@ -528,6 +534,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int64_t gru_ld_gates = kGru ? a.gru_ld_gates[di] : 0;
   float* const gru_candidate = kGru ? a.gru_candidate[di] : nullptr;
   float* const gru_dgates = kGruBwd ? a.gru_dgates[di] : nullptr;
+  // The GRU's row of frame t in every operand: its operands, the set's x, y and h among them,
+  // start at the batch's first row (launch_mma), so a set's rows count from b0. Operands offset to
+  // the set (as the clipped ReLU's x, y and h are) held 2-16 more registers in the GRU kernels
+  // (ptxas, session 52); this holds one.
+  const int row_b = kGru ? tid_b + b0 : tid_b;
+  auto gru_batch_row = [&](int t) { return int64_t{t} * Bs + row_b; };
   if (kGru && !kGruBwd && own_y) {
     const float* b_h = a.gru_bias[di] + own_k;
     gru_b = GruTriple{b_h[0], b_h[H], b_h[2 * H]};
@@ -537,7 +549,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     if constexpr (kGruBwd) {
       if (t < own_len) {
         float* const dst = ep + (s & 1) * ep_parity + tid;
-        const int64_t row = int64_t{t} * Bs + tid_b;
+        const int64_t row = gru_batch_row(t);
         const float* gates = gru_gates + row * gru_ld_gates + own_k;
 #pragma unroll
         for (int gate = 0; gate < 3; ++gate) cp_async4(dst + gate * ep_h, gates + gate * H);
@@ -547,7 +559,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         // before its first.
         const int tp = d.descending ? t - 1 : t + 1;
         if (tp >= 0 && tp < T)
-          cp_async4(dst + 5 * ep_h, d.h + (int64_t{tp} * Bs + tid_b) * d.ld_h + own_k);
+          cp_async4(dst + 5 * ep_h, d.h + gru_batch_row(tp) * d.ld_h + own_k);
         else
           dst[5 * ep_h] = 0.0f;
       }
@@ -555,7 +567,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     } else if constexpr (kGru) {
       if (t < own_len) {
         float* const dst = ep + (s & 1) * ep_parity + tid;
-        const float* x = d.x + (int64_t{t} * Bs + tid_b) * d.ld_x + own_k;
+        const float* x = d.x + gru_batch_row(t) * d.ld_x + own_k;
 #pragma unroll
         for (int gate = 0; gate < 3; ++gate) cp_async4(dst + gate * kGruN, x + gate * H);
       }
@@ -853,7 +865,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               if (!(fabsf(dg[gate]) < 65504.0f)) *a.overflow = 1u;
             }
             if (own_y) {
-              const int64_t row = int64_t{t} * Bs + tid_b;
+              const int64_t row = gru_batch_row(t);
               float* const dpre = d.y + row * d.ld_y + own_k;
               dpre[0] = c.dr;
               dpre[H] = c.dz;
@@ -886,7 +898,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                 reinterpret_cast<uint16_t*>(d.xbuf) + (s & 1 ? own_out_odd : own_out_even);
             store_half_split_tagged(hi, hi + kPrnnSplitLoHalves, h, tag_out);
             if (own_y) {
-              const int64_t row = int64_t{t} * Bs + tid_b;
+              const int64_t row = gru_batch_row(t);
               if (t < own_len) {
                 float* const gates = gru_gates + row * d.ld_x + own_k;
                 gates[0] = cell.r;
@@ -1231,7 +1243,9 @@ void launch_mma(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, c
     MmaDir& d = set_operands(a, i);
     d = prnn_device_direction("persistent RNN (tensor cores)", dirs[di], di, backward,
                               reinterpret_cast<uint32_t*>(ws + i * set_bytes));
-    if (b0 >= B) continue;  // a group without rows (B below the groups' rows) reads nothing
+    // A group without rows (B below the groups' rows) reads nothing; the GRU's operands stay at
+    // the batch's first row (the kernel's gru_batch_row).
+    if (b0 >= B || gru != nullptr) continue;
     d.x += b0 * d.ld_x;
     d.y += b0 * d.ld_y;
     if (backward) d.h += b0 * d.ld_h;

@@ -132,7 +132,7 @@ void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* di
                      cudaStream_t stream);
 
 // The GRU on the fp32 split (PrnnTiling::gru; kernels/persistent_gru.h's contract and operands),
-// tagged exchange, batch <= 4.
+// tagged exchange, 4 batch rows a set (past batch 4 in batch groups, as the clipped ReLU's).
 // - Forward: each CTA owns pgru_mma_neurons(t) = rows_per_cta / 3 neurons (16 rows: 5, stacked
 //   24: 8, 32: 10, stacked 48: 16) and holds their gates' rows of U {3H, H} (r, z, n; the rest of
 //   its rows zeros). The exchange carries h as the ReLU forward's; the GRU cell runs in the

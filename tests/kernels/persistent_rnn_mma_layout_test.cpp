@@ -192,10 +192,11 @@ TEST(PersistentRnnSplitLayout, AGruBackwardLaunchCountsThePaddedTail) {
 }
 
 // Past batch 4 the fp32 split runs in batch groups of at most 4 rows, a set of CTAs each with an
-// exchange of its own (up to kPrnnMaxSets sets; bf16 up to kPrnnMaxBf16Sets, the GRU none). H 1152
+// exchange of its own (up to kPrnnMaxSets sets, the GRU's too; bf16 up to kPrnnMaxBf16Sets). H 1152
 // at batch 8 in 2 groups of 48 stacked CTAs: a kernel (each set's batch is 4), twice one set's
 // exchange, and a launch that passes the tiling check (then stops at the null workspace). In one
-// group the same batch has no kernel, and 9 sets, bf16 past 4 sets or GRU groups are refused.
+// group the same batch has no kernel, and 9 sets (clipped ReLU or GRU) or bf16 past 4 sets are
+// refused.
 TEST(PersistentRnnSplitLayout, BatchGroupsRunTheSplitFourRowsASet) {
   PrnnTiling one = tagged_split_tiling(1152, 4, 24, 48);
   one.batch_tile = 4;
@@ -231,8 +232,8 @@ TEST(PersistentRnnSplitLayout, BatchGroupsRunTheSplitFourRowsASet) {
   bf16.max_batch = 40;
   bf16.batch_groups = 5;
   EXPECT_TRUE(says(launch(bf16), "invalid tiling")) << "5 bf16 sets";
-  // The GRU forward (8 neurons a CTA, 144 CTAs own every state element): one group runs, two do
-  // not.
+  // The GRU forward (8 neurons a CTA, 144 CTAs own every state element): one group runs, and two
+  // (a set's arrays start at its first row in the kernel), not 9 sets.
   PrnnTiling gru = tagged_split_tiling(1152, 4, 24, 144);
   gru.gru = true;
   const auto gru_launch = [&](const PrnnTiling& t) {
@@ -242,7 +243,10 @@ TEST(PersistentRnnSplitLayout, BatchGroupsRunTheSplitFourRowsASet) {
   EXPECT_TRUE(says(gru_launch(gru), "null workspace")) << "one GRU group: " << gru_launch(gru);
   gru.max_batch = 8;
   gru.batch_groups = 2;
-  EXPECT_TRUE(says(gru_launch(gru), "invalid tiling")) << "GRU groups";
+  EXPECT_TRUE(says(gru_launch(gru), "null workspace")) << "2 GRU groups: " << gru_launch(gru);
+  gru.max_batch = 36;
+  gru.batch_groups = 9;
+  EXPECT_TRUE(says(gru_launch(gru), "invalid tiling")) << "9 GRU sets";
 }
 
 }  // namespace

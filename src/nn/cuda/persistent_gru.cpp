@@ -140,12 +140,16 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin)
   // stacked 24 (8), 32 (10), stacked 48 (16: both directions of H 661-1024); backward-data (rows
   // are neurons, K = 3H): the stacked split's 8, then 16. Fewer, wider CTAs were slower wherever
   // measured (H200, the forward, H 192-768 at batch 1 and 4: 32 or 48 rows 0.1-0.4 us a step
-  // slower than the fewest that fit; kernels/NOTES.md, session 51).
-  if (tiling_.max_batch > 4) return;
+  // slower than the fewest that fit; kernels/NOTES.md, session 51). The split runs 4 batch rows a
+  // set of CTAs: past batch 4 in batch groups of at most 4 rows, every set's CTAs beside the
+  // others' (kernels::PrnnTiling::batch_groups, as the clipped ReLU's plan takes them).
   kernels::PrnnTiling m;
   m.hidden = tiling_.hidden;
   m.max_batch = tiling_.max_batch;
   m.directions = tiling_.directions;
+  m.batch_groups = static_cast<int>(ceil_div(tiling_.max_batch, 4));
+  if (m.sets() > kernels::kPrnnMaxSets) return;
+  ctas_max /= m.batch_groups;
   m.batch_tile = 4;
   m.threads = kernels::kPrnnMmaThreads;
   m.tensor_cores = true;
@@ -196,10 +200,11 @@ std::string PersistentGruPlan::describe() const {
     const kernels::PrnnTiling& m = mma_tiling_[bwd ? 1 : 0];
     if (!m.gru) continue;
     s << "; " << (bwd ? "backward-data" : "forward") << " on tensor cores (U and "
-      << (bwd ? "dG" : "h")
-      << " in fp16 halves, tagged exchange): " << m.directions * m.ctas_per_direction << " CTAs of "
-      << kernels::pgru_mma_neurons(m) << " neurons (" << m.rows_per_cta << " rows), "
-      << mma_registers_[bwd ? 1 : 0] << " registers/thread, "
+      << (bwd ? "dG" : "h") << " in fp16 halves, tagged exchange"
+      << (m.batch_groups > 1 ? ", " + std::to_string(m.batch_groups) + " batch groups a direction"
+                             : "")
+      << "): " << m.ctas() << " CTAs of " << kernels::pgru_mma_neurons(m) << " neurons ("
+      << m.rows_per_cta << " rows), " << mma_registers_[bwd ? 1 : 0] << " registers/thread, "
       << kilobytes(kernels::prnn_shared_bytes(m)) << " shared memory/CTA";
   }
   for (bool bwd : {false, true}) {

@@ -4,8 +4,9 @@
 // persistent RNN (nn/cuda/persistent_rnn.h): a plan built once per layer shape and device, a
 // workspace size, and forward / backward-data calls on a stream. The input projection and the
 // weight gradients stay cuBLAS GEMMs done by the caller (CudaRnnLayer). fp32 weights and math;
-// results are deterministic (fixed reduction order). At batch <= 4 each pass runs on tensor cores
-// where it fits (U and the state split into fp16 halves, fp32 accuracy, a tagged exchange instead
+// results are deterministic (fixed reduction order). Each pass runs on tensor cores where it fits
+// (4 batch rows a set of CTAs, past batch 4 in batch groups: one direction to batch 32, both to 16;
+// U and the state split into fp16 halves, fp32 accuracy, a tagged exchange instead
 // of a step barrier: kernels/persistent_rnn_mma.h, pgru_mma_forward_launch and
 // pgru_mma_backward_launch; backward-data with its gradients scaled into fp16's range, and rerun
 // on the fp32-math kernel, decided on the device, where they overflow); elsewhere the passes run

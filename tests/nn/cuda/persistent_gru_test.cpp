@@ -6,10 +6,12 @@
 //  - the CPU RnnLayer and CudaRnnLayer's GEMM recurrence, through CudaRnnLayer on whole layers
 //    (forward, dx and every parameter gradient).
 // Cases: T 1 to 700, batch 1, 2, 3, 4, 5, 8, 32, 64, hidden 33 to 1568 (odd, not multiples of
-// the tiles), unequal lengths including 0, both directions, one- and two-direction plans, and at
-// batch <= 4 both passes on tensor cores (the plan's choice where they fit) and on the fp32-math
-// kernel, and batches below 4 through a plan for 4. The tensor-core backward-data's scaling of
-// dy by powers of two, and its fp32-math rerun where the scaled gradients overflow, bit for bit.
+// the tiles), unequal lengths including 0, both directions, one- and two-direction plans, and both
+// passes on tensor cores (the plan's choice where they fit: past batch 4 in batch groups, up to 8
+// sets) and on the fp32-math kernel, and batches below a plan's maximum (batch 1-3 through a plan
+// for 4, batch 5-15 through one for 16 in 4 groups, some sets then without rows). The tensor-core
+// backward-data's scaling of dy by powers of two, and its fp32-math rerun where the scaled
+// gradients overflow, bit for bit, in one group and in three.
 // Tolerances: fp32 against float64 1e-5 absolute + 1e-4 relative (the GRU's gates are
 // contractive: errors do not grow with T); dG and dpre the same.
 #include "nn/cuda/persistent_gru.h"
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -171,12 +174,14 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
   const std::vector<float> a = random_vector(int64_t{T} * B * P, rng, -1.5f, 1.5f);
   const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
 
-  // At batch <= 4 the passes run on tensor cores where they fit; the fp32-math kernel is checked
-  // there too (plan1_fp32).
+  // The passes run on tensor cores where they fit; the fp32-math kernel is checked there too
+  // (plan1_fp32).
   PersistentGruPlan plan1(H, B, 1), plan2(H, B, 2);
   PersistentGruPlan plan1_fp32(H, B, 1, -1, Precision::kFp32, false);
-  // A batch below the plan's maximum (a layer's last, shorter batch): a plan for 4 rows runs B.
-  PersistentGruPlan plan1_wide(H, 4, 1);
+  // A batch below the plan's maximum (a layer's last, shorter batch): a plan for 4 rows runs B < 4,
+  // one for 16 (4 batch groups) runs 4 < B < 16.
+  const int wide_batch = B < 4 ? 4 : B < 16 ? 16 : B;
+  PersistentGruPlan plan1_wide(H, wide_batch, 1);
   ASSERT_TRUE(plan1.fits()) << plan1.why_not();
   DeviceArray<float> du[2], dbias[2], dgates_arr, dcand, dh, ddy, ddpre, ddg, ws;
   DeviceArray<int> dlen;
@@ -197,7 +202,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
   std::vector<const PersistentGruPlan*> plans = {&plan1, &plan2};
   if (plan1.forward_on_tensor_cores() || plan1.backward_on_tensor_cores())
     plans.push_back(&plan1_fp32);
-  if (B < 4 && plan1_wide.fits()) plans.push_back(&plan1_wide);
+  if (wide_batch != B && plan1_wide.fits()) plans.push_back(&plan1_wide);
   const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
 
   for (const PersistentGruPlan* plan : plans) {
@@ -282,11 +287,12 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
 }
 
 const Case kCases[] = {
-    {1, 1, 37},   {7, 3, 37},   {21, 1, 128}, {20, 4, 128},  {9, 5, 300},   {30, 8, 64},
-    {5, 32, 200}, {3, 64, 96},  {300, 2, 61}, {40, 4, 1000}, {16, 1, 1024}, {12, 3, 1536},
-    {6, 4, 1568}, {4, 8, 1152}, {700, 1, 33}, {30, 2, 700},  {10, 4, 1280}, {25, 3, 600},
-    {50, 1, 515}, {8, 4, 1312}, {12, 2, 400}, {20, 1, 1040}, {14, 4, 1024}, {9, 2, 850},
-    {33, 1, 171}, {6, 3, 1001}, {7, 4, 700},  {11, 1, 560},  {9, 4, 1190},  {5, 2, 1056},
+    {1, 1, 37},    {7, 3, 37},   {21, 1, 128}, {20, 4, 128},  {9, 5, 300},   {30, 8, 64},
+    {5, 32, 200},  {3, 64, 96},  {300, 2, 61}, {40, 4, 1000}, {16, 1, 1024}, {12, 3, 1536},
+    {6, 4, 1568},  {4, 8, 1152}, {700, 1, 33}, {30, 2, 700},  {10, 4, 1280}, {25, 3, 600},
+    {50, 1, 515},  {8, 4, 1312}, {12, 2, 400}, {20, 1, 1040}, {14, 4, 1024}, {9, 2, 850},
+    {33, 1, 171},  {6, 3, 1001}, {7, 4, 700},  {11, 1, 560},  {9, 4, 1190},  {5, 2, 1056},
+    {15, 16, 192}, {9, 13, 300}, {20, 7, 700}, {11, 32, 128}, {6, 12, 515},
 };
 
 TEST(PersistentGru, MatchesFloat64Recurrence) {
@@ -299,16 +305,19 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
 // The tensor-core backward-data exchanges dG times a power of two chosen from the largest |dy|, so
 // dy x 2^60 or 2^-60 must give dpre and dG times exactly that, bit for bit (unscaled, fp16 would
 // overflow or flush to zero). Where a scaled value does leave fp16's range (U_n doubling the
-// gradients every step) or dy holds a NaN, the result must be exactly the fp32-math kernel's.
-TEST(PersistentGru, TensorCoreBackwardDataScalesAndFallsBack) {
-  DS2_REQUIRE_GPU();
-  CudaContext ctx;
+// gradients every step) or dy holds a NaN, the result must be exactly the fp32-math kernel's. At
+// batch 3 in one set of CTAs, at batch 10 in three batch groups (one scale over the whole batch).
+void check_backward_scaling(CudaContext& ctx, int B) {
+  SCOPED_TRACE("batch " + std::to_string(B));
   cudaStream_t s = ctx.stream();
-  const int H = 515, B = 3, T = 24, GH = 3 * H;
+  const int H = 515, T = 24, GH = 3 * H;
   const PersistentGruPlan plan(H, B), fp32_math(H, B, 1, -1, Precision::kFp32, false);
-  if (!plan.backward_on_tensor_cores())
-    GTEST_SKIP() << "this GPU plans no tensor-core backward-data at H " << H << ": "
-                 << plan.describe();
+  if (!plan.backward_on_tensor_cores()) {
+    std::cout << "skipped: this GPU plans no tensor-core backward-data at H " << H << ", batch "
+              << B << ": " << plan.describe() << "\n";
+    return;
+  }
+  EXPECT_EQ(plan.mma_backward_tiling().batch_groups, (B + 3) / 4);
   ASSERT_FALSE(fp32_math.backward_on_tensor_cores());
   Rng rng(78);
   const std::vector<int> len = make_lengths(T, B, rng);
@@ -395,6 +404,12 @@ TEST(PersistentGru, TensorCoreBackwardDataScalesAndFallsBack) {
                     "a NaN in dy");
 }
 
+TEST(PersistentGru, TensorCoreBackwardDataScalesAndFallsBack) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  for (int batch : {3, 10}) check_backward_scaling(ctx, batch);
+}
+
 TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   DS2_REQUIRE_GPU();
   PersistentGruPlan plan(1024, 4, 2);
@@ -407,15 +422,14 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   PersistentGruPlan huge(6000, 4, 1);
   EXPECT_FALSE(huge.fits());
   EXPECT_NE(huge.why_not().find("does not fit"), std::string::npos) << huge.why_not();
-  // At batch <= 4 the forward runs on tensor cores where a kernel fits (H 512: 103 CTAs of 5
-  // neurons, or 52 of 10), not past batch 4, not past H 1320 (no kernel), not when asked not to.
+  // The forward runs on tensor cores where a kernel fits (H 512: 103 CTAs of 5 neurons, or 52 of
+  // 10), not past H 1320 (no kernel), not when asked not to.
   for (int batch : {1, 4}) {
     const PersistentGruPlan small(512, batch);
     EXPECT_TRUE(small.forward_on_tensor_cores()) << small.describe();
     EXPECT_NE(small.describe().find("forward on tensor cores"), std::string::npos)
         << small.describe();
   }
-  EXPECT_FALSE(PersistentGruPlan(512, 5).forward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(1568, 1).forward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).forward_on_tensor_cores());
   // Backward-data (K = 3H) on tensor cores at batch <= 4 up to 14 k-tiles a warp: one direction
@@ -453,7 +467,24 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
     EXPECT_EQ(kernels::pgru_mma_neurons(wide.mma_backward_tiling()), 16);
   }
   EXPECT_TRUE(PersistentGruPlan(192, 4, 2).backward_on_tensor_cores());
-  EXPECT_FALSE(PersistentGruPlan(512, 5).backward_on_tensor_cores());
+  // Past batch 4 both passes run in batch groups of at most 4 rows, up to 8 sets: one direction
+  // to batch 32, both to 16 (the digits GRU recipe: both directions of H 192 at batch 16).
+  for (const auto& [hidden, batch, directions] :
+       {std::tuple{512, 5, 1}, std::tuple{128, 32, 1}, std::tuple{192, 16, 2}}) {
+    const PersistentGruPlan p(hidden, batch, directions);
+    const int groups = (batch + 3) / 4;
+    EXPECT_TRUE(p.forward_on_tensor_cores() && p.backward_on_tensor_cores()) << p.describe();
+    EXPECT_EQ(p.mma_forward_tiling().batch_groups, groups) << p.describe();
+    EXPECT_EQ(p.mma_backward_tiling().batch_groups, groups) << p.describe();
+    EXPECT_NE(p.describe().find(std::to_string(groups) + " batch groups a direction"),
+              std::string::npos)
+        << p.describe();
+  }
+  for (const auto& [batch, directions] : {std::pair{33, 1}, std::pair{17, 2}}) {
+    const PersistentGruPlan p(128, batch, directions);  // 9 or 10 sets
+    EXPECT_TRUE(p.fits()) << p.why_not();
+    EXPECT_FALSE(p.forward_on_tensor_cores() || p.backward_on_tensor_cores()) << p.describe();
+  }
   EXPECT_FALSE(PersistentGruPlan(1200, 1).backward_on_tensor_cores());  // 15 k-tiles a warp
   EXPECT_FALSE(
       PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).backward_on_tensor_cores());
@@ -544,6 +575,9 @@ TEST(PersistentGru, LayerMatchesCpuAndGemmRecurrence) {
       check_layer(ctx, bi, bn, 256, {20, 8, 33}, {20, 3, 0, 19, 20, 7, 1, 12}, ++seed);
     }
   check_layer(ctx, true, true, 1024, {30, 4, 40}, {30, 25, 0, 29}, ++seed);
+  // The digits GRU recipe's layer (both directions of H 192 at batch 16: 4 batch groups each).
+  check_layer(ctx, true, true, 192, {15, 16, 20},
+              {15, 3, 0, 14, 15, 7, 1, 12, 9, 15, 11, 2, 15, 6, 10, 13}, ++seed);
 }
 
 }  // namespace
