@@ -416,6 +416,9 @@ struct WeightGradPlan {
   int columns;         // K + 1 (the last column is the bias's)
   int partitions;      // fixed by the geometry and the position count (not by the device or mode)
   int partition_size;  // positions per partition, a multiple of both modes' slices
+  // The partitions asked for: at least `partitions`, and unlike them never fewer for more
+  // positions, so partials sized by it at the largest batch hold every smaller batch's.
+  int most_partitions;
 };
 
 WeightGradPlan weight_grad_plan(const Conv2dGeometry& g, int out_count) {
@@ -434,6 +437,7 @@ WeightGradPlan weight_grad_plan(const Conv2dGeometry& g, int out_count) {
   const int64_t units = parts > 0 ? (steps + parts - 1) / parts : 0;
   plan.partition_size = static_cast<int>(units * kUnit);
   plan.partitions = parts > 0 ? static_cast<int>((steps + units - 1) / units) : 0;
+  plan.most_partitions = static_cast<int>(parts);
   return plan;
 }
 
@@ -556,8 +560,11 @@ Conv2dWorkspaceSizes conv2d_workspace_sizes(const Conv2dGeometry& g, int out_cou
   sizes.taps = tap_entries(g);
   sizes.fragments = windowed::weight_fragments(g);
   if (weight_grad) {
+    // By most_partitions: partitions themselves can be more for fewer positions (1000 steps in
+    // 300 parts take 250 partitions of 4, 600 take 300 of 2), and partials sized by them at the
+    // largest batch grew inside the training loop (10 allocations in the digits recipe).
     const WeightGradPlan plan = weight_grad_plan(g, out_count);
-    sizes.partials = int64_t{plan.partitions} * g.C_out * plan.columns;
+    sizes.partials = int64_t{plan.most_partitions} * g.C_out * plan.columns;
     if (windowed::weights_usable(g)) {
       const int64_t parts = windowed::weight_parts(g);
       sizes.partials = std::max(sizes.partials, parts * g.C_out * plan.columns);

@@ -67,7 +67,8 @@ struct Conv2dWorkspaceSizes {
 };
 
 // What the three calls need for `out_count` valid output frames. `weight_grad`: room for the
-// backward-weights partials (a few tens of MiB at most, whatever the batch).
+// backward-weights partials (a few tens of MiB at most, whatever the batch). Every size is
+// non-decreasing in out_count: sized once at the largest batch, the arrays hold every smaller one.
 Conv2dWorkspaceSizes conv2d_workspace_sizes(const Conv2dGeometry& g, int out_count,
                                             bool weight_grad);
 
