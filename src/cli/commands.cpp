@@ -19,6 +19,7 @@
 #include "ctc/trn_score.h"
 #include "data/dataset.h"
 #include "data/kaldi_import.h"
+#include "data/loader_threads.h"
 #include "dist/world.h"
 #include "train/acoustic_model.h"
 #include "train/adapt_batch_norm.h"
@@ -396,7 +397,7 @@ int validate_data(const ValidateArgs& args) {
     if (manifest.empty()) continue;
     Dataset ds;
     try {
-      ds = check_dataset(manifest, checks, std::max(1, cfg.data.loader_threads));
+      ds = check_dataset(manifest, checks, loader_threads(cfg.data.loader_threads, 1));
     } catch (const Error& e) {
       std::cout << e.what() << "\n";
       ++bad;

@@ -52,6 +52,7 @@ World::World() : host_(hostname()) {
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &local_rank_);
+  MPI_Comm_size(local, &local_size_);
   MPI_Comm_free(&local);
   // Errors in collectives come back as codes (checked below) rather than ending the process
   // without a word.

@@ -34,6 +34,7 @@ class World {
   int rank() const { return rank_; }
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }  // rank among the ranks of this host
+  int local_size() const { return local_size_; }  // ranks on this host
   bool distributed() const { return size_ > 1; }
   const std::string& host() const { return host_; }
   // "rank 1 on node-3", for messages.
@@ -74,7 +75,7 @@ class World {
   void allreduce(void* values, int64_t count, MPI_Datatype type, MPI_Op op, const char* operation);
   void broadcast(void* values, int64_t count, MPI_Datatype type, const char* operation);
 #endif
-  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
   bool initialized_mpi_ = false;
   std::atomic<int64_t> step_{0};

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/loader.h"
+#include "data/loader_threads.h"
 #include "train/acoustic_model.h"
 #include "train/training_sampler.h"
 
@@ -18,7 +19,7 @@ LoaderBenchResult bench_loader(const Config& cfg, const LoaderBenchOptions& o) {
   DS2_CHECK(o.hold_ms >= 0, "bench loader: --hold-ms must not be negative, got " << o.hold_ms);
   DS2_CHECK(!cfg.data.train_manifest.empty(), "bench loader: key 'data.train_manifest' is empty");
   AcousticModel am = AcousticModel::create(cfg);
-  const int threads = std::max(1, cfg.data.loader_threads);
+  const int threads = loader_threads(cfg.data.loader_threads, 1);
   const Dataset train = load_dataset(cfg.data.train_manifest, am.dataset_checks(), threads);
   // Global normalization statistics only shift and scale the features: unit ones time the same.
   if (am.featurizer->needs_global_stats())

@@ -216,7 +216,8 @@ const std::vector<Field>& schema() {
                 "every training batch from one speaker (the manifests' \"speaker\" key), so "
                 "batch norm trains on one voice's statistics at a time"),
       DS2_FIELD("data.loader_threads", data.loader_threads, int, "an integer",
-                "worker threads reading and featurizing audio"),
+                "worker threads reading and featurizing audio (0 = one per core, less one for the "
+                "trainer, shared among the host's ranks, 2-16)"),
       DS2_FIELD("data.prefetch_batches", data.prefetch_batches, int, "an integer",
                 "batches prepared ahead of the trainer (at least loader_threads + 1 slots)"),
       DS2_FIELD("features.sample_rate", features.sample_rate, int, "an integer",
@@ -520,7 +521,9 @@ void validate(const Config& c) {
   positive("optim.lr", c.optim.lr);
   positive("train.batch_size", c.train.batch_size);
   positive("train.log_every", c.train.log_every);
-  positive("data.loader_threads", c.data.loader_threads);
+  DS2_CHECK(
+      c.data.loader_threads >= 0,
+      "key 'data.loader_threads' must be >= 0 (0: one per core), got " << c.data.loader_threads);
   positive("data.prefetch_batches", c.data.prefetch_batches);
   positive("data.max_duration_s", c.data.max_duration_s);
   DS2_CHECK(c.model.rnn_layers >= 1, "key 'model.rnn_layers' must be at least 1");

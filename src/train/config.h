@@ -34,7 +34,7 @@ struct DataConfig {
   double duration_tolerance_s = 0.1;  // allowed |manifest duration - audio duration|
   bool fatal_bad_utterances = false;  // true: stop at the first bad utterance instead of skipping
   bool speaker_batches = false;       // every training batch from one speaker (manifest "speaker")
-  int loader_threads = 2;
+  int loader_threads = 0;             // 0: data/loader_threads.h picks
   int prefetch_batches = 4;
 };
 

@@ -18,6 +18,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/loader.h"
+#include "data/loader_threads.h"
 #include "data/manifest.h"
 #include "data/sampler.h"
 #include "dist/fault_injection.h"
@@ -220,7 +221,7 @@ TrainSummary Trainer::run() {
   }
 
   DatasetChecks checks = am.dataset_checks();
-  const int threads = std::max(1, cfg.data.loader_threads);
+  const int threads = loader_threads(cfg.data.loader_threads, world.local_size());
   Dataset train = load_dataset(cfg.data.train_manifest, checks, threads);
   Dataset dev;
   const bool have_dev = !cfg.data.dev_manifest.empty();
@@ -229,7 +230,8 @@ TrainSummary Trainer::run() {
   summary.invalid_utterances = static_cast<int64_t>(train.problems.size() + dev.problems.size());
   log("data: train " + std::to_string(train.examples.size()) + " utterances (" +
       fixed(train.hours(), 2) + " h), dev " + std::to_string(dev.examples.size()) +
-      ", skipped by validation " + std::to_string(summary.invalid_utterances));
+      ", skipped by validation " + std::to_string(summary.invalid_utterances) + "; " +
+      std::to_string(threads) + " loader threads");
   if (summary.invalid_utterances > 0 && lead_) {
     const std::string path = (fs::path(cfg.run.dir) / "data_problems.txt").string();
     write_problems(path, train.problems, dev.problems);
