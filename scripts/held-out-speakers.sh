@@ -50,6 +50,12 @@ done
 [ -x "$DS2" ] || { echo "held-out-speakers.sh: no ds2 binary at $DS2 (scripts/build.sh)" >&2; exit 2; }
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "held-out-speakers.sh: --jobs must be >= 1" >&2; exit 2; }
 
+# Each job's share of the cores for its loader threads (data.loader_threads' default would hand
+# every job all of them); a data.loader_threads after -- still wins, coming later.
+LOADER_THREADS=$(($(nproc 2>/dev/null || echo 2) / JOBS - 1))
+((LOADER_THREADS < 2)) && LOADER_THREADS=2
+((LOADER_THREADS > 16)) && LOADER_THREADS=16
+
 # "WER 23.73% (...)" -> 23.73
 wer_of() { sed -n 's/^WER \([0-9.]*\)%.*/\1/p'; }
 
@@ -71,14 +77,14 @@ one_speaker() {
     $CORPUS_ARGS >"$dir/corpus.log"
   "$DS2" train "$CONFIG" run.dir="$dir/run" \
     data.train_manifest="$dir/corpus/train.jsonl" data.dev_manifest="$dir/corpus/dev.jsonl" \
-    ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
+    data.loader_threads="$LOADER_THREADS" ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
   local g l ag=- al=-
   g=$(score "$dir" "$dir/run/best.ckpt" greedy --greedy)
   l=$(score "$dir" "$dir/run/best.ckpt" lm)
   if [ "$ADAPT" = 1 ]; then
     # shellcheck disable=SC2086  # ADAPT_ARGS is a list of options
     "$DS2" adapt "$dir/run/best.ckpt" "$dir/corpus/adapt.jsonl" --out "$dir/adapt" $ADAPT_ARGS \
-      ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/adapt.log" 2>&1
+      data.loader_threads="$LOADER_THREADS" ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/adapt.log" 2>&1
     ag=$(score "$dir" "$dir/adapt/adapted.ckpt" adapted-greedy --greedy)
     al=$(score "$dir" "$dir/adapt/adapted.ckpt" adapted-lm)
   fi
