@@ -5,11 +5,11 @@
 //    direction alone and must leave the other direction's NaN columns of the gates untouched);
 //  - the CPU RnnLayer and CudaRnnLayer's GEMM recurrence, through CudaRnnLayer on whole layers
 //    (forward, dx and every parameter gradient).
-// Cases: T 1 to 700, batch 1, 2, 3, 4, 5, 8, 32, 64, hidden 33 to 1568 (odd, not multiples of
+// Cases: T 1 to 700, batch 1-5, 7, 8, 12, 13, 16, 32, 64, hidden 33 to 1568 (odd, not multiples of
 // the tiles), unequal lengths including 0, both directions, one- and two-direction plans, and both
 // passes on tensor cores (the plan's choice where they fit: past batch 4 in batch groups, up to 8
 // sets) and on the fp32-math kernel, and batches below a plan's maximum (batch 1-3 through a plan
-// for 4, batch 5-15 through one for 16 in 4 groups, some sets then without rows). The tensor-core
+// for 4, batch 4-15 through one for 16 in 4 groups, some sets then without rows). The tensor-core
 // backward-data's scaling of dy by powers of two, and its fp32-math rerun where the scaled
 // gradients overflow, bit for bit, in one group and in three.
 // Tolerances: fp32 against float64 1e-5 absolute + 1e-4 relative (the GRU's gates are
@@ -179,7 +179,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
   PersistentGruPlan plan1(H, B, 1), plan2(H, B, 2);
   PersistentGruPlan plan1_fp32(H, B, 1, -1, Precision::kFp32, false);
   // A batch below the plan's maximum (a layer's last, shorter batch): a plan for 4 rows runs B < 4,
-  // one for 16 (4 batch groups) runs 4 < B < 16.
+  // one for 16 (4 batch groups) runs 4 <= B < 16.
   const int wide_batch = B < 4 ? 4 : B < 16 ? 16 : B;
   PersistentGruPlan plan1_wide(H, wide_batch, 1);
   ASSERT_TRUE(plan1.fits()) << plan1.why_not();
