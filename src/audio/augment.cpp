@@ -11,7 +11,8 @@ namespace ds2 {
 namespace {
 
 // Speed factors are rounded to 1/kSpeedSteps so the resampling ratio (round(s*100) : 100) has
-// at most 100 phases: its filter table stays small and cheap to build per utterance.
+// at most 100 phases and there are few ratios: each thread builds each ratio's filter table once
+// (cached_resampler).
 constexpr int kSpeedSteps = 100;
 
 void perturb_speed(std::vector<float>& samples, const AugmentConfig& config, Rng& rng) {
@@ -23,7 +24,8 @@ void perturb_speed(std::vector<float>& samples, const AugmentConfig& config, Rng
   const int from = static_cast<int>(std::lround(factor * kSpeedSteps));
   if (from == kSpeedSteps) return;
   std::vector<float> out;
-  Resampler(from, kSpeedSteps).process(samples.data(), static_cast<int64_t>(samples.size()), out);
+  cached_resampler(from, kSpeedSteps)
+      .process(samples.data(), static_cast<int64_t>(samples.size()), out);
   samples.swap(out);
 }
 

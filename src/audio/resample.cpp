@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <numeric>
+#include <utility>
 
 #include "core/error.h"
 
@@ -121,6 +124,17 @@ void Resampler::process(const float* in, int64_t n, std::vector<float>& out) con
   }
 }
 
+const Resampler& cached_resampler(int from_rate, int to_rate) {
+  // Per thread: the loader's threads each keep their own, with no lock on the way.
+  thread_local std::map<std::pair<int, int>, std::unique_ptr<const Resampler>> cache;
+  const std::pair<int, int> key{from_rate, to_rate};
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  auto built = std::make_unique<const Resampler>(from_rate, to_rate);  // may throw: nothing kept
+  if (static_cast<int>(cache.size()) >= kMaxCachedResamplers) cache.clear();
+  return *cache.emplace(key, std::move(built)).first->second;
+}
+
 std::vector<float> resample(const float* in, int64_t n, int from_rate, int to_rate) {
   std::vector<float> out;
   if (from_rate == to_rate) {
@@ -128,7 +142,7 @@ std::vector<float> resample(const float* in, int64_t n, int from_rate, int to_ra
     out.assign(in, in + n);
     return out;
   }
-  Resampler(from_rate, to_rate).process(in, n, out);
+  cached_resampler(from_rate, to_rate).process(in, n, out);
   return out;
 }
 

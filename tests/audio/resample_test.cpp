@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -103,6 +107,29 @@ TEST(Resample, ToneAboveNewNyquistIsRemovedWhenDownsampling) {
 TEST(Resample, NonPositiveRateIsAnError) {
   EXPECT_THROW(Resampler(0, 16000), Error);
   EXPECT_THROW(Resampler(16000, -1), Error);
+  EXPECT_THROW(cached_resampler(0, 16000), Error);
+  EXPECT_THROW(resample(nullptr, 0, 16000, -1), Error);
+}
+
+// The cached resampler of a pair is one object, built once a thread, and resamples exactly as a
+// freshly built one (speed perturbation's 80:100 and 125:100, a file's 16000:8000).
+TEST(Resample, CachedResamplerIsBuiltOnceAndMatchesAFreshOne) {
+  const std::vector<float> x = sine(1001, 440.0, 8000.0);
+  for (const auto& [from, to] : {std::pair{80, 100}, std::pair{125, 100}, std::pair{16000, 8000}}) {
+    const Resampler& cached = cached_resampler(from, to);
+    EXPECT_EQ(&cached, &cached_resampler(from, to));
+    EXPECT_EQ(cached.from_rate(), from);
+    EXPECT_EQ(cached.to_rate(), to);
+    std::vector<float> fresh, again;
+    Resampler(from, to).process(x.data(), static_cast<int64_t>(x.size()), fresh);
+    cached.process(x.data(), static_cast<int64_t>(x.size()), again);
+    ASSERT_EQ(fresh.size(), again.size());
+    EXPECT_EQ(std::memcmp(fresh.data(), again.data(), fresh.size() * sizeof(float)), 0);
+    EXPECT_EQ(resample(x.data(), static_cast<int64_t>(x.size()), from, to), fresh);
+  }
+  const Resampler* other_thread = nullptr;
+  std::thread([&] { other_thread = &cached_resampler(80, 100); }).join();
+  EXPECT_NE(other_thread, &cached_resampler(80, 100)) << "each thread keeps its own";
 }
 
 }  // namespace
