@@ -285,9 +285,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   constexpr int kPieces = kSplit ? prnn_split_pieces_per_warp(KPW) : KPW;  // a warp's loads (most)
   constexpr bool kOptimistic =
       kTags && (kStacked ? stacked_optimistic(MT, KPW) : optimistic_products(kSplit, MT, KPW));
-  using Piece = std::conditional_t<kTags, uint4, uint2>;  // one lane's B-fragment elements
-  constexpr int kTileRows = kSplit ? 4 : 8;               // batch rows per n-tile
-  constexpr int kPass = kTileRows * NT;                   // batch rows per pass
+  using Piece = std::conditional_t<kTags, uint4, uint2>;     // one lane's B-fragment elements
+  constexpr int kTileRows = kSplit ? kPrnnSplitSetRows : 8;  // batch rows per n-tile
+  constexpr int kPass = kTileRows * NT;                      // batch rows per pass
   // Tagged: pieces zeroed before the loads instead of a select after them, and one pass, where
   // that does not spill: it frees registers (H100, us a step: bf16 H 512 batch 4 1.27 -> 1.08,
   // H 768 batch 8 1.43 -> 1.28; fp32 split H 512 1.51 -> 1.38, H 1152 1.95 -> 1.89;
@@ -1148,7 +1148,7 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
   const int mt = t.rows_per_cta / prnn_mma_tile_rows(t);
   const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
   if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass a set
-    return t.batch_tile == 4 && t.group_batch() <= 4
+    return t.batch_tile == kPrnnSplitSetRows && t.group_batch() <= kPrnnSplitSetRows
                ? kernel_for_mt<1>(
                      mt, kpw, t.tagged_exchange,
                      prnn_mma_stacked_split(t) ? MmaForm::kStackedSplit : MmaForm::kFp16Split,

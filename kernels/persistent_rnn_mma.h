@@ -83,6 +83,13 @@ __host__ __device__ constexpr int prnn_split_state_half(int b, int k, int kpw) {
   return ((piece * 32 + lane) * 4 + (j & 1) * 2 + (kk >> 3)) * 2 + (kk & 1);
 }
 constexpr int kPrnnSplitLoHalves = 16 * 4 * 2;
+// Batch rows one set of the fp32 split's CTAs runs: one n-tile, each row's hi and lo halves in
+// columns b and b + 4. Past it a plan takes batch groups (PrnnTiling::batch_groups), this many
+// rows a group at most.
+constexpr int kPrnnSplitSetRows = 4;
+__host__ __device__ constexpr int prnn_split_batch_groups(int max_batch) {
+  return (max_batch + kPrnnSplitSetRows - 1) / kPrnnSplitSetRows;
+}
 // Row pitch (floats) of a batch column of the warps' partial sums for `rows` output rows: + 4
 // puts the stores of a warp's accumulator fragments (rows g, columns 2q) on 32 distinct banks.
 __host__ __device__ constexpr int prnn_mma_partial_pitch(int rows) {

@@ -147,10 +147,10 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin)
   m.hidden = tiling_.hidden;
   m.max_batch = tiling_.max_batch;
   m.directions = tiling_.directions;
-  m.batch_groups = static_cast<int>(ceil_div(tiling_.max_batch, 4));
+  m.batch_groups = kernels::prnn_split_batch_groups(tiling_.max_batch);
   if (m.sets() > kernels::kPrnnMaxSets) return;
   ctas_max /= m.batch_groups;
-  m.batch_tile = 4;
+  m.batch_tile = kernels::kPrnnSplitSetRows;
   m.threads = kernels::kPrnnMmaThreads;
   m.tensor_cores = true;
   m.tagged_exchange = true;

@@ -162,7 +162,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     const bool hi_shared = !try_stacked && kernels::prnn_mma_hi_in_shared(c);  // 32-row CTAs
     const bool wins = groups > 1 || (hi_shared ? max_batch >= 3 : max_batch >= 2 || hidden > 512);
     if (!wins) return false;
-    c.batch_tile = stacked.batch_tile = 4;
+    c.batch_tile = stacked.batch_tile = kernels::kPrnnSplitSetRows;
     c.tagged_exchange = stacked.tagged_exchange = true;
     // The fp16 split only with a fallback that fits (it is an fp32-math plan of this shape).
     auto fallback = std::make_shared<const PersistentRnnPlan>(
@@ -175,7 +175,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     return true;
   };
   if (!t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split) {
-    const int groups = ceil_div(max_batch, 4);
+    const int groups = kernels::prnn_split_batch_groups(max_batch);
     if ((groups == 1 || allowed.batch_groups) && take_fp16_split(groups)) return;
   }
   if (t.bf16_weights && allowed.batch_groups && max_batch > 8) {
