@@ -307,7 +307,8 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
 // overflow or flush to zero). Where a scaled value does leave fp16's range (U_n doubling the
 // gradients every step) or dy holds a NaN, the result must be exactly the fp32-math kernel's. At
 // batch 3 in one set of CTAs, at batch 10 in three batch groups (one scale over the whole batch).
-void check_backward_scaling(CudaContext& ctx, int B) {
+// Counts into `checked` where this GPU plans the batch's backward-data on tensor cores.
+void check_backward_scaling(CudaContext& ctx, int B, int* checked) {
   SCOPED_TRACE("batch " + std::to_string(B));
   cudaStream_t s = ctx.stream();
   const int H = 515, T = 24, GH = 3 * H;
@@ -317,6 +318,7 @@ void check_backward_scaling(CudaContext& ctx, int B) {
               << B << ": " << plan.describe() << "\n";
     return;
   }
+  ++*checked;
   EXPECT_EQ(plan.mma_backward_tiling().batch_groups, (B + 3) / 4);
   ASSERT_FALSE(fp32_math.backward_on_tensor_cores());
   Rng rng(78);
@@ -407,7 +409,9 @@ void check_backward_scaling(CudaContext& ctx, int B) {
 TEST(PersistentGru, TensorCoreBackwardDataScalesAndFallsBack) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
-  for (int batch : {3, 10}) check_backward_scaling(ctx, batch);
+  int checked = 0;
+  for (int batch : {3, 10}) check_backward_scaling(ctx, batch, &checked);
+  if (checked == 0) GTEST_SKIP() << "this GPU plans no tensor-core GRU backward-data at H 515";
 }
 
 TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {

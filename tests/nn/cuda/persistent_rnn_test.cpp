@@ -841,6 +841,7 @@ TEST(PersistentRnn, Fp16SplitBackwardDataScansItsGradientsInsideTheLengths) {
     int64_t ld;
   };
   const float clip = 20.0f, ignored = 1e30f;
+  int checked = 0;
   for (const ScanCase c : {ScanCase{1999, 4, 37, 1, 1999}, ScanCase{1152, 1, 61, 2, 1156},
                            ScanCase{515, 3, 19, 2, 520}, ScanCase{200, 16, 90, 2, 204}}) {
     SCOPED_TRACE("H " + std::to_string(c.H) + " B " + std::to_string(c.B) + " directions " +
@@ -897,7 +898,9 @@ TEST(PersistentRnn, Fp16SplitBackwardDataScansItsGradientsInsideTheLengths) {
     for (int d = 0; d < c.directions; ++d)
       EXPECT_EQ(found[d], expected[d]) << "direction " << d << ": " << bits_float(found[d])
                                        << " found, " << bits_float(expected[d]) << " expected";
+    ++checked;
   }
+  if (checked == 0) GTEST_SKIP() << "this GPU plans no fp16 split for any scan case";
 }
 
 TEST(PersistentRnn, EmptySequencesAndZeroLengths) {
