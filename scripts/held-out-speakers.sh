@@ -50,8 +50,10 @@ done
 [ -x "$DS2" ] || { echo "held-out-speakers.sh: no ds2 binary at $DS2 (scripts/build.sh)" >&2; exit 2; }
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "held-out-speakers.sh: --jobs must be >= 1" >&2; exit 2; }
 
-# Each job's share of the cores for its loader threads (data.loader_threads' default would hand
-# every job all of them); a data.loader_threads after -- still wins, coming later.
+# Each job's share of the cores for its loader threads: data.loader_threads' default rule
+# (src/data/loader_threads.h, auto_loader_threads) with the jobs as the host's ranks, which ds2
+# cannot see (its default would hand every job all of them); a data.loader_threads after -- still
+# wins, coming later.
 LOADER_THREADS=$(($(nproc 2>/dev/null || echo 2) / JOBS - 1))
 ((LOADER_THREADS < 2)) && LOADER_THREADS=2
 ((LOADER_THREADS > 16)) && LOADER_THREADS=16
