@@ -3,6 +3,7 @@
 
 #include "core/bf16.h"
 #include "core/cuda/check.h"
+#include "core/dropout_mask.h"
 #include "kernels/clipped_relu.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/grid.h"
@@ -93,20 +94,10 @@ __global__ void sum_partials_kernel(const double* partials, int count, double* o
   if (threadIdx.x == 0) *out = cache[0];
 }
 
-__device__ uint32_t hash_u32(uint64_t seed, uint64_t i) {
-  // splitmix64 of (seed, index): well mixed, cheap, and the same for any launch shape.
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<uint32_t>(z >> 32);
-}
 __global__ void dropout_kernel(const float* x, float* y, float* mask, int64_t n, float p,
                                uint64_t seed) {
-  const float keep_scale = 1.0f / (1.0f - p);
   DS2_GRID_STRIDE(i, n) {
-    const float u = (hash_u32(seed, static_cast<uint64_t>(i)) >> 8) * (1.0f / 16777216.0f);
-    const float m = u >= p ? keep_scale : 0.0f;
+    const float m = dropout_scale(seed, static_cast<uint64_t>(i), p);
     mask[i] = m;
     y[i] = x[i] * m;
   }

@@ -10,11 +10,7 @@
 #include <cstring>
 
 // Also compiled into the GPU conversion kernels, so both sides round identically.
-#ifdef __CUDACC__
-#define DS2_HOST_DEVICE __host__ __device__
-#else
-#define DS2_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace ds2 {
 

@@ -1,7 +1,12 @@
 #include "nn/dropout.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <random>
 #include <sstream>
+#include <stdexcept>
 
+#include "core/dropout_mask.h"
 #include "core/error.h"
 
 namespace ds2 {
@@ -10,6 +15,29 @@ Dropout::Dropout(const std::string& name, float probability)
     : name_(name), probability_(probability) {
   DS2_CHECK(probability >= 0.0f && probability < 1.0f,
             name << ": dropout probability must be in [0, 1), got " << probability);
+}
+
+std::string Dropout::rng_state() const {
+  return std::to_string(next_seed());
+}
+
+void Dropout::set_rng_state(const std::string& state) {
+  const bool digits = !state.empty() && state.find_first_not_of("0123456789") == std::string::npos;
+  if (digits && state.size() <= 20) {
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long seed = std::strtoull(state.c_str(), &end, 10);
+    if (errno == 0 && *end == '\0') {
+      reseed(seed);
+      return;
+    }
+  }
+  // An older build's std::mt19937_64 state: that stream cannot continue on counter-based
+  // masks, so fresh ones start from a seed the state determines.
+  std::istringstream in(state);
+  std::mt19937_64 legacy;
+  if (!(in >> legacy)) throw std::invalid_argument("bad dropout random state");
+  reseed(legacy());
 }
 
 std::string Dropout::describe() const {
@@ -29,11 +57,11 @@ void Dropout::forward(const Sequences& in, Sequences& out, bool training) {
     return;
   }
   scale_.resize(in.data.shape());
-  const float keep = 1.0f / (1.0f - probability_);
-  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  const uint64_t seed = next_seed();
+  ++calls_;
   float* s = scale_.data();
   for (int64_t i = 0; i < n; ++i) {
-    s[i] = uniform(rng_.engine()) < probability_ ? 0.0f : keep;
+    s[i] = dropout_scale(seed, static_cast<uint64_t>(i), probability_);
     y[i] = x[i] * s[i];
   }
   zero_padding(out);

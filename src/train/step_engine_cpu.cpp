@@ -85,7 +85,7 @@ uint64_t CpuStepEngine::weights_hash() {
 void CpuStepEngine::salt_dropout(uint64_t salt) {
   for (const auto& layer : am_.model->layers())
     if (auto* drop = dynamic_cast<Dropout*>(layer.get()))
-      drop->reseed(std::hash<std::string>{}(drop->rng_state()) ^ (salt * 0x9E3779B97F4A7C15ull));
+      drop->reseed(drop->next_seed() ^ (salt * 0x9E3779B97F4A7C15ull));  // as the GPU engine salts
 }
 
 void CpuStepEngine::optimizer_step(double lr) {

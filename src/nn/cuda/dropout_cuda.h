@@ -1,9 +1,9 @@
 // CudaDropout: the GPU twin of Dropout (nn/dropout.h), inverted dropout: in training each element
 // is kept with probability 1-p and scaled by 1/(1-p); inference (and p = 0) is the identity. The
-// mask comes from kernels::dropout_forward's counter-based hash, so it cannot reproduce the CPU
-// layer's std::mt19937_64 stream, only its statistics; it is reproducible from the seed instead:
-// the k-th training forward since reseed(s) uses seed s + k (s = 0 until reseeded, as the CPU
-// layer's Rng). Padding frames of the output and input gradient are exactly zero in every mode.
+// k-th training forward since reseed(s) draws its mask from seed s + k (s = 0 until reseeded)
+// with core/dropout_mask.h's counter-based hash, as the CPU layer does, so the same seed gives
+// both layers the same mask. Padding frames of the output and input gradient are exactly zero in
+// every mode.
 //
 //   Dropout cpu("rnn0.dropout", 0.1f);
 //   CudaDropout drop(ctx, cpu);

@@ -126,8 +126,9 @@ void CudaStepEngine::load_state(const Checkpoint& ck) {
   optimizer_steps_ = std::stoll(ck.meta("train.optimizer_steps"));
   std::map<std::string, uint64_t> seeds;
   for (const auto& [name, seed] : model_->dropout_seeds()) {
-    // A CPU checkpoint's dropout stream cannot continue on the GPU's counter-based masks; the
-    // GPU then starts fresh masks from a seed derived from the step.
+    // Both engines write the next mask seed in decimal, so either's checkpoint continues here
+    // exactly; a checkpoint from a build whose CPU layer drew from std::mt19937_64 holds that
+    // generator's state instead, and fresh masks start from a seed derived from the step.
     const std::string& value = ck.meta("train.dropout." + name);
     seeds[name] = value.find_first_not_of("0123456789") == std::string::npos
                       ? std::stoull(value)

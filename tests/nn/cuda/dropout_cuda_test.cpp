@@ -1,7 +1,8 @@
-// CudaDropout. Its hash-based mask cannot reproduce the CPU layer's Rng stream, so the test
-// checks the CPU layer's contract statistically: the drop rate within tolerance, kept values
-// scaled by exactly 1/(1-p), the backward using the same mask, inference and p = 0 the identity,
-// padding exactly zero, and the seed schedule (reseed, then seed + k for the k-th forward).
+// CudaDropout against the CPU layer: both draw their masks from core/dropout_mask.h's hash, so
+// from the same seed the outputs and gradients match bit for bit. Beside that, the contract on
+// its own: the drop rate within tolerance, kept values scaled by exactly 1/(1-p), the backward
+// using the same mask, inference and p = 0 the identity, padding exactly zero, and the seed
+// schedule (reseed, then seed + k for the k-th forward).
 #include "nn/cuda/dropout_cuda.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "nn/gradient_check.h"
 #include "support/cuda_compare.h"
 
 namespace ds2 {
@@ -96,6 +98,40 @@ TEST(CudaDropout, TrainingMasksScalesAndBackwardUsesTheSameMask) {
   }
 }
 
+TEST(CudaDropout, SameSeedSameMasksAsTheCpuLayer) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  Rng rng(5);
+  struct Case {
+    Shape shape;
+    std::vector<int> lengths;
+    float p;
+    uint64_t seed;
+  };
+  const std::vector<Case> cases{{{50, 4, 40}, {50, 31, 0, 45}, 0.2f, 9},
+                                {{97, 1, 7, 61}, {97}, 0.5f, 0xFFFFFFFFFFFFFFF0ull},
+                                {{13, 3, 33}, {1, 13, 12}, 0.1f, 123456789}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("shape " + shape_str(c.shape) + " p " + std::to_string(c.p));
+    Dropout cpu("d", c.p);
+    CudaDropout gpu(ctx, cpu);
+    cpu.reseed(c.seed);
+    gpu.reseed(c.seed);
+    for (int call = 0; call < 2; ++call) {  // the second forward: seed + 1 on both
+      const Sequences x = input(c.shape, c.lengths, rng), dy = input(c.shape, c.lengths, rng);
+      Sequences y, dx;
+      nn_testing::poison(y, c.shape);
+      nn_testing::poison(dx, c.shape);
+      cpu.forward(x, y, true);
+      cpu.backward(x, y, dy, dx);
+      const Forward g = check_training_step(ctx, gpu, x, dy, c.p, 0.1);
+      expect_close(y.data, g.y, 0, 0, "forward");
+      expect_close(dx.data, g.dx, 0, 0, "backward");
+      EXPECT_EQ(cpu.next_seed(), gpu.next_seed());
+    }
+  }
+}
+
 TEST(CudaDropout, SeedScheduleIsReproducible) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -104,7 +140,7 @@ TEST(CudaDropout, SeedScheduleIsReproducible) {
   CudaDropout drop(ctx, cpu);
   const Sequences x = input({20, 3, 16}, {20, 11, 17}, rng);
   const Sequences dy = input({20, 3, 16}, {20, 11, 17}, rng);
-  EXPECT_EQ(drop.next_seed(), 0u);  // as the CPU layer's default Rng
+  EXPECT_EQ(drop.next_seed(), 0u);  // as the CPU layer before any reseed
   drop.reseed(42);
   const Forward a = check_training_step(ctx, drop, x, dy, 0.3f, 0.1);
   EXPECT_EQ(drop.next_seed(), 43u);
