@@ -2,21 +2,51 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
+#include "core/cpu_threads.h"
+
 namespace ds2 {
 
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
-  if (m == 0 || n == 0) return;
+namespace {
+
+void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+           const float* b, int ldb, float beta, float* c, int ldc) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void set_blas_threads(int threads) {
-  if (threads > 0) openblas_set_num_threads(threads);
-}
+// Blocks narrower than this leave the microkernel's register tile (16 x 2 floats on AVX-512)
+// mostly empty.
+constexpr int kMinBlock = 32;
 
-int blas_threads() {
-  return openblas_get_num_threads();
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  const int64_t macs = int64_t{m} * n * k;
+  const int threads = cpu_threads();
+  const bool split_rows = m >= n;  // the longer side, so each block keeps a wide GEMM
+  const int side = split_rows ? m : n;
+  const int parts = std::min(threads, side / kMinBlock);
+  if (macs < kGemmSplitMinMacs || parts < 2) {
+    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  run_parts(parts, [&](int part) {
+    const int begin = static_cast<int>(int64_t{side} * part / parts);
+    const int end = static_cast<int>(int64_t{side} * (part + 1) / parts);
+    if (split_rows) {
+      // op(A)'s rows begin..end: stored rows (no transpose) or stored columns (transposed).
+      const float* a_part = trans_a ? a + begin : a + int64_t{begin} * lda;
+      sgemm(trans_a, trans_b, end - begin, n, k, alpha, a_part, lda, b, ldb, beta,
+            c + int64_t{begin} * ldc, ldc);
+    } else {
+      const float* b_part = trans_b ? b + int64_t{begin} * ldb : b + begin;
+      sgemm(trans_a, trans_b, m, end - begin, k, alpha, a, lda, b_part, ldb, beta, c + begin, ldc);
+    }
+  });
 }
 
 }  // namespace ds2

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/cpu_threads.h"
 #include "core/error.h"
 
 namespace ds2 {
@@ -101,7 +102,8 @@ void zero_utterance_gradient(Real* gradient, int first_frame, int max_frames, in
 // Loss of one utterance; writes its gradient rows for all max_frames frames when asked.
 template <typename Real>
 double utterance_loss(const Real* logits, int max_frames, int batch, int utterance, int K,
-                      int frames, const std::vector<int>& label, Real* gradient, CtcWorkspace& ws) {
+                      int frames, const std::vector<int>& label, Real* gradient,
+                      CtcUtteranceWorkspace& ws) {
   const double infeasible = std::numeric_limits<double>::infinity();
   if (frames == 0 || frames < ctc_min_frames(label)) {
     if (gradient) zero_utterance_gradient(gradient, 0, max_frames, batch, utterance, K);
@@ -179,12 +181,15 @@ void ctc_loss_impl(const Real* logits, int max_frames, int batch, int alphabet_s
                                        << alphabet_size - 1 << " (0 is the blank)");
     }
   }
-  // Serial over the batch: the trainer already runs the model with every core, and a parallel
-  // version would need one workspace per thread.
-  for (int b = 0; b < batch; ++b) {
-    losses[b] = utterance_loss(logits, max_frames, batch, b, alphabet_size, input_lengths[b],
-                               labels[b], gradient, *workspace);
-  }
+  // Utterances are independent: the compute threads take every parts-th one (a batch's lengths
+  // vary, so strides balance better than blocks), each with its own workspace.
+  const int parts = std::min(batch, cpu_threads());
+  if (static_cast<int>(workspace->parts.size()) < parts) workspace->parts.resize(parts);
+  run_parts(parts, [&](int part) {
+    for (int b = part; b < batch; b += parts)
+      losses[b] = utterance_loss(logits, max_frames, batch, b, alphabet_size, input_lengths[b],
+                                 labels[b], gradient, workspace->parts[part]);
+  });
 }
 
 }  // namespace

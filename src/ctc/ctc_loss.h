@@ -24,14 +24,20 @@
 
 namespace ds2 {
 
-// Scratch memory for ctc_loss. Buffers only grow: after the largest utterance has been seen,
-// ctc_loss allocates nothing. Not shared between threads.
-struct CtcWorkspace {
+// Scratch memory for one utterance at a time.
+struct CtcUtteranceWorkspace {
   std::vector<double> log_probs;  // [frames, K] log-softmax of one utterance
   std::vector<double> alpha;      // [frames, 2U+1] forward log probabilities
   std::vector<double> beta;       // [frames, 2U+1] backward log probabilities
   std::vector<double> occupancy;  // [K] posterior occupancy of each class at one frame
   std::vector<int> extended;      // [2U+1] label with blanks interleaved
+};
+
+// Scratch memory for ctc_loss: one utterance workspace per compute thread the batch is split
+// over (core/cpu_threads.h). Buffers only grow: after the largest batch and utterance have been
+// seen, ctc_loss allocates nothing. One call at a time.
+struct CtcWorkspace {
+  std::vector<CtcUtteranceWorkspace> parts;
 };
 
 // Fewest frames that can emit `label`: one per label, plus one blank between each pair of equal

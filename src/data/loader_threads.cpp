@@ -1,24 +1,10 @@
 #include "data/loader_threads.h"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <thread>
+
+#include "core/cpu_threads.h"
 
 namespace ds2 {
-namespace {
-
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-}  // namespace
 
 int auto_loader_threads(int cores, int ranks_on_host) {
   const int share = std::max(1, cores) / std::max(1, ranks_on_host);

@@ -1,15 +1,22 @@
 #include "nn/dropout.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 
+#include "core/cpu_threads.h"
 #include "core/dropout_mask.h"
 #include "core/error.h"
 
 namespace ds2 {
+
+namespace {
+// Below this a part's hand-over to a helper thread costs about what the hashing saves.
+constexpr int64_t kMinElementsAPart = 1 << 15;
+}  // namespace
 
 Dropout::Dropout(const std::string& name, float probability)
     : name_(name), probability_(probability) {
@@ -60,10 +67,15 @@ void Dropout::forward(const Sequences& in, Sequences& out, bool training) {
   const uint64_t seed = next_seed();
   ++calls_;
   float* s = scale_.data();
-  for (int64_t i = 0; i < n; ++i) {
-    s[i] = dropout_scale(seed, static_cast<uint64_t>(i), probability_);
-    y[i] = x[i] * s[i];
-  }
+  // Each element's draw depends only on (seed, index): the compute threads take a block each.
+  const int parts = static_cast<int>(std::min<int64_t>(cpu_threads(), n / kMinElementsAPart + 1));
+  run_parts(parts, [&](int part) {
+    const int64_t end = n * (part + 1) / parts;
+    for (int64_t i = n * part / parts; i < end; ++i) {
+      s[i] = dropout_scale(seed, static_cast<uint64_t>(i), probability_);
+      y[i] = x[i] * s[i];
+    }
+  });
   zero_padding(out);
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/blas.h"
+#include "core/cpu_threads.h"
 #include "core/error.h"
 #include "core/vector_math.h"
 #include "nn/activations.h"
@@ -138,9 +139,14 @@ void RnnLayer::forward(const Sequences& in, Sequences& out, bool training) {
   zero_state_.fill(0.0f);
   if (type_ == RnnType::kGru) {
     hidden_candidate_.resize({directions_, T, B, H});
-    step_hidden_gates_.resize({B, GH});
+    step_hidden_gates_.resize({directions_, B, GH});
   }
-  for (int d = 0; d < directions_; ++d) run_direction(d, in);
+  if (directions_ == 2) {
+    // The directions are independent: one each on two compute threads.
+    run_parts(2, [&](int d) { run_direction(d, in); });
+  } else {
+    run_direction(0, in);
+  }
 
   out.data.resize({T, B, H});
   out.lengths = in.lengths;
@@ -184,7 +190,7 @@ void RnnLayer::run_direction(int d, const Sequences& in) {
       }
       continue;
     }
-    float* g = step_hidden_gates_.data();
+    float* g = step_hidden_gates_.data() + int64_t{d} * B * GH;
     gemm(false, true, m, GH, H, 1.0f, h_prev, H, u, H, 0.0f, g, GH);
     float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
     for (int b = 0; b < B; ++b) {
@@ -223,9 +229,13 @@ void RnnLayer::backward(const Sequences& in, const Sequences& out, const Sequenc
   grad_preactivation_.data.resize({T, B, P});
   grad_preactivation_.lengths = in.lengths;
   if (type_ == RnnType::kGru) grad_hidden_gates_.resize({directions_, T, B, GH});
-  carry_a_.resize({B, H});
-  carry_b_.resize({B, H});
-  for (int d = 0; d < directions_; ++d) backprop_direction(d, in, grad_out);
+  carry_a_.resize({directions_, B, H});
+  carry_b_.resize({directions_, B, H});
+  if (directions_ == 2) {
+    run_parts(2, [&](int d) { backprop_direction(d, in, grad_out); });
+  } else {
+    backprop_direction(0, in, grad_out);
+  }
 
   const Sequences* grad_projection = &grad_preactivation_;
   if (batch_norm_) {
@@ -257,8 +267,8 @@ void RnnLayer::backprop_direction(int d, const Sequences& in, const Sequences& g
   const float* dy = grad_out.data.data();
   float* dpre = grad_preactivation_.data.data();
   float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
-  float* carry = carry_a_.data();  // dL/dh_t arriving from the step processed before
-  float* next = carry_b_.data();   // dL/dh_prev leaving this step
+  float* carry = carry_a_.data() + int64_t{d} * B * H;  // dL/dh_t from the step processed before
+  float* next = carry_b_.data() + int64_t{d} * B * H;   // dL/dh_prev leaving this step
   std::fill(carry, carry + int64_t{B} * H, 0.0f);
 
   // Backpropagation visits timesteps in the opposite order of the forward recurrence.

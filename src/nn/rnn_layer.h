@@ -8,7 +8,8 @@
 //
 // The backward direction starts at each utterance's own last frame. The input projection of all
 // timesteps and both directions is one GEMM, the recurrence one GEMM per timestep, and the weight
-// gradients dW and dU one GEMM each over all timesteps. With batch norm the normalizer's beta is
+// gradients dW and dU one GEMM each over all timesteps. The two directions run at once on two
+// compute threads (core/cpu_threads.h). With batch norm the normalizer's beta is
 // the input-side bias, so b (relu) and b_x (gru) exist only without it.
 //
 //   RnnLayer rnn("rnn0", store, /*input_size=*/672, /*hidden=*/256, RnnType::kRelu,
@@ -95,7 +96,7 @@ class RnnLayer : public Layer {
   Sequences preactivation_;       // BN(W x) (+ bias); relu: + U h in place; gru: then gates r, z, n
   Tensor hidden_states_;          // {D, T, B, H}; padding rows are zero (the other direction's h0)
   Tensor hidden_candidate_;       // gru: {D, T, B, H}, U_n h + b_hn (what r multiplied)
-  Tensor step_hidden_gates_;      // gru: {B, 3H}, U h of one step
+  Tensor step_hidden_gates_;      // gru: {D, B, 3H}, U h of one step per direction
   Tensor zero_state_;             // {B, H} zeros: h before the first step
   std::vector<int> active_rows_;  // per t: 1 + last batch row valid at t (rows beyond skip GEMMs)
 
@@ -103,7 +104,7 @@ class RnnLayer : public Layer {
   Sequences grad_preactivation_;  // {T, B, D*G*H}: dL/d(BN output)
   Sequences grad_projection_;     // {T, B, D*G*H}: dL/d(W x) through the batch norm
   Tensor grad_hidden_gates_;      // gru: {D, T, B, 3H}: dL/d(U h + b_h)
-  Tensor carry_a_, carry_b_;      // {B, H}: dL/dh from the next processed step (ping-pong)
+  Tensor carry_a_, carry_b_;      // {D, B, H}: dL/dh from the next processed step (ping-pong)
 };
 
 }  // namespace ds2

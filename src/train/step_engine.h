@@ -41,7 +41,7 @@ struct LayerCost {
 class StepEngine {
  public:
   virtual ~StepEngine() = default;
-  // "cpu, 2 BLAS threads" or "cuda: NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)".
+  // "cpu, 2 threads" or "cuda: NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)".
   virtual std::string describe() const = 0;
   // Runs every buffer up to the size `largest` needs (a forward and backward whose effects on
   // weights, gradients and statistics are undone), so the training loop never allocates.

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <functional>
 
-#include "core/blas.h"
+#include "core/cpu_threads.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "nn/dropout.h"
@@ -21,7 +21,7 @@ CpuStepEngine::CpuStepEngine(const Config& cfg, AcousticModel& am, bool use_aver
 }
 
 std::string CpuStepEngine::describe() const {
-  return "cpu, " + std::to_string(blas_threads()) + " BLAS threads";
+  return "cpu, " + std::to_string(cpu_threads()) + " threads";
 }
 
 namespace {

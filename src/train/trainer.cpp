@@ -14,7 +14,7 @@
 
 #include "audio/normalize.h"
 #include "core/atomic_file.h"
-#include "core/blas.h"
+#include "core/cpu_threads.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "data/loader.h"
@@ -195,7 +195,7 @@ TrainSummary Trainer::run() {
     log_file_.open(fs::path(cfg.run.dir) / "train.log", std::ios::app);
     metrics.open(fs::path(cfg.run.dir) / "metrics.jsonl", std::ios::app);
   }
-  set_blas_threads(cfg.run.threads);
+  set_cpu_threads(cfg.run.threads);
   AcousticModel am = AcousticModel::create(cfg);
   Model& model = *am.model;
   log("model: " + model.summary());

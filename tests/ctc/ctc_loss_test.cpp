@@ -321,12 +321,13 @@ TEST(CtcLoss, WorkspaceIsReusedWithoutReallocation) {
   CtcWorkspace ws;
   const std::vector<double> big = random_logits(8, 1, K, 51);
   const Result first = run_ctc(big, 8, 1, K, {8}, {{1, 2, 3}}, &ws);
-  const double* alpha = ws.alpha.data();
-  const double* beta = ws.beta.data();
+  ASSERT_EQ(ws.parts.size(), 1u);  // batch 1: one part
+  const double* alpha = ws.parts[0].alpha.data();
+  const double* beta = ws.parts[0].beta.data();
   run_ctc(random_logits(4, 1, K, 52), 4, 1, K, {4}, {{4}}, &ws);
   const Result again = run_ctc(big, 8, 1, K, {8}, {{1, 2, 3}}, &ws);
-  EXPECT_EQ(ws.alpha.data(), alpha);
-  EXPECT_EQ(ws.beta.data(), beta);
+  EXPECT_EQ(ws.parts[0].alpha.data(), alpha);
+  EXPECT_EQ(ws.parts[0].beta.data(), beta);
   EXPECT_EQ(again.losses, first.losses);
   EXPECT_EQ(again.gradient, first.gradient);
 }
