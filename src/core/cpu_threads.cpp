@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -49,12 +50,17 @@ class Helpers {
     std::unique_lock<std::mutex> lock(mutex_);
     if (busy_) return false;
     busy_ = true;
-    while (static_cast<int>(threads_.size()) < parts - 1) {
-      const int index = static_cast<int>(threads_.size());
-      // It starts waiting after this call has moved the generation on: it must count this
-      // generation, not the one it will first read, as new.
-      threads_.emplace_back([this, index, seen = generation_] { loop(index + 1, seen); });
-      threads_.back().detach();
+    try {
+      while (static_cast<int>(threads_.size()) < parts - 1) {
+        const int index = static_cast<int>(threads_.size());
+        // It starts waiting after this call has moved the generation on: it must count this
+        // generation, not the one it will first read, as new.
+        threads_.emplace_back([this, index, seen = generation_] { loop(index + 1, seen); });
+        threads_.back().detach();
+      }
+    } catch (const std::system_error&) {
+      busy_ = false;  // no thread to be had: the caller runs the parts itself
+      return false;
     }
     parts_ = parts;
     task_ = task;
@@ -106,10 +112,10 @@ class Helpers {
 
 }  // namespace
 
-void set_cpu_threads(int threads) {
+void set_cpu_threads(int threads, int ranks_on_host) {
   // Read before the first call below makes BLAS single-threaded.
   static const int blas_default = std::max(1, openblas_get_num_threads());
-  if (threads <= 0) threads = blas_default;
+  if (threads <= 0) threads = std::max(1, blas_default / std::max(1, ranks_on_host));
   configured_threads.store(threads);
   openblas_set_num_threads(1);
 }

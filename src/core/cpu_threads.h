@@ -15,10 +15,10 @@ namespace ds2 {
 // Cores this process may run on (its affinity mask; the hardware's count where unreadable).
 int usable_cores();
 
-// Sets the compute threads (0: OpenBLAS's default count, which follows OPENBLAS_NUM_THREADS and
-// else the cores) and makes BLAS single-threaded. The first cpu_threads() or run_parts() call
-// does this with 0 when nothing has.
-void set_cpu_threads(int threads);
+// Sets the compute threads and makes BLAS single-threaded. 0: OpenBLAS's default count (which
+// follows OPENBLAS_NUM_THREADS, else the cores) shared among `ranks_on_host` processes, at least
+// one each. The first cpu_threads() or run_parts() call does this with 0 when nothing has.
+void set_cpu_threads(int threads, int ranks_on_host = 1);
 int cpu_threads();
 
 // A part of some work, by reference: no copy, no allocation, valid while run_parts waits.

@@ -192,7 +192,7 @@ const std::vector<Field>& schema() {
       DS2_FIELD("run.seed", run.seed, int, "an integer", "seed of every random decision"),
       DS2_FIELD("run.device", run.device, std::string, "a string", "auto | cpu | cuda"),
       DS2_FIELD("run.threads", run.threads, int, "an integer",
-                "CPU compute threads (0 = all cores)"),
+                "CPU compute threads (0 = the cores, shared among the host's ranks)"),
       DS2_FIELD("run.resume", run.resume, std::string, "a string",
                 "auto (continue when run.dir has a checkpoint) | required | never"),
       DS2_FIELD("run.tensorboard", run.tensorboard, bool, "true or false",

@@ -19,7 +19,7 @@ struct RunConfig {
   std::string dir = "runs/default";  // run folder: resolved config, logs, checkpoints
   int seed = 1;
   std::string device = "auto";  // auto | cpu | cuda (auto picks cuda when built and present)
-  int threads = 0;              // CPU backend compute threads (0 = all cores)
+  int threads = 0;              // CPU backend compute threads (0 = the cores / ranks on the host)
   std::string resume = "auto";  // auto (continue when run.dir has a checkpoint) | required | never
   bool tensorboard = true;      // also write TensorBoard scalars to RUN/tb/
 };

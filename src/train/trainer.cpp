@@ -195,7 +195,7 @@ TrainSummary Trainer::run() {
     log_file_.open(fs::path(cfg.run.dir) / "train.log", std::ios::app);
     metrics.open(fs::path(cfg.run.dir) / "metrics.jsonl", std::ios::app);
   }
-  set_cpu_threads(cfg.run.threads);
+  set_cpu_threads(cfg.run.threads, world.local_size());
   AcousticModel am = AcousticModel::create(cfg);
   Model& model = *am.model;
   log("model: " + model.summary());

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -77,6 +78,19 @@ TEST(CpuThreads, AnExceptionInAnyPartReachesTheCallerAndTheHelpersStayUsable) {
 
 TEST(CpuThreads, UsableCoresIsPositive) {
   EXPECT_GE(usable_cores(), 1);
+}
+
+TEST(CpuThreads, TheDefaultIsSharedAmongTheHostsRanks) {
+  DefaultThreadsAfter restore;
+  set_cpu_threads(0);
+  const int all = cpu_threads();
+  EXPECT_GE(all, 1);
+  set_cpu_threads(0, 2);
+  EXPECT_EQ(cpu_threads(), std::max(1, all / 2));
+  set_cpu_threads(0, 1000);
+  EXPECT_EQ(cpu_threads(), 1);
+  set_cpu_threads(3, 1000);  // an explicit count is kept as given
+  EXPECT_EQ(cpu_threads(), 3);
 }
 
 }  // namespace
