@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The whole job on the bundled data, on the CPU: build ds2, make the connected-digits corpus from
 # the packed FSDD recordings in data/fsdd and the extra training voices in data/voices, validate
-# it, train configs/fsdd.yaml for 6 epochs (about 7 minutes on 2 cores; the recipe's 16 take
-# about 23; DS2_DEMO_EPOCHS=N sets it), evaluate on a speaker never heard in training
+# it, train configs/fsdd.yaml for 6 epochs (about 3.5 minutes on 2 cores; the recipe's 16 take
+# about 9.5; DS2_DEMO_EPOCHS=N sets it), evaluate on a speaker never heard in training
 # (greedy, then beam search with the digits LM data/fsdd/digits-3gram.arpa as the config's decode:
 # section says), self-train for one round on that speaker's other, untranscribed recordings
-# (ds2 adapt, 2 epochs, about 2 minutes; the README's numbers use the default 2 rounds of 4) and evaluate again,
+# (ds2 adapt, 2 epochs, about 1.5 minutes; the README's numbers use the default 2 rounds of 4) and evaluate again,
 # and transcribe a few of the test recordings with the adapted model.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
