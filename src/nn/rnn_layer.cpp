@@ -141,12 +141,11 @@ void RnnLayer::forward(const Sequences& in, Sequences& out, bool training) {
     hidden_candidate_.resize({directions_, T, B, H});
     step_hidden_gates_.resize({directions_, B, GH});
   }
-  if (directions_ == 2) {
-    // The directions are independent: one each on two compute threads.
-    run_parts(2, [&](int d) { run_direction(d, in); });
-  } else {
-    run_direction(0, in);
-  }
+  const int slices = recurrence_slices(B);
+  run_parts(directions_ * slices, [&](int part) {
+    const int slice = part % slices;
+    run_direction(part / slices, in, B * slice / slices, B * (slice + 1) / slices);
+  });
 
   out.data.resize({T, B, H});
   out.lengths = in.lengths;
@@ -162,7 +161,11 @@ void RnnLayer::forward(const Sequences& in, Sequences& out, bool training) {
   if (residual_) add_valid_rows(in, out);
 }
 
-void RnnLayer::run_direction(int d, const Sequences& in) {
+int RnnLayer::recurrence_slices(int batch) const {
+  return std::max(1, std::min(batch, cpu_threads() / directions_));
+}
+
+void RnnLayer::run_direction(int d, const Sequences& in, int b0, int b1) {
   const int T = static_cast<int>(in.data.dim(0)), B = static_cast<int>(in.data.dim(1));
   const int H = hidden_, P = projection_size(), GH = gates() * H;
   const bool reverse = d == 1;
@@ -172,7 +175,7 @@ void RnnLayer::run_direction(int d, const Sequences& in) {
   const float* bias_h = type_ == RnnType::kGru ? store_.value(hidden_bias_[d]) : nullptr;
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
-    const int m = active_rows_[t];
+    const int m = std::clamp(active_rows_[t] - b0, 0, b1 - b0);  // of this slice's rows
     const int t_prev = reverse ? t + 1 : t - 1;
     const float* h_prev =
         (t_prev < 0 || t_prev >= T) ? zero_state_.data() : hs + int64_t{t_prev} * B * H;
@@ -180,8 +183,9 @@ void RnnLayer::run_direction(int d, const Sequences& in) {
     float* p = pre + int64_t{t} * B * P + d * GH;  // row b at p + b * P
     if (type_ == RnnType::kRelu) {
       // pre += h_prev U^T, then the clipped ReLU.
-      gemm(false, true, m, H, H, 1.0f, h_prev, H, u, H, 1.0f, p, P);
-      for (int b = 0; b < B; ++b) {
+      gemm(false, true, m, H, H, 1.0f, h_prev + int64_t{b0} * H, H, u, H, 1.0f, p + int64_t{b0} * P,
+           P);
+      for (int b = b0; b < b1; ++b) {
         if (t < in.lengths[b]) {
           clipped_relu(p + int64_t{b} * P, h + int64_t{b} * H, H, relu_clip_);
         } else {
@@ -190,10 +194,11 @@ void RnnLayer::run_direction(int d, const Sequences& in) {
       }
       continue;
     }
-    float* g = step_hidden_gates_.data() + int64_t{d} * B * GH;
-    gemm(false, true, m, GH, H, 1.0f, h_prev, H, u, H, 0.0f, g, GH);
+    float* g = step_hidden_gates_.data() + int64_t{d} * B * GH;  // row b at g + b * GH
+    gemm(false, true, m, GH, H, 1.0f, h_prev + int64_t{b0} * H, H, u, H, 0.0f, g + int64_t{b0} * GH,
+         GH);
     float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
-    for (int b = 0; b < B; ++b) {
+    for (int b = b0; b < b1; ++b) {
       float* hb = h + int64_t{b} * H;
       if (t >= in.lengths[b]) {
         std::fill(hb, hb + H, 0.0f);
@@ -231,11 +236,12 @@ void RnnLayer::backward(const Sequences& in, const Sequences& out, const Sequenc
   if (type_ == RnnType::kGru) grad_hidden_gates_.resize({directions_, T, B, GH});
   carry_a_.resize({directions_, B, H});
   carry_b_.resize({directions_, B, H});
-  if (directions_ == 2) {
-    run_parts(2, [&](int d) { backprop_direction(d, in, grad_out); });
-  } else {
-    backprop_direction(0, in, grad_out);
-  }
+  const int slices = recurrence_slices(B);
+  run_parts(directions_ * slices, [&](int part) {
+    const int slice = part % slices;
+    backprop_direction(part / slices, in, grad_out, B * slice / slices, B * (slice + 1) / slices);
+  });
+  for (int d = 0; d < directions_; ++d) accumulate_weight_grads(d, T, B);
 
   const Sequences* grad_projection = &grad_preactivation_;
   if (batch_norm_) {
@@ -256,7 +262,8 @@ void RnnLayer::backward(const Sequences& in, const Sequences& out, const Sequenc
   if (residual_) add_valid_rows(grad_out, grad_in);  // the skip path passes dy straight through
 }
 
-void RnnLayer::backprop_direction(int d, const Sequences& in, const Sequences& grad_out) {
+void RnnLayer::backprop_direction(int d, const Sequences& in, const Sequences& grad_out, int b0,
+                                  int b1) {
   const int T = static_cast<int>(in.data.dim(0)), B = static_cast<int>(in.data.dim(1));
   const int H = hidden_, P = projection_size(), GH = gates() * H;
   const bool reverse = d == 1;
@@ -269,12 +276,12 @@ void RnnLayer::backprop_direction(int d, const Sequences& in, const Sequences& g
   float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
   float* carry = carry_a_.data() + int64_t{d} * B * H;  // dL/dh_t from the step processed before
   float* next = carry_b_.data() + int64_t{d} * B * H;   // dL/dh_prev leaving this step
-  std::fill(carry, carry + int64_t{B} * H, 0.0f);
+  std::fill(carry + int64_t{b0} * H, carry + int64_t{b1} * H, 0.0f);
 
   // Backpropagation visits timesteps in the opposite order of the forward recurrence.
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
-    const int m = active_rows_[t];
+    const int m = std::clamp(active_rows_[t] - b0, 0, b1 - b0);  // of this slice's rows
     const int t_prev = reverse ? t + 1 : t - 1;
     const float* h_prev =
         (t_prev < 0 || t_prev >= T) ? zero_state_.data() : hs + int64_t{t_prev} * B * H;
@@ -283,7 +290,7 @@ void RnnLayer::backprop_direction(int d, const Sequences& in, const Sequences& g
     float* dp = dpre + int64_t{t} * B * P + d * GH;
     float* dg = gru ? dgates + int64_t{t} * B * GH : dp;
     const int ldg = gru ? GH : P;
-    for (int b = 0; b < B; ++b) {
+    for (int b = b0; b < b1; ++b) {
       float* dpb = dp + int64_t{b} * P;
       float* nb = next + int64_t{b} * H;
       if (t >= in.lengths[b]) {
@@ -320,9 +327,19 @@ void RnnLayer::backprop_direction(int d, const Sequences& in, const Sequences& g
       }
     }
     // dL/dh_prev (+)= dG U: the relu path has no direct term, so it overwrites.
-    gemm(false, false, m, H, GH, 1.0f, dg, ldg, u, H, gru ? 1.0f : 0.0f, next, H);
+    gemm(false, false, m, H, GH, 1.0f, dg + int64_t{b0} * ldg, ldg, u, H, gru ? 1.0f : 0.0f,
+         next + int64_t{b0} * H, H);
     std::swap(carry, next);
   }
+}
+
+void RnnLayer::accumulate_weight_grads(int d, int T, int B) {
+  const int H = hidden_, P = projection_size(), GH = gates() * H;
+  const bool reverse = d == 1;
+  const bool gru = type_ == RnnType::kGru;
+  const float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
+  float* dpre = grad_preactivation_.data.data();
+  float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
 
   // dU {G*H, H} += sum_t dG_t^T h_prev(t): one GEMM with h_prev as the state matrix shifted by
   // one timestep (t = first step's h_prev is zero and contributes nothing).

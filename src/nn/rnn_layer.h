@@ -8,8 +8,10 @@
 //
 // The backward direction starts at each utterance's own last frame. The input projection of all
 // timesteps and both directions is one GEMM, the recurrence one GEMM per timestep, and the weight
-// gradients dW and dU one GEMM each over all timesteps. The two directions run at once on two
-// compute threads (core/cpu_threads.h). With batch norm the normalizer's beta is
+// gradients dW and dU one GEMM each over all timesteps. The recurrence of each direction and
+// each slice of the batch runs at once on the compute threads (core/cpu_threads.h): the two
+// directions, or slices of the batch where a direction has more than one thread. With batch norm
+// the normalizer's beta is
 // the input-side bias, so b (relu) and b_x (gru) exist only without it.
 //
 //   RnnLayer rnn("rnn0", store, /*input_size=*/672, /*hidden=*/256, RnnType::kRelu,
@@ -77,8 +79,13 @@ class RnnLayer : public Layer {
   int gates() const { return type_ == RnnType::kGru ? 3 : 1; }
   // Features of the projection for all directions: D * G * H.
   int projection_size() const { return directions_ * gates() * hidden_; }
-  void run_direction(int d, const Sequences& in);
-  void backprop_direction(int d, const Sequences& in, const Sequences& grad_out);
+  // The recurrence is independent across directions and across utterances: it runs as
+  // directions x recurrence_slices(B) parts at once, each on rows [b0, b1) of one direction.
+  int recurrence_slices(int batch) const;
+  void run_direction(int d, const Sequences& in, int b0, int b1);
+  void backprop_direction(int d, const Sequences& in, const Sequences& grad_out, int b0, int b1);
+  // dU (and the biases' gradients) of direction d from the whole batch's dG.
+  void accumulate_weight_grads(int d, int T, int B);
 
   std::string name_;
   ParameterStore& store_;

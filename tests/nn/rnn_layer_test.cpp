@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_threads.h"
 #include "core/error.h"
 #include "gradient_check.h"
 
@@ -208,6 +209,47 @@ TEST(RnnLayer, UtteranceAloneEqualsUtteranceInBatch) {
   for (int t = 0; t < 4; ++t)
     for (int k = 0; k < H; ++k)
       EXPECT_NEAR(y_alone.data[t * H + k], y_batch.data[(t * 3 + 1) * H + k], 1e-5);
+}
+
+// The recurrence runs as (direction, batch slice) parts on the compute threads: every thread count
+// must give what one thread gives, outputs and all gradients (unsorted lengths, an empty
+// utterance, odd sizes; 5 threads cut a direction's 7 rows into 2 or 5 slices).
+TEST(RnnLayer, AnyThreadCountGivesTheOneThreadResult) {
+  struct DefaultThreadsAfter {
+    ~DefaultThreadsAfter() { set_cpu_threads(0); }
+  } restore;
+  for (const RnnSpec& s : kAllSpecs) {
+    const int in = 6, H = 37, T = 9, B = 7;
+    const std::vector<int> lengths{9, 3, 9, 0, 5, 8, 1};
+    std::vector<std::vector<float>> first;  // y, dx, parameter gradients at 1 thread
+    for (int threads : {1, 2, 3, 5}) {
+      set_cpu_threads(threads);
+      Rng rng(34);
+      ParameterStore store;
+      auto rnn = make_rnn(s, store, in, H);
+      store.finalize();
+      store.initialize(rng);
+      const Sequences x = random_sequences({T, B, in}, lengths, rng, -2.0f, 2.0f, 7.0f);
+      const Sequences dy = random_sequences({T, B, H}, lengths, rng);
+      Sequences y, dx;
+      rnn->forward(x, y, /*training=*/true);
+      store.grads().fill(0.0f);
+      rnn->backward(x, y, dy, dx);
+      const std::vector<std::vector<float>> got{
+          {y.data.data(), y.data.data() + y.data.numel()},
+          {dx.data.data(), dx.data.data() + dx.data.numel()},
+          {store.grads().data(), store.grads().data() + store.grads().numel()}};
+      if (threads == 1) {
+        first = got;
+        continue;
+      }
+      const char* what[] = {"output", "input gradient", "parameter gradients"};
+      for (int k = 0; k < 3; ++k)
+        for (size_t i = 0; i < got[k].size(); ++i)
+          ASSERT_NEAR(got[k][i], first[k][i], 1e-6 * (1.0 + std::fabs(first[k][i])))
+              << spec_name(s) << ", " << threads << " threads, " << what[k] << " " << i;
+    }
+  }
 }
 
 TEST(RnnLayer, ParameterNamesAndLayout) {
