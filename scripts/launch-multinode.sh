@@ -57,7 +57,7 @@ for var in NCCL_DEBUG NCCL_DEBUG_SUBSYS DS2_FAULT; do
 done
 
 # ppr:G:node puts G ranks on each node in rank order, so local ranks 0..G-1 map to GPUs 0..G-1;
-# --bind-to none leaves the CPU cores to ds2's loader and BLAS threads.
+# --bind-to none leaves the CPU cores to ds2's loader and compute threads.
 CMD=(mpirun -np "$RANKS" "${PLACE[@]}" --map-by "ppr:$GPUS_PER_NODE:node" --bind-to none
      "${ENV[@]}" "$DS2" "$@")
 [ "$(id -u)" = 0 ] && CMD=("${CMD[0]}" --allow-run-as-root "${CMD[@]:1}")
