@@ -57,6 +57,10 @@ done
 LOADER_THREADS=$(($(nproc 2>/dev/null || echo 2) / JOBS - 1))
 ((LOADER_THREADS < 2)) && LOADER_THREADS=2
 ((LOADER_THREADS > 16)) && LOADER_THREADS=16
+# And its share for the CPU backend's compute threads (run.threads, the same rule as the ranks on
+# a host get, src/core/cpu_threads.h; a GPU run has no use for them).
+COMPUTE_THREADS=$(($(nproc 2>/dev/null || echo 2) / JOBS))
+((COMPUTE_THREADS < 1)) && COMPUTE_THREADS=1
 
 # "WER 23.73% (...)" -> 23.73
 wer_of() { sed -n 's/^WER \([0-9.]*\)%.*/\1/p'; }
@@ -79,14 +83,16 @@ one_speaker() {
     $CORPUS_ARGS >"$dir/corpus.log"
   "$DS2" train "$CONFIG" run.dir="$dir/run" \
     data.train_manifest="$dir/corpus/train.jsonl" data.dev_manifest="$dir/corpus/dev.jsonl" \
-    data.loader_threads="$LOADER_THREADS" ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
+    data.loader_threads="$LOADER_THREADS" run.threads="$COMPUTE_THREADS" \
+    ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/train.log" 2>&1
   local g l ag=- al=-
   g=$(score "$dir" "$dir/run/best.ckpt" greedy --greedy)
   l=$(score "$dir" "$dir/run/best.ckpt" lm)
   if [ "$ADAPT" = 1 ]; then
     # shellcheck disable=SC2086  # ADAPT_ARGS is a list of options
     "$DS2" adapt "$dir/run/best.ckpt" "$dir/corpus/adapt.jsonl" --out "$dir/adapt" $ADAPT_ARGS \
-      data.loader_threads="$LOADER_THREADS" ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/adapt.log" 2>&1
+      data.loader_threads="$LOADER_THREADS" run.threads="$COMPUTE_THREADS" \
+      ${OVERRIDES[@]+"${OVERRIDES[@]}"} >"$dir/adapt.log" 2>&1
     ag=$(score "$dir" "$dir/adapt/adapted.ckpt" adapted-greedy --greedy)
     al=$(score "$dir" "$dir/adapt/adapted.ckpt" adapted-lm)
   fi

@@ -22,6 +22,12 @@ for row in "| george | " "| nicolas | " "| mean of 2 | "; do
   [ "$percents" -eq 4 ] || fail "expected 4 WERs in '$line'"
 done
 
+# Each of the 2 jobs gets its share of the cores as CPU compute threads (run.threads).
+share=$(($(nproc) / 2))
+((share < 1)) && share=1
+grep -q "device: cpu, $share threads" "$OUT/george/train.log" ||
+  fail "george's training did not run on $share compute threads: $(grep -m1 '^device' "$OUT/george/train.log")"
+
 set +e
 unknown=$(bash "$SRC/scripts/held-out-speakers.sh" --speaker x 2>&1)
 code=$?
