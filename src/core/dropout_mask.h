@@ -21,6 +21,12 @@ DS2_HOST_DEVICE inline uint32_t counter_hash_u32(uint64_t seed, uint64_t i) {
   return static_cast<uint32_t>(z >> 32);
 }
 
+// The seed a data-parallel rank's dropout continues from: each rank draws masks of its own (both
+// engines salt their layers' next seeds with the rank).
+DS2_HOST_DEVICE inline uint64_t salted_dropout_seed(uint64_t seed, uint64_t salt) {
+  return seed ^ (salt * 0x9E3779B97F4A7C15ull);
+}
+
 // Inverted dropout's factor for element i: kept (uniform draw >= p) scales by 1 / (1 - p).
 DS2_HOST_DEVICE inline float dropout_scale(uint64_t seed, uint64_t i, float p) {
   const float u = static_cast<float>(counter_hash_u32(seed, i) >> 8) * (1.0f / 16777216.0f);

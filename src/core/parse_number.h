@@ -6,6 +6,8 @@
 //   if (!parse_double(token, &p)) throw ...;     // "-2.5", "+1e3", "nan" parse; "4x" does not
 //   int64_t n;
 //   if (!parse_int64(token, &n)) throw ...;      // "12" parses; "12.0", "" do not
+//   uint64_t u;
+//   if (!parse_uint64(token, &u)) throw ...;     // up to 18446744073709551615; "-1" does not
 #pragma once
 
 #include <charconv>
@@ -26,6 +28,13 @@ inline bool parse_double(const std::string& token, double* value) {
 
 // The whole token as a decimal integer.
 inline bool parse_int64(const std::string& token, int64_t* value) {
+  const char* end = token.data() + token.size();
+  const auto result = std::from_chars(token.data(), end, *value);
+  return !token.empty() && result.ec == std::errc() && result.ptr == end;
+}
+
+// The whole token as a decimal unsigned integer (no sign; out of range is refused).
+inline bool parse_uint64(const std::string& token, uint64_t* value) {
   const char* end = token.data() + token.size();
   const auto result = std::from_chars(token.data(), end, *value);
   return !token.empty() && result.ec == std::errc() && result.ptr == end;

@@ -1,8 +1,6 @@
 #include "nn/dropout.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -10,6 +8,7 @@
 #include "core/cpu_threads.h"
 #include "core/dropout_mask.h"
 #include "core/error.h"
+#include "core/parse_number.h"
 
 namespace ds2 {
 
@@ -24,27 +23,15 @@ Dropout::Dropout(const std::string& name, float probability)
             name << ": dropout probability must be in [0, 1), got " << probability);
 }
 
-std::string Dropout::rng_state() const {
-  return std::to_string(next_seed());
-}
-
-void Dropout::set_rng_state(const std::string& state) {
-  const bool digits = !state.empty() && state.find_first_not_of("0123456789") == std::string::npos;
-  if (digits && state.size() <= 20) {
-    errno = 0;
-    char* end = nullptr;
-    const unsigned long long seed = std::strtoull(state.c_str(), &end, 10);
-    if (errno == 0 && *end == '\0') {
-      reseed(seed);
-      return;
-    }
-  }
+uint64_t dropout_seed_from_state(const std::string& state) {
+  uint64_t seed = 0;
+  if (parse_uint64(state, &seed)) return seed;
   // An older build's std::mt19937_64 state: that stream cannot continue on counter-based
   // masks, so fresh ones start from a seed the state determines.
   std::istringstream in(state);
   std::mt19937_64 legacy;
   if (!(in >> legacy)) throw std::invalid_argument("bad dropout random state");
-  reseed(legacy());
+  return legacy();
 }
 
 std::string Dropout::describe() const {
@@ -64,8 +51,7 @@ void Dropout::forward(const Sequences& in, Sequences& out, bool training) {
     return;
   }
   scale_.resize(in.data.shape());
-  const uint64_t seed = next_seed();
-  ++calls_;
+  const uint64_t seed = next_seed_++;
   float* s = scale_.data();
   // Each element's draw depends only on (seed, index): the compute threads take a block each.
   const int parts = static_cast<int>(std::min<int64_t>(cpu_threads(), n / kMinElementsAPart + 1));

@@ -17,6 +17,12 @@
 
 namespace ds2 {
 
+// The next mask seed a checkpoint's "train.dropout.<layer>" holds, for either engine: the decimal
+// seed both write, or (from checkpoints of builds whose CPU layer drew masks from
+// std::mt19937_64) a fresh seed derived from that generator's state; anything else throws
+// std::invalid_argument.
+uint64_t dropout_seed_from_state(const std::string& state);
+
 class Dropout : public Layer {
  public:
   Dropout(const std::string& name, float probability);
@@ -29,24 +35,18 @@ class Dropout : public Layer {
   void forward(const Sequences& in, Sequences& out, bool training) override;
   void backward(const Sequences& in, const Sequences& out, const Sequences& grad_out,
                 Sequences& grad_in) override;
-  void reseed(uint64_t seed) {
-    base_seed_ = seed;
-    calls_ = 0;
-  }
+  void reseed(uint64_t seed) { next_seed_ = seed; }
   // The seed the next training forward will use.
-  uint64_t next_seed() const { return base_seed_ + calls_; }
-  // The random state for checkpoints: next_seed() in decimal, as the GPU engine writes it. Reading
-  // accepts that, and (from checkpoints of builds that drew masks from std::mt19937_64) that
-  // generator's state, from which it derives a fresh seed; anything else throws
-  // std::invalid_argument.
-  std::string rng_state() const;
-  void set_rng_state(const std::string& state);
+  uint64_t next_seed() const { return next_seed_; }
+  // The random state for checkpoints: next_seed() in decimal, as the GPU engine writes it.
+  std::string rng_state() const { return std::to_string(next_seed_); }
+  void set_rng_state(const std::string& state) { reseed(dropout_seed_from_state(state)); }
   float probability() const { return probability_; }
 
  private:
   std::string name_;
   float probability_;
-  uint64_t base_seed_ = 0, calls_ = 0;
+  uint64_t next_seed_ = 0;
   Tensor scale_;  // per element: 0 or 1/(1-p), from the last training forward
 };
 

@@ -1,8 +1,10 @@
 #include "train/step_engine.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "core/error.h"
+#include "nn/dropout.h"
 
 namespace ds2 {
 
@@ -15,6 +17,15 @@ const NamedTensor& flat_state(const Checkpoint& ck, const std::string& name, int
             ck.path << ": tensor '" << name << "' has " << t->data.size()
                     << " values, the run needs " << numel);
   return *t;
+}
+
+uint64_t checkpoint_dropout_seed(const Checkpoint& ck, const std::string& layer) {
+  const std::string key = "train.dropout." + layer;
+  try {
+    return dropout_seed_from_state(ck.meta(key));
+  } catch (const std::invalid_argument&) {
+    DS2_FAIL(ck.path << ": metadata '" << key << "' is not a valid state");
+  }
 }
 
 NamedTensor make_flat_state(const std::string& name, const float* data, int64_t numel) {

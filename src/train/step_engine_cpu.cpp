@@ -6,6 +6,7 @@
 
 #include "core/cpu_threads.h"
 #include "core/device.h"
+#include "core/dropout_mask.h"
 #include "core/error.h"
 #include "nn/dropout.h"
 
@@ -85,7 +86,7 @@ uint64_t CpuStepEngine::weights_hash() {
 void CpuStepEngine::salt_dropout(uint64_t salt) {
   for (const auto& layer : am_.model->layers())
     if (auto* drop = dynamic_cast<Dropout*>(layer.get()))
-      drop->reseed(drop->next_seed() ^ (salt * 0x9E3779B97F4A7C15ull));  // as the GPU engine salts
+      drop->reseed(salted_dropout_seed(drop->next_seed(), salt));
 }
 
 void CpuStepEngine::optimizer_step(double lr) {
@@ -191,14 +192,8 @@ void CpuStepEngine::load_state(const Checkpoint& ck) {
   }
   optimizer_->set_steps(std::stoll(ck.meta("train.optimizer_steps")));
   for (const auto& layer : am_.model->layers())
-    if (auto* drop = dynamic_cast<Dropout*>(layer.get())) {
-      try {
-        drop->set_rng_state(ck.meta("train.dropout." + drop->name()));
-      } catch (const std::invalid_argument&) {
-        DS2_FAIL(ck.path << ": metadata 'train.dropout." << drop->name()
-                         << "' is not a valid state");
-      }
-    }
+    if (auto* drop = dynamic_cast<Dropout*>(layer.get()))
+      drop->reseed(checkpoint_dropout_seed(ck, drop->name()));
 }
 
 #ifndef DS2_HAVE_CUDA

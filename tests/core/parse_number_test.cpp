@@ -36,5 +36,15 @@ TEST(ParseNumber, Int64TakesWholeDecimalTokensOnly) {
     EXPECT_FALSE(parse_int64(bad, &n)) << "'" << bad << "'";
 }
 
+TEST(ParseNumber, Uint64TakesWholeUnsignedTokensOnly) {
+  uint64_t n = 0;
+  EXPECT_TRUE(parse_uint64("0", &n));
+  EXPECT_EQ(n, 0u);
+  EXPECT_TRUE(parse_uint64("18446744073709551615", &n));
+  EXPECT_EQ(n, 18446744073709551615ull);
+  for (const char* bad : {"", "-1", "+1", "12x", " 4", "18446744073709551616"})
+    EXPECT_FALSE(parse_uint64(bad, &n)) << "'" << bad << "'";
+}
+
 }  // namespace
 }  // namespace ds2

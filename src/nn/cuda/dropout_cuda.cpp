@@ -28,8 +28,7 @@ void CudaDropout::forward(const DeviceSequences& in, DeviceSequences& out, bool 
   } else {
     mask_.reserve(n);
     kernels::dropout_forward(in.data.data(), out.data.data(), mask_.data(), n, probability_,
-                             base_seed_ + calls_, stream);
-    ++calls_;
+                             next_seed_++, stream);
     mask_size_ = n;
   }
   // The CPU layer copies the input's padding through in the identity case; the layer contract

@@ -32,18 +32,15 @@ class CudaDropout : public CudaLayer {
   void backward(const DeviceSequences& in, const DeviceSequences& out,
                 const DeviceSequences& grad_out, DeviceSequences& grad_in) override;
 
-  void reseed(uint64_t seed) {
-    base_seed_ = seed;
-    calls_ = 0;
-  }
+  void reseed(uint64_t seed) { next_seed_ = seed; }
   // The seed the next training forward will use.
-  uint64_t next_seed() const { return base_seed_ + calls_; }
+  uint64_t next_seed() const { return next_seed_; }
 
  private:
   CudaContext& ctx_;
   std::string name_;
   float probability_;
-  uint64_t base_seed_ = 0, calls_ = 0;
+  uint64_t next_seed_ = 0;
   DeviceArray<float> mask_;  // 0 or 1/(1-p) per element, from the last training forward
   int64_t mask_size_ = -1;   // elements the mask covers; -1 before any training forward
 };

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/cuda/check.h"
+#include "core/dropout_mask.h"
 #include "core/precision.h"
 #include "dist/cuda/nccl_gradient_exchange.h"
 #include "kernels/elementwise.h"
@@ -125,15 +126,9 @@ void CudaStepEngine::load_state(const Checkpoint& ck) {
   }
   optimizer_steps_ = std::stoll(ck.meta("train.optimizer_steps"));
   std::map<std::string, uint64_t> seeds;
-  for (const auto& [name, seed] : model_->dropout_seeds()) {
-    // Both engines write the next mask seed in decimal, so either's checkpoint continues here
-    // exactly; a checkpoint from a build whose CPU layer drew from std::mt19937_64 holds that
-    // generator's state instead, and fresh masks start from a seed derived from the step.
-    const std::string& value = ck.meta("train.dropout." + name);
-    seeds[name] = value.find_first_not_of("0123456789") == std::string::npos
-                      ? std::stoull(value)
-                      : static_cast<uint64_t>(optimizer_steps_) * 7919u + seed;
-  }
+  // Both engines write the next mask seed, so either's checkpoint continues here exactly.
+  for (const auto& entry : model_->dropout_seeds())
+    seeds[entry.first] = checkpoint_dropout_seed(ck, entry.first);
   model_->set_dropout_seeds(seeds);
   ctx_.synchronize();  // the checkpoint's host vectors may go away after this returns
 }
@@ -260,7 +255,7 @@ uint64_t CudaStepEngine::weights_hash() {
 
 void CudaStepEngine::salt_dropout(uint64_t salt) {
   std::map<std::string, uint64_t> seeds = model_->dropout_seeds();
-  for (auto& [name, seed] : seeds) seed ^= salt * 0x9E3779B97F4A7C15ull;
+  for (auto& [name, seed] : seeds) seed = salted_dropout_seed(seed, salt);
   model_->set_dropout_seeds(seeds);
 }
 
