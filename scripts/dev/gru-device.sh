@@ -7,20 +7,9 @@ set -uo pipefail
 OUT="${OUT:-/tmp/gru-out}"
 FILTER="${1:-PersistentGru*:CudaRnnLayer*}"
 mkdir -p "$OUT"
-# shellcheck disable=SC1091
-source .devdeps/unpack-debs.sh
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DDS2_BUILD_TESTS=ON >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-start=$(date +%s)
-cmake --build build-gpu -j16 --target ds2 ds2_tests >"$OUT/build.log" 2>&1 || {
-  grep -B2 -A12 -E 'error' "$OUT/build.log" | head -100
-  exit 1
-}
-echo "build: $(($(date +%s) - start)) s"
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
-build-gpu/ds2_tests --gtest_filter="$FILTER" >"$OUT/tests.log" 2>&1
-echo "tests ($FILTER): rc $?"
-grep -E '^\[  (PASSED|FAILED) |FAILED|largest persistent GRU|Failure' "$OUT/tests.log" | head -40
+# The build and the tests: device-build.sh's (build.log and tests.log in $OUT).
+OUT="$OUT" bash scripts/dev/device-build.sh "$FILTER" --no-pack || exit 1
+grep -E 'largest persistent GRU' "$OUT/tests.log" | head -5
 [ "${2:-}" = quick ] && exit 0
 for hb in "512 4" "1024 4" "1536 4" "2048 4" "1024 1" "1024 8" "1024 32" "2048 1"; do
   set -- $hb
