@@ -81,9 +81,10 @@ struct PrnnTiling {
   bool tagged_exchange = false;
   // Grid-wide tensor-core plans only (bf16, and the fp32 split's clipped ReLU and GRU): each
   // direction's CTAs form this many sets (at most kPrnnMaxSets in all), set g running batch rows [g
-  // b, g b + b), b = group_rows(B), with an exchange (and step barrier) of its own. Where a layer's
-  // CTAs fill half the SMs or fewer, the other half then works too, each set on a narrower batch
-  // pass; the fp32 split, which runs 4 rows a set, so reaches batch 32 (one direction).
+  // b, g b + b), b = group_rows(B), with an exchange (and step barrier) of its own. Each CTA then
+  // reads only its set's state a step (bf16: even where a set's fewer SMs put more rows on each
+  // CTA), and SMs a single set would leave idle work too; the fp32 split, which runs 4 rows a set,
+  // so reaches batch 32 (one direction).
   int batch_groups = 1;
   // fp32 split tensor-core plans only: the GRU (kernels/persistent_rnn_mma.h) instead of the
   // clipped-ReLU recurrence: its forward (pgru_mma_forward_launch), or with gru_backward its

@@ -179,24 +179,39 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     if ((groups == 1 || allowed.batch_groups) && take_fp16_split(groups)) return;
   }
   if (t.bf16_weights && allowed.batch_groups && max_batch > 8) {
-    // Batch groups: where the CTAs of every direction fill no more than half (a quarter) of the
-    // SMs, 2 (4) sets of them per direction, each on its own slice of the batch with its own
-    // exchange, hold the same rows per CTA and use the idle SMs (kernels/persistent_rnn.h). The
-    // most groups that keep the rows per CTA; a set of at most 8 rows takes the tagged exchange.
-    // H200, us a step forward / backward-data, one set -> 2 groups (-> 4), two rounds (session
-    // 44): H 1024 batch 64 5.93-5.94 / 6.00-6.04 -> 3.75 / 3.80-3.81 (0.80x -> 1.26-1.31x cuDNN's
-    // fp16 PERSIST_STATIC), batch 32 3.65-3.70 -> 2.67-2.69, batch 16 2.51 -> 1.19-1.21, batch
-    // 12 2.47-2.48 -> 1.13-1.14; H 512 batch 64 5.28-5.33 -> 3.23-3.26 -> 2.37-2.42, batch 32
-    // 3.10-3.11 -> 2.23-2.24 -> 1.01-1.02, batch 16 2.21-2.23 -> 1.03-1.04 -> 0.98; H 256 batch
-    // 64 5.00-5.05 -> 3.05-3.07 -> 2.17-2.18.
+    // Batch groups: 2 (4) sets of CTAs per direction, each on its own slice of the batch with its
+    // own exchange. Every CTA reads its set's whole state each step, which past batch 8 is most
+    // of the step (H 2048 batch 64: 128 CTAs x 256 KB a step from L2, ~4.5 TB/s at 7.4 us).
+    // Groups divide that read even where fewer SMs a set put 2-3 times the rows on a CTA: the
+    // products a CTA stay the same. Among plans whose sets are at most 8 rows (the tagged
+    // exchange, no step barrier) the fewest rows a CTA win, then the most groups; else the most
+    // groups that some kernel runs without spills. H200, us a step forward, one set -> groups
+    // (session 54; until then groups were taken only at the one set's rows a CTA): H 2048 batch
+    // 64 7.42 -> 5.45 (2 groups, 32 rows), batch 32 4.45 -> 3.37, batch 9 2.94 -> 2.19 (tagged);
+    // H 1536 batch 64 6.68 -> 3.98 (4 groups, 48 rows); H 1152 batch 64 6.26 -> 3.65, batch 32
+    // 3.70 -> 1.91 (4 groups, tagged), batch 9-16 2.51-2.63 -> 1.35-1.43 (2 tagged groups of 32
+    // rows; 4 of 48: 1.62-1.65); H 1536 batch 9-16 2.66-2.89 -> 1.52-1.59 (2 tagged groups; 4
+    // groups of 48 rows, which spill tagged, 2.38-2.48 with the step barrier); H 1024 batch 64
+    // 3.76 (2 groups of 16 rows) -> 2.84 (4 of 32). At batch 9-12 and H 768, 4 tagged groups of 32
+    // rows ran 1.10-1.11 against 2 of 16 rows' 1.07-1.08. Session 44, at the same rows a CTA: H 512
+    // batch 64 5.28 -> 3.23 (2) -> 2.37 (4), batch 16 2.21 -> 1.03 -> 0.98; H 256 batch 64 5.00
+    // -> 2.17.
+    kernels::PrnnTiling grouped[2];  // 4 groups, then 2, where the sets fit
+    int candidates = 0;
     for (int groups : {4, 2}) {
       kernels::PrnnTiling g = m;
       g.batch_groups = groups;
       if (g.sets() > kernels::kPrnnMaxBf16Sets) continue;
       spread_tensor_rows(g, sm_count_ / g.sets(), 16);
-      if (g.rows_per_cta != m.rows_per_cta) continue;
-      if (take_tagged_bf16(g) || take_widest_pass(g)) return;
+      g.register_groups = g.rows_per_cta / kRowGroup;
+      grouped[candidates++] = g;
     }
+    const bool fewer_rows_last =
+        candidates == 2 && grouped[1].rows_per_cta < grouped[0].rows_per_cta;
+    for (int i = 0; i < candidates; ++i)
+      if (take_tagged_bf16(grouped[fewer_rows_last ? candidates - 1 - i : i])) return;
+    for (int i = 0; i < candidates; ++i)
+      if (take_widest_pass(grouped[i])) return;
   }
   if (t.bf16_weights) {
     if (take_tagged_bf16(m)) return;

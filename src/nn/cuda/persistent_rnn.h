@@ -24,8 +24,9 @@
 // A bf16 plan uses U rounded to bf16 (nearest even). Where U fits in the tensor-core kernel's
 // registers (tiling().state_in_bf16(): H up to ~2600 with both directions in one launch on an
 // H200) the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums,
-// as a bf16 cuBLAS GEMM would compute them (past batch 8, where a direction's CTAs fill at most
-// half the SMs, 2 or 4 sets of them each run a slice of the batch: tiling().batch_groups);
+// as a bf16 cuBLAS GEMM would compute them (past batch 8, 2 or 4 sets of CTAs a direction each
+// run a slice of the batch and read only its state, at up to 3 times the rows a CTA:
+// tiling().batch_groups);
 // otherwise h, products and sums stay fp32. An fp32 plan
 // at batch 2-4 (batch 1: from H 513) may run on tensor cores too (tiling().tensor_cores without
 // bf16): U and the state are each split into two fp16 halves (4 bytes a weight; U within ~2^-22
@@ -67,7 +68,7 @@ struct PersistentRnnKernels {
   // 16-row form, which GPUs with fewer SMs run anyway, where 8-row tiles save no rows)
   bool stacked_split = true;
   // bf16 past batch 8, fp32 (the fp16 split) past batch 4: sets of CTAs per direction, each on a
-  // slice of the batch, where the layer's CTAs leave SMs idle (kernels::PrnnTiling::batch_groups)
+  // slice of the batch (kernels::PrnnTiling::batch_groups)
   bool batch_groups = true;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront

@@ -431,8 +431,11 @@ TEST(PersistentRnn, Bf16BatchGroupsMatchOneSetBitForBit) {
     int T, B, max_batch, H;
   };
   int grouped = 0;
+  // The last three put 2-3 times the rows of the one-set plan on a CTA (H 2048 batch 64: 2 groups
+  // of 32 rows; H 1152: 4 of 48; H 1500 batch 33: 2 of 32).
   for (const Shape& c : {Shape{40, 9, 9, 1000}, Shape{20, 64, 64, 1024}, Shape{33, 40, 40, 500},
-                         Shape{64, 3, 64, 200}, Shape{25, 17, 17, 300}}) {
+                         Shape{64, 3, 64, 200}, Shape{25, 17, 17, 300}, Shape{12, 64, 64, 2048},
+                         Shape{16, 50, 64, 1152}, Shape{21, 33, 33, 1500}}) {
     SCOPED_TRACE(case_name({c.T, c.B, c.H, Precision::kBf16}) + "_max" +
                  std::to_string(c.max_batch));
     BothDirections op(ctx, c.T, c.B, c.H, 91 + c.T + c.B + c.H);
@@ -499,10 +502,12 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     if (prop.multiProcessorCount >= 100 && prop.major >= 8)
       EXPECT_TRUE(bf16.fits() && bf16.tiling().tensor_cores) << bf16.describe();
   }
-  // Past batch 32, one pass of 64 batch columns where a CTA holds one m-tile.
+  // Past batch 8, batch groups even where they double the rows a CTA holds (each CTA reads half
+  // the state a step); one pass of a group's 32 batch columns.
   if (prop.multiProcessorCount >= 128 && prop.major >= 8) {
     const PersistentRnnPlan wide(2048, 64, 1, -1, Precision::kBf16);
-    EXPECT_TRUE(wide.fits() && wide.tiling().tensor_cores && wide.tiling().batch_tile == 64)
+    EXPECT_TRUE(wide.fits() && wide.tiling().tensor_cores && wide.tiling().batch_groups == 2 &&
+                wide.tiling().rows_per_cta == 32 && wide.tiling().batch_tile == 32)
         << wide.describe();
   }
   // fp32 at batch 1 up to H 512: the fp32-math kernel with the tagged exchange; at batch 2-4,
