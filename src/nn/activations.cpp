@@ -1,6 +1,8 @@
 #include "nn/activations.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 
 #include "core/error.h"
@@ -11,8 +13,28 @@ void clipped_relu(const float* x, float* y, int64_t n, float clip) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], 0.0f), clip);
 }
 
+namespace {
+
+// g where 0 < y < clip, else +0, as a bit mask. Written as a select, GCC branches around the load
+// of g or the add that forms it (neither is computed speculatively, as either may trap) and then
+// cannot vectorize the loop: it ran scalar, with a branch an element.
+inline float pass_where_unclipped(float y, float g, float clip) {
+  uint32_t bits;
+  std::memcpy(&bits, &g, sizeof bits);
+  bits &= 0u - static_cast<uint32_t>((y > 0.0f) & (y < clip));
+  std::memcpy(&g, &bits, sizeof g);
+  return g;
+}
+
+}  // namespace
+
 void clipped_relu_backward(const float* y, const float* dy, float* dx, int64_t n, float clip) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = (y[i] > 0.0f && y[i] < clip) ? dy[i] : 0.0f;
+  for (int64_t i = 0; i < n; ++i) dx[i] = pass_where_unclipped(y[i], dy[i], clip);
+}
+
+void clipped_relu_backward(const float* y, const float* dy, const float* carry, float* dx,
+                           int64_t n, float clip) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = pass_where_unclipped(y[i], dy[i] + carry[i], clip);
 }
 
 ClippedReLU::ClippedReLU(const std::string& name, float clip) : name_(name), clip_(clip) {

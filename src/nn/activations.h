@@ -7,6 +7,7 @@
 //
 //   clipped_relu(pre, h, n, 20.0f);                 // fused use inside the RNN
 //   clipped_relu_backward(h, dh, dpre, n, 20.0f);   // mask recovered from the output alone
+//   clipped_relu_backward(h, dy, carry, dpre, n, 20.0f);  // the RNN's: dy + carry through the mask
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,10 @@ void clipped_relu(const float* x, float* y, int64_t n, float clip);
 // dx[i] = dy[i] where 0 < y[i] < clip, else 0. Uses the forward output, so the pre-activation
 // need not be kept. `dy` and `dx` may alias.
 void clipped_relu_backward(const float* y, const float* dy, float* dx, int64_t n, float clip);
+// The recurrence's form: dx[i] = dy[i] + carry[i] where 0 < y[i] < clip, else 0 (the gradient
+// from above plus the one from the next timestep). `dx` may alias `dy` or `carry`.
+void clipped_relu_backward(const float* y, const float* dy, const float* carry, float* dx,
+                           int64_t n, float clip);
 
 class ClippedReLU : public Layer {
  public:

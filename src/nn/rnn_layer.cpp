@@ -302,9 +302,7 @@ void RnnLayer::backprop_direction(int d, const Sequences& in, const Sequences& g
       const float* dyb = dy + (int64_t{t} * B + b) * H;
       const float* cb = carry + int64_t{b} * H;
       if (!gru) {
-        const float* hb = h + int64_t{b} * H;
-        for (int k = 0; k < H; ++k)
-          dpb[k] = (hb[k] > 0.0f && hb[k] < relu_clip_) ? dyb[k] + cb[k] : 0.0f;
+        clipped_relu_backward(h + int64_t{b} * H, dyb, cb, dpb, H, relu_clip_);
         continue;
       }
       const float* pb = p + int64_t{b} * P;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "core/error.h"
 #include "gradient_check.h"
 
@@ -23,6 +27,40 @@ TEST(ClippedRelu, KnownValues) {
   clipped_relu_backward(y, dy, dx, 6, 2.0f);
   const float expected_dx[] = {0, 0, 3, 4, 0, 0};  // flat outside (0, clip)
   for (int i = 0; i < 6; ++i) EXPECT_EQ(dx[i], expected_dx[i]) << i;
+}
+
+// The recurrence's form adds the carried gradient before the mask, over lengths that leave a
+// remainder past the vector loop's width; a masked element is +0 even where dy or the carry is
+// infinite or NaN (a select, not a product with the mask), and dx may be dy.
+TEST(ClippedRelu, BackwardWithCarryMatchesTheSelectElementwise) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int n : {1, 3, 4, 7, 37}) {
+    SCOPED_TRACE(n);
+    std::vector<float> y(n), dy(n), carry(n), dx(n, -9.0f);
+    for (int i = 0; i < n; ++i) {
+      y[i] = 0.75f * (i % 5) - 0.75f;  // -0.75, 0, 0.75, 1.5, 2.25 against clip 1.5
+      dy[i] = i % 7 == 3 ? inf : 0.5f + i;
+      carry[i] = i % 11 == 4 ? nan : -0.25f * i;
+    }
+    clipped_relu_backward(y.data(), dy.data(), carry.data(), dx.data(), n, 1.5f);
+    for (int i = 0; i < n; ++i) {
+      const float sum = dy[i] + carry[i];
+      if (y[i] > 0.0f && y[i] < 1.5f) {
+        if (std::isnan(sum))
+          EXPECT_TRUE(std::isnan(dx[i])) << i;
+        else
+          EXPECT_EQ(dx[i], sum) << i;
+      } else {
+        EXPECT_EQ(dx[i], 0.0f) << i;
+        EXPECT_FALSE(std::signbit(dx[i])) << i;
+      }
+    }
+    std::vector<float> in_place = dy;
+    clipped_relu_backward(y.data(), in_place.data(), carry.data(), in_place.data(), n, 1.5f);
+    for (int i = 0; i < n; ++i)
+      if (!std::isnan(dx[i])) EXPECT_EQ(in_place[i], dx[i]) << i;
+  }
 }
 
 TEST(ClippedRelu, LayerZeroesPaddingAndRejectsBadClip) {
