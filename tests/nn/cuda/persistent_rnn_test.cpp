@@ -431,8 +431,8 @@ TEST(PersistentRnn, Bf16BatchGroupsMatchOneSetBitForBit) {
     int T, B, max_batch, H;
   };
   int grouped = 0;
-  // The last three put 2-3 times the rows of the one-set plan on a CTA (H 2048 batch 64: 2 groups
-  // of 32 rows; H 1152: 4 of 48; H 1500 batch 33: 2 of 32).
+  // The last three put 2-3 times the rows of the one-set plan on a CTA (on 132 SMs, H 2048 batch
+  // 64: 2 groups of 32 rows; H 1152 and H 1500: 4 groups of 48).
   for (const Shape& c : {Shape{40, 9, 9, 1000}, Shape{20, 64, 64, 1024}, Shape{33, 40, 40, 500},
                          Shape{64, 3, 64, 200}, Shape{25, 17, 17, 300}, Shape{12, 64, 64, 2048},
                          Shape{16, 50, 64, 1152}, Shape{21, 33, 33, 1500}}) {
