@@ -15,6 +15,32 @@ namespace {
 
 const char* const kDirectionNames[2] = {"fwd", "bwd"};
 
+// One frame's GRU backward for H neurons (the GPU's kernels/gru_cell.cuh gru_cell_backward, in
+// the same order): from dh = dy + carry and the forward's gates r, z, n (pre, rows of 3H), the
+// candidate's hidden side hn and h_prev, the gate gradients (into dpre and dgates: dgates' n
+// gradient is dn r) and the direct path into h_prev. The buffers are distinct; __restrict says
+// so, without which GCC's alias checks for these 8 arrays exceed its limit and the loop stays
+// scalar.
+void gru_backward_frame(const float* __restrict pre, const float* __restrict dy,
+                        const float* __restrict carry, const float* __restrict h_prev,
+                        const float* __restrict hn, float* __restrict dpre,
+                        float* __restrict dgates, float* __restrict dh_prev, int H) {
+  for (int k = 0; k < H; ++k) {
+    const float r = pre[k], z = pre[H + k], n = pre[2 * H + k];
+    const float dh = dy[k] + carry[k];
+    const float dn = dh * (1.0f - z) * (1.0f - n * n);
+    const float dz = dh * (h_prev[k] - n) * z * (1.0f - z);
+    const float dr = dn * hn[k] * r * (1.0f - r);
+    dpre[k] = dr;
+    dpre[H + k] = dz;
+    dpre[2 * H + k] = dn;
+    dgates[k] = dr;
+    dgates[H + k] = dz;
+    dgates[2 * H + k] = dn * r;
+    dh_prev[k] = dh * z;
+  }
+}
+
 // sums[c] += sum over rows of a[r * lda + c].
 void add_column_sums(const float* a, int64_t rows, int cols, int64_t lda, float* sums) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -305,24 +331,9 @@ void RnnLayer::backprop_direction(int d, const Sequences& in, const Sequences& g
         clipped_relu_backward(h + int64_t{b} * H, dyb, cb, dpb, H, relu_clip_);
         continue;
       }
-      const float* pb = p + int64_t{b} * P;
-      const float* hp = h_prev + int64_t{b} * H;
-      const float* cand = hidden_candidate_.data() + ((int64_t{d} * T + t) * B + b) * H;
-      float* dgb = dg + int64_t{b} * GH;
-      for (int k = 0; k < H; ++k) {
-        const float r = pb[k], z = pb[H + k], n = pb[2 * H + k];
-        const float dh = dyb[k] + cb[k];
-        const float dn = dh * (1.0f - z) * (1.0f - n * n);
-        const float dz = dh * (hp[k] - n) * z * (1.0f - z);
-        const float dr = dn * cand[k] * r * (1.0f - r);
-        dpb[k] = dr;
-        dpb[H + k] = dz;
-        dpb[2 * H + k] = dn;
-        dgb[k] = dr;
-        dgb[H + k] = dz;
-        dgb[2 * H + k] = dn * r;
-        nb[k] = dh * z;
-      }
+      gru_backward_frame(p + int64_t{b} * P, dyb, cb, h_prev + int64_t{b} * H,
+                         hidden_candidate_.data() + ((int64_t{d} * T + t) * B + b) * H, dpb,
+                         dg + int64_t{b} * GH, nb, H);
     }
     // dL/dh_prev (+)= dG U: the relu path has no direct term, so it overwrites.
     gemm(false, false, m, H, GH, 1.0f, dg + int64_t{b0} * ldg, ldg, u, H, gru ? 1.0f : 0.0f,
