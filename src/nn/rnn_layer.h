@@ -105,6 +105,7 @@ class RnnLayer : public Layer {
   Tensor hidden_candidate_;       // gru: {D, T, B, H}, U_n h + b_hn (what r multiplied)
   Tensor step_hidden_gates_;      // gru: {D, B, 3H}, U h of one step per direction
   Tensor zero_state_;             // {B, H} zeros: h before the first step
+  Tensor u_transposed_;           // {D, H, G*H}: U^T, so each step's product is a plain NN sgemm
   std::vector<int> active_rows_;  // per t: 1 + last batch row valid at t (rows beyond skip GEMMs)
 
   // Backward scratch.
