@@ -6,8 +6,10 @@
 //
 //   GruGates f = gru_cell_forward(a, g, b, h_prev);     // a, g, b: {r, z, n} each; f.h, f.r, ...
 //   GruGates f = gru_cell_forward_fast(a, g, b, h_prev);  // approximate exp and reciprocal
-//   GruGrads d = gru_cell_backward(dh, r, z, n, hn, h_prev);               // d.dr, d.dz, d.dn
+//   GruGrads d = gru_cell_backward(dh, r, z, n, hn, h_prev);  // core/gru_cell_backward.h
 #pragma once
+
+#include "core/gru_cell_backward.h"  // gru_cell_backward, GruGrads: shared with the CPU layer
 
 namespace ds2::kernels {
 
@@ -53,24 +55,6 @@ __device__ __forceinline__ GruGates gru_cell_forward_fast(GruTriple a, GruTriple
   o.hn = g.n + b.n;
   o.n = 1.0f - __fdividef(2.0f, 1.0f + __expf(2.0f * (a.n + o.r * o.hn)));
   o.h = (1.0f - o.z) * o.n + o.z * h_prev;
-  return o;
-}
-
-struct GruGrads {
-  float dr, dz, dn;  // dL/d(gate pre-activations): the input side's gradient is (dr, dz, dn)
-  float dgn;         // dL/dg_n = dn r: the hidden side's is (dr, dz, dgn)
-  float dh_prev;     // the direct path dh z (the recurrence adds (dr, dz, dgn) U)
-};
-
-// dh: dL/dh of this frame (from above plus the later frame's carry).
-__device__ __forceinline__ GruGrads gru_cell_backward(float dh, float r, float z, float n, float hn,
-                                                      float h_prev) {
-  GruGrads o;
-  o.dn = dh * (1.0f - z) * (1.0f - n * n);
-  o.dz = dh * (h_prev - n) * z * (1.0f - z);
-  o.dr = o.dn * hn * r * (1.0f - r);
-  o.dgn = o.dn * r;
-  o.dh_prev = dh * z;
   return o;
 }
 

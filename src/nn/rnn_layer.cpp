@@ -6,6 +6,7 @@
 #include "core/blas.h"
 #include "core/cpu_threads.h"
 #include "core/error.h"
+#include "core/gru_cell_backward.h"
 #include "core/vector_math.h"
 #include "nn/activations.h"
 
@@ -15,29 +16,25 @@ namespace {
 
 const char* const kDirectionNames[2] = {"fwd", "bwd"};
 
-// One frame's GRU backward for H neurons (the GPU's kernels/gru_cell.cuh gru_cell_backward, in
-// the same order): from dh = dy + carry and the forward's gates r, z, n (pre, rows of 3H), the
-// candidate's hidden side hn and h_prev, the gate gradients (into dpre and dgates: dgates' n
-// gradient is dn r) and the direct path into h_prev. The buffers are distinct; __restrict says
-// so, without which GCC's alias checks for these 8 arrays exceed its limit and the loop stays
-// scalar.
+// One frame's GRU backward for H neurons (core/gru_cell_backward.h, as the GPU kernels): from dh =
+// dy + carry and the forward's gates r, z, n (pre, rows of 3H), hn and h_prev, the gate
+// gradients (into dpre and dgates, whose n gradient is dn r) and the direct path into h_prev.
+// The buffers are distinct; __restrict says so, without which GCC's alias checks for these 8
+// arrays exceed its limit and the loop stays scalar.
 void gru_backward_frame(const float* __restrict pre, const float* __restrict dy,
                         const float* __restrict carry, const float* __restrict h_prev,
                         const float* __restrict hn, float* __restrict dpre,
                         float* __restrict dgates, float* __restrict dh_prev, int H) {
   for (int k = 0; k < H; ++k) {
-    const float r = pre[k], z = pre[H + k], n = pre[2 * H + k];
-    const float dh = dy[k] + carry[k];
-    const float dn = dh * (1.0f - z) * (1.0f - n * n);
-    const float dz = dh * (h_prev[k] - n) * z * (1.0f - z);
-    const float dr = dn * hn[k] * r * (1.0f - r);
-    dpre[k] = dr;
-    dpre[H + k] = dz;
-    dpre[2 * H + k] = dn;
-    dgates[k] = dr;
-    dgates[H + k] = dz;
-    dgates[2 * H + k] = dn * r;
-    dh_prev[k] = dh * z;
+    const GruGrads g =
+        gru_cell_backward(dy[k] + carry[k], pre[k], pre[H + k], pre[2 * H + k], hn[k], h_prev[k]);
+    dpre[k] = g.dr;
+    dpre[H + k] = g.dz;
+    dpre[2 * H + k] = g.dn;
+    dgates[k] = g.dr;
+    dgates[H + k] = g.dz;
+    dgates[2 * H + k] = g.dgn;
+    dh_prev[k] = g.dh_prev;
   }
 }
 
@@ -168,9 +165,9 @@ void RnnLayer::forward(const Sequences& in, Sequences& out, bool training) {
     step_hidden_gates_.resize({directions_, B, GH});
   }
   // U^T once a forward: OpenBLAS packs the B operand of an NT product anew on every call, and the
-  // recurrence calls it every timestep with a small M. Single-threaded sgemm, C += A B for M 16,
-  // K = N = 192 (the digits model): NT 19.4 us, NN 10.8 (M 8: 13.5-15.1 against 5.2-5.8; H 320
-  // 51-52 against 43-44; H 768 ~285 against ~256).
+  // recurrence calls it every timestep with a small M. scripts/dev/sgemm-forms.sh (single-threaded
+  // sgemm, C += A B), two runs: M 16, K = N = 192 (the digits model) NT 17.8-20.1 us, NN 10.3-10.9
+  // (M 8: 13.5-15.1 against 5.2-5.8; H 320 50-52 against 43-44; H 768 ~285-292 against ~256-259).
   u_transposed_.resize({directions_, H, GH});
   for (int d = 0; d < directions_; ++d) {
     const float* u = store_.value(u_[d]);
