@@ -36,11 +36,9 @@ class Dropout : public Layer {
   void backward(const Sequences& in, const Sequences& out, const Sequences& grad_out,
                 Sequences& grad_in) override;
   void reseed(uint64_t seed) { next_seed_ = seed; }
-  // The seed the next training forward will use.
+  // The seed the next training forward will use: the layer's whole random state (checkpoints
+  // hold it, train/step_engine.h).
   uint64_t next_seed() const { return next_seed_; }
-  // The random state for checkpoints: next_seed() in decimal, as the GPU engine writes it.
-  std::string rng_state() const { return std::to_string(next_seed_); }
-  void set_rng_state(const std::string& state) { reseed(dropout_seed_from_state(state)); }
   float probability() const { return probability_; }
 
  private:

@@ -19,8 +19,18 @@ const NamedTensor& flat_state(const Checkpoint& ck, const std::string& name, int
   return *t;
 }
 
+namespace {
+std::string dropout_key(const std::string& layer) {
+  return "train.dropout." + layer;
+}
+}  // namespace
+
+void set_checkpoint_dropout_seed(Checkpoint* ck, const std::string& layer, uint64_t seed) {
+  ck->metadata[dropout_key(layer)] = std::to_string(seed);
+}
+
 uint64_t checkpoint_dropout_seed(const Checkpoint& ck, const std::string& layer) {
-  const std::string key = "train.dropout." + layer;
+  const std::string key = dropout_key(layer);
   try {
     return dropout_seed_from_state(ck.meta(key));
   } catch (const std::invalid_argument&) {

@@ -135,9 +135,10 @@ dist::BucketPlan gradient_buckets(const Model& model, const DistConfig& cfg);
 // The flat tensor `name` of `ck`, checked to hold `numel` values; throws naming both.
 const NamedTensor& flat_state(const Checkpoint& ck, const std::string& name, int64_t numel);
 NamedTensor make_flat_state(const std::string& name, const float* data, int64_t numel);
-// The next mask seed of dropout layer `layer` in `ck` ("train.dropout.<layer>", which both
-// engines write; nn/dropout.h's dropout_seed_from_state); throws naming the key when it is not
-// a valid state.
+// The next mask seed of dropout layer `layer` in `ck` (metadata "train.dropout.<layer>", the
+// seed in decimal, as both engines write it; nn/dropout.h's dropout_seed_from_state also reads
+// older CPU checkpoints); the reader throws naming the key when it is not a valid state.
+void set_checkpoint_dropout_seed(Checkpoint* ck, const std::string& layer, uint64_t seed);
 uint64_t checkpoint_dropout_seed(const Checkpoint& ck, const std::string& layer);
 
 // A batch of `batch` utterances of `frames` feature frames (random features, labels of

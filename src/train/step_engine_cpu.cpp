@@ -174,7 +174,7 @@ void CpuStepEngine::save_state(Checkpoint* ck) {
   ck->metadata["train.optimizer_steps"] = std::to_string(optimizer_->steps());
   for (const auto& layer : am_.model->layers())
     if (const auto* drop = dynamic_cast<const Dropout*>(layer.get()))
-      ck->metadata["train.dropout." + drop->name()] = drop->rng_state();
+      set_checkpoint_dropout_seed(ck, drop->name(), drop->next_seed());
 }
 
 void CpuStepEngine::load_state(const Checkpoint& ck) {

@@ -15,7 +15,8 @@ namespace {
 TEST(StepEngine, CheckpointDropoutSeedReadsEitherFormatAndNamesABadKey) {
   Checkpoint ck;
   ck.path = "runs/x/step-10.ckpt";
-  ck.metadata["train.dropout.rnn0.dropout"] = "18446744073709551615";
+  set_checkpoint_dropout_seed(&ck, "rnn0.dropout", 18446744073709551615ull);
+  EXPECT_EQ(ck.meta("train.dropout.rnn0.dropout"), "18446744073709551615");  // what both write
   EXPECT_EQ(checkpoint_dropout_seed(ck, "rnn0.dropout"), 18446744073709551615ull);
 
   // An older CPU build's std::mt19937_64 state: a seed derived from it, the same every time.

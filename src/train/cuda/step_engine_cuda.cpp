@@ -107,7 +107,7 @@ void CudaStepEngine::save_state(Checkpoint* ck) {
   }
   ck->metadata["train.optimizer_steps"] = std::to_string(optimizer_steps_);
   for (const auto& [name, seed] : model_->dropout_seeds())
-    ck->metadata["train.dropout." + name] = std::to_string(seed);
+    set_checkpoint_dropout_seed(ck, name, seed);
 }
 
 void CudaStepEngine::load_state(const Checkpoint& ck) {
