@@ -26,18 +26,22 @@ inline bool parse_double(const std::string& token, double* value) {
   return result.ec == std::errc() && result.ptr == end;
 }
 
-// The whole token as a decimal integer.
-inline bool parse_int64(const std::string& token, int64_t* value) {
+// The whole token as a decimal integer of type Int (a '-' only where Int is signed; out of
+// range is refused).
+template <typename Int>
+inline bool parse_whole_integer(const std::string& token, Int* value) {
   const char* end = token.data() + token.size();
   const auto result = std::from_chars(token.data(), end, *value);
   return !token.empty() && result.ec == std::errc() && result.ptr == end;
 }
 
-// The whole token as a decimal unsigned integer (no sign; out of range is refused).
+inline bool parse_int64(const std::string& token, int64_t* value) {
+  return parse_whole_integer(token, value);
+}
+
+// No sign at all.
 inline bool parse_uint64(const std::string& token, uint64_t* value) {
-  const char* end = token.data() + token.size();
-  const auto result = std::from_chars(token.data(), end, *value);
-  return !token.empty() && result.ec == std::errc() && result.ptr == end;
+  return parse_whole_integer(token, value);
 }
 
 }  // namespace ds2
