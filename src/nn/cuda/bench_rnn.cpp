@@ -179,13 +179,15 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(B, 2, o.device, p)
         << ")\n";
   std::vector<float> h_ours, dpre_ours;
-  // Times one plan's forward and backward-data of its directions into `row` (per step, for all of
-  // them); direction d's outputs stay at h_out + d n and dpre_out + d n.
-  auto time_plan = [&](const PersistentRnnPlan& p, Row& row, float* h_out, float* dpre_out) {
+  // Times the forward and backward-data of `directions` directions into `row` (per step, for all
+  // of them): in one launch where p has them all, else one launch per direction on p, one after
+  // the other; direction d's outputs stay at h_out + d n and dpre_out + d n.
+  auto time_plan = [&](const PersistentRnnPlan& p, Row& row, float* h_out, float* dpre_out,
+                       int directions = 1) {
     DeviceArray<float> ws(static_cast<int64_t>(p.workspace_bytes() / sizeof(float) + 1));
     const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
     PersistentRnnDirection fwd[2], bwd[2];
-    for (int d = 0; d < p.directions(); ++d) {
+    for (int d = 0; d < directions; ++d) {
       fwd[d].u = bwd[d].u = u.data();
       fwd[d].x = x.data();
       bwd[d].x = dy.data();
@@ -196,11 +198,15 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
       fwd[d].ld_y = bwd[d].ld_y = H;
       fwd[d].reverse = bwd[d].reverse = d == 1;
     }
+    const int per_launch = p.directions();
     auto forward = [&] {
-      persistent_rnn_forward(p, fwd, lengths.data(), T, B, kClip, ws.data(), ws_bytes, s);
+      for (int d = 0; d < directions; d += per_launch)
+        persistent_rnn_forward(p, fwd + d, lengths.data(), T, B, kClip, ws.data(), ws_bytes, s);
     };
     auto backward = [&] {
-      persistent_rnn_backward_data(p, bwd, lengths.data(), T, B, kClip, ws.data(), ws_bytes, s);
+      for (int d = 0; d < directions; d += per_launch)
+        persistent_rnn_backward_data(p, bwd + d, lengths.data(), T, B, kClip, ws.data(), ws_bytes,
+                                     s);
     };
     row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
     row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
@@ -229,26 +235,31 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   }
   rows.push_back(persistent);
   if (grid_row.fwd_us > 0) rows.push_back(grid_row);
-  // A bidirectional layer runs both directions in one launch, the SMs split between them (what
-  // training runs for DS2's layers): its time per step is for both, so it is a line of its own,
-  // not a row (the table's columns are per direction).
+  // A bidirectional layer runs both directions in one launch, the SMs split between them, or one
+  // after the other where that is faster or the one launch does not fit
+  // (directions_in_turn_faster): both timed, and which the layer runs, on a line of its own (the
+  // times are for both directions; the table's columns are per direction).
   std::string both_directions;
   if (plan.fits()) {
+    DeviceArray<float> hb(2 * n), db(2 * n);
+    Row in_turn("");
+    time_plan(plan, in_turn, hb.data(), db.data(), 2);
+    std::ostringstream line;
+    line << "both directions, us per step for both, forward / backward-data (one direction above: "
+         << fmt_fixed(persistent.fwd_us, 2) << " / " << fmt_fixed(persistent.bwd_us, 2)
+         << "): one after the other " << fmt_fixed(in_turn.fwd_us, 2) << " / "
+         << fmt_fixed(in_turn.bwd_us, 2) << ", in one launch ";
     const PersistentRnnPlan bi(H, B, 2, o.device, precision);
     if (bi.fits()) {
-      DeviceArray<float> hb(2 * n), db(2 * n);
       Row both("");
-      time_plan(bi, both, hb.data(), db.data());
-      std::ostringstream line;
-      line << "both directions in one launch: " << fmt_fixed(both.fwd_us, 2) << " / "
-           << fmt_fixed(both.bwd_us, 2)
-           << " us per step for both, forward / backward-data (one direction above: "
-           << fmt_fixed(persistent.fwd_us, 2) << " / " << fmt_fixed(persistent.bwd_us, 2)
-           << "); plan: " << bi.describe() << "\n";
-      both_directions = line.str();
+      time_plan(bi, both, hb.data(), db.data(), 2);
+      line << fmt_fixed(both.fwd_us, 2) << " / " << fmt_fixed(both.bwd_us, 2) << "; a layer runs "
+           << (directions_in_turn_faster(bi, plan) ? "one after the other" : "one launch")
+           << "; two-direction plan: " << bi.describe() << "\n";
     } else {
-      both_directions = "both directions in one launch: does not fit (" + bi.why_not() + ")\n";
+      line << "does not fit (" << bi.why_not() << "); a layer runs one after the other\n";
     }
+    both_directions = line.str();
   }
   if (other_row.fwd_us > 0) rows.push_back(other_row);
 

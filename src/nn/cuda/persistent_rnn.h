@@ -122,6 +122,13 @@ class PersistentRnnPlan {
   std::string why_not_;
 };
 
+// Whether a bidirectional layer is faster run one direction after the other on `one` (a
+// one-direction plan) than with both directions in one launch on `both` (two directions, the SMs
+// split between them); both plans fit. True where only `one` is on tensor cores (at half the SMs
+// a direction, U no longer fits the tensor-core kernel's registers) from the batch where the
+// fp32-math kernel's products outweigh the second launch (kernels/NOTES.md, session 55).
+bool directions_in_turn_faster(const PersistentRnnPlan& both, const PersistentRnnPlan& one);
+
 // One direction's operands for the calls that run several directions in one launch.
 struct PersistentRnnDirection {
   const float* u = nullptr;  // U {H, H} row-major

@@ -31,13 +31,21 @@ bool needs_replan(const Plan* plan, int batch, Precision precision) {
          (!plan->fits() && batch < plan->max_batch());
 }
 
-// A plan running all `directions` in one launch, or, where that does not fit, one at a time.
+// The GRU's plans: both directions in one launch wherever that fits (its benchmark times one
+// direction; no shape has been measured where one after the other was faster).
+bool directions_in_turn_faster(const PersistentGruPlan&, const PersistentGruPlan&) {
+  return false;
+}
+
+// A plan running all `directions` in one launch, or one at a time where that does not fit or is
+// slower (directions_in_turn_faster).
 template <class Plan>
 std::unique_ptr<Plan> plan_for_directions(int hidden, int batch, int directions, int device,
                                           Precision precision) {
   auto plan = std::make_unique<Plan>(hidden, batch, directions, device, precision);
-  if (!plan->fits() && directions == 2)
-    plan = std::make_unique<Plan>(hidden, batch, 1, device, precision);
+  if (directions != 2) return plan;
+  auto one = std::make_unique<Plan>(hidden, batch, 1, device, precision);
+  if (!plan->fits() || (one->fits() && directions_in_turn_faster(*plan, *one))) return one;
   return plan;
 }
 

@@ -940,8 +940,10 @@ TEST(PersistentRnn, EmptySequencesAndZeroLengths) {
 // the GEMM path for a second backward), so a pre-activation rounding to the other side of 0 or of
 // the clip cannot flip a derivative mask between them; backward vs the CPU (whose states differ in
 // the last bits) only where `cpu_backward` (small layers, where such a flip is improbable).
+// `path`: where set, a phrase the layer's recurrence_path() must contain.
 void check_layer(CudaContext& ctx, bool bidirectional, bool batch_norm, int H, const Shape& shape,
-                 const std::vector<int>& lengths, bool cpu_backward, uint64_t seed) {
+                 const std::vector<int>& lengths, bool cpu_backward, uint64_t seed,
+                 const char* path = nullptr) {
   SCOPED_TRACE(std::string(bidirectional ? "bi" : "uni") + (batch_norm ? " bn" : "") + " H" +
                std::to_string(H) + " " + shape_str(shape));
   Rng rng(seed);
@@ -979,6 +981,7 @@ void check_layer(CudaContext& ctx, bool bidirectional, bool batch_norm, int H, c
   poison(yd.data, ctx);
   gpu.forward(xd, yd, true);
   EXPECT_TRUE(gpu.ran_persistent());
+  if (path) EXPECT_NE(gpu.recurrence_path().find(path), std::string::npos) << gpu.recurrence_path();
   const Tensor y = download_tensor(yd.data, ctx);
   ds2::expect_close(y_ref.data, y, 2e-5, 1e-4, "persistent layer forward vs CPU");
   ds2::expect_close(download_tensor(yd_gemm.data, ctx), y, kAtol, kRtol,
@@ -1019,6 +1022,42 @@ TEST(PersistentRnn, LayerMatchesCpuAndGemmRecurrence) {
       check_layer(ctx, bi, bn, 1000, {20, 8, 33}, {20, 3, 0, 19, 20, 7, 1, 12}, false, ++seed);
     }
   check_layer(ctx, true, true, 1152, {64, 4, 40}, {64, 50, 0, 63}, false, ++seed);
+}
+
+// A bidirectional layer runs its directions one after the other where both in one launch would
+// leave the tensor cores (U past their registers at half the SMs a direction) and the batch makes
+// the fp32-math kernel the slower (directions_in_turn_faster); elsewhere in one launch.
+TEST(PersistentRnn, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
+  DS2_REQUIRE_GPU();
+  struct Case {
+    int hidden, batch;
+    Precision precision;
+  };
+  int checked = 0;
+  for (const Case& c : {Case{2560, 16, Precision::kBf16}, Case{2304, 4, Precision::kBf16},
+                        Case{2112, 2, Precision::kFp32}}) {
+    SCOPED_TRACE("H " + std::to_string(c.hidden) + " batch " + std::to_string(c.batch));
+    const PersistentRnnPlan both(c.hidden, c.batch, 2, -1, c.precision);
+    const PersistentRnnPlan one(c.hidden, c.batch, 1, -1, c.precision);
+    // Fewer or smaller SMs than an H100's may fit neither form of the case.
+    if (!both.fits() || !one.fits() || both.tiling().tensor_cores || !one.tiling().tensor_cores)
+      continue;
+    ++checked;
+    EXPECT_TRUE(directions_in_turn_faster(both, one));
+    const PersistentRnnPlan both1(c.hidden, 1, 2, -1, c.precision);
+    const PersistentRnnPlan one1(c.hidden, 1, 1, -1, c.precision);
+    if (both1.fits() && one1.fits()) EXPECT_FALSE(directions_in_turn_faster(both1, one1));
+  }
+  if (checked == 0) GTEST_SKIP() << "no case has a two-direction plan off the tensor cores here";
+  for (const Precision p : {Precision::kFp32, Precision::kBf16}) {
+    const PersistentRnnPlan both(1024, 16, 2, -1, p), one(1024, 16, 1, -1, p);
+    if (both.fits() && both.tiling().tensor_cores)
+      EXPECT_FALSE(directions_in_turn_faster(both, one));
+  }
+  CudaContext ctx;
+  check_layer(ctx, true, false, 2112, {12, 2, 16}, {12, 7}, false, 80,
+              "one direction after the other");
+  check_layer(ctx, true, false, 2112, {12, 1, 16}, {9}, false, 81, "persistent recurrence (");
 }
 
 // Small bf16 layers (batch <= 8) run the tensor-core kernel with the tagged exchange inside
