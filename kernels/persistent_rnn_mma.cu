@@ -173,6 +173,28 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
   return stacked || (mt == 1 && (kpw == 4 || kpw == 5 || kpw == 8 || kpw == 10));
 }
 
+// bf16 kernels whose A fragments all in registers spill (ptxas, session 55: three m-tiles from 6
+// k-tiles per warp tagged or at 2-4 n-tiles a pass and from 8 untagged, 36-1124 bytes; two
+// m-tiles at 10 tagged or at 4 n-tiles, and at 12) keep the first 4 (three m-tiles) or 6 (two)
+// k-tiles' fragments in registers and the rest in shared memory, [k-tile - kept][m-tile][warp]
+// [lane], read back before each product. Then both directions of H 2113-2560 (three m-tiles on
+// half the SMs), the batch groups of one direction there, the tagged exchange at H 2113-2560 and
+// one direction of H 2561-3072 run on tensor cores, where the plans took the fp32-math kernel, one
+// set or the step barrier. Every other bf16 kernel is as it was (ptxas: the same registers). H200,
+// us a step forward (session 55, against session 54's plans): both directions of H 2304 batch 1
+// 3.06 -> 2.65, batch 4 5.87 -> 2.73, batch 16 18.63 -> 4.90, batch 64 70.3 -> 17.7; one
+// direction of H 2560 batch 64 11.33 -> 8.97, batch 16 3.68 -> 3.05, batch 1 2.63 -> 2.59; H 3072
+// batch 4 2.98 (fp32-math before; H 2999 4.69-5.24).
+__host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags) {
+  const bool spills = mt == 3   ? kpw >= (tags || nt > 1 ? 6 : 8)
+                      : mt == 2 ? kpw >= 12 || (kpw == 10 && (tags || nt == 4))
+                                : false;
+  if (!spills) return kpw;
+  if (mt == 2) return tags ? (kpw >= 12 ? 4 : 5) : 6;
+  if (tags) return kpw >= 12 ? 2 : 3;
+  return nt == 4 ? (kpw >= 10 ? 2 : 3) : 4;
+}
+
 // The k-tiles per warp of the kernel that runs t: where its fragments live follows from them.
 int kernel_k_tiles(const PrnnTiling& t) {
   return prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.inputs()));
@@ -189,6 +211,12 @@ bool prnn_mma_lo_in_shared(const PrnnTiling& t) {
 bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
   if (!prnn_mma_half_split(t) || prnn_mma_stacked_split(t)) return false;
   return split_hi_shared_tiles(t.rows_per_cta / 16, kernel_k_tiles(t)) > 0;
+}
+
+int prnn_mma_bf16_shared_k_tiles(const PrnnTiling& t) {
+  if (!t.tensor_cores || !t.bf16_weights) return 0;
+  const int kpw = kernel_k_tiles(t);
+  return kpw - bf16_register_k_tiles(t.rows_per_cta / 16, kpw, t.batch_tile / 8, t.tagged_exchange);
 }
 
 namespace {
@@ -213,6 +241,7 @@ MmaSmem mma_smem(const PrnnTiling& t) {
   l.lo_off = off;
   const int kpw = prnn_mma_k_tiles_per_warp(t.inputs()), mt = t.rows_per_cta / 16;
   if (prnn_mma_lo_in_shared(t)) off += size_t(kpw) * mt * kWarps * 32 * sizeof(uint4);
+  off += size_t(prnn_mma_bf16_shared_k_tiles(t)) * mt * kWarps * 32 * sizeof(uint4);  // at lo_off
   l.hi_off = off;
   if (prnn_mma_hi_in_shared(t)) off += size_t(kHiSharedTiles) * mt * kWarps * 32 * sizeof(uint4);
   if (prnn_mma_stacked_split(t)) {  // the fragments past the registers' k-tiles, at lo_off
@@ -439,7 +468,10 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // registers, <1, 10> 126, no spills; session 46: 116 each), so fewer
   // shared-memory reads follow the state's arrival (H100, us a step forward: H 2048 2.25-2.30 ->
   // 2.23, H 1920 2.24 -> 2.19, H 1600 level).
-  constexpr int kLoRegs = kStacked ? 0 : !kLoShared ? KPW : MT == 1 ? 4 : 0;
+  // bf16: the first kBf16Regs k-tiles' fragments in af, the rest in shared memory at lo_s
+  // ([k-tile - kBf16Regs][m-tile][warp][lane]).
+  constexpr int kBf16Regs = kSplit ? KPW : bf16_register_k_tiles(MT, KPW, NT, kTags);
+  constexpr int kLoRegs = kStacked ? 0 : !kSplit ? kBf16Regs : !kLoShared ? KPW : MT == 1 ? 4 : 0;
   // hi in registers; stacked: the fragments of the first kHiRegs k-tiles, the rest in shared
   // memory at lo_s ([k-tile - kHiRegs][m-tile][warp][lane]).
   constexpr int kHiRegs = kStacked ? stacked_register_tiles(MT, KPW, kGruBwd)
@@ -466,7 +498,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
       if constexpr (!kSplit) {
-        prnn_a_fragment(af[kk][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
+        if (kk < kBf16Regs) {
+          prnn_a_fragment(af[kk < kBf16Regs ? kk : 0][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q,
+                          bwd, mine, kBatchLoads);
+        } else {
+          uint32_t f[4];
+          prnn_a_fragment(f, d.u, H, r0 + 16 * mt, kt0 + kk, g, q, bwd, mine, kBatchLoads);
+          if (mine)
+            lo_s[((kk - kBf16Regs) * MT + mt) * kWarps * 32] = make_uint4(f[0], f[1], f[2], f[3]);
+        }
       } else {
         // fp32 split: this k-tile's fragments (stacked: one, 8 rows' hi over their lo; else hi and
         // lo of 16 rows; the GRU's rows are gate slices of U {3H, H} or its columns), then where
@@ -791,10 +831,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                 mma_f16_registers_or_shared(acc2[mt][0], af[kk < kLoRegs ? kk : 0][mt],
                                             kLoShared && kk >= kLoRegs, lo_s,
                                             (kk * MT + mt) * kWarps * 32, bf[kk]);
+              } else if (kk < kBf16Regs) {
+                const uint32_t(&a)[4] = af[kk < kBf16Regs ? kk : 0][mt];
+                mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3], a[0],
+                               a[1], a[2], a[3], bf[kk].x, bf[kk].y);
               } else {
-                mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
-                               af[kk][mt][0], af[kk][mt][1], af[kk][mt][2], af[kk][mt][3], bf[kk].x,
-                               bf[kk].y);
+                const uint4 f =
+                    load_shared_volatile(lo_s + ((kk - kBf16Regs) * MT + mt) * kWarps * 32);
+                mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3], f.x,
+                               f.y, f.z, f.w, bf[kk].x, bf[kk].y);
               }
             }
           }

@@ -343,6 +343,9 @@ std::string PersistentRnnPlan::describe() const {
             ? std::string("most hi parts in registers, the rest and lo parts in shared memory")
         : kernels::prnn_mma_lo_in_shared(t)
             ? std::string("their hi parts in registers, lo parts in shared memory")
+        : kernels::prnn_mma_bf16_shared_k_tiles(t) > 0
+            ? "the last " + std::to_string(kernels::prnn_mma_bf16_shared_k_tiles(t)) +
+                  " k-tiles of each warp in shared memory, the rest in registers"
             : std::to_string(reg_rows) + " in registers, " +
                   std::to_string(t.rows_per_cta - reg_rows) + " in shared memory")
     << "), "
@@ -362,7 +365,9 @@ bool directions_in_turn_faster(const PersistentRnnPlan& both, const PersistentRn
             "directions_in_turn_faster: needs a fitting two-direction and one-direction plan");
   if (both.tiling().tensor_cores || !one.tiling().tensor_cores) return false;
   // H200, us a step for both directions, forward, in one launch (fp32-math) against one after the
-  // other (tensor cores), `ds2 bench rnn`'s both-directions line (session 55): bf16 H 2176-2560
+  // other (tensor cores), `ds2 bench rnn`'s both-directions line (session 55, before bf16 fragments
+  // in shared memory put both directions of H 2113-2560 on tensor cores; H 2752 batch 16 since:
+  // 22.30 against 7.22): bf16 H 2176-2560
   // batch 1 3.02-3.42 against 5.12-5.26 (batch 1 and 64: twice one direction's), batch 2 3.82-4.31
   // against 5.04-5.19, batch 3 5.77-6.27 against 5.05-5.20, batch 4 5.75-6.29 against 5.07-5.41,
   // batch 16 18.6-20.3 against 7.0-7.2, batch 64 70-76 against 22-23; fp32 H 2112 batch 1 2.94

@@ -21,26 +21,25 @@
 //   forward:        h_t = min(max(pre_t + h_prev U^T, 0), clip)   (pre is only read)
 //   backward-data:  dpre_t = (0 < h_t < clip) ? dy_t + dpre_next U : 0, for every t, where
 //                   dpre_next is the previous step of the backward recurrence (zero at first).
-// A bf16 plan uses U rounded to bf16 (nearest even). Where U fits in the tensor-core kernel's
-// registers (tiling().state_in_bf16(): H up to ~2600 with both directions in one launch on an
-// H200) the state is rounded to bf16 as well and the products run on tensor cores with fp32 sums,
-// as a bf16 cuBLAS GEMM would compute them (past batch 8, 2 or 4 sets of CTAs a direction each
-// run a slice of the batch and read only its state, at up to 3 times the rows a CTA:
-// tiling().batch_groups);
-// otherwise h, products and sums stay fp32. An fp32 plan
-// at batch 2-4 (batch 1: from H 513) may run on tensor cores too (tiling().tensor_cores without
-// bf16): U and the state are each split into two fp16 halves (4 bytes a weight; U within ~2^-22
-// relative, the exchanged state within 2^-20, its halves carrying the step tags), fp16 products
-// of hi and lo; fp32 accuracy (y itself is not rounded). One direction runs up to H 2560 on 132
-// SMs, both directions in one launch up to H 2048 (where 16-row tiles would put 32 rows on a CTA
-// and 8-row tiles 24, the stacked split: kernels/persistent_rnn_mma.h);
-// backward-data exchanges the gradient times a power of two chosen from the
-// largest |dy| (fp16's range), and where a scaled value still overflows it reruns on the fp32-math
-// kernel (fallback(), queued behind it and skipped on the device when not needed), which also runs
-// the forward when clip > 32768. Everything is queued on `stream`; no host synchronization. Results
-// are deterministic (fixed reduction order) and identical for every plan of the same hidden size,
-// precision and kernel kind (tensor cores or not, and for the fp32-math kernel its columns per
-// thread, tiling().chunks).
+// A bf16 plan uses U rounded to bf16 (nearest even). Where U fits the tensor-core kernel's
+// registers, and past them its shared memory (tiling().state_in_bf16(): one direction up to H
+// 3072, both directions in one launch up to H 2560 on an H200) the state is rounded to bf16 as well
+// and the products run on tensor cores with fp32 sums, as a bf16 cuBLAS GEMM would compute them
+// (past batch 8, 2 or 4 sets of CTAs a direction each run a slice of the batch and read only its
+// state, at up to 3 times the rows a CTA: tiling().batch_groups); otherwise h, products and sums
+// stay fp32. An fp32 plan at batch 2-4 (batch 1: from H 513) may run on tensor cores too
+// (tiling().tensor_cores without bf16): U and the state are each split into two fp16 halves (4
+// bytes a weight; U within ~2^-22 relative, the exchanged state within 2^-20, its halves carrying
+// the step tags), fp16 products of hi and lo; fp32 accuracy (y itself is not rounded). One
+// direction runs up to H 2560 on 132 SMs, both directions in one launch up to H 2048 (where 16-row
+// tiles would put 32 rows on a CTA and 8-row tiles 24, the stacked split:
+// kernels/persistent_rnn_mma.h); backward-data exchanges the gradient times a power of two chosen
+// from the largest |dy| (fp16's range), and where a scaled value still overflows it reruns on the
+// fp32-math kernel (fallback(), queued behind it and skipped on the device when not needed), which
+// also runs the forward when clip > 32768. Everything is queued on `stream`; no host
+// synchronization. Results are deterministic (fixed reduction order) and identical for every plan
+// of the same hidden size, precision and kernel kind (tensor cores or not, and for the fp32-math
+// kernel its columns per thread, tiling().chunks).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -125,8 +124,9 @@ class PersistentRnnPlan {
 // Whether a bidirectional layer is faster run one direction after the other on `one` (a
 // one-direction plan) than with both directions in one launch on `both` (two directions, the SMs
 // split between them); both plans fit. True where only `one` is on tensor cores (at half the SMs
-// a direction, U no longer fits the tensor-core kernel's registers) from the batch where the
-// fp32-math kernel's products outweigh the second launch (kernels/NOTES.md, session 55).
+// a direction, U no longer fits the tensor-core kernel: bf16 past H 2560, fp32 past the split's
+// sizes) from the batch where the fp32-math kernel's products outweigh the second launch
+// (kernels/NOTES.md, session 55).
 bool directions_in_turn_faster(const PersistentRnnPlan& both, const PersistentRnnPlan& one);
 
 // One direction's operands for the calls that run several directions in one launch.

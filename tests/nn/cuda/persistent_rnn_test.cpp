@@ -286,6 +286,7 @@ const Case kBf16Cases[] = {
     {16, 3, 2752, kBf16},
     {7, 40, 200, kBf16},
     {64, 16, 1920, kBf16},
+    {40, 4, 2304, kBf16},  // both directions: 48 rows a CTA, fragments past 3 k-tiles in shared
     {300, 4, 1920, kBf16},
     {300, 4, 1000, kBf16},
     {33, 8, 512, kBf16},
@@ -460,6 +461,39 @@ TEST(PersistentRnn, Bf16BatchGroupsMatchOneSetBitForBit) {
   if (grouped == 0) GTEST_SKIP() << "this GPU's plans leave no SMs for batch groups";
 }
 
+// bf16 kernels whose A fragments do not all fit in registers keep some k-tiles' in shared memory
+// (kernels::prnn_mma_bf16_shared_k_tiles): both directions of H 2113-2560 (three m-tiles a CTA),
+// their batch groups, one direction of H 2561-3072 (two m-tiles at 12 k-tiles a warp) and the
+// tagged kernel at two m-tiles and 10 k-tiles. Each must compute what the step-barrier plan of
+// one direction computes (all fragments in registers at H <= 2560), bit for bit: the K split
+// and the order of the sums depend on H only.
+TEST(PersistentRnn, Bf16FragmentsInSharedMemoryMatchBitForBit) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  struct Shape {
+    int T, B, max_batch, H;
+  };
+  int shared = 0;
+  for (const Shape& c : {Shape{20, 4, 4, 2304}, Shape{16, 1, 1, 2560}, Shape{12, 16, 16, 2200},
+                         Shape{10, 40, 64, 2560}, Shape{9, 3, 4, 2900}}) {
+    SCOPED_TRACE(case_name({c.T, c.B, c.H, Precision::kBf16}) + "_max" +
+                 std::to_string(c.max_batch));
+    BothDirections op(ctx, c.T, c.B, c.H, 131 + c.T + c.B + c.H);
+    const PersistentRnnPlan ref(c.H, c.max_batch, 1, -1, Precision::kBf16,
+                                PersistentRnnKernels{false, false});
+    if (!ref.fits() || !ref.tiling().tensor_cores) continue;
+    std::vector<float> h_ref[2], dp_ref;
+    op.run(ref, h_ref, &dp_ref);
+    for (int directions : {1, 2}) {
+      const PersistentRnnPlan plan(c.H, c.max_batch, directions, -1, Precision::kBf16);
+      if (!plan.fits() || !plan.tiling().tensor_cores) continue;
+      if (kernels::prnn_mma_bf16_shared_k_tiles(plan.tiling()) > 0) ++shared;
+      op.expect_same(plan, h_ref, dp_ref, "vs one direction's step-barrier plan");
+    }
+  }
+  if (shared == 0) GTEST_SKIP() << "no plan here keeps bf16 fragments in shared memory";
+}
+
 TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
   DS2_REQUIRE_GPU();
   cudaDeviceProp prop{};
@@ -592,7 +626,9 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     const PersistentRnnPlan b8(1152, 8);
     EXPECT_EQ((b8.fallback() ? b8.fallback()->tiling() : b8.tiling()).chunks, 1) << b8.describe();
     EXPECT_EQ(PersistentRnnPlan(1920, 4, 1, -1, Precision::kBf16).tiling().chunks, 1);
-    const PersistentRnnPlan bf16_math(2999, 4, 1, -1, Precision::kBf16);  // past the tensor cores
+    // Past the tensor cores (the clipped-ReLU kernels hold at most 12 k-tiles a warp: H 3072;
+    // from H 2561 some k-tiles' fragments in shared memory).
+    const PersistentRnnPlan bf16_math(3600, 4, 1, -1, Precision::kBf16);
     EXPECT_TRUE(bf16_math.fits() && !bf16_math.tiling().tensor_cores &&
                 bf16_math.tiling().chunks == 2)
         << bf16_math.describe();
@@ -1034,8 +1070,8 @@ TEST(PersistentRnn, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
     Precision precision;
   };
   int checked = 0;
-  for (const Case& c : {Case{2560, 16, Precision::kBf16}, Case{2304, 4, Precision::kBf16},
-                        Case{2112, 2, Precision::kFp32}}) {
+  for (const Case& c : {Case{2752, 16, Precision::kBf16}, Case{2112, 2, Precision::kFp32},
+                        Case{2048, 8, Precision::kFp32}}) {
     SCOPED_TRACE("H " + std::to_string(c.hidden) + " batch " + std::to_string(c.batch));
     const PersistentRnnPlan both(c.hidden, c.batch, 2, -1, c.precision);
     const PersistentRnnPlan one(c.hidden, c.batch, 1, -1, c.precision);
