@@ -173,26 +173,27 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
   return stacked || (mt == 1 && (kpw == 4 || kpw == 5 || kpw == 8 || kpw == 10));
 }
 
-// bf16 kernels whose A fragments all in registers spill (ptxas, session 55: three m-tiles from 6
-// k-tiles per warp tagged or at 2-4 n-tiles a pass and from 8 untagged, 36-1124 bytes; two
-// m-tiles at 10 tagged or at 4 n-tiles, and at 12) keep the first 4 (three m-tiles) or 6 (two)
-// k-tiles' fragments in registers and the rest in shared memory, [k-tile - kept][m-tile][warp]
-// [lane], read back before each product. Then both directions of H 2113-2560 (three m-tiles on
-// half the SMs), the batch groups of one direction there, the tagged exchange at H 2113-2560 and
-// one direction of H 2561-3072 run on tensor cores, where the plans took the fp32-math kernel, one
-// set or the step barrier. Every other bf16 kernel is as it was (ptxas: the same registers). H200,
-// us a step forward (session 55, against session 54's plans): both directions of H 2304 batch 1
-// 3.06 -> 2.65, batch 4 5.87 -> 2.73, batch 16 18.63 -> 4.90, batch 64 70.3 -> 17.7; one
-// direction of H 2560 batch 64 11.33 -> 8.97, batch 16 3.68 -> 3.05, batch 1 2.63 -> 2.59; H 3072
-// batch 4 2.98 (fp32-math before; H 2999 4.69-5.24).
+// bf16 kernels at 10-12 k-tiles per warp whose A fragments all in registers spill (ptxas, session
+// 55: three m-tiles, 36-1124 bytes; two m-tiles tagged or at 4 n-tiles a pass, and at 12) keep the
+// first 2-6 k-tiles' fragments in registers (as many as run without spills) and the rest in
+// shared memory, [k-tile - kept][m-tile][warp][lane], read back before each product. Then both
+// directions of H 2113-2560 (three m-tiles on half the SMs), the batch groups of one direction
+// there, the tagged exchange at H 2113-2560 and one direction of H 2561-3072 run on tensor cores,
+// where the plans took the fp32-math kernel, one set or the step barrier. Every other bf16 kernel
+// is as it was (ptxas: the same registers). H200, us a step forward (session 55, against session
+// 54's plans): both directions of H 2304 batch 1 3.06 -> 2.65, batch 4 5.87 -> 2.73, batch 16
+// 18.63 -> 4.90, batch 64 70.3 -> 17.7; one direction of H 2560 batch 64 11.33 -> 8.97, batch 16
+// 3.68 -> 3.05, batch 1 2.63 -> 2.59; H 3072 batch 4 2.98 (fp32-math before; H 2999 4.69-5.24).
+// Three m-tiles at 6-8 k-tiles (the batch groups of H 1281-2048) spill too, but the form is not
+// measured there: those plans stay as they were.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags) {
-  const bool spills = mt == 3   ? kpw >= (tags || nt > 1 ? 6 : 8)
+  const bool spills = mt == 3   ? kpw >= 10
                       : mt == 2 ? kpw >= 12 || (kpw == 10 && (tags || nt == 4))
                                 : false;
   if (!spills) return kpw;
   if (mt == 2) return tags ? (kpw >= 12 ? 4 : 5) : 6;
   if (tags) return kpw >= 12 ? 2 : 3;
-  return nt == 4 ? (kpw >= 10 ? 2 : 3) : 4;
+  return nt == 4 ? 2 : 4;
 }
 
 // The k-tiles per warp of the kernel that runs t: where its fragments live follows from them.
