@@ -90,6 +90,76 @@ void backward_pass(const double* log_probs, int frames, int K, const int* extend
   }
 }
 
+// Below this a frame's scale (or the final likelihood) may have lost paths to underflow; the
+// utterance is then computed again in log space, which keeps every path.
+constexpr double kSmallestScale = std::numeric_limits<double>::min();
+
+// The same recursions in probability space, each frame's alpha (beta) divided by its sum so that
+// nothing underflows while a frame keeps a normal scale (Rabiner's scaling; Graves et al. 2006,
+// section 4.1): no exp or log per lattice cell, and the cells of a frame are independent, so the
+// loops vectorize. `probs` [frames, K] is the softmax; `skip[s]` 1 where s may be reached from
+// s - 2 (can_skip_to), else 0; `emission` [S] scratch. Returns the log-likelihood, or NaN where a
+// scale fell below kSmallestScale (then nothing else is valid). alpha keeps the scaled values,
+// which are all the occupancies need: alpha[t][s] beta[t][s] over its sum across s is the
+// posterior of (t, s) whatever each frame's scale.
+double scaled_forward_pass(const double* probs, int frames, int K, const int* extended,
+                           const double* skip, int S, double* emission, double* alpha) {
+  double log_likelihood = 0.0;
+  for (int t = 0; t < frames; ++t) {
+    const double* p = probs + static_cast<int64_t>(t) * K;
+    for (int s = 0; s < S; ++s) emission[s] = p[extended[s]];
+    double* cur = alpha + static_cast<int64_t>(t) * S;
+    if (t == 0) {
+      std::fill(cur, cur + S, 0.0);
+      cur[0] = emission[0];
+      if (S > 1) cur[1] = emission[1];
+    } else {
+      const double* prev = cur - S;
+      cur[0] = prev[0] * emission[0];
+      if (S > 1) cur[1] = (prev[1] + prev[0]) * emission[1];
+      for (int s = 2; s < S; ++s)
+        cur[s] = (prev[s] + prev[s - 1] + skip[s] * prev[s - 2]) * emission[s];
+    }
+    double sum = 0.0;
+    for (int s = 0; s < S; ++s) sum += cur[s];
+    if (!(sum >= kSmallestScale)) return std::numeric_limits<double>::quiet_NaN();
+    const double inverse = 1.0 / sum;
+    for (int s = 0; s < S; ++s) cur[s] *= inverse;
+    log_likelihood += std::log(sum);
+  }
+  const double* last = alpha + static_cast<int64_t>(frames - 1) * S;
+  const double end = S > 1 ? last[S - 1] + last[S - 2] : last[S - 1];
+  if (!(end >= kSmallestScale)) return std::numeric_limits<double>::quiet_NaN();
+  return log_likelihood + std::log(end);
+}
+
+// beta scaled the same way (frame t's own emission left out, as in backward_pass). False where a
+// scale fell below kSmallestScale.
+bool scaled_backward_pass(const double* probs, int frames, int K, const int* extended,
+                          const double* skip, int S, double* emission, double* beta) {
+  double* last = beta + static_cast<int64_t>(frames - 1) * S;
+  std::fill(last, last + S, 0.0);
+  last[S - 1] = 1.0;
+  if (S > 1) last[S - 2] = 1.0;
+  for (int t = frames - 2; t >= 0; --t) {
+    const double* p = probs + static_cast<int64_t>(t + 1) * K;
+    const double* next = beta + static_cast<int64_t>(t + 1) * S;
+    double* cur = beta + static_cast<int64_t>(t) * S;
+    // emission-weighted next frame: what each position at t hands on to its successors
+    for (int s = 0; s < S; ++s) emission[s] = next[s] * p[extended[s]];
+    for (int s = 0; s + 2 < S; ++s)
+      cur[s] = emission[s] + emission[s + 1] + skip[s + 2] * emission[s + 2];
+    if (S > 1) cur[S - 2] = emission[S - 2] + emission[S - 1];
+    cur[S - 1] = emission[S - 1];
+    double sum = 0.0;
+    for (int s = 0; s < S; ++s) sum += cur[s];
+    if (!(sum >= kSmallestScale)) return false;
+    const double inverse = 1.0 / sum;
+    for (int s = 0; s < S; ++s) cur[s] *= inverse;
+  }
+  return true;
+}
+
 template <typename Real>
 void zero_utterance_gradient(Real* gradient, int first_frame, int max_frames, int batch,
                              int utterance, int K) {
@@ -97,6 +167,48 @@ void zero_utterance_gradient(Real* gradient, int first_frame, int max_frames, in
     Real* g = gradient + (static_cast<int64_t>(t) * batch + utterance) * K;
     std::fill(g, g + K, Real(0));
   }
+}
+
+// The loss (and, when asked, the gradient rows of the valid frames) of one utterance whose
+// extended label and log-softmax are in `ws`, by the scaled recursions; NaN where a scale
+// underflowed, and then the gradient rows written so far are to be overwritten.
+template <typename Real>
+double scaled_utterance_loss(int frames, int batch, int utterance, int K, int S, Real* gradient,
+                             CtcUtteranceWorkspace& ws) {
+  const int* extended = ws.extended.data();
+  double* probs = ws.probs.data();
+  const double* log_probs = ws.log_probs.data();
+  for (int64_t i = 0; i < static_cast<int64_t>(frames) * K; ++i) probs[i] = std::exp(log_probs[i]);
+  double* skip = ws.skip.data();
+  for (int s = 0; s < S; ++s) skip[s] = can_skip_to(extended, s) ? 1.0 : 0.0;
+  double* alpha = ws.alpha.data();
+  double* emission = ws.emission.data();
+  const double log_likelihood =
+      scaled_forward_pass(probs, frames, K, extended, skip, S, emission, alpha);
+  if (std::isnan(log_likelihood) || !gradient) return -log_likelihood;
+
+  double* beta = ws.beta.data();
+  if (!scaled_backward_pass(probs, frames, K, extended, skip, S, emission, beta))
+    return std::numeric_limits<double>::quiet_NaN();
+  double* occupancy = ws.occupancy.data();
+  for (int t = 0; t < frames; ++t) {
+    const double* a = alpha + static_cast<int64_t>(t) * S;
+    const double* b = beta + static_cast<int64_t>(t) * S;
+    double* mass = emission;  // a b, then its share of the frame's total
+    double total = 0.0;
+    for (int s = 0; s < S; ++s) {
+      mass[s] = a[s] * b[s];
+      total += mass[s];
+    }
+    if (!(total >= kSmallestScale)) return std::numeric_limits<double>::quiet_NaN();
+    const double inverse = 1.0 / total;
+    std::fill(occupancy, occupancy + K, 0.0);
+    for (int s = 0; s < S; ++s) occupancy[extended[s]] += mass[s] * inverse;
+    const double* p = probs + static_cast<int64_t>(t) * K;
+    Real* g = gradient + (static_cast<int64_t>(t) * batch + utterance) * K;
+    for (int k = 0; k < K; ++k) g[k] = static_cast<Real>(p[k] - occupancy[k]);
+  }
+  return -log_likelihood;
 }
 
 // Loss of one utterance; writes its gradient rows for all max_frames frames when asked.
@@ -114,19 +226,28 @@ double utterance_loss(const Real* logits, int max_frames, int batch, int utteran
   const int S = 2 * static_cast<int>(label.size()) + 1;
   const size_t lattice = static_cast<size_t>(frames) * S;
   grow(ws.log_probs, static_cast<size_t>(frames) * K);
+  grow(ws.probs, static_cast<size_t>(frames) * K);
   grow(ws.alpha, lattice);
   grow(ws.beta, lattice);
   grow(ws.occupancy, static_cast<size_t>(K));
   grow(ws.extended, static_cast<size_t>(S));
+  grow(ws.skip, static_cast<size_t>(S));
+  grow(ws.emission, static_cast<size_t>(S));
 
   int* extended = ws.extended.data();
   for (int s = 0; s < S; ++s) extended[s] = (s % 2 == 0) ? kBlank : label[s / 2];
-
   double* log_probs = ws.log_probs.data();
-  double* alpha = ws.alpha.data();
   log_softmax(logits, frames, batch, utterance, K, log_probs);
-  forward_pass(log_probs, frames, K, extended, S, alpha);
 
+  const double scaled = scaled_utterance_loss(frames, batch, utterance, K, S, gradient, ws);
+  if (!std::isnan(scaled)) {
+    if (gradient) zero_utterance_gradient(gradient, frames, max_frames, batch, utterance, K);
+    return scaled;
+  }
+
+  // A scale underflowed: log space, exact for every path.
+  double* alpha = ws.alpha.data();
+  forward_pass(log_probs, frames, K, extended, S, alpha);
   const double* alpha_last = alpha + static_cast<int64_t>(frames - 1) * S;
   const double log_likelihood =
       (S > 1) ? log_add(alpha_last[S - 1], alpha_last[S - 2]) : alpha_last[S - 1];

@@ -1,6 +1,8 @@
 // CTC loss (Graves et al., 2006) on the CPU: the reference for the CUDA kernel and the loss of
-// the CPU backend. Works in log space in double precision and folds the softmax into the
-// gradient the way warp-ctc does, so the model's last layer emits raw activations.
+// the CPU backend. Works in double precision, in probability space with each frame's forward and
+// backward variables rescaled to sum to 1 (no exp or log per lattice cell), and in log space for
+// an utterance where a frame's scale underflows (logits hundreds apart); it folds the softmax into
+// the gradient the way warp-ctc does, so the model's last layer emits raw activations.
 //
 //   ds2::CtcWorkspace workspace;             // caller-owned; reuse it: no allocation once sized
 //   std::vector<double> losses(batch);
@@ -27,10 +29,13 @@ namespace ds2 {
 // Scratch memory for one utterance at a time.
 struct CtcUtteranceWorkspace {
   std::vector<double> log_probs;  // [frames, K] log-softmax of one utterance
-  std::vector<double> alpha;      // [frames, 2U+1] forward log probabilities
-  std::vector<double> beta;       // [frames, 2U+1] backward log probabilities
+  std::vector<double> probs;      // [frames, K] its softmax
+  std::vector<double> alpha;      // [frames, 2U+1] forward probabilities (scaled, or logs)
+  std::vector<double> beta;       // [frames, 2U+1] backward probabilities (scaled, or logs)
   std::vector<double> occupancy;  // [K] posterior occupancy of each class at one frame
   std::vector<int> extended;      // [2U+1] label with blanks interleaved
+  std::vector<double> skip;       // [2U+1] 1 where position s may be reached from s - 2
+  std::vector<double> emission;   // [2U+1] one frame's scratch
 };
 
 // Scratch memory for ctc_loss: one utterance workspace per compute thread the batch is split

@@ -192,6 +192,24 @@ TEST(CtcLoss, ZeroProbabilityPathsGiveInfiniteLossNotNaN) {
   for (double g : r.gradient) EXPECT_EQ(g, 0.0);
 }
 
+// Probabilities too small for a double (label 1's logit 800 below the others at every frame):
+// the scaled recursions' final likelihood underflows and the utterance is computed in log space.
+// Every path emits label 1 on a run of frames and blanks elsewhere; runs of one frame carry all
+// but e^-800 of the mass: p = 4 (e^-800 / 2) (1/2)^3, the loss 800 + log 4.
+TEST(CtcLoss, UnderflowingProbabilitiesFallBackToLogSpace) {
+  const int T = 4, K = 3;
+  std::vector<double> logits;
+  for (int t = 0; t < T; ++t) logits.insert(logits.end(), {0.0, -800.0, 0.0});
+  const Result r = run_ctc(logits, T, 1, K, {T}, {{1}});
+  EXPECT_NEAR(r.losses[0], 800.0 + std::log(4.0), 1e-9);
+  for (int t = 0; t < T; ++t) {
+    // Occupancy: blank on the other 3 frames of 4 placements, label 1 once in 4.
+    EXPECT_NEAR(grad_at(r, 1, K, t, 0, 0), 0.5 - 0.75, 1e-12);
+    EXPECT_NEAR(grad_at(r, 1, K, t, 0, 1), -0.25, 1e-12);
+    EXPECT_NEAR(grad_at(r, 1, K, t, 0, 2), 0.5, 1e-12);
+  }
+}
+
 // Central differences of the summed loss in double precision.
 void expect_gradient_matches_finite_differences(int T, int K, const std::vector<int>& lengths,
                                                 const Labels& labels, uint64_t seed) {
