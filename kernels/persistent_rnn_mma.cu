@@ -183,9 +183,9 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // is as it was (ptxas: the same registers). H200, us a step forward (session 55, against session
 // 54's plans): both directions of H 2304 batch 1 3.06 -> 2.65, batch 4 5.87 -> 2.73, batch 16
 // 18.63 -> 4.90, batch 64 70.3 -> 17.7; one direction of H 2560 batch 64 11.33 -> 8.97, batch 16
-// 3.68 -> 3.05, batch 1 2.63 -> 2.59; H 3072 batch 4 2.98 (on the fp32-math kernel before: H 2999 4.69-4.70 on an H100, session 30).
-// Three m-tiles at 6-8 k-tiles (the batch groups of H 1281-2048) spill too, but the form is not
-// measured there: those plans stay as they were.
+// 3.68 -> 3.05, batch 1 2.63 -> 2.59; H 3072 batch 4 2.98 (on the fp32-math kernel before: H
+// 2999 4.69-4.70 on an H100, session 30). Three m-tiles at 6-8 k-tiles (the batch groups of H
+// 1281-2048) spill too, but the form is not measured there: those plans stay as they were.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags) {
   const bool spills = mt == 3   ? kpw >= 10
                       : mt == 2 ? kpw >= 12 || (kpw == 10 && (tags || nt == 4))
@@ -833,9 +833,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                                             kLoShared && kk >= kLoRegs, lo_s,
                                             (kk * MT + mt) * kWarps * 32, bf[kk]);
               } else if (kk < kBf16Regs) {
-                const uint32_t(&a)[4] = af[kk < kBf16Regs ? kk : 0][mt];
-                mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3], a[0],
-                               a[1], a[2], a[3], bf[kk].x, bf[kk].y);
+                const uint32_t(&frag)[4] = af[kk < kBf16Regs ? kk : 0][mt];
+                mma_bf16_16816(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3],
+                               frag[0], frag[1], frag[2], frag[3], bf[kk].x, bf[kk].y);
               } else {
                 const uint4 f =
                     load_shared_volatile(lo_s + ((kk - kBf16Regs) * MT + mt) * kWarps * 32);
