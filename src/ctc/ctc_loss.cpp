@@ -90,53 +90,89 @@ void backward_pass(const double* log_probs, int frames, int K, const int* extend
   }
 }
 
-// Below this a frame's scale (or the final likelihood) may have lost paths to underflow; the
-// utterance is then computed again in log space, which keeps every path.
-constexpr double kSmallestScale = std::numeric_limits<double>::min();
+// The scaled recursions lose a path's mass where it falls below the smallest normal double
+// (a product of a cell and an emission, a rescaled cell, a cell's product with its beta). Mostly
+// harmless (a blank run far behind the frame's mass), but paths flushed early can be the ones
+// that carry the likelihood in the end: logits ~300 apart gave losses hundreds of nats off. So
+// each frame records a bound on what it flushed, and the posterior of that mass, at most
+// flushed[t] 3 S kSmallestNormal / Z_t (a flushed beta cell feeds 3; Z_t: the frame's sum of alpha
+// beta, in the scaled units), must be negligible; else the utterance is computed again in log
+// space, which keeps every path.
+constexpr double kSmallestNormal = std::numeric_limits<double>::min();
+constexpr double kNegligiblePosterior = 1e-30;
+
+// Whether x, the product of two positive factors, has fallen below kSmallestNormal.
+inline bool underflowed(double x) {
+  return x < kSmallestNormal;
+}
+
+// Divides cur[0, S) by its sum and returns the sum (0 where it is below kSmallestNormal: nothing
+// to rescale). `flushed` gets the bound of this frame's flushed mass in the rescaled units: the
+// cells below kSmallestNormal before the division (`small`) scaled by it, or a cell it pushed
+// below kSmallestNormal.
+double rescale(double* cur, int S, bool small, double& flushed) {
+  double sum = 0.0;
+  for (int s = 0; s < S; ++s) sum += cur[s];
+  if (!(sum >= kSmallestNormal)) return 0.0;
+  const double inverse = 1.0 / sum;
+  bool pushed = false;
+  for (int s = 0; s < S; ++s) {
+    cur[s] *= inverse;
+    pushed |= (cur[s] != 0.0) & underflowed(cur[s]);
+  }
+  flushed += (small || pushed) ? std::max(1.0, inverse) : 0.0;
+  return sum;
+}
 
 // The same recursions in probability space, each frame's alpha (beta) divided by its sum so that
-// nothing underflows while a frame keeps a normal scale (Rabiner's scaling; Graves et al. 2006,
-// section 4.1): no exp or log per lattice cell, and the cells of a frame are independent, so the
-// loops vectorize. `probs` [frames, K] is the softmax; `skip[s]` 1 where s may be reached from
-// s - 2 (can_skip_to), else 0; `emission` [S] scratch. Returns the log-likelihood, or NaN where a
-// scale fell below kSmallestScale (then nothing else is valid). alpha keeps the scaled values,
-// which are all the occupancies need: alpha[t][s] beta[t][s] over its sum across s is the
+// a frame's cells stay near 1 (Rabiner's scaling; Graves et al. 2006, section 4.1): no exp or log
+// per lattice cell, and the cells of a frame are independent, so the loops vectorize. `probs`
+// [frames, K] is the softmax; `skip[s]` 1 where s may be reached from s - 2 (can_skip_to), else 0;
+// `emission` [S] scratch; flushed[t] set to frame t's bound (0: nothing flushed). Returns the
+// log-likelihood, or NaN where a frame or the end has no normal mass left. alpha keeps the scaled
+// values, which are all the occupancies need: alpha[t][s] beta[t][s] over its sum across s is the
 // posterior of (t, s) whatever each frame's scale.
 double scaled_forward_pass(const double* probs, int frames, int K, const int* extended,
-                           const double* skip, int S, double* emission, double* alpha) {
+                           const double* skip, int S, double* emission, double* alpha,
+                           double* flushed) {
+  constexpr double kLost = std::numeric_limits<double>::quiet_NaN();
   double log_likelihood = 0.0;
   for (int t = 0; t < frames; ++t) {
     const double* p = probs + static_cast<int64_t>(t) * K;
     for (int s = 0; s < S; ++s) emission[s] = p[extended[s]];
     double* cur = alpha + static_cast<int64_t>(t) * S;
+    bool small = false;
     if (t == 0) {
       std::fill(cur, cur + S, 0.0);
-      cur[0] = emission[0];
-      if (S > 1) cur[1] = emission[1];
+      for (int s = 0; s < std::min(S, 2); ++s) {
+        cur[s] = emission[s];
+        small |= (cur[s] != 0.0) & underflowed(cur[s]);
+      }
     } else {
       const double* prev = cur - S;
-      cur[0] = prev[0] * emission[0];
-      if (S > 1) cur[1] = (prev[1] + prev[0]) * emission[1];
-      for (int s = 2; s < S; ++s)
-        cur[s] = (prev[s] + prev[s - 1] + skip[s] * prev[s - 2]) * emission[s];
+      for (int s = 0; s < S; ++s) {
+        const double in =
+            prev[s] + (s >= 1 ? prev[s - 1] : 0.0) + (s >= 2 ? skip[s] * prev[s - 2] : 0.0);
+        cur[s] = in * emission[s];
+        small |= (in > 0.0) & (emission[s] > 0.0) & underflowed(cur[s]);
+      }
     }
-    double sum = 0.0;
-    for (int s = 0; s < S; ++s) sum += cur[s];
-    if (!(sum >= kSmallestScale)) return std::numeric_limits<double>::quiet_NaN();
-    const double inverse = 1.0 / sum;
-    for (int s = 0; s < S; ++s) cur[s] *= inverse;
+    flushed[t] = 0.0;
+    const double sum = rescale(cur, S, small, flushed[t]);
+    if (sum == 0.0) return kLost;
     log_likelihood += std::log(sum);
   }
   const double* last = alpha + static_cast<int64_t>(frames - 1) * S;
   const double end = S > 1 ? last[S - 1] + last[S - 2] : last[S - 1];
-  if (!(end >= kSmallestScale)) return std::numeric_limits<double>::quiet_NaN();
+  if (!(end >= kSmallestNormal)) return kLost;
   return log_likelihood + std::log(end);
 }
 
-// beta scaled the same way (frame t's own emission left out, as in backward_pass). False where a
-// scale fell below kSmallestScale.
+// beta scaled the same way (frame t's own emission left out, as in backward_pass), adding each
+// frame's bound to flushed[t]. False where a frame has no normal mass left.
 bool scaled_backward_pass(const double* probs, int frames, int K, const int* extended,
-                          const double* skip, int S, double* emission, double* beta) {
+                          const double* skip, int S, double* emission, double* beta,
+                          double* flushed) {
   double* last = beta + static_cast<int64_t>(frames - 1) * S;
   std::fill(last, last + S, 0.0);
   last[S - 1] = 1.0;
@@ -146,17 +182,39 @@ bool scaled_backward_pass(const double* probs, int frames, int K, const int* ext
     const double* next = beta + static_cast<int64_t>(t + 1) * S;
     double* cur = beta + static_cast<int64_t>(t) * S;
     // emission-weighted next frame: what each position at t hands on to its successors
-    for (int s = 0; s < S; ++s) emission[s] = next[s] * p[extended[s]];
+    bool small = false;
+    for (int s = 0; s < S; ++s) {
+      const double e = p[extended[s]];
+      emission[s] = next[s] * e;
+      small |= (next[s] > 0.0) & (e > 0.0) & underflowed(emission[s]);
+    }
     for (int s = 0; s + 2 < S; ++s)
       cur[s] = emission[s] + emission[s + 1] + skip[s + 2] * emission[s + 2];
     if (S > 1) cur[S - 2] = emission[S - 2] + emission[S - 1];
     cur[S - 1] = emission[S - 1];
-    double sum = 0.0;
-    for (int s = 0; s < S; ++s) sum += cur[s];
-    if (!(sum >= kSmallestScale)) return false;
-    const double inverse = 1.0 / sum;
-    for (int s = 0; s < S; ++s) cur[s] *= inverse;
+    if (rescale(cur, S, small, flushed[t]) == 0.0) return false;
   }
+  return true;
+}
+
+// Frame t's posterior occupancies from the scaled alpha and beta into `occupancy` [K]; false
+// where the mass the recursions flushed at t (flushed[t], and products of alpha and beta that
+// underflow here) may carry a posterior above kNegligiblePosterior.
+bool scaled_occupancy(const double* a, const double* b, const int* extended, int S, int K,
+                      double flushed, double* mass, double* occupancy) {
+  double total = 0.0;
+  bool small = false;
+  for (int s = 0; s < S; ++s) {
+    mass[s] = a[s] * b[s];
+    total += mass[s];
+    small |= (a[s] > 0.0) & (b[s] > 0.0) & underflowed(mass[s]);
+  }
+  if (!(total >= kSmallestNormal)) return false;
+  flushed += small ? 1.0 : 0.0;
+  if (flushed * 3 * S * kSmallestNormal > kNegligiblePosterior * total) return false;
+  const double inverse = 1.0 / total;
+  std::fill(occupancy, occupancy + K, 0.0);
+  for (int s = 0; s < S; ++s) occupancy[extended[s]] += mass[s] * inverse;
   return true;
 }
 
@@ -170,11 +228,12 @@ void zero_utterance_gradient(Real* gradient, int first_frame, int max_frames, in
 }
 
 // The loss (and, when asked, the gradient rows of the valid frames) of one utterance whose
-// extended label and log-softmax are in `ws`, by the scaled recursions; NaN where a scale
-// underflowed, and then the gradient rows written so far are to be overwritten.
+// extended label and log-softmax are in `ws`, by the scaled recursions; NaN where mass that may
+// matter underflowed, and then the gradient rows written so far are to be overwritten.
 template <typename Real>
 double scaled_utterance_loss(int frames, int batch, int utterance, int K, int S, Real* gradient,
                              CtcUtteranceWorkspace& ws) {
+  constexpr double kLost = std::numeric_limits<double>::quiet_NaN();
   const int* extended = ws.extended.data();
   double* probs = ws.probs.data();
   const double* log_probs = ws.log_probs.data();
@@ -183,27 +242,24 @@ double scaled_utterance_loss(int frames, int batch, int utterance, int K, int S,
   for (int s = 0; s < S; ++s) skip[s] = can_skip_to(extended, s) ? 1.0 : 0.0;
   double* alpha = ws.alpha.data();
   double* emission = ws.emission.data();
+  double* flushed = ws.flushed.data();
   const double log_likelihood =
-      scaled_forward_pass(probs, frames, K, extended, skip, S, emission, alpha);
-  if (std::isnan(log_likelihood) || !gradient) return -log_likelihood;
+      scaled_forward_pass(probs, frames, K, extended, skip, S, emission, alpha, flushed);
+  if (std::isnan(log_likelihood)) return kLost;
+  // The loss alone is exact when the forward flushed nothing; else beta tells what it was worth.
+  bool forward_flushed = false;
+  for (int t = 0; t < frames; ++t) forward_flushed |= flushed[t] != 0.0;
+  if (!gradient && !forward_flushed) return -log_likelihood;
 
   double* beta = ws.beta.data();
-  if (!scaled_backward_pass(probs, frames, K, extended, skip, S, emission, beta))
-    return std::numeric_limits<double>::quiet_NaN();
+  if (!scaled_backward_pass(probs, frames, K, extended, skip, S, emission, beta, flushed))
+    return kLost;
   double* occupancy = ws.occupancy.data();
   for (int t = 0; t < frames; ++t) {
     const double* a = alpha + static_cast<int64_t>(t) * S;
     const double* b = beta + static_cast<int64_t>(t) * S;
-    double* mass = emission;  // a b, then its share of the frame's total
-    double total = 0.0;
-    for (int s = 0; s < S; ++s) {
-      mass[s] = a[s] * b[s];
-      total += mass[s];
-    }
-    if (!(total >= kSmallestScale)) return std::numeric_limits<double>::quiet_NaN();
-    const double inverse = 1.0 / total;
-    std::fill(occupancy, occupancy + K, 0.0);
-    for (int s = 0; s < S; ++s) occupancy[extended[s]] += mass[s] * inverse;
+    if (!scaled_occupancy(a, b, extended, S, K, flushed[t], emission, occupancy)) return kLost;
+    if (!gradient) continue;
     const double* p = probs + static_cast<int64_t>(t) * K;
     Real* g = gradient + (static_cast<int64_t>(t) * batch + utterance) * K;
     for (int k = 0; k < K; ++k) g[k] = static_cast<Real>(p[k] - occupancy[k]);
@@ -233,6 +289,7 @@ double utterance_loss(const Real* logits, int max_frames, int batch, int utteran
   grow(ws.extended, static_cast<size_t>(S));
   grow(ws.skip, static_cast<size_t>(S));
   grow(ws.emission, static_cast<size_t>(S));
+  grow(ws.flushed, static_cast<size_t>(frames));
 
   int* extended = ws.extended.data();
   for (int s = 0; s < S; ++s) extended[s] = (s % 2 == 0) ? kBlank : label[s / 2];

@@ -1,8 +1,8 @@
 // CTC loss (Graves et al., 2006) on the CPU: the reference for the CUDA kernel and the loss of
 // the CPU backend. Works in double precision, in probability space with each frame's forward and
 // backward variables rescaled to sum to 1 (no exp or log per lattice cell), and in log space for
-// an utterance where a frame's scale underflows (logits hundreds apart); it folds the softmax into
-// the gradient the way warp-ctc does, so the model's last layer emits raw activations.
+// an utterance where mass that may matter underflows there (logits hundreds apart); it folds the
+// softmax into the gradient the way warp-ctc does, so the model's last layer emits raw activations.
 //
 //   ds2::CtcWorkspace workspace;             // caller-owned; reuse it: no allocation once sized
 //   std::vector<double> losses(batch);
@@ -36,6 +36,7 @@ struct CtcUtteranceWorkspace {
   std::vector<int> extended;      // [2U+1] label with blanks interleaved
   std::vector<double> skip;       // [2U+1] 1 where position s may be reached from s - 2
   std::vector<double> emission;   // [2U+1] one frame's scratch
+  std::vector<double> flushed;    // [frames] bounds of the mass the scaled recursions flushed
 };
 
 // Scratch memory for ctc_loss: one utterance workspace per compute thread the batch is split

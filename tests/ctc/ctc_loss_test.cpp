@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -76,6 +78,53 @@ BruteForce brute_force(const std::vector<double>& logits, int B, int K, int b, i
   if (total > 0) {
     for (size_t i = 0; i < prob.size(); ++i) out.gradient[i] = prob[i] - occupancy[i] / total;
   }
+  return out;
+}
+
+// The same enumeration in log space: exact where probabilities underflow a double (logits
+// hundreds apart). Each path's log-probability, then log-sum-exp over the paths that collapse to
+// the label, and the occupancies as exp(path - total).
+BruteForce brute_force_log(const std::vector<double>& logits, int B, int K, int b, int frames,
+                           const std::vector<int>& label) {
+  std::vector<double> log_prob(static_cast<size_t>(frames) * K);
+  for (int t = 0; t < frames; ++t) {
+    const double* x = &logits[(static_cast<size_t>(t) * B + b) * K];
+    double max_x = x[0];
+    for (int k = 1; k < K; ++k) max_x = std::max(max_x, x[k]);
+    double sum = 0;
+    for (int k = 0; k < K; ++k) sum += std::exp(x[k] - max_x);
+    for (int k = 0; k < K; ++k) log_prob[t * K + k] = x[k] - max_x - std::log(sum);
+  }
+  std::vector<std::vector<int>> paths;
+  std::vector<double> path_log_probs;
+  std::vector<int> path(frames, 0);
+  int64_t n_paths = 1;
+  for (int t = 0; t < frames; ++t) n_paths *= K;
+  for (int64_t code = 0; code < n_paths; ++code) {
+    int64_t c = code;
+    for (int t = 0; t < frames; ++t, c /= K) path[t] = static_cast<int>(c % K);
+    std::vector<int> collapsed;
+    for (int t = 0; t < frames; ++t) {
+      if (path[t] != 0 && (t == 0 || path[t] != path[t - 1])) collapsed.push_back(path[t]);
+    }
+    if (collapsed != label) continue;
+    double lp = 0;
+    for (int t = 0; t < frames; ++t) lp += log_prob[t * K + path[t]];
+    paths.push_back(path);
+    path_log_probs.push_back(lp);
+  }
+  double best = -kInf;
+  for (double lp : path_log_probs) best = std::max(best, lp);
+  BruteForce out{kInf, std::vector<double>(log_prob.size(), 0.0)};
+  if (best == -kInf) return out;
+  double sum = 0;
+  for (double lp : path_log_probs) sum += std::exp(lp - best);
+  const double total = best + std::log(sum);
+  out.loss = -total;
+  for (size_t i = 0; i < log_prob.size(); ++i) out.gradient[i] = std::exp(log_prob[i]);
+  for (size_t p = 0; p < paths.size(); ++p)
+    for (int t = 0; t < frames; ++t)
+      out.gradient[t * K + paths[p][t]] -= std::exp(path_log_probs[p] - total);
   return out;
 }
 
@@ -208,6 +257,35 @@ TEST(CtcLoss, UnderflowingProbabilitiesFallBackToLogSpace) {
     EXPECT_NEAR(grad_at(r, 1, K, t, 0, 1), -0.25, 1e-12);
     EXPECT_NEAR(grad_at(r, 1, K, t, 0, 2), 0.5, 1e-12);
   }
+}
+
+// Logits 100-400 apart: a probability-space lattice loses paths to underflow, including paths
+// that dominate the likelihood in the end (such cases gave losses hundreds of nats off before
+// cells were checked), so these utterances must come out of the log-space recursions, equal to
+// the log-space enumeration.
+TEST(CtcLoss, ExtremeLogitsMatchTheLogSpaceEnumeration) {
+  const int T = 7, K = 3;
+  Rng rng(41);
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const double scale = 100.0 * (1 + trial % 4);
+    std::vector<double> logits = random_logits(T, 1, K, 500 + trial);
+    for (double& x : logits) x *= scale;
+    std::vector<int> label(1 + trial % 2);
+    for (int& c : label) c = static_cast<int>(rng.uniform_int(1, K - 1));
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const Result r = run_ctc(logits, T, 1, K, {T}, {label});
+    const BruteForce ref = brute_force_log(logits, 1, K, 0, T, label);
+    if (!std::isfinite(ref.loss)) {
+      EXPECT_EQ(r.losses[0], kInf);
+      continue;
+    }
+    ++checked;
+    EXPECT_NEAR(r.losses[0], ref.loss, 1e-9 * std::max(1.0, ref.loss));
+    for (size_t i = 0; i < ref.gradient.size(); ++i)
+      EXPECT_NEAR(r.gradient[i], ref.gradient[i], 1e-9) << "logit " << i;
+  }
+  EXPECT_GT(checked, 20);
 }
 
 // Central differences of the summed loss in double precision.
