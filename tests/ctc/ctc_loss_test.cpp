@@ -47,6 +47,23 @@ struct BruteForce {
   std::vector<double> gradient;  // [T, K] for the utterance's frames
 };
 
+// Calls visit(path) for each of the K^frames frame-level paths that collapse to `label`.
+template <typename Visit>
+void for_each_path_of(const std::vector<int>& label, int frames, int K, Visit visit) {
+  std::vector<int> path(frames, 0);
+  int64_t n_paths = 1;
+  for (int t = 0; t < frames; ++t) n_paths *= K;
+  for (int64_t code = 0; code < n_paths; ++code) {
+    int64_t c = code;
+    for (int t = 0; t < frames; ++t, c /= K) path[t] = static_cast<int>(c % K);
+    std::vector<int> collapsed;
+    for (int t = 0; t < frames; ++t) {
+      if (path[t] != 0 && (t == 0 || path[t] != path[t - 1])) collapsed.push_back(path[t]);
+    }
+    if (collapsed == label) visit(path);
+  }
+}
+
 BruteForce brute_force(const std::vector<double>& logits, int B, int K, int b, int frames,
                        const std::vector<int>& label) {
   std::vector<double> prob(static_cast<size_t>(frames) * K);
@@ -58,22 +75,12 @@ BruteForce brute_force(const std::vector<double>& logits, int B, int K, int b, i
   }
   std::vector<double> occupancy(prob.size(), 0.0);
   double total = 0;
-  std::vector<int> path(frames, 0);
-  int64_t n_paths = 1;
-  for (int t = 0; t < frames; ++t) n_paths *= K;
-  for (int64_t code = 0; code < n_paths; ++code) {
-    int64_t c = code;
-    for (int t = 0; t < frames; ++t, c /= K) path[t] = static_cast<int>(c % K);
-    std::vector<int> collapsed;
-    for (int t = 0; t < frames; ++t) {
-      if (path[t] != 0 && (t == 0 || path[t] != path[t - 1])) collapsed.push_back(path[t]);
-    }
-    if (collapsed != label) continue;
+  for_each_path_of(label, frames, K, [&](const std::vector<int>& path) {
     double p = 1;
     for (int t = 0; t < frames; ++t) p *= prob[t * K + path[t]];
     total += p;
     for (int t = 0; t < frames; ++t) occupancy[t * K + path[t]] += p;
-  }
+  });
   BruteForce out{-std::log(total), std::vector<double>(prob.size(), 0.0)};
   if (total > 0) {
     for (size_t i = 0; i < prob.size(); ++i) out.gradient[i] = prob[i] - occupancy[i] / total;
@@ -97,22 +104,12 @@ BruteForce brute_force_log(const std::vector<double>& logits, int B, int K, int 
   }
   std::vector<std::vector<int>> paths;
   std::vector<double> path_log_probs;
-  std::vector<int> path(frames, 0);
-  int64_t n_paths = 1;
-  for (int t = 0; t < frames; ++t) n_paths *= K;
-  for (int64_t code = 0; code < n_paths; ++code) {
-    int64_t c = code;
-    for (int t = 0; t < frames; ++t, c /= K) path[t] = static_cast<int>(c % K);
-    std::vector<int> collapsed;
-    for (int t = 0; t < frames; ++t) {
-      if (path[t] != 0 && (t == 0 || path[t] != path[t - 1])) collapsed.push_back(path[t]);
-    }
-    if (collapsed != label) continue;
+  for_each_path_of(label, frames, K, [&](const std::vector<int>& path) {
     double lp = 0;
     for (int t = 0; t < frames; ++t) lp += log_prob[t * K + path[t]];
     paths.push_back(path);
     path_log_probs.push_back(lp);
-  }
+  });
   double best = -kInf;
   for (double lp : path_log_probs) best = std::max(best, lp);
   BruteForce out{kInf, std::vector<double>(log_prob.size(), 0.0)};
