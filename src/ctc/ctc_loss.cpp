@@ -126,7 +126,8 @@ double rescale(double* cur, int S, bool small, double& flushed) {
 
 // The same recursions in probability space, each frame's alpha (beta) divided by its sum so that
 // a frame's cells stay near 1 (Rabiner's scaling; Graves et al. 2006, section 4.1): no exp or log
-// per lattice cell, and the cells of a frame are independent, so the loops vectorize. `probs`
+// per lattice cell (GCC leaves the loops that also test for underflow scalar; the backward's sums
+// vectorize). `probs`
 // [frames, K] is the softmax; `skip[s]` 1 where s may be reached from s - 2 (can_skip_to), else 0;
 // `emission` [S] scratch; flushed[t] set to frame t's bound (0: nothing flushed). Returns the
 // log-likelihood, or NaN where a frame or the end has no normal mass left. alpha keeps the scaled
@@ -302,7 +303,7 @@ double utterance_loss(const Real* logits, int max_frames, int batch, int utteran
     return scaled;
   }
 
-  // A scale underflowed: log space, exact for every path.
+  // Mass that may matter underflowed in the scaled form: log space, exact for every path.
   double* alpha = ws.alpha.data();
   forward_pass(log_probs, frames, K, extended, S, alpha);
   const double* alpha_last = alpha + static_cast<int64_t>(frames - 1) * S;

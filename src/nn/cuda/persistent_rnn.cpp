@@ -365,16 +365,15 @@ bool directions_in_turn_faster(const PersistentRnnPlan& both, const PersistentRn
             "directions_in_turn_faster: needs a fitting two-direction and one-direction plan");
   if (both.tiling().tensor_cores || !one.tiling().tensor_cores) return false;
   // H200, us a step for both directions, forward, in one launch (fp32-math) against one after the
-  // other (tensor cores), `ds2 bench rnn`'s both-directions line (session 55, before bf16 fragments
-  // in shared memory put both directions of H 2113-2560 on tensor cores; H 2752 batch 16 since:
-  // 22.30 against 7.22): bf16 H 2176-2560
-  // batch 1 3.02-3.42 against 5.12-5.26 (batch 1 and 64: twice one direction's), batch 2 3.82-4.31
-  // against 5.04-5.19, batch 3 5.77-6.27 against 5.05-5.20, batch 4 5.75-6.29 against 5.07-5.41,
-  // batch 16 18.6-20.3 against 7.0-7.2, batch 64 70-76 against 22-23; fp32 H 2112 batch 1 2.94
-  // against 3.12, batch 2 3.52 / 3.90 (backward-data) against 3.18 / 3.21, H 2176-2304 batch
-  // 2 3.78-3.81 / 4.26-4.28 against 3.79-3.86 / 3.90-4.00, H 1536-2048 batch 8 5.37-7.06
-  // against 3.12-4.03, H 1024 batch 16 6.12 against 2.70. Wherever both plans were on tensor cores,
-  // or neither, one launch was the faster.
+  // other (tensor cores), `ds2 bench rnn`'s both-directions line (session 55, before bf16
+  // fragments in shared memory put both directions of H 2113-2560 on tensor cores; H 2752 batch 16
+  // since: 22.30 against 7.22): bf16 H 2176-2560 batch 1 3.02-3.42 against 5.12-5.26 (batch 1 and
+  // 64: twice one direction's), batch 2 3.82-4.31 against 5.04-5.19, batch 3 5.77-6.27 against
+  // 5.05-5.20, batch 4 5.75-6.29 against 5.07-5.41, batch 16 18.6-20.3 against 7.0-7.2, batch 64
+  // 70-76 against 22-23; fp32 H 2112 batch 1 2.94 against 3.12, batch 2 3.52 / 3.90
+  // (backward-data) against 3.18 / 3.21, H 2176-2304 batch 2 3.78-3.81 / 4.26-4.28 against
+  // 3.79-3.86 / 3.90-4.00, H 1536-2048 batch 8 5.37-7.06 against 3.12-4.03, H 1024 batch 16 6.12
+  // against 2.70. Wherever both plans were on tensor cores, or neither, one launch was the faster.
   return both.max_batch() >= (both.precision() == Precision::kBf16 ? 3 : 2);
 }
 
