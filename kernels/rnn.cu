@@ -101,12 +101,7 @@ __global__ void gru_step_backward_kernel(const float* __restrict__ gates, int ld
     const float* p = gates + int64_t{b} * ld_pre;
     const GruGrads c =
         gru_cell_backward(dy[i] + carry[i], p[k], p[H + k], p[2 * H + k], candidate[i], h_prev[i]);
-    dp[k] = c.dr;
-    dp[H + k] = c.dz;
-    dp[2 * H + k] = c.dn;
-    dg[k] = c.dr;
-    dg[H + k] = c.dz;
-    dg[2 * H + k] = c.dgn;
+    store_gate_grads(c, dp + k, dg + k, H);
     next[i] = c.dh_prev;
   }
 }

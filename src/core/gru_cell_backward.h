@@ -3,6 +3,7 @@
 // those that include it), so both backends compute the same expression in the same order.
 //
 //   GruGrads d = gru_cell_backward(dy + carry, r, z, n, hn, h_prev);   // d.dr, d.dz, d.dn, ...
+//   store_gate_grads(d, dpre + k, dgates + k, H);   // neuron k's three gates, H apart
 #pragma once
 
 #include "core/host_device.h"
@@ -26,6 +27,19 @@ DS2_HOST_DEVICE inline GruGrads gru_cell_backward(float dh, float r, float z, fl
   o.dgn = o.dn * r;
   o.dh_prev = dh * z;
   return o;
+}
+
+// Neuron k's gate gradients where the layer keeps them, gates r, z, n `stride` apart from the
+// given places: the input side's (dr, dz, dn) into dpre, the hidden side's (dr, dz, dgn) into
+// dgates (both backends' step backward).
+DS2_HOST_DEVICE inline void store_gate_grads(const GruGrads& g, float* dpre, float* dgates,
+                                             int stride) {
+  dpre[0] = g.dr;
+  dpre[stride] = g.dz;
+  dpre[2 * stride] = g.dn;
+  dgates[0] = g.dr;
+  dgates[stride] = g.dz;
+  dgates[2 * stride] = g.dgn;
 }
 
 }  // namespace ds2

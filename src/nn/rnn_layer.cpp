@@ -28,12 +28,7 @@ void gru_backward_frame(const float* __restrict pre, const float* __restrict dy,
   for (int k = 0; k < H; ++k) {
     const GruGrads g =
         gru_cell_backward(dy[k] + carry[k], pre[k], pre[H + k], pre[2 * H + k], hn[k], h_prev[k]);
-    dpre[k] = g.dr;
-    dpre[H + k] = g.dz;
-    dpre[2 * H + k] = g.dn;
-    dgates[k] = g.dr;
-    dgates[H + k] = g.dz;
-    dgates[2 * H + k] = g.dgn;
+    store_gate_grads(g, dpre + k, dgates + k, H);
     dh_prev[k] = g.dh_prev;
   }
 }
