@@ -184,16 +184,22 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // 54's plans): both directions of H 2304 batch 1 3.06 -> 2.65, batch 4 5.87 -> 2.73, batch 16
 // 18.63 -> 4.90, batch 64 70.3 -> 17.7; one direction of H 2560 batch 64 11.33 -> 8.97, batch 16
 // 3.68 -> 3.05, batch 1 2.63 -> 2.59; H 3072 batch 4 2.98 (on the fp32-math kernel before: H
-// 2999 4.69-4.70 on an H100, session 30). Three m-tiles at 6-8 k-tiles (the batch groups of H
-// 1281-2048) spill too, but the form is not measured there: those plans stay as they were.
+// 2999 4.69-4.70 on an H100, session 30). Session 56: three m-tiles at 6 and 8 k-tiles spilled
+// 4-268 bytes (all but `<3, 6>` untagged at one n-tile), so batch groups of 48 rows at H
+// 1057-1584 (4 groups of one direction, 2 of each of both) were refused; with the same form
+// (3 k-tiles kept where `<3, 6>` at two n-tiles still spilled 4 bytes with 4) they run. H200, us
+// a step forward: one direction of H 1536 batch 32 2.58 -> 2.18, H 1584 batch 32 3.29 -> 2.36,
+// batch 64 5.20 -> 4.20; both directions in one launch of H 1408 batch 9-16 2.35-2.49 ->
+// 2.05-2.14, H 1584 batch 9-16 3.03-3.16 -> 2.22-2.37, batch 64 9.56 -> 7.20.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags) {
-  const bool spills = mt == 3   ? kpw >= 10
+  const bool spills = mt == 3   ? kpw >= 8 || (kpw == 6 && (tags || nt >= 2))
                       : mt == 2 ? kpw >= 12 || (kpw == 10 && (tags || nt == 4))
                                 : false;
   if (!spills) return kpw;
   if (mt == 2) return tags ? (kpw >= 12 ? 4 : 5) : 6;
   if (tags) return kpw >= 12 ? 2 : 3;
-  return nt == 4 ? 2 : 4;
+  if (nt == 4) return 2;
+  return kpw == 6 && nt == 2 ? 3 : 4;
 }
 
 // The k-tiles per warp of the kernel that runs t: where its fragments live follows from them.

@@ -276,6 +276,8 @@ int main(int argc, char** argv) {
                    "relu (DS2's clipped ReLU) or gru (fp32, dense: persistent GRU vs cuDNN GRU)")
       ->check(CLI::IsMember({"relu", "gru"}))
       ->capture_default_str();
+  bench_rnn_cmd->add_flag("--ours-only", bench_rnn.ours_only,
+                          "Our persistent rows only, for sweeps: no GEMM recurrence or cuDNN rows");
   bench_rnn_cmd->add_option("--repeats", bench_rnn.repeats, "Timed runs (median)")
       ->check(ds2::cli::kPositive)
       ->capture_default_str();

@@ -104,37 +104,53 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
       << PersistentGruPlan::max_hidden(B, 1, o.device)
       << " (both directions in one launch: " << PersistentGruPlan::max_hidden(B, 2, o.device)
       << ")\n";
-  // Times one plan's forward and backward-data into `row`; its h and dx come back in h_out, dx_out.
-  auto time_plan = [&](const PersistentGruPlan& p, Row& row, std::vector<float>& h_out,
-                       std::vector<float>& dx_out) {
+  // Times the forward and backward-data of `directions` directions into `row` (per step, for all
+  // of them): in one launch where p has them all, else one launch per direction on p, one after
+  // the other. Direction 0's h and dx come back in h_out, dx_out when given.
+  DeviceArray<float> gates2(3 * n), cand2(n), h2(n), dpre2(3 * n), dg2(3 * n);
+  auto time_plan = [&](const PersistentGruPlan& p, Row& row, std::vector<float>* h_out,
+                       std::vector<float>* dx_out, int directions = 1) {
     DeviceArray<float> ws(static_cast<int64_t>(p.workspace_bytes() / sizeof(float) + 1));
     const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
-    kernels::PgruDirection d;
-    d.u = u.data();
-    d.bias_h = bias.data();
-    d.gates = gates.data();
-    d.ld_gates = GH;
-    d.candidate = cand.data();
-    d.h = h.data();
-    d.dy = dy.data();
-    d.ld_dy = H;
-    d.dpre = dpre.data();
-    d.ld_dpre = GH;
-    d.dgates = dg.data();
+    kernels::PgruDirection dirs[2];
+    for (int i = 0; i < directions; ++i) {
+      kernels::PgruDirection& d = dirs[i];
+      d.u = u.data();
+      d.bias_h = bias.data();
+      d.gates = i == 0 ? gates.data() : gates2.data();
+      d.ld_gates = GH;
+      d.candidate = i == 0 ? cand.data() : cand2.data();
+      d.h = i == 0 ? h.data() : h2.data();
+      d.dy = dy.data();
+      d.ld_dy = H;
+      d.dpre = i == 0 ? dpre.data() : dpre2.data();
+      d.ld_dpre = GH;
+      d.dgates = i == 0 ? dg.data() : dg2.data();
+      d.reverse = i == 1;
+    }
+    const int per_launch = p.directions();
+    auto restore_all = [&] {
+      restore();
+      if (directions == 2)
+        DS2_CUDA_CHECK(cudaMemcpyAsync(gates2.data(), a.data(), 3 * n * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, s));
+    };
     auto forward = [&] {
-      persistent_gru_forward(p, &d, lengths.data(), T, B, ws.data(), ws_bytes, s);
+      for (int i = 0; i < directions; i += per_launch)
+        persistent_gru_forward(p, dirs + i, lengths.data(), T, B, ws.data(), ws_bytes, s);
     };
     auto backward = [&] {
-      persistent_gru_backward_data(p, &d, lengths.data(), T, B, ws.data(), ws_bytes, s);
+      for (int i = 0; i < directions; i += per_launch)
+        persistent_gru_backward_data(p, dirs + i, lengths.data(), T, B, ws.data(), ws_bytes, s);
     };
-    row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore, forward) / T;
+    row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore_all, forward) / T;
     row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
-    h_out = download_vector(h.data(), n, s);
-    dx_out = input_gradient(download_vector(dpre.data(), 3 * n, s), int64_t{T} * B, H);
+    if (h_out) *h_out = download_vector(h.data(), n, s);
+    if (dx_out) *dx_out = input_gradient(download_vector(dpre.data(), 3 * n, s), int64_t{T} * B, H);
   };
   std::vector<float> h_ours, dx_ours;
   if (plan.fits())
-    time_plan(plan, persistent, h_ours, dx_ours);
+    time_plan(plan, persistent, &h_ours, &dx_ours);
   else
     persistent.note = "does not fit";
   rows.push_back(persistent);
@@ -143,14 +159,27 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     const PersistentGruPlan fp32_math(H, B, 1, o.device, Precision::kFp32, false);
     Row row("ours: persistent GRU, fp32-math kernel");
     std::vector<float> h_other, dx_other;
-    time_plan(fp32_math, row, h_other, dx_other);
+    time_plan(fp32_math, row, &h_other, &dx_other);
     row.note = check_note(h_other, h_ours, dx_other, dx_ours);
     rows.push_back(row);
   }
 
+  // A bidirectional layer runs both directions in one launch or one after the other
+  // (directions_in_turn_faster): both timed, on a line after the table.
+  std::string both_directions;
+  if (plan.fits()) {
+    Row in_turn(""), both("");
+    time_plan(plan, in_turn, nullptr, nullptr, 2);
+    const PersistentGruPlan bi(H, B, 2, o.device);
+    if (bi.fits()) time_plan(bi, both, nullptr, nullptr, 2);
+    both_directions = both_directions_line(persistent, in_turn, bi.fits() ? &both : nullptr,
+                                           bi.fits() && directions_in_turn_faster(bi, plan),
+                                           bi.fits() ? bi.describe() : bi.why_not());
+  }
+
   // Ours, the GEMM recurrence: CudaRnnLayer's per-step loop.
   Row gemm_row("ours: GEMM GRU (fp32, cuBLAS/step)");
-  {
+  if (!o.ours_only) {
     DeviceArray<float> hg(n), candg(n), dpre_g(3 * n), dg_g(3 * n);
     auto forward = [&] {
       for (int t = 0; t < T; ++t) {
@@ -183,11 +212,11 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
       gemm_row.note = check_note(
           download_vector(hg.data(), n, s), h_ours,
           input_gradient(download_vector(dpre_g.data(), 3 * n, s), int64_t{T} * B, H), dx_ours);
+    rows.push_back(gemm_row);
   }
-  rows.push_back(gemm_row);
 
 #ifdef DS2_HAVE_CUDNN
-  {
+  if (!o.ours_only) {
     const int version = static_cast<int>(cudnnGetVersion());
     rep << "cuDNN " << version / 10000 << "." << (version / 100) % 100 << "." << version % 100
         << ": CUDNN_GRU, unidirectional, fp32 data and accumulation; 'fp32' rows use "
@@ -260,10 +289,12 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     }
   }
 #else
-  rep << "cuDNN: not in this build (CMake did not find it), no cuDNN rows\n";
+  if (!o.ours_only) rep << "cuDNN: not in this build (CMake did not find it), no cuDNN rows\n";
 #endif
+  if (o.ours_only) rep << "--ours-only: no GEMM recurrence or cuDNN rows\n";
 
   rep << bench_table(rows, 2.0 * B * double(GH) * H, "2 B 3H^2", o.repeats, o.warmup, 42);
+  rep << both_directions;
   return rep.str();
 }
 

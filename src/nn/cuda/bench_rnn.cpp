@@ -244,22 +244,12 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     DeviceArray<float> hb(2 * n), db(2 * n);
     Row in_turn("");
     time_plan(plan, in_turn, hb.data(), db.data(), 2);
-    std::ostringstream line;
-    line << "both directions, us per step for both, forward / backward-data (one direction above: "
-         << fmt_fixed(persistent.fwd_us, 2) << " / " << fmt_fixed(persistent.bwd_us, 2)
-         << "): one after the other " << fmt_fixed(in_turn.fwd_us, 2) << " / "
-         << fmt_fixed(in_turn.bwd_us, 2) << ", in one launch ";
     const PersistentRnnPlan bi(H, B, 2, o.device, precision);
-    if (bi.fits()) {
-      Row both("");
-      time_plan(bi, both, hb.data(), db.data(), 2);
-      line << fmt_fixed(both.fwd_us, 2) << " / " << fmt_fixed(both.bwd_us, 2) << "; a layer runs "
-           << (directions_in_turn_faster(bi, plan) ? "one after the other" : "one launch")
-           << "; two-direction plan: " << bi.describe() << "\n";
-    } else {
-      line << "does not fit (" << bi.why_not() << "); a layer runs one after the other\n";
-    }
-    both_directions = line.str();
+    Row both("");
+    if (bi.fits()) time_plan(bi, both, hb.data(), db.data(), 2);
+    both_directions = both_directions_line(persistent, in_turn, bi.fits() ? &both : nullptr,
+                                           bi.fits() && directions_in_turn_faster(bi, plan),
+                                           bi.fits() ? bi.describe() : bi.why_not());
   }
   if (other_row.fwd_us > 0) rows.push_back(other_row);
 
@@ -328,7 +318,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
 
   // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (cuBLAS GEMM + fused step kernel).
   Row gemm_row("ours: GEMM RNN (fp32, cuBLAS/step)");
-  {
+  if (!o.ours_only) {
     auto restore = [&] {
       DS2_CUDA_CHECK(cudaMemcpyAsync(pre_work.data(), x.data(), n * sizeof(float),
                                      cudaMemcpyDeviceToDevice, s));
@@ -365,11 +355,11 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
            << scaled_max_diff(download_vector(dpre_g.data(), n, s), dpre_ours);
       gemm_row.note = note.str();
     }
+    rows.push_back(gemm_row);
   }
-  rows.push_back(gemm_row);
 
 #ifdef DS2_HAVE_CUDNN
-  {
+  if (!o.ours_only) {
     const int version = static_cast<int>(cudnnGetVersion());
     rep << "cuDNN " << version / 10000 << "." << (version / 100) % 100 << "." << version % 100
         << ": CUDNN_RNN_RELU, unidirectional, no bias, fp32 accumulation; "
@@ -420,8 +410,9 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     }
   }
 #else
-  rep << "cuDNN: not in this build (CMake did not find it), no cuDNN rows\n";
+  if (!o.ours_only) rep << "cuDNN: not in this build (CMake did not find it), no cuDNN rows\n";
 #endif
+  if (o.ours_only) rep << "--ours-only: no GEMM recurrence or cuDNN rows\n";
 
   rep << bench_table(rows, 2.0 * B * double(H) * H, "2 B H^2", o.repeats, o.warmup, 38);
   rep << both_directions;

@@ -191,10 +191,11 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     // H 1536 batch 64 6.68 -> 3.98 (4 groups, 48 rows); H 1152 batch 64 6.26 -> 3.65, batch 32
     // 3.70 -> 1.91 (4 groups, tagged), batch 9-16 2.51-2.63 -> 1.35-1.43 (2 tagged groups of 32
     // rows; 4 of 48: 1.62-1.65); H 1536 batch 9-16 2.66-2.89 -> 1.52-1.59 (2 tagged groups; 4
-    // groups of 48 rows, which spill tagged, 2.38-2.48 with the step barrier); H 1024 batch 64
-    // 3.76 (2 groups of 16 rows) -> 2.84 (4 of 32). At batch 9-12 and H 768, 4 tagged groups of 32
-    // rows ran 1.10-1.11 against 2 of 16 rows' 1.07-1.08. Session 44, at the same rows a CTA: H 512
-    // batch 64 5.28 -> 3.23 (2) -> 2.37 (4), batch 16 2.21 -> 1.03 -> 0.98; H 256 batch 64 5.00
+    // groups of 48 rows, which spilled tagged until session 56, 2.38-2.48 with the step barrier); H
+    // 1024 batch 64 3.76 (2 groups of 16 rows) -> 2.84 (4 of 32). At batch 9-12 and H 768, 4 tagged
+    // groups of 32 rows ran 1.10-1.11 against 2 of 16 rows' 1.07-1.08. Session 44, at the same rows
+    // a CTA: H 512 batch 64 5.28 -> 3.23 (2) -> 2.37 (4), batch 16 2.21 -> 1.03 -> 0.98; H 256
+    // batch 64 5.00
     // -> 2.17.
     kernels::PrnnTiling grouped[2];  // 4 groups, then 2, where the sets fit
     int candidates = 0;

@@ -31,12 +31,6 @@ bool needs_replan(const Plan* plan, int batch, Precision precision) {
          (!plan->fits() && batch < plan->max_batch());
 }
 
-// The GRU's plans: both directions in one launch wherever that fits (its benchmark times one
-// direction; no shape has been measured where one after the other was faster).
-bool directions_in_turn_faster(const PersistentGruPlan&, const PersistentGruPlan&) {
-  return false;
-}
-
 // A plan running all `directions` in one launch, or one at a time where that does not fit or is
 // slower (directions_in_turn_faster).
 template <class Plan>

@@ -503,7 +503,8 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
 // Whole GRU layers: CudaRnnLayer with the persistent recurrence vs the CPU RnnLayer and vs the
 // GEMM recurrence (forward; backward of both GPU recurrences from the same forward states).
 void check_layer(CudaContext& ctx, bool bidirectional, bool batch_norm, int H, const Shape& shape,
-                 const std::vector<int>& lengths, uint64_t seed) {
+                 const std::vector<int>& lengths, uint64_t seed,
+                 const std::string& path = "persistent GRU") {
   SCOPED_TRACE(std::string(bidirectional ? "bi" : "uni") + (batch_norm ? " bn" : "") + " H" +
                std::to_string(H) + " " + shape_str(shape));
   Rng rng(seed);
@@ -537,8 +538,7 @@ void check_layer(CudaContext& ctx, bool bidirectional, bool batch_norm, int H, c
   poison(yd.data, ctx);
   gpu.forward(xd, yd, true);
   EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
-  EXPECT_NE(gpu.recurrence_path().find("persistent GRU"), std::string::npos)
-      << gpu.recurrence_path();
+  EXPECT_NE(gpu.recurrence_path().find(path), std::string::npos) << gpu.recurrence_path();
   const Tensor y = download_tensor(yd.data, ctx);
   ds2::expect_close(y_ref.data, y, 2e-5, 1e-4, "persistent GRU layer forward vs CPU");
   ds2::expect_close(download_tensor(yd_gemm.data, ctx), y, 1e-5, 1e-4,
@@ -582,6 +582,45 @@ TEST(PersistentGru, LayerMatchesCpuAndGemmRecurrence) {
   // The digits GRU recipe's layer (both directions of H 192 at batch 16: 4 batch groups each).
   check_layer(ctx, true, true, 192, {15, 16, 20},
               {15, 3, 0, 14, 15, 7, 1, 12, 9, 15, 11, 2, 15, 6, 10, 13}, ++seed);
+}
+
+// A bidirectional GRU layer runs its directions one after the other where the two-direction
+// plan left the tensor cores and the one-direction plan did not, from batch 3
+// (directions_in_turn_faster); elsewhere in one launch.
+TEST(PersistentGru, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
+  DS2_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  // The cases are such layers on 132 SMs (H100, H200; session 56's sweep): there each must be one.
+  const bool h100_sized = prop.multiProcessorCount == 132 && prop.regsPerMultiprocessor == 65536;
+  const auto such = [](const PersistentGruPlan& both, const PersistentGruPlan& one) {
+    return both.fits() && one.fits() && !both.forward_on_tensor_cores() &&
+           !both.backward_on_tensor_cores() && one.forward_on_tensor_cores() &&
+           one.backward_on_tensor_cores();
+  };
+  int checked = 0;
+  for (const auto& [hidden, batch] :
+       {std::pair{256, 32}, std::pair{512, 16}, std::pair{1024, 8}, std::pair{1152, 4}}) {
+    SCOPED_TRACE("H " + std::to_string(hidden) + " batch " + std::to_string(batch));
+    const PersistentGruPlan both(hidden, batch, 2), one(hidden, batch, 1);
+    if (h100_sized) EXPECT_TRUE(such(both, one)) << both.describe() << "\n" << one.describe();
+    if (!such(both, one)) continue;  // fewer or smaller SMs may fit neither form of the case
+    ++checked;
+    EXPECT_TRUE(directions_in_turn_faster(both, one));
+  }
+  // Batch 1 and 2 stay in one launch even so (H 1152 on 132 SMs); so do plans both on tensor
+  // cores (H 256 batch 16) or both off them (H 1024 batch 32).
+  for (const auto& [hidden, batch] :
+       {std::pair{1152, 1}, std::pair{1152, 2}, std::pair{256, 16}, std::pair{1024, 32}}) {
+    SCOPED_TRACE("H " + std::to_string(hidden) + " batch " + std::to_string(batch));
+    const PersistentGruPlan both(hidden, batch, 2), one(hidden, batch, 1);
+    if (both.fits() && one.fits()) EXPECT_FALSE(directions_in_turn_faster(both, one));
+  }
+  if (checked == 0) GTEST_SKIP() << "no case has a two-direction plan off the tensor cores here";
+  CudaContext ctx;
+  check_layer(ctx, true, false, 512, {12, 16, 20},
+              {12, 3, 0, 11, 12, 7, 1, 12, 9, 12, 11, 2, 12, 6, 10, 5}, 90,
+              "one direction after the other");
 }
 
 }  // namespace

@@ -463,8 +463,10 @@ TEST(PersistentRnn, Bf16BatchGroupsMatchOneSetBitForBit) {
 
 // bf16 kernels whose A fragments do not all fit in registers keep some k-tiles' in shared memory
 // (kernels::prnn_mma_bf16_shared_k_tiles): both directions of H 2113-2560 (three m-tiles a CTA),
-// their batch groups, one direction of H 2561-3072 (two m-tiles at 12 k-tiles a warp) and the
-// tagged kernel at two m-tiles and 10 k-tiles. Each must compute what the step-barrier plan of
+// their batch groups, one direction of H 2561-3072 (two m-tiles at 12 k-tiles a warp), the
+// tagged kernel at two m-tiles and 10 k-tiles, and batch groups of 48 rows at 6-8 k-tiles (one
+// direction of H 1408-1584 in 4 groups, both directions tagged). Each must compute what the
+// step-barrier plan of
 // one direction computes (all fragments in registers at H <= 2560), bit for bit: the K split
 // and the order of the sums depend on H only.
 TEST(PersistentRnn, Bf16FragmentsInSharedMemoryMatchBitForBit) {
@@ -475,7 +477,8 @@ TEST(PersistentRnn, Bf16FragmentsInSharedMemoryMatchBitForBit) {
   };
   int shared = 0;
   for (const Shape& c : {Shape{20, 4, 4, 2304}, Shape{16, 1, 1, 2560}, Shape{12, 16, 16, 2200},
-                         Shape{10, 40, 64, 2560}, Shape{9, 3, 4, 2900}}) {
+                         Shape{10, 40, 64, 2560}, Shape{9, 3, 4, 2900}, Shape{10, 32, 32, 1536},
+                         Shape{11, 9, 12, 1408}, Shape{8, 61, 64, 1584}}) {
     SCOPED_TRACE(case_name({c.T, c.B, c.H, Precision::kBf16}) + "_max" +
                  std::to_string(c.max_batch));
     BothDirections op(ctx, c.T, c.B, c.H, 131 + c.T + c.B + c.H);
