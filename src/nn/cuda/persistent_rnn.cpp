@@ -92,11 +92,30 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     c.tagged_exchange = true;
     return take_tensor_tiling(c);
   };
+  // Where the widest pass keeps some A fragments in shared memory, a narrower one with all of
+  // them in registers comes first if it needs at most 3 passes a step. H200, us a step forward /
+  // backward-data, 48 rows a CTA at H 1344-1536 (session 56), the wider pass against the
+  // narrower: one direction batch 48 (16 against 2 x 8) 3.92-3.99 / 4.02-4.12 against 3.89-3.96 /
+  // 3.95-4.00; both directions batch 24-32 (16 against 2 x 8) 3.87-4.04 / 4.01-4.17 against
+  // 3.85-4.02 / 3.92-4.07, batch 48 (32 against 3 x 8) 5.47-5.66 / 5.62-5.79 against 5.36-5.43 /
+  // 5.43-5.49; at 4 passes the wider won (both directions batch 64: 6.42-6.54 against 6.60-6.66).
   auto take_widest_pass = [&](kernels::PrnnTiling c) {
-    for (int pass : {64, 32, 16, 8}) {
-      if (pass > 8 && pass / 2 >= c.group_batch()) continue;
-      c.batch_tile = pass;
-      if (take_tensor_tiling(c)) return true;
+    constexpr int kPasses[] = {64, 32, 16, 8};
+    for (int i = 0; i < 4; ++i) {
+      if (kPasses[i] > 8 && kPasses[i] / 2 >= c.group_batch()) continue;
+      c.batch_tile = kPasses[i];
+      int registers = 0;
+      if (!tensor_tiling_runs(c, smem_optin, sm_count_, &registers)) continue;
+      if (kernels::prnn_mma_bf16_shared_k_tiles(c) > 0)
+        for (int j = i + 1; j < 4; ++j) {
+          kernels::PrnnTiling narrower = c;
+          narrower.batch_tile = kPasses[j];
+          const int passes = (c.group_batch() + kPasses[j] - 1) / kPasses[j];
+          if (passes <= 3 && kernels::prnn_mma_bf16_shared_k_tiles(narrower) == 0 &&
+              take_tensor_tiling(narrower))
+            return true;
+        }
+      return take_tensor_tiling(c);
     }
     return false;
   };
@@ -195,8 +214,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     // 1024 batch 64 3.76 (2 groups of 16 rows) -> 2.84 (4 of 32). At batch 9-12 and H 768, 4 tagged
     // groups of 32 rows ran 1.10-1.11 against 2 of 16 rows' 1.07-1.08. Session 44, at the same rows
     // a CTA: H 512 batch 64 5.28 -> 3.23 (2) -> 2.37 (4), batch 16 2.21 -> 1.03 -> 0.98; H 256
-    // batch 64 5.00
-    // -> 2.17.
+    // batch 64 5.00 -> 2.17.
     kernels::PrnnTiling grouped[2];  // 4 groups, then 2, where the sets fit
     int candidates = 0;
     for (int groups : {4, 2}) {
