@@ -93,12 +93,13 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     return take_tensor_tiling(c);
   };
   // Where the widest pass keeps some A fragments in shared memory, a narrower one with all of
-  // them in registers comes first if it needs at most 3 passes a step. H200, us a step forward /
-  // backward-data, 48 rows a CTA at H 1344-1536 (session 56), the wider pass against the
-  // narrower: one direction batch 48 (16 against 2 x 8) 3.92-3.99 / 4.02-4.12 against 3.89-3.96 /
-  // 3.95-4.00; both directions batch 24-32 (16 against 2 x 8) 3.87-4.04 / 4.01-4.17 against
-  // 3.85-4.02 / 3.92-4.07, batch 48 (32 against 3 x 8) 5.47-5.66 / 5.62-5.79 against 5.36-5.43 /
-  // 5.43-5.49; at 4 passes the wider won (both directions batch 64: 6.42-6.54 against 6.60-6.66).
+  // them in registers comes first if it needs at most 3 passes a step. H200, 48 rows a CTA at H
+  // 1344-1536, us a step forward / backward-data, narrower against wider (session 56): both
+  // directions batch 33-48 (3 passes of 8 against 1 of 32) 5.14-5.44 / 5.24-5.47 against
+  // 5.26-5.70 / 5.40-5.82, batch 24 (2 of 8 against 1 of 16) level; one direction batch 48-64 (2
+  // of 8 against 1 of 16) 3.87-4.01 / 3.93-4.07 against 3.92-4.14 / 4.01-4.18, but batch 33 (the
+  // second pass nearly empty) 3.76-3.78 against 3.68-3.72. At 4 passes the wider won (both
+  // directions batch 64: 6.42-6.54 against 6.60-6.66).
   auto take_widest_pass = [&](kernels::PrnnTiling c) {
     constexpr int kPasses[] = {64, 32, 16, 8};
     for (int i = 0; i < 4; ++i) {
