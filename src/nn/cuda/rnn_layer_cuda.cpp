@@ -423,11 +423,15 @@ void CudaRnnLayer::reserve_workspace(size_t bytes) {
 }
 
 bool CudaRnnLayer::plan_persistent_gru(int batch) {
-  const Precision precision = ctx_.matmul_precision();
-  if (needs_replan(gru_plan_.get(), batch, precision)) {
+  // The GRU's kernels hold fp32 weights only. In bf16 training its recurrence runs on them all
+  // the same (the projections and weight gradients stay bf16): more exact than the bf16 GEMM
+  // recurrence, and without its per-step launches (kernels/NOTES.md, session 56).
+  if (needs_replan(gru_plan_.get(), batch, Precision::kFp32)) {
     gru_plan_ = plan_for_directions<PersistentGruPlan>(hidden_, batch, directions_, ctx_.device(),
-                                                       precision);
+                                                       Precision::kFp32);
     recurrence_path_ = recurrence_of(*gru_plan_, directions_);
+    if (gru_plan_->fits() && ctx_.matmul_precision() == Precision::kBf16)
+      recurrence_path_ += " (bf16 training: the GRU recurrence keeps fp32 weights)";
   }
   if (!gru_plan_->fits()) return false;
   reserve_workspace(gru_plan_->workspace_bytes());
