@@ -32,15 +32,24 @@ int run_gpu_report(const std::string& command, const std::function<std::string()
 }  // namespace
 
 #ifdef DS2_HAVE_CUDA
-int bench_rnn(const RnnBenchOptions& options) {
-  return run_gpu_report("ds2 bench rnn", [&] { return run_rnn_bench(options); });
+int bench_rnn(RnnBenchOptions options, const std::vector<int>& hidden,
+              const std::vector<int>& batch) {
+  // Each report printed as it is done: a long sweep shows its progress.
+  for (const int h : hidden)
+    for (const int b : batch) {
+      options.hidden = h;
+      options.batch = b;
+      const int rc = run_gpu_report("ds2 bench rnn", [&] { return run_rnn_bench(options); });
+      if (rc != 0) return rc;
+    }
+  return 0;
 }
 int bench_stack(const StackBenchOptions& options) {
   return run_gpu_report("ds2 bench stack", [&] { return run_stack_bench(options); });
 }
 #else
 // The benchmarks are not compiled here: only the message.
-int bench_rnn(const RnnBenchOptions&) {
+int bench_rnn(RnnBenchOptions, const std::vector<int>&, const std::vector<int>&) {
   return run_gpu_report("ds2 bench rnn", nullptr);
 }
 int bench_stack(const StackBenchOptions&) {

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <vector>
 
 #include "cli/bench_command.h"
 #include "cli/commands.h"
@@ -250,12 +251,16 @@ int main(int argc, char** argv) {
   bool no_augment = false;
   bench_loader_cmd->add_flag("--no-augment", no_augment, "Featurize without augmentation");
   ds2::RnnBenchOptions bench_rnn;
+  // Lists run every (hidden, batch) pair in one process, one report each (sweeps).
+  std::vector<int> bench_rnn_hidden = {bench_rnn.hidden}, bench_rnn_batch = {bench_rnn.batch};
   auto* bench_rnn_cmd = bench_cmd->add_subcommand(
       "rnn", "RNN recurrence µs/step: persistent kernel vs GEMM RNN vs cuDNN (CUDA builds)");
-  bench_rnn_cmd->add_option("--hidden", bench_rnn.hidden, "Hidden size H")
+  bench_rnn_cmd->add_option("--hidden", bench_rnn_hidden, "Hidden size H (comma list: each)")
+      ->delimiter(',')
       ->check(ds2::cli::kPositive)
       ->capture_default_str();
-  bench_rnn_cmd->add_option("--batch", bench_rnn.batch, "Batch size B")
+  bench_rnn_cmd->add_option("--batch", bench_rnn_batch, "Batch size B (comma list: each)")
+      ->delimiter(',')
       ->check(ds2::cli::kPositive)
       ->capture_default_str();
   bench_rnn_cmd->add_option("--steps", bench_rnn.steps, "Timesteps T")
@@ -366,7 +371,7 @@ int main(int argc, char** argv) {
       bench_loader.options.augment = !no_augment;
       return ds2::cli::bench_loader(bench_loader);
     }
-    if (*bench_rnn_cmd) return ds2::cli::bench_rnn(bench_rnn);
+    if (*bench_rnn_cmd) return ds2::cli::bench_rnn(bench_rnn, bench_rnn_hidden, bench_rnn_batch);
     if (*bench_stack_cmd) return ds2::cli::bench_stack(bench_stack);
     if (*keys_cmd) {
       std::cout << ds2::describe_config_keys();

@@ -79,6 +79,8 @@ TEST_F(CliTest, GpuBenchmarksRefuseBadOptionsAndSayWhyTheyCannotRun) {
   EXPECT_NE(run("bench stack --precision fp16").code, 0);
   EXPECT_NE(run("bench stack --residual maybe").code, 0);
   EXPECT_NE(run("bench rnn --density 2").code, 0);
+  EXPECT_NE(run("bench rnn --hidden 256,0").code, 0);
+  EXPECT_NE(run("bench rnn --batch 4,x").code, 0);
   // Number checks name the value, not CLI11's range up to the largest double.
   CliRun bad = run("bench rnn --hidden 0");
   EXPECT_NE(bad.code, 0);
@@ -93,6 +95,19 @@ TEST_F(CliTest, GpuBenchmarksRefuseBadOptionsAndSayWhyTheyCannotRun) {
   bad = run("bench rnn --warmup -1");
   EXPECT_NE(bad.output.find("--warmup: must be zero or more, got '-1'"), std::string::npos)
       << bad.output;
+  // Lists of hidden sizes and batches: one report per pair, in one process.
+  CliRun sweep = run("bench rnn --hidden 64,96 --batch 1,3 --steps 4 --repeats 1 --warmup 0 "
+                     "--ours-only");
+  if (sweep.code == 0) {
+    size_t reports = 0;
+    for (size_t at = sweep.output.find("ds2 bench rnn: hidden"); at != std::string::npos;
+         at = sweep.output.find("ds2 bench rnn: hidden", at + 1))
+      ++reports;
+    EXPECT_EQ(reports, 4u) << sweep.output;
+    EXPECT_NE(sweep.output.find("hidden 96, batch 3"), std::string::npos) << sweep.output;
+  } else {
+    EXPECT_EQ(sweep.code, 2) << sweep.output;
+  }
   for (const char* sub : {"bench rnn", "bench stack"}) {
     CliRun r = run(std::string(sub) + " --steps 4 --repeats 1 --warmup 0");
     if (r.code == 0) continue;  // a GPU ran it
