@@ -96,8 +96,9 @@ TEST_F(CliTest, GpuBenchmarksRefuseBadOptionsAndSayWhyTheyCannotRun) {
   EXPECT_NE(bad.output.find("--warmup: must be zero or more, got '-1'"), std::string::npos)
       << bad.output;
   // Lists of hidden sizes and batches: one report per pair, in one process.
-  CliRun sweep = run("bench rnn --hidden 64,96 --batch 1,3 --steps 4 --repeats 1 --warmup 0 "
-                     "--ours-only");
+  CliRun sweep =
+      run("bench rnn --hidden 64,96 --batch 1,3 --steps 4 --repeats 1 --warmup 0 "
+          "--ours-only");
   if (sweep.code == 0) {
     size_t reports = 0;
     for (size_t at = sweep.output.find("ds2 bench rnn: hidden"); at != std::string::npos;
