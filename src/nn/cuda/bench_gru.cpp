@@ -172,9 +172,17 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     time_plan(plan, in_turn, nullptr, nullptr, 2);
     const PersistentGruPlan bi(H, B, 2, o.device);
     if (bi.fits()) time_plan(bi, both, nullptr, nullptr, 2);
+    std::string layer_runs;
+    if (bi.fits()) {
+      const bool forward = directions_in_turn_faster(bi, plan, false);
+      const bool backward = directions_in_turn_faster(bi, plan, true);
+      const auto way = [](bool in_turn) { return in_turn ? "one after the other" : "one launch"; };
+      layer_runs = forward == backward ? way(forward)
+                                       : std::string("forward ") + way(forward) +
+                                             ", backward-data " + way(backward);
+    }
     both_directions = both_directions_line(persistent, in_turn, bi.fits() ? &both : nullptr,
-                                           bi.fits() && directions_in_turn_faster(bi, plan),
-                                           bi.fits() ? bi.describe() : bi.why_not());
+                                           layer_runs, bi.fits() ? bi.describe() : bi.why_not());
   }
 
   // Ours, the GEMM recurrence: CudaRnnLayer's per-step loop.

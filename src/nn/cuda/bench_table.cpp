@@ -46,7 +46,7 @@ std::string bench_table(const std::vector<BenchRow>& rows, double flop_per_step,
 }
 
 std::string both_directions_line(const BenchRow& one, const BenchRow& in_turn, const BenchRow* both,
-                                 bool layer_runs_in_turn, const std::string& plan) {
+                                 const std::string& layer_runs, const std::string& plan) {
   std::ostringstream line;
   line << "both directions, us per step for both, forward / backward-data (one direction above: "
        << fmt_fixed(one.fwd_us, 2) << " / " << fmt_fixed(one.bwd_us, 2) << "): one after the other "
@@ -54,8 +54,7 @@ std::string both_directions_line(const BenchRow& one, const BenchRow& in_turn, c
        << ", in one launch ";
   if (both)
     line << fmt_fixed(both->fwd_us, 2) << " / " << fmt_fixed(both->bwd_us, 2) << "; a layer runs "
-         << (layer_runs_in_turn ? "one after the other" : "one launch")
-         << "; two-direction plan: " << plan << "\n";
+         << layer_runs << "; two-direction plan: " << plan << "\n";
   else
     line << "does not fit (" << plan << "); a layer runs one after the other\n";
   return line.str();

@@ -31,8 +31,9 @@ std::string bench_table(const std::vector<BenchRow>& rows, double flop_per_step,
 
 // The line after the table on a bidirectional layer's two ways (times for both directions):
 // `one` the one-direction row above, `in_turn` both directions one after the other, `both` both
-// in one launch (null: its plan does not fit, `plan` then says why), and which a layer runs.
+// in one launch (null: its plan does not fit, `plan` then says why), and which a layer runs
+// (`layer_runs`, e.g. "one launch"; unused where `both` is null).
 std::string both_directions_line(const BenchRow& one, const BenchRow& in_turn, const BenchRow* both,
-                                 bool layer_runs_in_turn, const std::string& plan);
+                                 const std::string& layer_runs, const std::string& plan);
 
 }  // namespace ds2

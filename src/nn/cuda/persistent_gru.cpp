@@ -221,22 +221,27 @@ std::string PersistentGruPlan::describe() const {
   return s.str();
 }
 
-bool directions_in_turn_faster(const PersistentGruPlan& both, const PersistentGruPlan& one) {
+bool directions_in_turn_faster(const PersistentGruPlan& both, const PersistentGruPlan& one,
+                               bool backward) {
   DS2_CHECK(both.fits() && one.fits() && both.directions() == 2 && one.directions() == 1,
             "directions_in_turn_faster: needs a fitting two-direction and one-direction plan");
-  // As the clipped-ReLU layer's rule: where the two-direction plan left the tensor cores (its
-  // batch groups or fragments past what half the SMs hold) and the one-direction plan did not.
-  // H200, us a step for both directions, forward / backward-data, one launch against one after
-  // the other (`ds2 bench rnn --cell gru`'s both-directions line, session 56): H 256 batch 32
-  // 12.91 / 11.46 against 2.97 / 2.65, H 512 batch 16 8.78 / 7.61 against 3.17 / 3.27, H 768
-  // batch 8 6.89 / 6.17 against 3.48 / 4.38, H 1024 batch 8 8.06 / 7.45 against 3.95 / 5.18, H
-  // 1152 batch 4 6.52 / 6.70 against 3.86 / 5.46; at batch 1-2 one launch is as fast or faster (H
-  // 1152 batch 1 3.94 / 3.34 against 3.48 / 5.26, batch 2 4.78 / 3.96 against 3.54 / 5.33).
-  // Where both plans are on tensor cores, or neither, one launch was the faster (H 256-1024
-  // batch 1-4, H 512-1024 batch 32: 16.45 / 13.64 against 28.12 / 26.05 at H 512).
-  const bool both_off = !both.forward_on_tensor_cores() && !both.backward_on_tensor_cores();
-  const bool one_on = one.forward_on_tensor_cores() && one.backward_on_tensor_cores();
-  return both_off && one_on && both.max_batch() >= 3;
+  // As the clipped-ReLU layer's rule, pass by pass: where the two-direction plan's pass left the
+  // tensor cores (its batch groups or fragments past what half the SMs hold) and the
+  // one-direction plan's did not. H200, us a step for both directions, forward / backward-data,
+  // one launch against one after the other (`ds2 bench rnn --cell gru`'s both-directions line,
+  // session 56; both passes off the tensor cores in one launch, on them one direction at a
+  // time): H 256 batch 32 12.91 / 11.46 against 2.97 / 2.65, H 512 batch 16 8.78 / 7.61 against
+  // 3.17 / 3.27, H 768 batch 8 6.89 / 6.17 against 3.48 / 4.38, H 1024 batch 8 8.06 / 7.45
+  // against 3.95 / 5.18, H 1152 batch 3 6.50 / 6.37 against 3.81 / 5.53, batch 4 6.52 / 6.70
+  // against 3.86 / 5.46. At batch 1-2 the forward still gains, the backward-data does not (H
+  // 1152 batch 1 3.94 / 3.34 against 3.48 / 5.26, batch 2 4.76-4.78 / 3.96-4.01 against
+  // 3.54-3.58 / 5.33-5.40). Where both plans' pass is on tensor cores, or neither, one launch
+  // was the faster (H 256-1024 batch 1-4, H 512-1024 batch 32: 16.45 / 13.64 against 28.12 /
+  // 26.05 at H 512).
+  const bool both_off =
+      backward ? !both.backward_on_tensor_cores() : !both.forward_on_tensor_cores();
+  const bool one_on = backward ? one.backward_on_tensor_cores() : one.forward_on_tensor_cores();
+  return both_off && one_on && (!backward || both.max_batch() >= 3);
 }
 
 int PersistentGruPlan::max_hidden(int max_batch, int directions, int device) {

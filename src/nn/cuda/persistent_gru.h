@@ -86,10 +86,13 @@ void persistent_gru_backward_data(const PersistentGruPlan& plan, const kernels::
                                   const int* lengths, int T, int B, void* workspace,
                                   size_t workspace_bytes, cudaStream_t stream);
 
-// Whether a bidirectional GRU layer is faster run one direction after the other on `one` (a
-// one-direction plan) than with both directions in one launch on `both`; both plans fit. True
-// where both of `one`'s passes are on tensor cores and neither of `both`'s, from batch 3
-// (kernels/NOTES.md, session 56); the clipped-ReLU layer's rule is nn/cuda/persistent_rnn.h's.
-bool directions_in_turn_faster(const PersistentGruPlan& both, const PersistentGruPlan& one);
+// Whether a bidirectional GRU layer's forward (backward-data: `backward`) is faster run one
+// direction after the other on `one` (a one-direction plan) than with both directions in one
+// launch on `both`; both plans fit. True where that pass of `one` is on tensor cores and that of
+// `both` is not; backward-data from batch 3 (kernels/NOTES.md, session 56). The passes may
+// differ: a layer then holds both plans. The clipped-ReLU layer's rule is
+// nn/cuda/persistent_rnn.h's.
+bool directions_in_turn_faster(const PersistentGruPlan& both, const PersistentGruPlan& one,
+                               bool backward);
 
 }  // namespace ds2

@@ -427,14 +427,42 @@ bool CudaRnnLayer::plan_persistent_gru(int batch) {
   // the same (the projections and weight gradients stay bf16): more exact than the bf16 GEMM
   // recurrence, and without its per-step launches (kernels/NOTES.md, session 56).
   if (needs_replan(gru_plan_.get(), batch, Precision::kFp32)) {
-    gru_plan_ = plan_for_directions<PersistentGruPlan>(hidden_, batch, directions_, ctx_.device(),
-                                                       Precision::kFp32);
-    recurrence_path_ = recurrence_of(*gru_plan_, directions_);
+    auto plan = [&](int directions) {
+      return std::make_unique<PersistentGruPlan>(hidden_, batch, directions, ctx_.device());
+    };
+    gru_plan_ = plan(directions_);
+    gru_backward_plan_.reset();
+    if (directions_ == 2) {
+      // plan_for_directions, pass by pass: the forward and backward-data may each take the one
+      // launch or the directions in turn.
+      auto one = plan(1);
+      if (!gru_plan_->fits()) {
+        gru_plan_ = std::move(one);
+      } else if (one->fits()) {
+        const bool forward = directions_in_turn_faster(*gru_plan_, *one, false);
+        const bool backward = directions_in_turn_faster(*gru_plan_, *one, true);
+        if (forward != backward)
+          gru_backward_plan_ = forward ? std::move(gru_plan_) : std::move(one);
+        if (forward) gru_plan_ = std::move(one);
+      }
+    }
+    if (gru_backward_plan_) {
+      const auto way = [](const PersistentGruPlan& p) {
+        return p.directions() == 1 ? "one direction after the other" : "in one launch";
+      };
+      recurrence_path_ = std::string("persistent recurrence, forward ") + way(*gru_plan_) +
+                         ", backward-data " + way(*gru_backward_plan_) +
+                         " (forward: " + gru_plan_->describe() +
+                         "; backward-data: " + gru_backward_plan_->describe() + ")";
+    } else {
+      recurrence_path_ = recurrence_of(*gru_plan_, directions_);
+    }
     if (gru_plan_->fits() && ctx_.matmul_precision() == Precision::kBf16)
       recurrence_path_ += " (bf16 training: the GRU recurrence keeps fp32 weights)";
   }
   if (!gru_plan_->fits()) return false;
-  reserve_workspace(gru_plan_->workspace_bytes());
+  reserve_workspace(std::max(gru_plan_->workspace_bytes(),
+                             gru_backward_plan_ ? gru_backward_plan_->workspace_bytes() : 0));
   return true;
 }
 
@@ -461,15 +489,16 @@ void CudaRnnLayer::run_persistent_gru(bool backward, int T, int B, const int* le
     }
   }
   const size_t bytes = static_cast<size_t>(prnn_workspace_.capacity()) * sizeof(float);
+  const PersistentGruPlan& plan = backward && gru_backward_plan_ ? *gru_backward_plan_ : *gru_plan_;
   // Two cooperative kernels on two streams are not guaranteed co-resident: without a
   // two-direction plan the directions run one after the other on the main stream.
-  const int launches = gru_plan_->directions() == directions_ ? 1 : directions_;
+  const int launches = plan.directions() == directions_ ? 1 : directions_;
   for (int i = 0; i < launches; ++i) {
     if (backward)
-      persistent_gru_backward_data(*gru_plan_, dirs + i, lengths, T, B, prnn_workspace_.data(),
-                                   bytes, ctx_.stream());
+      persistent_gru_backward_data(plan, dirs + i, lengths, T, B, prnn_workspace_.data(), bytes,
+                                   ctx_.stream());
     else
-      persistent_gru_forward(*gru_plan_, dirs + i, lengths, T, B, prnn_workspace_.data(), bytes,
+      persistent_gru_forward(plan, dirs + i, lengths, T, B, prnn_workspace_.data(), bytes,
                              ctx_.stream());
   }
 }

@@ -141,7 +141,10 @@ class CudaRnnLayer : public CudaLayer {
   bool use_persistent_ = true;
   bool ran_persistent_ = false;
   std::unique_ptr<PersistentRnnPlan> prnn_plan_;  // directions_ (one launch) or 1 directions
-  std::unique_ptr<PersistentGruPlan> gru_plan_;   // GRU layers: likewise
+  std::unique_ptr<PersistentGruPlan> gru_plan_;   // GRU layers: likewise, for the forward
+  // GRU layers whose backward-data runs its directions the other way than the forward
+  // (directions_in_turn_faster decides per pass): that pass's plan; null: gru_plan_.
+  std::unique_ptr<PersistentGruPlan> gru_backward_plan_;
   DeviceArray<float> prnn_workspace_;
   // Sparse persistent recurrence (pruned U).
   std::vector<uint8_t> masks_[2];  // empty: unpruned

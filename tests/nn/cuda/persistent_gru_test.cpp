@@ -584,43 +584,58 @@ TEST(PersistentGru, LayerMatchesCpuAndGemmRecurrence) {
               {15, 3, 0, 14, 15, 7, 1, 12, 9, 15, 11, 2, 15, 6, 10, 13}, ++seed);
 }
 
-// A bidirectional GRU layer runs its directions one after the other where the two-direction
-// plan left the tensor cores and the one-direction plan did not, from batch 3
-// (directions_in_turn_faster); elsewhere in one launch.
+// A bidirectional GRU layer runs a pass's directions one after the other where the two-direction
+// plan's pass left the tensor cores and the one-direction plan's did not, the backward-data from
+// batch 3 (directions_in_turn_faster); elsewhere in one launch. The passes may differ.
 TEST(PersistentGru, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
   DS2_REQUIRE_GPU();
   cudaDeviceProp prop{};
   DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   // The cases are such layers on 132 SMs (H100, H200; session 56's sweep): there each must be one.
   const bool h100_sized = prop.multiProcessorCount == 132 && prop.regsPerMultiprocessor == 65536;
-  const auto such = [](const PersistentGruPlan& both, const PersistentGruPlan& one) {
-    return both.fits() && one.fits() && !both.forward_on_tensor_cores() &&
-           !both.backward_on_tensor_cores() && one.forward_on_tensor_cores() &&
-           one.backward_on_tensor_cores();
+  // Whether the pass leaves the tensor cores in one launch and keeps them one direction at a time.
+  const auto such = [](const PersistentGruPlan& both, const PersistentGruPlan& one, bool backward) {
+    if (!both.fits() || !one.fits()) return false;
+    return backward ? !both.backward_on_tensor_cores() && one.backward_on_tensor_cores()
+                    : !both.forward_on_tensor_cores() && one.forward_on_tensor_cores();
   };
   int checked = 0;
-  for (const auto& [hidden, batch] :
-       {std::pair{256, 32}, std::pair{512, 16}, std::pair{1024, 8}, std::pair{1152, 4}}) {
-    SCOPED_TRACE("H " + std::to_string(hidden) + " batch " + std::to_string(batch));
-    const PersistentGruPlan both(hidden, batch, 2), one(hidden, batch, 1);
-    if (h100_sized) EXPECT_TRUE(such(both, one)) << both.describe() << "\n" << one.describe();
-    if (!such(both, one)) continue;  // fewer or smaller SMs may fit neither form of the case
+  struct Case {
+    int hidden, batch;
+    bool forward_in_turn, backward_in_turn;
+  };
+  for (const Case& c :
+       {Case{256, 32, true, true}, Case{512, 16, true, true}, Case{1024, 8, true, true},
+        Case{1152, 4, true, true}, Case{1152, 3, true, true}, Case{1152, 1, true, false},
+        Case{1152, 2, true, false}}) {
+    SCOPED_TRACE("H " + std::to_string(c.hidden) + " batch " + std::to_string(c.batch));
+    const PersistentGruPlan both(c.hidden, c.batch, 2), one(c.hidden, c.batch, 1);
+    const bool is_such = such(both, one, false) && such(both, one, true);
+    if (h100_sized) EXPECT_TRUE(is_such) << both.describe() << "\n" << one.describe();
+    if (!is_such) continue;  // fewer or smaller SMs may fit neither form of the case
     ++checked;
-    EXPECT_TRUE(directions_in_turn_faster(both, one));
+    EXPECT_EQ(directions_in_turn_faster(both, one, false), c.forward_in_turn);
+    EXPECT_EQ(directions_in_turn_faster(both, one, true), c.backward_in_turn);
   }
-  // Batch 1 and 2 stay in one launch even so (H 1152 on 132 SMs); so do plans both on tensor
-  // cores (H 256 batch 16) or both off them (H 1024 batch 32).
-  for (const auto& [hidden, batch] :
-       {std::pair{1152, 1}, std::pair{1152, 2}, std::pair{256, 16}, std::pair{1024, 32}}) {
+  // Plans both on tensor cores (H 256 batch 16) or both off them (H 1024 batch 32) stay in one
+  // launch.
+  for (const auto& [hidden, batch] : {std::pair{256, 16}, std::pair{1024, 32}}) {
     SCOPED_TRACE("H " + std::to_string(hidden) + " batch " + std::to_string(batch));
     const PersistentGruPlan both(hidden, batch, 2), one(hidden, batch, 1);
-    if (both.fits() && one.fits()) EXPECT_FALSE(directions_in_turn_faster(both, one));
+    if (!both.fits() || !one.fits()) continue;
+    EXPECT_FALSE(directions_in_turn_faster(both, one, false));
+    EXPECT_FALSE(directions_in_turn_faster(both, one, true));
   }
   if (checked == 0) GTEST_SKIP() << "no case has a two-direction plan off the tensor cores here";
   CudaContext ctx;
   check_layer(ctx, true, false, 512, {12, 16, 20},
               {12, 3, 0, 11, 12, 7, 1, 12, 9, 12, 11, 2, 12, 6, 10, 5}, 90,
-              "one direction after the other");
+              "persistent recurrence, one direction after the other");
+  // The passes apart: the forward in turn, the backward-data in one launch.
+  const PersistentGruPlan both(1152, 1, 2), one(1152, 1, 1);
+  if (such(both, one, false) && !directions_in_turn_faster(both, one, true))
+    check_layer(ctx, true, true, 1152, {14, 1, 24}, {14}, 91,
+                "forward one direction after the other, backward-data in one launch");
 }
 
 }  // namespace
