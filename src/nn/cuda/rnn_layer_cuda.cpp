@@ -31,24 +31,60 @@ bool needs_replan(const Plan* plan, int batch, Precision precision) {
          (!plan->fits() && batch < plan->max_batch());
 }
 
-// A plan running all `directions` in one launch, or one at a time where that does not fit or is
-// slower (directions_in_turn_faster).
-template <class Plan>
-std::unique_ptr<Plan> plan_for_directions(int hidden, int batch, int directions, int device,
-                                          Precision precision) {
-  auto plan = std::make_unique<Plan>(hidden, batch, directions, device, precision);
-  if (directions != 2) return plan;
-  auto one = std::make_unique<Plan>(hidden, batch, 1, device, precision);
-  if (!plan->fits() || (one->fits() && directions_in_turn_faster(*plan, *one))) return one;
-  return plan;
+// Whether a pass of a bidirectional layer runs its directions one after the other on `one`
+// rather than in one launch on `both`: the clipped ReLU's rule is one for both passes, the GRU's
+// decides each (nn/cuda/persistent_rnn.h, nn/cuda/persistent_gru.h).
+bool pass_in_turn_faster(const PersistentRnnPlan& both, const PersistentRnnPlan& one, bool) {
+  return directions_in_turn_faster(both, one);
+}
+bool pass_in_turn_faster(const PersistentGruPlan& both, const PersistentGruPlan& one,
+                         bool backward) {
+  return directions_in_turn_faster(both, one, backward);
 }
 
-// Which recurrence a dense plan (clipped ReLU or GRU) gives a layer of `directions`, and why.
+// The plans a layer's forward and backward-data run on: all `directions` in one launch, or one
+// at a time where that does not fit or, for that pass, is slower (pass_in_turn_faster).
+// `backward` is null where it is the forward's plan (always, for the clipped ReLU).
 template <class Plan>
-std::string recurrence_of(const Plan& plan, int directions) {
-  if (!plan.fits()) return "GEMM recurrence (" + plan.why_not() + ")";
-  if (plan.directions() == directions) return "persistent recurrence (" + plan.describe() + ")";
-  return "persistent recurrence, one direction after the other (" + plan.describe() + ")";
+struct PassPlans {
+  std::unique_ptr<Plan> forward, backward;
+};
+
+template <class Plan>
+PassPlans<Plan> plans_for_directions(int hidden, int batch, int directions, int device,
+                                     Precision precision) {
+  PassPlans<Plan> p;
+  p.forward = std::make_unique<Plan>(hidden, batch, directions, device, precision);
+  if (directions != 2) return p;
+  auto one = std::make_unique<Plan>(hidden, batch, 1, device, precision);
+  if (!p.forward->fits()) {
+    p.forward = std::move(one);
+    return p;
+  }
+  if (!one->fits()) return p;
+  const bool forward = pass_in_turn_faster(*p.forward, *one, false);
+  const bool backward = pass_in_turn_faster(*p.forward, *one, true);
+  if (forward != backward) p.backward = forward ? std::move(p.forward) : std::move(one);
+  if (forward) p.forward = std::move(one);
+  return p;
+}
+
+// Which recurrence a dense plan (clipped ReLU or GRU) gives a layer of `directions`, and why;
+// `backward`: the backward-data's plan where it is not `forward`.
+template <class Plan>
+std::string recurrence_of(const Plan& forward, int directions, const Plan* backward = nullptr) {
+  if (!forward.fits()) return "GEMM recurrence (" + forward.why_not() + ")";
+  if (backward) {
+    const auto way = [&](const Plan& p) {
+      return p.directions() == directions ? "in one launch" : "one direction after the other";
+    };
+    return std::string("persistent recurrence, forward ") + way(forward) + ", backward-data " +
+           way(*backward) + " (forward: " + forward.describe() +
+           "; backward-data: " + backward->describe() + ")";
+  }
+  if (forward.directions() == directions)
+    return "persistent recurrence (" + forward.describe() + ")";
+  return "persistent recurrence, one direction after the other (" + forward.describe() + ")";
 }
 
 }  // namespace
@@ -398,8 +434,9 @@ bool CudaRnnLayer::plan_persistent(int B) {
   const Precision precision = ctx_.matmul_precision();
   bool replanned = false;
   if (needs_replan(prnn_plan_.get(), batch, precision)) {
-    prnn_plan_ = plan_for_directions<PersistentRnnPlan>(hidden_, batch, directions_, ctx_.device(),
-                                                        precision);
+    prnn_plan_ = plans_for_directions<PersistentRnnPlan>(hidden_, batch, directions_, ctx_.device(),
+                                                         precision)
+                     .forward;
     masks_changed_ = masks_changed_ || !masks_[0].empty();  // replan the sparse side as well
     replanned = true;
   }
@@ -427,36 +464,11 @@ bool CudaRnnLayer::plan_persistent_gru(int batch) {
   // the same (the projections and weight gradients stay bf16): more exact than the bf16 GEMM
   // recurrence, and without its per-step launches (kernels/NOTES.md, session 56).
   if (needs_replan(gru_plan_.get(), batch, Precision::kFp32)) {
-    auto plan = [&](int directions) {
-      return std::make_unique<PersistentGruPlan>(hidden_, batch, directions, ctx_.device());
-    };
-    gru_plan_ = plan(directions_);
-    gru_backward_plan_.reset();
-    if (directions_ == 2) {
-      // plan_for_directions, pass by pass: the forward and backward-data may each take the one
-      // launch or the directions in turn.
-      auto one = plan(1);
-      if (!gru_plan_->fits()) {
-        gru_plan_ = std::move(one);
-      } else if (one->fits()) {
-        const bool forward = directions_in_turn_faster(*gru_plan_, *one, false);
-        const bool backward = directions_in_turn_faster(*gru_plan_, *one, true);
-        if (forward != backward)
-          gru_backward_plan_ = forward ? std::move(gru_plan_) : std::move(one);
-        if (forward) gru_plan_ = std::move(one);
-      }
-    }
-    if (gru_backward_plan_) {
-      const auto way = [](const PersistentGruPlan& p) {
-        return p.directions() == 1 ? "one direction after the other" : "in one launch";
-      };
-      recurrence_path_ = std::string("persistent recurrence, forward ") + way(*gru_plan_) +
-                         ", backward-data " + way(*gru_backward_plan_) +
-                         " (forward: " + gru_plan_->describe() +
-                         "; backward-data: " + gru_backward_plan_->describe() + ")";
-    } else {
-      recurrence_path_ = recurrence_of(*gru_plan_, directions_);
-    }
+    PassPlans<PersistentGruPlan> plans = plans_for_directions<PersistentGruPlan>(
+        hidden_, batch, directions_, ctx_.device(), Precision::kFp32);
+    gru_plan_ = std::move(plans.forward);
+    gru_backward_plan_ = std::move(plans.backward);
+    recurrence_path_ = recurrence_of(*gru_plan_, directions_, gru_backward_plan_.get());
     if (gru_plan_->fits() && ctx_.matmul_precision() == Precision::kBf16)
       recurrence_path_ += " (bf16 training: the GRU recurrence keeps fp32 weights)";
   }
