@@ -129,7 +129,8 @@ bool prnn_mma_lo_in_shared(const PrnnTiling& t);
 // 9-10 k-tiles per warp).
 bool prnn_mma_hi_in_shared(const PrnnTiling& t);
 // The k-tiles per warp whose A fragments a bf16 tiling keeps in shared memory (0: all in
-// registers; more only where those spilled at 10-12 k-tiles per warp: H 2049-3072).
+// registers; more only where those spilled: 10-12 k-tiles per warp, H 2049-3072, and three
+// m-tiles at 6-8, the 48-row batch groups of H 1057-1584).
 int prnn_mma_bf16_shared_k_tiles(const PrnnTiling& t);
 
 // The kernel instantiation for t (nullptr when none: the m-tiles or the k-tiles per warp
