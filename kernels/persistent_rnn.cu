@@ -35,6 +35,10 @@ struct Args {
   int backward;
   // Dynamic shared memory carve-up, in bytes (weights at 0).
   int red_off, ep_off, len_off;
+  // Streamed row groups (PrnnTiling::streamed_groups): CTA c's at streamed + c * streamed_groups *
+  // kRg * CH * threads chunks, [group * kRg + row][chunk][thread].
+  int streamed_groups;
+  void* streamed;
   unsigned int* arrivals;      // per direction: CTAs arrived at the step barriers (0 at launch)
   const unsigned int* run_if;  // nullptr, or a device word: the launch does nothing while it is 0
 };
@@ -59,7 +63,8 @@ SmemLayout smem_layout(const PrnnTiling& t) {
   const int tiles_max = batch_tiles(t);
   SmemLayout l{};
   const size_t chunk = t.bf16_weights ? sizeof(uint2) : sizeof(float4);  // 4 columns of a row
-  size_t off = size_t(groups - t.register_groups) * kRg * t.chunks * t.threads * chunk;
+  size_t off =
+      size_t(groups - t.register_groups - t.streamed_groups) * kRg * t.chunks * t.threads * chunk;
   l.red_off = off;
   off += size_t(2) * groups * warps * v * sizeof(float);  // reduction, double-buffered per tile
   l.ep_off = off;
@@ -100,10 +105,14 @@ __device__ __forceinline__ void weight_chunk(const float* __restrict__ u, int H,
 // kTags: the exchange carries each value's step in its lowest bit (kernels/tagged_exchange.cuh)
 // and no step barrier is needed (one chunk per thread). kOneTile: the batch is one pass (B <= BT),
 // so no registers hold the next pass's state while this one computes (BT * CH float4: at BT 4,
-// CH 2 as many registers as one more row group of fp32 weights).
-template <int BT, int NRG, bool BF16, bool kTags, int CH, bool kOneTile>
+// CH 2 as many registers as one more row group of fp32 weights). kStream: the CTA's last
+// a.streamed_groups row groups are read from the workspace (L2) every step, each a group ahead
+// of its products and the first while the state is awaited; a template flag because the
+// look-ahead's registers would otherwise cost every kernel a row group.
+template <int BT, int NRG, bool BF16, bool kTags, int CH, bool kOneTile, bool kStream>
 __global__ void prnn_kernel(const Args a) {
   static_assert(CH == 1 || !kTags, "the tagged exchange: one chunk per thread");
+  static_assert(!kStream || !kTags, "streamed rows: with the step barrier");
   using Chunk = typename std::conditional<BF16, uint2, float4>::type;
   constexpr int V = kRg * BT;     // partial sums per row group and batch tile
   constexpr int NRW = NRG * kRg;  // rows in registers
@@ -159,9 +168,21 @@ __global__ void prnn_kernel(const Args a) {
 #pragma unroll
     for (int c = 0; c < CH; ++c)
       weight_chunk(d.u, H, slot_row(i), c0 + 4 * c * nt, bwd, w[i * CH + c]);
-  for (int i = NRW; i < groups * kRg; ++i)
+  // Row groups [NRG, shared_end) in shared memory, [shared_end, groups) streamed. A thread reads
+  // back only the streamed chunks it wrote itself, so program order is all they need.
+  const int shared_end = kStream ? groups - a.streamed_groups : groups;
+  Chunk* wst = kStream ? reinterpret_cast<Chunk*>(a.streamed) +
+                             int64_t{blockIdx.x} * a.streamed_groups * kRg * CH * nt
+                       : nullptr;
+  for (int i = NRW; i < shared_end * kRg; ++i)
     for (int c = 0; c < CH; ++c)
       weight_chunk(d.u, H, slot_row(i), c0 + 4 * c * nt, bwd, wsm[((i - NRW) * CH + c) * nt + tid]);
+  if constexpr (kStream) {
+    for (int i = shared_end * kRg; i < groups * kRg; ++i)
+      for (int c = 0; c < CH; ++c)
+        weight_chunk(d.u, H, slot_row(i), c0 + 4 * c * nt, bwd,
+                     wst[((i - shared_end * kRg) * CH + c) * nt + tid]);
+  }
   __syncthreads();
 
   // Output o of a batch tile: row group g = o / V, value v = o % V = rr * BT + bb.
@@ -245,10 +266,43 @@ __global__ void prnn_kernel(const Args a) {
       if constexpr (!kOneTile) {
         if (tile + 1 < tiles) load_state(hnext, tile + 1);
       }
+      // Streamed: the first group's weights are on their way while the state arrives, each
+      // next group's while this one's products run (ld.global.cg: L2, where every step reads
+      // them; L1 is mostly shared memory here).
+      Chunk wq[kRg * CH];
+      auto load_streamed = [&](int g) {
+#pragma unroll
+        for (int i = 0; i < kRg * CH; ++i)
+          wq[i] = __ldcg(&wst[((g - shared_end) * kRg * CH + i) * nt + tid]);
+      };
+      if constexpr (kStream) load_streamed(shared_end);
       await_state(hcur, tile);
       // Alternating buffers: a CTA barrier lies between any two writes of the same buffer, so
       // a slow thread's epilogue reads finish before the next overwrite.
       float* redt = red + (pass & 1) * groups * nw * V;
+      // Row group g's products from weights copied into registers (shared memory, streamed).
+      auto copied_group_products = [&](const Chunk(&ws)[kRg * CH], int g) {
+        float acc[V];
+#pragma unroll
+        for (int rr = 0; rr < kRg; ++rr)
+#pragma unroll
+          for (int b = 0; b < BT; ++b) {
+            acc[rr * BT + b] = dot4(ws[rr * CH], hcur[b]);
+#pragma unroll
+            for (int c = 1; c < CH; ++c)
+              acc[rr * BT + b] = dot4_add(ws[rr * CH + c], hcur[c * BT + b], acc[rr * BT + b]);
+          }
+        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane, rs_mask);
+      };
+      if constexpr (kStream) {
+        for (int g = shared_end; g < groups; ++g) {
+          Chunk ws[kRg * CH];
+#pragma unroll
+          for (int i = 0; i < kRg * CH; ++i) ws[i] = wq[i];
+          if (g + 1 < groups) load_streamed(g + 1);
+          copied_group_products(ws, g);
+        }
+      }
 #pragma unroll
       for (int g = 0; g < NRG; ++g) {
         float acc[V];
@@ -264,21 +318,11 @@ __global__ void prnn_kernel(const Args a) {
           }
         reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane, rs_mask);
       }
-      for (int g = NRG; g < groups; ++g) {
+      for (int g = NRG; g < shared_end; ++g) {
         Chunk ws[kRg * CH];
 #pragma unroll
         for (int i = 0; i < kRg * CH; ++i) ws[i] = wsm[((g - NRG) * kRg * CH + i) * nt + tid];
-        float acc[V];
-#pragma unroll
-        for (int rr = 0; rr < kRg; ++rr)
-#pragma unroll
-          for (int b = 0; b < BT; ++b) {
-            acc[rr * BT + b] = dot4(ws[rr * CH], hcur[b]);
-#pragma unroll
-            for (int c = 1; c < CH; ++c)
-              acc[rr * BT + b] = dot4_add(ws[rr * CH + c], hcur[c * BT + b], acc[rr * BT + b]);
-          }
-        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane, rs_mask);
+        copied_group_products(ws, g);
       }
       __syncthreads();
 
@@ -328,10 +372,10 @@ __global__ void prnn_kernel(const Args a) {
 using KernelFn = void (*)(const Args);
 
 // The instantiation among register groups N... whose count is nrg (nullptr: none).
-template <int BT, bool BF16, bool kTags, int CH, bool kOneTile, int... N>
+template <int BT, bool BF16, bool kTags, int CH, bool kOneTile, bool kStream, int... N>
 KernelFn kernel_among(int nrg, std::integer_sequence<int, N...>) {
   KernelFn fn = nullptr;
-  ((fn = nrg == N ? prnn_kernel<BT, N, BF16, kTags, CH, kOneTile> : fn), ...);
+  ((fn = nrg == N ? prnn_kernel<BT, N, BF16, kTags, CH, kOneTile, kStream> : fn), ...);
   return fn;
 }
 
@@ -339,20 +383,20 @@ KernelFn kernel_among(int nrg, std::integer_sequence<int, N...>) {
 // 10..16 in steps of two (twice the rows in the same registers). With two chunks a group takes
 // twice the registers: 0..4 fp32 groups, 0..8 bf16; fp32 also 5 where the batch is one pass
 // (kOneTile: the next pass's state needs no registers).
-template <int BT, bool BF16, bool kTags, int CH, bool kOneTile>
+template <int BT, bool BF16, bool kTags, int CH, bool kOneTile, bool kStream = false>
 KernelFn kernel_for_groups(int nrg) {
   using UpTo4 = std::integer_sequence<int, 0, 1, 2, 3, 4>;
   using UpTo5 = std::integer_sequence<int, 0, 1, 2, 3, 4, 5>;
   using UpTo8 = std::integer_sequence<int, 0, 1, 2, 3, 4, 5, 6, 7, 8>;
   using UpTo16 = std::integer_sequence<int, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16>;
   if constexpr (CH == 2 && !BF16 && kOneTile)
-    return kernel_among<BT, BF16, kTags, CH, kOneTile>(nrg, UpTo5{});
+    return kernel_among<BT, BF16, kTags, CH, kOneTile, kStream>(nrg, UpTo5{});
   else if constexpr (CH == 2 && !BF16)
-    return kernel_among<BT, BF16, kTags, CH, kOneTile>(nrg, UpTo4{});
+    return kernel_among<BT, BF16, kTags, CH, kOneTile, kStream>(nrg, UpTo4{});
   else if constexpr (CH == 2 || !BF16)
-    return kernel_among<BT, BF16, kTags, CH, kOneTile>(nrg, UpTo8{});
+    return kernel_among<BT, BF16, kTags, CH, kOneTile, kStream>(nrg, UpTo8{});
   else
-    return kernel_among<BT, BF16, kTags, CH, kOneTile>(nrg, UpTo16{});
+    return kernel_among<BT, BF16, kTags, CH, kOneTile, kStream>(nrg, UpTo16{});
 }
 static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
               "kernel_for_groups instantiates up to 8 fp32 groups and up to 16 bf16 ones");
@@ -365,19 +409,27 @@ static_assert(kPrnnMaxRegisterGroups == 8 && kPrnnMaxRegisterGroupsBf16 == 16,
 // 2560 3.79-3.80 -> 3.67-3.68, H 2304 batch 3 3.79-3.87 -> 3.63; with every row in registers (H
 // 1920, 2048) it was 0.01-0.08 slower, so those keep the general kernel. bf16 gains no group that
 // does not spill; batch tiles 1 and 2 keep the general form.
+// Streamed row groups: two chunks and the step barrier only (the layers past what a CTA holds on
+// chip, where two chunks hold the most rows in registers).
+template <int BT, bool kStream>
+KernelFn two_chunk_kernel(const PrnnTiling& t) {
+  const int nrg = t.register_groups;
+  if constexpr (BT == 4) {
+    if (t.max_batch <= BT && !t.bf16_weights && nrg < t.rows_per_cta / kRg)
+      return kernel_for_groups<BT, false, false, 2, true, kStream>(nrg);
+  }
+  return t.bf16_weights ? kernel_for_groups<BT, true, false, 2, false, kStream>(nrg)
+                        : kernel_for_groups<BT, false, false, 2, false, kStream>(nrg);
+}
+
 template <int BT>
 KernelFn kernel_for_precision(const PrnnTiling& t) {
   const int nrg = t.register_groups;
   if (t.chunks == 2) {
     if (t.tagged_exchange) return nullptr;
-    if constexpr (BT == 4) {
-      if (t.max_batch <= BT && !t.bf16_weights && nrg < t.rows_per_cta / kRg)
-        return kernel_for_groups<BT, false, false, 2, true>(nrg);
-    }
-    return t.bf16_weights ? kernel_for_groups<BT, true, false, 2, false>(nrg)
-                          : kernel_for_groups<BT, false, false, 2, false>(nrg);
+    return t.streamed_groups > 0 ? two_chunk_kernel<BT, true>(t) : two_chunk_kernel<BT, false>(t);
   }
-  if (t.chunks != 1) return nullptr;
+  if (t.chunks != 1 || t.streamed_groups > 0) return nullptr;
   if (!t.tagged_exchange)
     return t.bf16_weights ? kernel_for_groups<BT, true, false, 1, false>(nrg)
                           : kernel_for_groups<BT, false, false, 1, false>(nrg);
@@ -429,16 +481,30 @@ void check_tiling(const PrnnTiling& t) {
                        : t.rows_per_cta % kRg == 0 && t.threads % 32 == 0 &&
                              int64_t{t.threads} * 4 * t.chunks >= t.hidden &&
                              t.threads >= (t.rows_per_cta / kRg) * kRg * t.batch_tile &&
-                             t.register_groups >= 0 && t.register_groups <= t.rows_per_cta / kRg;
-  DS2_CHECK(common && groups_ok && own && covered,
+                             t.register_groups >= 0 && t.streamed_groups >= 0 &&
+                             t.register_groups + t.streamed_groups <= t.rows_per_cta / kRg;
+  const bool streamed_ok = t.streamed_groups == 0 || (!t.tensor_cores && !t.cluster);
+  DS2_CHECK(common && groups_ok && own && covered && streamed_ok,
             "persistent RNN: invalid tiling (hidden "
                 << t.hidden << ", batch " << t.max_batch << ", rows/CTA " << t.rows_per_cta
                 << ", threads " << t.threads << ", register groups " << t.register_groups
-                << ", batch groups " << t.batch_groups << (t.tensor_cores ? ", tensor cores" : "")
-                << ")"
+                << ", batch groups " << t.batch_groups << ", streamed groups " << t.streamed_groups
+                << (t.tensor_cores ? ", tensor cores" : "") << ")"
                 << (covered ? ""
                             : ": its CTAs leave state elements of the padded k-tiles without an "
                               "owner, and the tagged exchange would wait for them forever"));
+}
+
+// Workspace bytes before the streamed rows (the exchange arrays and the barrier counters, rounded
+// up to 16 bytes for the rows' 8- and 16-byte chunks), and the streamed rows of every CTA.
+size_t streamed_offset(const PrnnTiling& t) {
+  const size_t exchange =
+      size_t(t.directions) * 2 * exchange_rows(t) * prnn_padded_hidden(t) * sizeof(float);
+  return (exchange + 2 * sizeof(unsigned int) + 15) / 16 * 16;
+}
+size_t streamed_bytes(const PrnnTiling& t) {
+  const size_t chunk = t.bf16_weights ? sizeof(uint2) : sizeof(float4);
+  return size_t(t.ctas()) * t.streamed_groups * kRg * t.chunks * t.threads * chunk;
 }
 
 }  // namespace
@@ -459,9 +525,8 @@ size_t prnn_shared_bytes(const PrnnTiling& t) {
 size_t prnn_workspace_bytes(const PrnnTiling& t) {
   if (t.cluster) return 0;  // the exchange lives in the cluster's shared memory
   if (t.tensor_cores) return prnn_mma_workspace_bytes(t);
-  // The exchange arrays of the directions, then their two barrier counters.
-  return size_t(t.directions) * 2 * exchange_rows(t) * prnn_padded_hidden(t) * sizeof(float) +
-         2 * sizeof(unsigned int);
+  // The exchange arrays of the directions, their two barrier counters, then the streamed rows.
+  return streamed_offset(t) + streamed_bytes(t);
 }
 
 PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t) {
@@ -516,6 +581,8 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
   a.red_off = static_cast<int>(layout.red_off);
   a.ep_off = static_cast<int>(layout.ep_off);
   a.len_off = static_cast<int>(layout.len_off);
+  a.streamed_groups = t.streamed_groups;
+  a.streamed = static_cast<unsigned char*>(workspace) + streamed_offset(t);
   float* ws = static_cast<float*>(workspace);
   for (int i = 0; i < t.directions; ++i)
     a.dir[i] = prnn_device_direction("persistent RNN", dirs[i], i, backward,

@@ -49,6 +49,8 @@ constexpr int kPrnnMaxRegisterGroupsBf16 = 16;
 // the fp32 split up to 8 (both directions of batch 16 in groups of 4 rows), bf16 up to
 // kPrnnMaxBf16Sets (what its plans were measured with).
 constexpr int kPrnnMaxSets = 8;
+// Streamed row groups (PrnnTiling::streamed_groups): plans take them up to this batch, one pass.
+constexpr int kPrnnStreamedMaxBatch = 4;
 constexpr int kPrnnMaxBf16Sets = 4;
 
 struct PrnnTiling {
@@ -63,6 +65,11 @@ struct PrnnTiling {
   // fp32-math kernel: 4-column chunks each thread owns (1, or 2 with the step barrier);
   // threads >= ceil(hidden / (4 chunks)).
   int chunks = 1;
+  // fp32-math kernel, two chunks a thread, step barrier: the last streamed_groups row groups of a
+  // CTA (layers past what registers and shared memory hold) live in the workspace instead, copied
+  // there once a launch in the kernel's layout and read back from L2 every step, a row group ahead
+  // of its products (<= rows_per_cta / 4 - register_groups).
+  int streamed_groups = 0;
   bool bf16_weights = false;  // U kept on chip in bf16 (rounded to nearest even), math in fp32
   // Products on tensor cores (kernels/persistent_rnn_mma.h); threads = kPrnnMmaThreads,
   // rows_per_cta a multiple of 16 (8 in the stacked fp32 split), all rows in registers. bf16: the
@@ -117,7 +124,8 @@ bool prnn_has_kernel(const PrnnTiling& t);
 int prnn_padded_hidden(const PrnnTiling& t);
 // Dynamic shared memory one CTA needs.
 size_t prnn_shared_bytes(const PrnnTiling& t);
-// Workspace of one launch (all its directions): the double-buffered state exchange.
+// Workspace of one launch (all its directions): the double-buffered state exchange, and the
+// streamed row groups' weights.
 size_t prnn_workspace_bytes(const PrnnTiling& t);
 
 struct PrnnKernelInfo {

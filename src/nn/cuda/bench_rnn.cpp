@@ -176,8 +176,10 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   for (const Precision p : {Precision::kFp32, Precision::kBf16})
     rep << "largest hidden size that runs persistently at this batch, " << precision_name(p)
         << " weights: " << PersistentRnnPlan::max_hidden(B, 1, o.device, p)
-        << " (both directions in one launch: " << PersistentRnnPlan::max_hidden(B, 2, o.device, p)
-        << ")\n";
+        << " on chip (both directions in one launch: "
+        << PersistentRnnPlan::max_hidden(B, 2, o.device, p) << "), "
+        << PersistentRnnPlan::max_hidden(B, 1, o.device, p, true)
+        << " one direction with rows streamed from L2\n";
   std::vector<float> h_ours, dpre_ours;
   // Times the forward and backward-data of `directions` directions into `row` (per step, for all
   // of them): in one launch where p has them all, else one launch per direction on p, one after
@@ -317,8 +319,9 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     rows.insert(rows.begin(), sparse);
   }
 
-  // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (cuBLAS GEMM + fused step kernel).
-  Row gemm_row("ours: GEMM RNN (fp32, cuBLAS/step)");
+  // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (cuBLAS GEMM + fused step kernel), its GEMMs
+  // at the layer's precision as the layer runs them (bf16: U and h rounded, fp32 sums).
+  Row gemm_row(std::string("ours: GEMM RNN (") + o.precision + " GEMMs, cuBLAS/step)");
   if (!o.ours_only) {
     auto restore = [&] {
       DS2_CUDA_CHECK(cudaMemcpyAsync(pre_work.data(), x.data(), n * sizeof(float),
@@ -328,7 +331,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
       for (int t = 0; t < T; ++t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
         float* p = pre_work.data() + int64_t{t} * B * H;
-        gemm(ctx, false, true, B, H, H, 1.0f, hp, H, u.data(), H, 1.0f, p, H);
+        gemm(ctx.cublas(), precision, false, true, B, H, H, 1.0f, hp, H, u.data(), H, 1.0f, p, H);
         kernels::rnn_relu_step_forward(p, H, hg.data() + int64_t{t} * B * H, B, H, t,
                                        lengths.data(), kClip, s);
       }
@@ -343,7 +346,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         float* dp = dpre_g.data() + int64_t{t} * B * H;
         kernels::rnn_relu_step_backward(hb + int64_t{t} * B * H, dy.data() + int64_t{t} * B * H, c,
                                         dp, H, nx, B, H, t, lengths.data(), kClip, s);
-        gemm(ctx, false, false, B, H, H, 1.0f, dp, H, u.data(), H, 0.0f, nx, H);
+        gemm(ctx.cublas(), precision, false, false, B, H, H, 1.0f, dp, H, u.data(), H, 0.0f, nx, H);
         std::swap(c, nx);
       }
     };

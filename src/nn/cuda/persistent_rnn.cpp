@@ -135,6 +135,8 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   //    CTA) against two of 32, H200, us a step forward (session 43): H 2048 batch 64 7.82-7.83 ->
   //    7.38, batch 48 6.52 -> 6.16-6.17, batch 33 5.84-5.86 -> 5.54-5.61; H 1536 batch 64
   //    6.81-6.87 -> 6.69, H 1024 6.31 -> 5.95-5.96.
+  // Tests of the streamed rows ask for them at sizes that fit on chip: the fp32-math kernel only.
+  const bool forced_stream = allowed.min_streamed_groups > 0;
   kernels::PrnnTiling m = t;
   m.tensor_cores = true;
   m.threads = kernels::kPrnnMmaThreads;
@@ -185,20 +187,21 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     c.batch_tile = stacked.batch_tile = kernels::kPrnnSplitSetRows;
     c.tagged_exchange = stacked.tagged_exchange = true;
     // The fp16 split only with a fallback that fits (it is an fp32-math plan of this shape).
-    auto fallback = std::make_shared<const PersistentRnnPlan>(
-        hidden, max_batch, directions, device, precision,
-        PersistentRnnKernels{allowed.cluster, false, false});
+    PersistentRnnKernels fp32_math{allowed.cluster, false, false};
+    fp32_math.streamed_rows = false;
+    auto fallback = std::make_shared<const PersistentRnnPlan>(hidden, max_batch, directions, device,
+                                                              precision, fp32_math);
     if (!fallback->fits() ||
         !((try_stacked && take_tensor_tiling(stacked)) || take_tensor_tiling(c)))
       return false;
     fallback_plan_ = std::move(fallback);
     return true;
   };
-  if (!t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split) {
+  if (!forced_stream && !t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split) {
     const int groups = kernels::prnn_split_batch_groups(max_batch);
     if ((groups == 1 || allowed.batch_groups) && take_fp16_split(groups)) return;
   }
-  if (t.bf16_weights && allowed.batch_groups && max_batch > 8) {
+  if (!forced_stream && t.bf16_weights && allowed.batch_groups && max_batch > 8) {
     // Batch groups: 2 (4) sets of CTAs per direction, each on its own slice of the batch with its
     // own exchange. Every CTA reads its set's whole state each step, which past batch 8 is most
     // of the step (H 2048 batch 64: 128 CTAs x 256 KB a step from L2, ~4.5 TB/s at 7.4 us).
@@ -233,7 +236,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     for (int i = 0; i < candidates; ++i)
       if (take_widest_pass(grouped[i])) return;
   }
-  if (t.bf16_weights) {
+  if (!forced_stream && t.bf16_weights) {
     if (take_tagged_bf16(m)) return;
     const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
     if (allowed.cluster && max_batch <= kernels::kPrnnClusterMaxBatch &&
@@ -318,8 +321,37 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // 32.05-32.16 -> 25.75-26.01. Two chunks also fit where one does not (fp32 H 2656-3072, bf16
   // 3616-3680 at batch 4): a thread holds twice the weights in fewer, larger register sets.
   const int first = t.batch_tile == 4 && hidden >= 1600 ? 2 : 1;
-  try_chunks(first);
-  if (!fits_) try_chunks(3 - first);
+  if (!forced_stream) {
+    try_chunks(first);
+    if (!fits_) try_chunks(3 - first);
+  }
+  // Past what registers and shared memory hold: the most rows in registers that run without
+  // spills, the fewest row groups streamed from L2 that leave the rest within shared memory. One
+  // direction and one batch pass only: every pass of a step reads the streamed rows again (H200,
+  // bf16 H 4096, us a step forward: batch 1 4.61, batch 4 7.30, batch 16 24.59 against cuDNN's
+  // best 16-bit 10.23, 16.92, 15.52; session 57), and a bidirectional layer then runs its
+  // directions one after the other, each streaming half what one launch of both would.
+  const bool stream = forced_stream || (allowed.streamed_rows && directions == 1 &&
+                                        max_batch <= kernels::kPrnnStreamedMaxBatch);
+  if (!fits_ && stream) {
+    t.chunks = 2;
+    t.tagged_exchange = false;
+    t.threads = ceil_div(std::max(ceil_div(hidden, 8), outputs), 32) * 32;
+    for (int nrg = max_groups; nrg >= 0 && !fits_ && t.threads <= max_threads; --nrg) {
+      t.register_groups = nrg;
+      for (int sg = std::max(1, allowed.min_streamed_groups); nrg + sg <= groups && !fits_; ++sg) {
+        t.streamed_groups = sg;
+        if (!kernels::prnn_has_kernel(t)) break;
+        if (kernels::prnn_shared_bytes(t) > smem_optin) continue;
+        const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(t);
+        if (info.local_bytes > 0) break;  // the same kernel for every sg
+        if (info.blocks_per_sm < 1 || int64_t{info.blocks_per_sm} * sm_count_ < t.ctas()) continue;
+        registers_ = info.registers;
+        fits_ = true;
+      }
+    }
+    if (!fits_) t.streamed_groups = 0;
+  }
   if (!fits_ && sm_reason.empty() && smem_reason.empty()) sm_reason = threads_reason;
   if (!fits_) {
     std::string why = sm_reason;
@@ -346,6 +378,7 @@ std::string PersistentRnnPlan::describe() const {
   if (!fits_) return why_not_;
   const kernels::PrnnTiling& t = tiling_;
   const int reg_rows = t.register_groups * kRowGroup;
+  const int streamed_rows = t.streamed_groups * kRowGroup;
   std::ostringstream s;
   s << "persistent RNN hidden " << t.hidden << ", batch <= " << t.max_batch << ", "
     << precision_name(precision()) << " weights, "
@@ -367,7 +400,10 @@ std::string PersistentRnnPlan::describe() const {
             ? "the last " + std::to_string(kernels::prnn_mma_bf16_shared_k_tiles(t)) +
                   " k-tiles of each warp in shared memory, the rest in registers"
             : std::to_string(reg_rows) + " in registers, " +
-                  std::to_string(t.rows_per_cta - reg_rows) + " in shared memory")
+                  std::to_string(t.rows_per_cta - reg_rows - streamed_rows) + " in shared memory" +
+                  (streamed_rows > 0
+                       ? ", " + std::to_string(streamed_rows) + " streamed from L2 every step"
+                       : std::string()))
     << "), "
     << (t.state_in_bf16()                 ? "tensor cores (bf16 state), "
         : kernels::prnn_mma_half_split(t) ? "tensor cores (U and state split into fp16 halves), "
@@ -397,13 +433,16 @@ bool directions_in_turn_faster(const PersistentRnnPlan& both, const PersistentRn
   return both.max_batch() >= (both.precision() == Precision::kBf16 ? 3 : 2);
 }
 
-int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device, Precision precision) {
+int PersistentRnnPlan::max_hidden(int max_batch, int directions, int device, Precision precision,
+                                  bool streamed) {
+  PersistentRnnKernels allowed;
+  allowed.streamed_rows = streamed;
   int best = 0;
   // Every size the kernels can hold: 1024 threads of two 4-column chunks each (8192 columns).
   // Rounding of rows per CTA makes "fits" not quite monotone in H, so every multiple of 32 is
   // tried.
   for (int h = 32; h <= 8192; h += 32) {
-    PersistentRnnPlan plan(h, max_batch, directions, device, precision);
+    PersistentRnnPlan plan(h, max_batch, directions, device, precision, allowed);
     if (plan.fits()) best = h;
   }
   return best;

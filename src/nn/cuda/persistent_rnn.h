@@ -69,6 +69,12 @@ struct PersistentRnnKernels {
   // bf16 past batch 8, fp32 (the fp16 split) past batch 4: sets of CTAs per direction, each on a
   // slice of the batch (kernels::PrnnTiling::batch_groups)
   bool batch_groups = true;
+  // fp32-math kernel, layers past what registers and shared memory hold: each CTA's last row
+  // groups streamed from L2 every step (kernels::PrnnTiling::streamed_groups)
+  bool streamed_rows = true;
+  // Tests: the fp32-math kernel with at least this many streamed row groups a CTA, no tensor
+  // cores (the streamed form at sizes that fit on chip); 0: as the plan chooses
+  int min_streamed_groups = 0;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront
 // stack needs the cluster's co-resident launches; benchmarks time the barrier beside the tags).
@@ -107,9 +113,9 @@ class PersistentRnnPlan {
   std::string describe() const;
 
   // The largest hidden size (a multiple of 32) whose plan fits on `device` for this batch,
-  // number of directions and precision.
+  // number of directions and precision: with U on chip, or with `streamed` rows allowed too.
   static int max_hidden(int max_batch, int directions = 1, int device = -1,
-                        Precision precision = Precision::kFp32);
+                        Precision precision = Precision::kFp32, bool streamed = false);
 
  private:
   kernels::PrnnTiling tiling_;

@@ -200,7 +200,9 @@ double sparse_work_ratio(const SparsePersistentRnnPlan& sparse) {
 
 bool prefer_sparse(const SparsePersistentRnnPlan& sparse, const PersistentRnnPlan* dense) {
   if (!sparse.fits()) return false;
-  if (!dense || !dense->fits()) return true;
+  // A dense plan that streams rows from L2 every step is no rival for one that holds every kept
+  // weight on chip.
+  if (!dense || !dense->fits() || dense->tiling().streamed_groups > 0) return true;
   return sparse_work_ratio(sparse) <= kSparseWorkRatio;
 }
 

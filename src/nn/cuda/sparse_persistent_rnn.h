@@ -77,7 +77,8 @@ class SparsePersistentRnnPlan {
 };
 
 // Whether a layer with this sparse plan should run it rather than the dense one (`dense`: its
-// plan, or null when it has none that fits): always when the dense kernel does not fit, else when
+// plan, or null when it has none that fits): always when the dense kernel does not fit on chip
+// (no plan, or one that streams rows from L2: tiling().streamed_groups), else when
 // the sparse kernel's slots (padding included) are at most kSparseWorkRatio of the dense
 // weights, H^2. `ds2 bench rnn --density` on an H200 (kernels/NOTES.md): sparse was faster at
 // every ratio measured, 1.74x at 0.16 (H 2304, 10%), 1.12x at 0.56 and 1.03x at 0.89 (H 1152,

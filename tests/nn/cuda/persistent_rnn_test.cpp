@@ -676,10 +676,11 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
   }
 }
 
-// One fp32 plan's forward and backward-data against float64 (random U, inputs, dL/dh and
-// lengths; outputs and workspace poisoned first).
-void check_fp32_plan_against_float64(CudaContext& ctx, const PersistentRnnPlan& plan, int B, int T,
-                                     bool reverse, uint64_t seed) {
+// One plan's forward and backward-data against float64 (random U, inputs, dL/dh and lengths;
+// outputs and workspace poisoned first), to fp32's tolerance: fp32 plans, and bf16 plans whose
+// state stays fp32 (the reference given U rounded to bf16).
+void check_plan_against_float64(CudaContext& ctx, const PersistentRnnPlan& plan, int B, int T,
+                                bool reverse, uint64_t seed) {
   cudaStream_t s = ctx.stream();
   const int H = plan.hidden();
   const float clip = 0.8f;
@@ -693,6 +694,8 @@ void check_fp32_plan_against_float64(CudaContext& ctx, const PersistentRnnPlan& 
   const std::vector<float> pre = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
   const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
   const std::vector<int> len = make_lengths(T, B, rng);
+  ASSERT_FALSE(plan.tiling().state_in_bf16()) << "bf16 state: not fp32's tolerance";
+  const std::vector<float> u_ref = plan.precision() == Precision::kBf16 ? rounded_to_bf16(u) : u;
   DeviceArray<float> du, dpre_in, ddy, h, dpre;
   DeviceArray<int> dlen;
   to_device(u, du, s);
@@ -707,13 +710,13 @@ void check_fp32_plan_against_float64(CudaContext& ctx, const PersistentRnnPlan& 
   persistent_rnn_forward(plan, du.data(), dpre_in.data(), H, h.data(), dlen.data(), T, B, reverse,
                          clip, ws.data(), ws_bytes, s);
   const std::vector<float> h_got = to_host(h.data(), n, s);
-  expect_close(cpu_forward(u, pre.data(), H, len, T, B, H, reverse, clip), h_got,
+  expect_close(cpu_forward(u_ref, pre.data(), H, len, T, B, H, reverse, clip), h_got,
                "forward h vs float64");
   poison(dpre.data(), n, ctx);
   poison(ws.data(), ws.capacity(), ctx);
   persistent_rnn_backward_data(plan, du.data(), h.data(), ddy.data(), H, dpre.data(), H,
                                dlen.data(), T, B, reverse, clip, ws.data(), ws_bytes, s);
-  expect_close(cpu_backward_data(u, h_got, dy, len, T, B, H, reverse, clip),
+  expect_close(cpu_backward_data(u_ref, h_got, dy, len, T, B, H, reverse, clip),
                to_host(dpre.data(), n, s), "backward-data dpre vs float64");
 }
 
@@ -745,7 +748,7 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
     if (!plan.fits() || !plan.tiling().tensor_cores) continue;  // e.g. fewer SMs: H 1500 misses
     ASSERT_FALSE(plan.tiling().state_in_bf16()) << plan.describe();
     for (int B = 1; B <= 4; ++B) {
-      check_fp32_plan_against_float64(ctx, plan, B, B == 2 ? 1 : 40, B % 2 == 1, 900 + H + B);
+      check_plan_against_float64(ctx, plan, B, B == 2 ? 1 : 40, B % 2 == 1, 900 + H + B);
       ++checked;
     }
   }
@@ -770,11 +773,53 @@ TEST(PersistentRnn, Fp32SplitBatchGroupsMatchFloat64) {
     }
     ASSERT_EQ(plan.tiling().batch_groups, (max_batch + 3) / 4) << plan.describe();
     for (int B : {max_batch, max_batch - 3, 1}) {
-      check_fp32_plan_against_float64(ctx, plan, B, B == 1 ? 9 : 30, B % 2 == 1, 700 + H + B);
+      check_plan_against_float64(ctx, plan, B, B == 1 ? 9 : 30, B % 2 == 1, 700 + H + B);
       ++checked;
     }
   }
   if (checked == 0) GTEST_SKIP() << "this GPU plans no fp32 batch groups (sm_80+, 100+ SMs)";
+}
+
+// Rows streamed from L2 every step (layers past what registers and shared memory hold), forced at
+// sizes that fit on chip: 1 to 3 streamed row groups a CTA (all of its rows at H 37, 300 and
+// 1000), fp32 and bf16 weights, batch 1 to 7 (one pass and two), odd H, one direction against
+// float64, and both directions in one launch against two one-direction launches bit for bit. Then
+// the plan's own choice past the on-chip limit (fp32 H 3584 at batch 1, bf16 H 4608 at batch 2).
+TEST(PersistentRnn, StreamedRowsMatchFloat64) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  struct StreamedCase {
+    int H, B, T, streamed_groups;
+  };
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    for (const StreamedCase& c :
+         {StreamedCase{37, 1, 7, 1}, StreamedCase{300, 3, 40, 1}, StreamedCase{1000, 4, 30, 2},
+          StreamedCase{1700, 7, 20, 2}, StreamedCase{2999, 2, 9, 3}}) {
+      PersistentRnnKernels forced;
+      forced.min_streamed_groups = c.streamed_groups;
+      const PersistentRnnPlan plan(c.H, c.B, 1, -1, precision, forced);
+      ASSERT_TRUE(plan.fits()) << plan.why_not();
+      ASSERT_GE(plan.tiling().streamed_groups, c.streamed_groups) << plan.describe();
+      check_plan_against_float64(ctx, plan, c.B, c.T, c.B % 2 == 1, 500 + c.H + c.B);
+    }
+    PersistentRnnKernels forced;
+    forced.min_streamed_groups = 2;
+    const PersistentRnnPlan one(1700, 4, 1, -1, precision, forced);
+    const PersistentRnnPlan both(1700, 4, 2, -1, precision, forced);
+    ASSERT_TRUE(one.fits() && both.fits()) << one.why_not() << both.why_not();
+    ASSERT_EQ(one.tiling().threads, both.tiling().threads);  // the same order of sums
+    BothDirections layer(ctx, 20, 4, 1700, 77);
+    std::vector<float> h[2], dp;
+    layer.run(one, h, &dp);
+    layer.expect_same(both, h, dp, "both directions streamed in one launch");
+  }
+  const PersistentRnnPlan fp32(3584, 1), bf16(4608, 2, 1, -1, Precision::kBf16);
+  for (const auto* p : {&fp32, &bf16}) {
+    if (!p->fits()) continue;  // fewer SMs or less memory than an H100's
+    std::cout << p->describe() << "\n";
+    if (p->tiling().streamed_groups == 0) continue;
+    check_plan_against_float64(ctx, *p, p->max_batch(), 4, true, 31);
+  }
 }
 
 // Tagged tensor-core plans give every state element of the padded k-tiles an owner (a reader
