@@ -4,7 +4,9 @@
 // all T timesteps of one or both directions of a layer. Each CTA owns `rows_per_cta` consecutive
 // output neurons and keeps their rows of U (forward) or of U^T (backward-data) on chip for the
 // whole launch, in fp32 or in bf16 (`bf16_weights`: half the bytes, so more rows fit; products and
-// sums stay fp32): register_groups * 4 rows in registers, the rest in shared memory. Thread i owns
+// sums stay fp32): register_groups * 4 rows in registers, the rest in shared memory; layers past
+// what those hold keep their last streamed_groups * 4 rows in the workspace instead and read them
+// from L2 every step (version 9, "streamed rows" in kernels/NOTES.md). Thread i owns
 // `chunks` 4-column pieces of every row, columns [4c, 4c + 4) for c = i + j * threads, j < chunks
 // (two: half the threads, so half the reduction across them). Per step every CTA reads the previous
 // step's state {B, H} from a double-buffered exchange array in the workspace (L2, ld.global.cg),

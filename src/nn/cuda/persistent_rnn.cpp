@@ -254,7 +254,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   const int outputs = groups * kRowGroup * t.batch_tile;  // one per thread in the epilogue
   const int max_groups = std::min(groups, t.bf16_weights ? kernels::kPrnnMaxRegisterGroupsBf16
                                                          : kernels::kPrnnMaxRegisterGroups);
-  std::string smem_reason, sm_reason, threads_reason;
+  std::string smem_reason, sm_reason, threads_reason, streamed_reason;
   // Most rows in registers that still fit, the rest in shared memory; kernels that spill only
   // when nothing else fits.
   auto try_chunks = [&](int chunks) {
@@ -345,13 +345,22 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
         if (kernels::prnn_shared_bytes(t) > smem_optin) continue;
         const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(t);
         if (info.local_bytes > 0) break;  // the same kernel for every sg
-        if (info.blocks_per_sm < 1 || int64_t{info.blocks_per_sm} * sm_count_ < t.ctas()) continue;
+        if (info.blocks_per_sm < 1 || int64_t{info.blocks_per_sm} * sm_count_ < t.ctas()) {
+          std::ostringstream s;
+          s << "with rows streamed from L2, a CTA of " << t.threads << " threads x "
+            << info.registers << " registers (" << nrg * kRowGroup << " rows in registers, "
+            << sg * kRowGroup << " streamed) does not fit on one SM";
+          streamed_reason = s.str();
+          continue;
+        }
         registers_ = info.registers;
         fits_ = true;
       }
     }
     if (!fits_) t.streamed_groups = 0;
   }
+  if (!fits_ && !streamed_reason.empty())
+    smem_reason += (smem_reason.empty() ? "" : "; ") + streamed_reason;
   if (!fits_ && sm_reason.empty() && smem_reason.empty()) sm_reason = threads_reason;
   if (!fits_) {
     std::string why = sm_reason;
