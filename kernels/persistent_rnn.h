@@ -51,8 +51,9 @@ constexpr int kPrnnMaxRegisterGroupsBf16 = 16;
 // the fp32 split up to 8 (both directions of batch 16 in groups of 4 rows), bf16 up to
 // kPrnnMaxBf16Sets (what its plans were measured with).
 constexpr int kPrnnMaxSets = 8;
-// Streamed row groups (PrnnTiling::streamed_groups): plans take them up to this batch, one pass.
-constexpr int kPrnnStreamedMaxBatch = 4;
+// Streamed row groups (PrnnTiling::streamed_groups): plans take them up to this batch (two passes
+// of 4 a step, each reading the streamed rows).
+constexpr int kPrnnStreamedMaxBatch = 8;
 constexpr int kPrnnMaxBf16Sets = 4;
 
 struct PrnnTiling {

@@ -327,10 +327,11 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   }
   // Past what registers and shared memory hold: the most rows in registers that run without
   // spills, the fewest row groups streamed from L2 that leave the rest within shared memory. One
-  // direction and one batch pass only: every pass of a step reads the streamed rows again (H200,
-  // bf16 H 4096, us a step forward: batch 1 4.61, batch 4 7.30, batch 16 24.59 against cuDNN's
-  // best 16-bit 10.23, 16.92, 15.52; session 57), and a bidirectional layer then runs its
-  // directions one after the other, each streaming half what one launch of both would.
+  // direction and at most two batch passes: every pass of a step reads the streamed rows again
+  // (H200, bf16 H 4096, us a step forward: batch 1 4.61, batch 4 7.30, batch 6-8 13.11-13.16,
+  // batch 16 24.59 against cuDNN's best 16-bit 10.23, 16.92, 15.00-15.07, 15.52; session 57). A
+  // bidirectional layer then runs its directions one after the other, each streaming half what
+  // one launch of both would.
   const bool stream = forced_stream || (allowed.streamed_rows && directions == 1 &&
                                         max_batch <= kernels::kPrnnStreamedMaxBatch);
   if (!fits_ && stream) {

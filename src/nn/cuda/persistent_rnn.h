@@ -39,7 +39,7 @@
 // also runs the forward when clip > 32768. Everything is queued on `stream`; no host
 // synchronization. Results are deterministic (fixed reduction order) and identical for every plan
 // of the same hidden size, precision and kernel kind (tensor cores or not, and for the fp32-math
-// kernel its columns per thread, tiling().chunks). One direction at batch <= 4 past what the chip
+// kernel its columns per thread, tiling().chunks). One direction at batch <= 8 past what the chip
 // holds (fp32 from H 3073, bf16 from H 3681-3969 on an H200) streams the rows that do not fit
 // from L2 every step (tiling().streamed_groups; up to fp32 H 4096-5120, bf16 4096-8192 by batch);
 // a bidirectional layer there runs its directions one after the other.
