@@ -784,7 +784,8 @@ TEST(PersistentRnn, Fp32SplitBatchGroupsMatchFloat64) {
 // sizes that fit on chip: 1 to 3 streamed row groups a CTA (all of its rows at H 37, 300 and
 // 1000), fp32 and bf16 weights, batch 1 to 7 (one pass and two), odd H, one direction against
 // float64, and both directions in one launch against two one-direction launches bit for bit. Then
-// the plan's own choice past the on-chip limit (fp32 H 3584 at batch 1, bf16 H 4608 at batch 2).
+// the plan's own choice past the on-chip limit (fp32 H 3584 at batch 1, bf16 H 4608 at batch 2,
+// bf16 H 4096 at batch 7: two passes).
 TEST(PersistentRnn, StreamedRowsMatchFloat64) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -813,8 +814,9 @@ TEST(PersistentRnn, StreamedRowsMatchFloat64) {
     layer.run(one, h, &dp);
     layer.expect_same(both, h, dp, "both directions streamed in one launch");
   }
-  const PersistentRnnPlan fp32(3584, 1), bf16(4608, 2, 1, -1, Precision::kBf16);
-  for (const auto* p : {&fp32, &bf16}) {
+  const PersistentRnnPlan fp32(3584, 1), bf16(4608, 2, 1, -1, Precision::kBf16),
+      bf16_two_passes(4096, 7, 1, -1, Precision::kBf16);
+  for (const auto* p : {&fp32, &bf16, &bf16_two_passes}) {
     if (!p->fits()) continue;  // fewer SMs or less memory than an H100's
     std::cout << p->describe() << "\n";
     if (p->tiling().streamed_groups == 0) continue;
