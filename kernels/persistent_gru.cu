@@ -37,6 +37,10 @@ struct Args {
   int T, B, H, n, ctas_per_dir, groups, kpad, max_batch;
   // Dynamic shared memory carve-up, in bytes (weights at 0).
   int red_off, ep_off, own_off, bias_off, len_off;
+  // Streamed row groups (PgruPass::streamed_groups): CTA c's at streamed + c * streamed_groups *
+  // kRg * CH * threads chunks, [group * kRg + row][chunk][thread].
+  int streamed_groups;
+  float4* streamed;
   unsigned int* arrivals;      // per direction: CTAs arrived at the step barriers (0 at launch)
   const unsigned int* run_if;  // nullptr, or a device word: the launch does nothing while it is 0
 };
@@ -60,7 +64,8 @@ SmemLayout smem_layout(const PgruTiling& t, bool bwd) {
   const int warps = p.threads / 32;
   const int outputs = t.max_batch * t.neurons_per_cta;
   SmemLayout l{};
-  size_t off = size_t(groups - p.register_groups) * kRg * p.chunks * p.threads * sizeof(float4);
+  size_t off = size_t(groups - p.register_groups - p.streamed_groups) * kRg * p.chunks * p.threads *
+               sizeof(float4);
   l.red_off = off;
   off += size_t(2) * groups * warps * v * sizeof(float);  // reduction, double-buffered per tile
   l.ep_off = off;
@@ -97,8 +102,9 @@ __device__ __forceinline__ float4 weight_chunk(const float* __restrict__ u, int 
 }
 
 // BT: batch rows per pass; NRG: row groups held in registers; CH: 4-column chunks per thread
-// (thread tid owns input columns [4 c', 4 c' + 4) for c' = tid + c * threads); BWD: the pass.
-template <int BT, int NRG, int CH, bool BWD>
+// (thread tid owns input columns [4 c', 4 c' + 4) for c' = tid + c * threads); BWD: the pass;
+// kStream: the CTA's last a.streamed_groups row groups read from the workspace (L2) every pass.
+template <int BT, int NRG, int CH, bool BWD, bool kStream>
 __global__ void pgru_kernel(const Args a) {
   constexpr int V = kRg * BT;     // partial sums per row group and batch tile
   constexpr int NRW = NRG * kRg;  // rows in registers
@@ -144,10 +150,21 @@ __global__ void pgru_kernel(const Args a) {
 #pragma unroll
     for (int c = 0; c < CH; ++c)
       w[i * CH + c] = weight_chunk(d.u, H, n, k0, slot_row(i), c0 + 4 * c * nt, BWD);
-  for (int i = NRW; i < groups * kRg; ++i)
+  // Row groups [NRG, shared_end) in shared memory, [shared_end, groups) streamed; a thread reads
+  // back only the streamed chunks it wrote itself.
+  const int shared_end = kStream ? groups - a.streamed_groups : groups;
+  float4* wst =
+      kStream ? a.streamed + int64_t{blockIdx.x} * a.streamed_groups * kRg * CH * nt : nullptr;
+  for (int i = NRW; i < shared_end * kRg; ++i)
     for (int c = 0; c < CH; ++c)
       wsm[((i - NRW) * CH + c) * nt + tid] =
           weight_chunk(d.u, H, n, k0, slot_row(i), c0 + 4 * c * nt, BWD);
+  if constexpr (kStream) {
+    for (int i = shared_end * kRg; i < groups * kRg; ++i)
+      for (int c = 0; c < CH; ++c)
+        wst[((i - shared_end * kRg) * CH + c) * nt + tid] =
+            weight_chunk(d.u, H, n, k0, slot_row(i), c0 + 4 * c * nt, BWD);
+  }
   __syncthreads();
 
   // Epilogue output o of a batch tile: batch row tile * BT + o / n, neuron k0 + o % n; the same
@@ -190,6 +207,9 @@ __global__ void pgru_kernel(const Args a) {
     cp_async_wait_all();
 
     for (int tile = 0; tile < tiles; ++tile, ++pass) {
+      // Streamed rows: the first group's loads go out before the state's.
+      float4 wq[kRg * CH];
+      if constexpr (kStream) load_streamed_group<kRg, CH>(wst, 0, wq, tid, nt);
       // This thread's columns of batch rows tile * BT + (i ^ perm_b), zero before the first
       // step. ld.global.cg: L2, never a stale L1 line (written by other CTAs before the barrier).
       float4 hv[BT * CH];
@@ -206,8 +226,11 @@ __global__ void pgru_kernel(const Args a) {
       }
       // Alternating buffers: a CTA barrier lies between any two writes of the same buffer.
       float* redt = red + (pass & 1) * groups * nw * V;
-      reduce_row_groups<kRg, BT, NRG, CH>(w, wsm, hv, groups, redt, nw, warp, lane, rs_mask, tid,
-                                          nt);
+      if constexpr (kStream)
+        reduce_streamed_groups<kRg, BT, CH>(wst, wq, hv, shared_end, groups, redt, nw, warp, lane,
+                                            rs_mask, tid, nt);
+      reduce_row_groups<kRg, BT, NRG, CH>(w, wsm, hv, shared_end, redt, nw, warp, lane, rs_mask,
+                                          tid, nt);
       __syncthreads();
 
       // Warps summed in a fixed order (deterministic), then the cell and the padding mask.
@@ -275,27 +298,34 @@ __global__ void pgru_kernel(const Args a) {
 
 using KernelFn = void (*)(const Args);
 
-template <int BT, int CH, bool BWD, int... N>
+template <int BT, int CH, bool BWD, bool kStream, int... N>
 KernelFn kernel_among(int nrg, std::integer_sequence<int, N...>) {
   KernelFn fn = nullptr;
-  ((fn = nrg == N ? pgru_kernel<BT, N, CH, BWD> : fn), ...);
+  ((fn = nrg == N ? pgru_kernel<BT, N, CH, BWD, kStream> : fn), ...);
   return fn;
 }
 
 // Instantiated: forward with 1 chunk (0..8 register groups) or 2 (0..4); backward-data, whose
 // input is 3x wider, with 3 chunks (0..2 groups) or 6 (0..1), the same threads as the forward.
-// A group costs 16 * CH registers, so each form holds at most 128-144 weight registers.
+// A group costs 16 * CH registers, so each form holds at most 128-144 weight registers. Streamed
+// rows: the widest forms only (forward 2 chunks, backward-data 6).
 template <int BT>
 KernelFn kernel_for_tile(const PgruPass& p, bool bwd) {
   const int nrg = p.register_groups;
+  using UpTo1 = std::integer_sequence<int, 0, 1>;
+  using UpTo4 = std::integer_sequence<int, 0, 1, 2, 3, 4>;
+  if (p.streamed_groups > 0) {
+    if (!bwd && p.chunks == 2) return kernel_among<BT, 2, false, true>(nrg, UpTo4{});
+    if (bwd && p.chunks == 6) return kernel_among<BT, 6, true, true>(nrg, UpTo1{});
+    return nullptr;
+  }
   if (!bwd && p.chunks == 1)
-    return kernel_among<BT, 1, false>(nrg, std::integer_sequence<int, 0, 1, 2, 3, 4, 5, 6, 7, 8>{});
-  if (!bwd && p.chunks == 2)
-    return kernel_among<BT, 2, false>(nrg, std::integer_sequence<int, 0, 1, 2, 3, 4>{});
+    return kernel_among<BT, 1, false, false>(
+        nrg, std::integer_sequence<int, 0, 1, 2, 3, 4, 5, 6, 7, 8>{});
+  if (!bwd && p.chunks == 2) return kernel_among<BT, 2, false, false>(nrg, UpTo4{});
   if (bwd && p.chunks == 3)
-    return kernel_among<BT, 3, true>(nrg, std::integer_sequence<int, 0, 1, 2>{});
-  if (bwd && p.chunks == 6)
-    return kernel_among<BT, 6, true>(nrg, std::integer_sequence<int, 0, 1>{});
+    return kernel_among<BT, 3, true, false>(nrg, std::integer_sequence<int, 0, 1, 2>{});
+  if (bwd && p.chunks == 6) return kernel_among<BT, 6, true, false>(nrg, UpTo1{});
   return nullptr;
 }
 
@@ -314,18 +344,31 @@ KernelFn kernel_for(const PgruTiling& t, bool bwd) {
 
 void check_tiling(const PgruTiling& t, bool bwd) {
   const PgruPass& p = t.pass(bwd);
-  const bool ok = t.hidden > 0 && t.max_batch > 0 && (t.directions == 1 || t.directions == 2) &&
-                  t.neurons_per_cta > 0 && t.neurons_per_cta % kRg == 0 &&
-                  t.ctas_per_direction > 0 &&
-                  int64_t{t.ctas_per_direction} * t.neurons_per_cta >= t.hidden && p.threads > 0 &&
-                  p.threads % 32 == 0 && int64_t{p.threads} * 4 * p.chunks >= t.inputs(bwd) &&
-                  p.register_groups >= 0 && p.register_groups <= t.rows(bwd) / kRg &&
-                  kernel_for(t, bwd) != nullptr;
+  const bool ok =
+      t.hidden > 0 && t.max_batch > 0 && (t.directions == 1 || t.directions == 2) &&
+      t.neurons_per_cta > 0 && t.neurons_per_cta % kRg == 0 && t.ctas_per_direction > 0 &&
+      int64_t{t.ctas_per_direction} * t.neurons_per_cta >= t.hidden && p.threads > 0 &&
+      p.threads % 32 == 0 && int64_t{p.threads} * 4 * p.chunks >= t.inputs(bwd) &&
+      p.register_groups >= 0 && p.streamed_groups >= 0 &&
+      p.register_groups + p.streamed_groups <= t.rows(bwd) / kRg && kernel_for(t, bwd) != nullptr;
   DS2_CHECK(ok, "persistent GRU: invalid tiling (hidden "
                     << t.hidden << ", batch " << t.max_batch << ", neurons/CTA "
                     << t.neurons_per_cta << ", " << (bwd ? "backward-data" : "forward")
                     << " threads " << p.threads << ", chunks " << p.chunks << ", register groups "
-                    << p.register_groups << ")");
+                    << p.register_groups << ", streamed groups " << p.streamed_groups << ")");
+}
+
+// Workspace bytes before the streamed rows (the exchange arrays and the barrier counters, rounded
+// up to 16 bytes), and a pass's streamed rows over every CTA.
+size_t streamed_offset(const PgruTiling& t) {
+  return (size_t(t.directions) * 2 * t.max_batch * max_kpad(t) * sizeof(float) +
+          2 * sizeof(unsigned int) + 15) /
+         16 * 16;
+}
+size_t streamed_bytes(const PgruTiling& t, bool bwd) {
+  const PgruPass& p = t.pass(bwd);
+  return size_t(t.directions) * t.ctas_per_direction * p.streamed_groups * kRg * p.chunks *
+         p.threads * sizeof(float4);
 }
 
 }  // namespace
@@ -339,8 +382,8 @@ size_t pgru_shared_bytes(const PgruTiling& t, bool backward) {
 }
 
 size_t pgru_workspace_bytes(const PgruTiling& t) {
-  return size_t(t.directions) * 2 * t.max_batch * max_kpad(t) * sizeof(float) +
-         2 * sizeof(unsigned int);
+  const size_t f = streamed_bytes(t, false), b = streamed_bytes(t, true);
+  return streamed_offset(t) + (f > b ? f : b);
 }
 
 PrnnKernelInfo pgru_kernel_info(const PgruTiling& t, bool backward) {
@@ -375,6 +418,8 @@ void pgru_launch(const PgruTiling& t, bool backward, const PgruDirection* dirs, 
   a.bias_off = static_cast<int>(layout.bias_off);
   a.len_off = static_cast<int>(layout.len_off);
   a.run_if = run_if;
+  a.streamed_groups = p.streamed_groups;
+  a.streamed = reinterpret_cast<float4*>(static_cast<char*>(workspace) + streamed_offset(t));
   float* ws = static_cast<float*>(workspace);
   const int64_t xfloats = int64_t{2} * t.max_batch * a.kpad;  // one direction's exchange
   for (int i = 0; i < t.directions; ++i) {

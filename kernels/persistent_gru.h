@@ -41,6 +41,10 @@ struct PgruPass {
   int threads = 0;  // multiple of 32
   int chunks = 1;   // 4-column pieces of the pass's input per thread (threads*4*chunks >= K)
   int register_groups = 0;  // row groups (of kPrnnRowGroup rows) in registers, the rest in shared
+  // Past what registers and shared memory hold (forward 2 chunks, backward-data 6): the CTA's last
+  // row groups kept in the workspace and read from L2 every pass, as the clipped-ReLU kernel's
+  // PrnnTiling::streamed_groups
+  int streamed_groups = 0;
 };
 
 struct PgruTiling {
@@ -61,7 +65,8 @@ struct PgruTiling {
 // Whether a kernel is instantiated for the pass's batch tile, chunks and register groups.
 bool pgru_has_kernel(const PgruTiling& t, bool backward);
 size_t pgru_shared_bytes(const PgruTiling& t, bool backward);
-// Workspace of one launch of either pass: the exchange arrays and the barrier counters.
+// Workspace of one launch of either pass: the exchange arrays, the barrier counters and the
+// streamed rows of the pass that streams the most.
 size_t pgru_workspace_bytes(const PgruTiling& t);
 // Resources of the pass's kernel on the current device (its shared memory limit raised first).
 PrnnKernelInfo pgru_kernel_info(const PgruTiling& t, bool backward);

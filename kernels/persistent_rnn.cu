@@ -266,43 +266,16 @@ __global__ void prnn_kernel(const Args a) {
       if constexpr (!kOneTile) {
         if (tile + 1 < tiles) load_state(hnext, tile + 1);
       }
-      // Streamed: the first group's weights are on their way while the state arrives, each
-      // next group's while this one's products run (ld.global.cg: L2, where every step reads
-      // them; L1 is mostly shared memory here).
+      // Streamed rows: the first group's loads go out while the state is on its way.
       Chunk wq[kRg * CH];
-      auto load_streamed = [&](int g) {
-#pragma unroll
-        for (int i = 0; i < kRg * CH; ++i)
-          wq[i] = __ldcg(&wst[((g - shared_end) * kRg * CH + i) * nt + tid]);
-      };
-      if constexpr (kStream) load_streamed(shared_end);
+      if constexpr (kStream) load_streamed_group<kRg, CH>(wst, 0, wq, tid, nt);
       await_state(hcur, tile);
       // Alternating buffers: a CTA barrier lies between any two writes of the same buffer, so
       // a slow thread's epilogue reads finish before the next overwrite.
       float* redt = red + (pass & 1) * groups * nw * V;
-      // Row group g's products from weights copied into registers (shared memory, streamed).
-      auto copied_group_products = [&](const Chunk(&ws)[kRg * CH], int g) {
-        float acc[V];
-#pragma unroll
-        for (int rr = 0; rr < kRg; ++rr)
-#pragma unroll
-          for (int b = 0; b < BT; ++b) {
-            acc[rr * BT + b] = dot4(ws[rr * CH], hcur[b]);
-#pragma unroll
-            for (int c = 1; c < CH; ++c)
-              acc[rr * BT + b] = dot4_add(ws[rr * CH + c], hcur[c * BT + b], acc[rr * BT + b]);
-          }
-        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane, rs_mask);
-      };
-      if constexpr (kStream) {
-        for (int g = shared_end; g < groups; ++g) {
-          Chunk ws[kRg * CH];
-#pragma unroll
-          for (int i = 0; i < kRg * CH; ++i) ws[i] = wq[i];
-          if (g + 1 < groups) load_streamed(g + 1);
-          copied_group_products(ws, g);
-        }
-      }
+      if constexpr (kStream)
+        reduce_streamed_groups<kRg, BT, CH>(wst, wq, hcur, shared_end, groups, redt, nw, warp, lane,
+                                            rs_mask, tid, nt);
 #pragma unroll
       for (int g = 0; g < NRG; ++g) {
         float acc[V];
@@ -322,7 +295,17 @@ __global__ void prnn_kernel(const Args a) {
         Chunk ws[kRg * CH];
 #pragma unroll
         for (int i = 0; i < kRg * CH; ++i) ws[i] = wsm[((g - NRG) * kRg * CH + i) * nt + tid];
-        copied_group_products(ws, g);
+        float acc[V];
+#pragma unroll
+        for (int rr = 0; rr < kRg; ++rr)
+#pragma unroll
+          for (int b = 0; b < BT; ++b) {
+            acc[rr * BT + b] = dot4(ws[rr * CH], hcur[b]);
+#pragma unroll
+            for (int c = 1; c < CH; ++c)
+              acc[rr * BT + b] = dot4_add(ws[rr * CH + c], hcur[c * BT + b], acc[rr * BT + b]);
+          }
+        reduce_scatter_store<V>(acc, redt + (g * nw + warp) * V, lane, rs_mask);
       }
       __syncthreads();
 

@@ -115,4 +115,33 @@ __device__ __forceinline__ void reduce_row_groups(const Chunk* w, const Chunk* w
   }
 }
 
+// Streamed row groups (layers past what registers and shared memory hold): this thread's chunks
+// of the CTA's i-th streamed group at wst[(i * R * CH + c) * threads + tid], written by the same
+// thread at the launch's start and read back from L2 (ld.global.cg) every pass.
+template <int R, int CH, class Chunk>
+__device__ __forceinline__ void load_streamed_group(const Chunk* wst, int i, Chunk (&wq)[R * CH],
+                                                    int tid, int threads) {
+#pragma unroll
+  for (int c = 0; c < R * CH; ++c) wq[c] = __ldcg(&wst[(int64_t{i} * R * CH + c) * threads + tid]);
+}
+// The products of streamed row groups [first, groups), reduced as reduce_row_groups does. wq holds
+// group `first` on entry (loaded while the state was on its way); each next group's loads go out
+// before this group's products, so a group's L2 round trip hides behind the one before.
+template <int R, int BT, int CH, class Chunk>
+__device__ __forceinline__ void reduce_streamed_groups(const Chunk* wst, Chunk (&wq)[R * CH],
+                                                       const float4 (&hv)[BT * CH], int first,
+                                                       int groups, float* red, int warps, int warp,
+                                                       int lane, int mask, int tid, int threads) {
+  constexpr int V = R * BT;
+  for (int g = first; g < groups; ++g) {
+    Chunk ws[R * CH];
+#pragma unroll
+    for (int c = 0; c < R * CH; ++c) ws[c] = wq[c];
+    if (g + 1 < groups) load_streamed_group<R, CH>(wst, g + 1 - first, wq, tid, threads);
+    float acc[V];
+    row_group_products<R, BT, CH>(ws, hv, acc);
+    reduce_scatter_store<V>(acc, red + (g * warps + warp) * V, lane, mask);
+  }
+}
+
 }  // namespace ds2::kernels

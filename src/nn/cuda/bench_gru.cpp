@@ -102,8 +102,10 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   rep << "plan: " << plan.describe() << "\n";
   rep << "largest hidden size that runs persistently at this batch: "
       << PersistentGruPlan::max_hidden(B, 1, o.device)
-      << " (both directions in one launch: " << PersistentGruPlan::max_hidden(B, 2, o.device)
-      << ")\n";
+      << " on chip (both directions in one launch: "
+      << PersistentGruPlan::max_hidden(B, 2, o.device) << "), "
+      << PersistentGruPlan::max_hidden(B, 1, o.device, true)
+      << " one direction with rows streamed from L2 (up to 4096 tried)\n";
   // Times the forward and backward-data of `directions` directions into `row` (per step, for all
   // of them): in one launch where p has them all, else one launch per direction on p, one after
   // the other. Direction 0's h and dx come back in h_out, dx_out when given.

@@ -26,7 +26,8 @@ int max_register_groups(bool backward, int chunks) {
 }  // namespace
 
 PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, int device,
-                                     Precision precision, bool tensor_cores) {
+                                     Precision precision, bool tensor_cores, bool streamed_rows,
+                                     int min_streamed_groups) {
   DS2_CHECK(hidden > 0 && max_batch > 0 && (directions == 1 || directions == 2),
             "persistent GRU plan: hidden " << hidden << ", max batch " << max_batch
                                            << " and directions " << directions
@@ -72,9 +73,11 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
   t.neurons_per_cta = static_cast<int>(ceil_div(ceil_div(hidden, ctas_max), kRowGroup) * kRowGroup);
   t.ctas_per_direction = static_cast<int>(ceil_div(hidden, t.neurons_per_cta));
 
-  // One pass: the most register groups that fit without spilling, the rest in shared memory.
+  // One pass: the most register groups that fit without spilling, the rest in shared memory;
+  // `stream`: past that, the fewest row groups streamed from L2 that leave the rest within shared
+  // memory (at least min_streamed_groups).
   std::string reason;
-  auto fit_pass = [&](bool backward, int chunks) {
+  auto fit_pass = [&](bool backward, int chunks, bool stream) {
     kernels::PgruPass& p = backward ? t.backward : t.forward;
     p.chunks = chunks;
     p.threads = static_cast<int>(
@@ -88,6 +91,31 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
       return false;
     }
     const int groups = t.rows(backward) / kRowGroup;
+    p.streamed_groups = 0;
+    if (stream) {
+      for (int nrg = std::min(groups, max_register_groups(backward, chunks)); nrg >= 0; --nrg) {
+        p.register_groups = nrg;
+        for (int sg = std::max(1, min_streamed_groups); nrg + sg <= groups; ++sg) {
+          p.streamed_groups = sg;
+          if (!kernels::pgru_has_kernel(t, backward)) break;
+          const size_t smem = kernels::pgru_shared_bytes(t, backward);
+          if (smem > smem_optin) continue;
+          const kernels::PrnnKernelInfo info = kernels::pgru_kernel_info(t, backward);
+          if (info.local_bytes > 0) break;  // the same kernel for every sg
+          if (info.blocks_per_sm < 1) {
+            std::ostringstream s;
+            s << name << ": with rows streamed from L2, a CTA of " << p.threads << " threads x "
+              << info.registers << " registers does not fit on one SM";
+            reason = s.str();
+            continue;
+          }
+          registers_[backward ? 1 : 0] = info.registers;
+          return true;
+        }
+      }
+      p.streamed_groups = 0;
+      return false;
+    }
     for (int nrg = std::min(groups, max_register_groups(backward, chunks)); nrg >= 0; --nrg) {
       p.register_groups = nrg;
       if (!kernels::pgru_has_kernel(t, backward)) continue;
@@ -115,20 +143,30 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
   };
   // Forward one 4-column chunk per thread up to H 1600 (two beyond, as the clipped-ReLU kernel
   // measured faster there), else the other; backward-data with 3x the chunks (same threads).
+  // Past the chip (or forced), the streamed forms: forward 2 chunks, backward-data 6, each pass
+  // on chip where it fits (forced: streamed either way).
   bool ok = false;
+  const bool forced = min_streamed_groups > 0;
   const int first = hidden >= 1600 ? 2 : 1;
   for (int chunks : {first, 3 - first}) {
-    if (fit_pass(false, chunks) && fit_pass(true, 3 * chunks)) {
+    if (forced) break;
+    if (fit_pass(false, chunks, false) && fit_pass(true, 3 * chunks, false)) {
       ok = true;
       break;
     }
+  }
+  const bool stream =
+      forced || (streamed_rows && directions == 1 && max_batch <= kernels::kPrnnStreamedMaxBatch);
+  if (!ok && stream) {
+    ok = (!forced && fit_pass(false, 2, false)) || fit_pass(false, 2, true);
+    ok = ok && ((!forced && fit_pass(true, 6, false)) || fit_pass(true, 6, true));
   }
   if (!ok) {
     refuse(reason.empty() ? "no kernel variant fits" : reason);
     return;
   }
   fits_ = true;
-  if (tensor_cores) {
+  if (tensor_cores && !forced) {
     plan_mma(false, ctas_max, smem_optin);
     plan_mma(true, ctas_max, smem_optin);
   }
@@ -214,6 +252,9 @@ std::string PersistentGruPlan::describe() const {
     const int rows = t.rows(bwd), reg_rows = p.register_groups * kRowGroup;
     s << "; " << (bwd ? "backward-data " : "forward ") << p.threads << " threads of "
       << 4 * p.chunks << " columns, " << reg_rows << " of " << rows << " rows in registers, "
+      << (p.streamed_groups > 0
+              ? std::to_string(p.streamed_groups * kRowGroup) + " streamed from L2 every step, "
+              : std::string())
       << registers_[bwd ? 1 : 0] << " registers/thread, "
       << kilobytes(kernels::pgru_shared_bytes(t, bwd)) << " shared memory/CTA";
   }
@@ -244,11 +285,11 @@ bool directions_in_turn_faster(const PersistentGruPlan& both, const PersistentGr
   return both_off && one_on && (!backward || both.max_batch() >= 3);
 }
 
-int PersistentGruPlan::max_hidden(int max_batch, int directions, int device) {
+int PersistentGruPlan::max_hidden(int max_batch, int directions, int device, bool streamed) {
   int best = 0;
   // Rounding of neurons per CTA makes "fits" not quite monotone in H: every multiple of 32.
   for (int h = 32; h <= 4096; h += 32) {
-    PersistentGruPlan plan(h, max_batch, directions, device);
+    PersistentGruPlan plan(h, max_batch, directions, device, Precision::kFp32, true, streamed);
     if (plan.fits()) best = h;
   }
   return best;

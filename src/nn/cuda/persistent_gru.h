@@ -37,8 +37,13 @@ class PersistentGruPlan {
   // `directions` = 2 plans one launch for both directions (the SMs split between them).
   // device -1: the current device. Only fp32 weights are implemented: a bf16 plan does not fit.
   // `tensor_cores` false keeps both passes on the fp32-math kernel (benchmarks time it beside).
+  // `streamed_rows`: one direction at batch <= kernels::kPrnnStreamedMaxBatch past what registers
+  // and shared memory hold streams each CTA's last row groups from L2 every pass
+  // (kernels::PgruPass::streamed_groups); tests force at least `min_streamed_groups` a pass on
+  // the fp32-math kernel at any size (either direction count).
   PersistentGruPlan(int hidden, int max_batch, int directions = 1, int device = -1,
-                    Precision precision = Precision::kFp32, bool tensor_cores = true);
+                    Precision precision = Precision::kFp32, bool tensor_cores = true,
+                    bool streamed_rows = true, int min_streamed_groups = 0);
 
   bool fits() const { return fits_; }
   const std::string& why_not() const { return why_not_; }
@@ -60,8 +65,9 @@ class PersistentGruPlan {
   // "persistent GRU hidden 1024, batch <= 4, 2 directions in one launch: 256 CTAs ..."
   std::string describe() const;
 
-  // The largest hidden size (a multiple of 32) whose plan fits on `device` for this batch.
-  static int max_hidden(int max_batch, int directions = 1, int device = -1);
+  // The largest hidden size (a multiple of 32) whose plan fits on `device` for this batch: with
+  // U on chip, or with `streamed` rows allowed too.
+  static int max_hidden(int max_batch, int directions = 1, int device = -1, bool streamed = false);
 
  private:
   void plan_mma(bool backward, int ctas_max, size_t smem_optin);

@@ -159,7 +159,9 @@ struct Case {
   int T, B, H;
 };
 
-void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
+// min_streamed_groups > 0: the fp32-math plans of one and two directions with at least that many
+// row groups a CTA streamed from L2 (kernels::PgruPass::streamed_groups) instead.
+void check_case(CudaContext& ctx, const Case& c, uint64_t seed, int min_streamed_groups = 0) {
   const int T = c.T, B = c.B, H = c.H, GH = 3 * H, P = 2 * GH;
   SCOPED_TRACE("T" + std::to_string(T) + " B" + std::to_string(B) + " H" + std::to_string(H));
   cudaStream_t s = ctx.stream();
@@ -176,13 +178,19 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
 
   // The passes run on tensor cores where they fit; the fp32-math kernel is checked there too
   // (plan1_fp32).
-  PersistentGruPlan plan1(H, B, 1), plan2(H, B, 2);
+  const int forced = min_streamed_groups;
+  PersistentGruPlan plan1(H, B, 1, -1, Precision::kFp32, true, true, forced),
+      plan2(H, B, 2, -1, Precision::kFp32, true, true, forced);
   PersistentGruPlan plan1_fp32(H, B, 1, -1, Precision::kFp32, false);
   // A batch below the plan's maximum (a layer's last, shorter batch): a plan for 4 rows runs B < 4,
   // one for 16 (4 batch groups) runs 4 <= B < 16.
   const int wide_batch = B < 4 ? 4 : B < 16 ? 16 : B;
   PersistentGruPlan plan1_wide(H, wide_batch, 1);
   ASSERT_TRUE(plan1.fits()) << plan1.why_not();
+  if (forced > 0) {
+    ASSERT_GE(plan1.tiling().forward.streamed_groups, forced) << plan1.describe();
+    ASSERT_GE(plan1.tiling().backward.streamed_groups, forced) << plan1.describe();
+  }
   DeviceArray<float> du[2], dbias[2], dgates_arr, dcand, dh, ddy, ddpre, ddg, ws;
   DeviceArray<int> dlen;
   for (int d = 0; d < 2; ++d) {
@@ -200,9 +208,9 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed) {
           sizeof(float) +
       1));
   std::vector<const PersistentGruPlan*> plans = {&plan1, &plan2};
-  if (plan1.forward_on_tensor_cores() || plan1.backward_on_tensor_cores())
+  if (forced == 0 && (plan1.forward_on_tensor_cores() || plan1.backward_on_tensor_cores()))
     plans.push_back(&plan1_fp32);
-  if (wide_batch != B && plan1_wide.fits()) plans.push_back(&plan1_wide);
+  if (forced == 0 && wide_batch != B && plan1_wide.fits()) plans.push_back(&plan1_wide);
   const size_t ws_bytes = static_cast<size_t>(ws.capacity()) * sizeof(float);
 
   for (const PersistentGruPlan* plan : plans) {
@@ -294,6 +302,25 @@ const Case kCases[] = {
     {33, 1, 171},  {6, 3, 1001}, {7, 4, 700},  {11, 1, 560},  {9, 4, 1190},  {5, 2, 1056},
     {15, 16, 192}, {9, 13, 300}, {20, 7, 700}, {11, 32, 128}, {6, 12, 515},
 };
+
+// Rows streamed from L2 every step (GRU layers past what registers and shared memory hold; batch
+// 1-2, the streamed kernels' batch tiles that fit): forced at sizes that fit on chip, 1-2 streamed
+// row groups a pass (all of backward-data's at H 37 and 700), one and two directions; then the
+// plan's own choice past the on-chip limit (H 1600 at batch 1, H 2048 at batch 2).
+TEST(PersistentGru, StreamedRowsMatchFloat64) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  check_case(ctx, {7, 1, 37}, 41, 1);
+  check_case(ctx, {20, 1, 300}, 42, 1);
+  check_case(ctx, {9, 2, 700}, 43, 2);
+  check_case(ctx, {12, 2, 1190}, 44, 1);
+  for (const Case& c : {Case{6, 1, 1600}, Case{3, 2, 2048}}) {
+    const PersistentGruPlan p(c.H, c.B);
+    if (!p.fits()) continue;  // fewer SMs or less memory than an H100's
+    std::cout << p.describe() << "\n";
+    check_case(ctx, c, 45 + c.H);
+  }
+}
 
 TEST(PersistentGru, MatchesFloat64Recurrence) {
   DS2_REQUIRE_GPU();
@@ -496,7 +523,7 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
     const int best = PersistentGruPlan::max_hidden(batch);
     std::cout << "largest persistent GRU layer at batch " << batch << ": " << best << "\n";
     EXPECT_GE(best, 1024);
-    EXPECT_FALSE(PersistentGruPlan(best + 512, batch).fits());
+    EXPECT_FALSE(PersistentGruPlan(best + 512, batch, 1, -1, Precision::kFp32, true, false).fits());
   }
 }
 
