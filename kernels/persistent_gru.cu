@@ -208,8 +208,8 @@ __global__ void pgru_kernel(const Args a) {
 
     for (int tile = 0; tile < tiles; ++tile, ++pass) {
       // Streamed rows: the first group's loads go out before the state's.
-      float4 wq[kRg * CH];
-      if constexpr (kStream) load_streamed_group<kRg, CH>(wst, 0, wq, tid, nt);
+      float4 wq[kStreamedAhead<kRg, CH>];
+      if constexpr (kStream) load_streamed_unit<kRg, CH>(wst, 0, wq, tid, nt);
       // This thread's columns of batch rows tile * BT + (i ^ perm_b), zero before the first
       // step. ld.global.cg: L2, never a stale L1 line (written by other CTAs before the barrier).
       float4 hv[BT * CH];

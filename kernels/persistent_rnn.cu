@@ -267,8 +267,8 @@ __global__ void prnn_kernel(const Args a) {
         if (tile + 1 < tiles) load_state(hnext, tile + 1);
       }
       // Streamed rows: the first group's loads go out while the state is on its way.
-      Chunk wq[kRg * CH];
-      if constexpr (kStream) load_streamed_group<kRg, CH>(wst, 0, wq, tid, nt);
+      Chunk wq[kStreamedAhead<kRg, CH>];
+      if constexpr (kStream) load_streamed_unit<kRg, CH>(wst, 0, wq, tid, nt);
       await_state(hcur, tile);
       // Alternating buffers: a CTA barrier lies between any two writes of the same buffer, so
       // a slow thread's epilogue reads finish before the next overwrite.

@@ -116,30 +116,50 @@ __device__ __forceinline__ void reduce_row_groups(const Chunk* w, const Chunk* w
 }
 
 // Streamed row groups (layers past what registers and shared memory hold): this thread's chunks
-// of the CTA's i-th streamed group at wst[(i * R * CH + c) * threads + tid], written by the same
-// thread at the launch's start and read back from L2 (ld.global.cg) every pass.
+// of the CTA's streamed rows at wst[(row * CH + c) * threads + tid], row counted from the first
+// streamed group, written by the same thread at the launch's start and read back from L2
+// (ld.global.cg) every pass. They are read ahead in units of kStreamedAhead<R, CH> chunks: a whole
+// row group where a row is at most 2 chunks, one row where it is wider (the GRU's backward-data, 6
+// chunks: a group ahead would hold 96 registers more, and its kernels at batch tile 4 spilled).
+template <int R, int CH>
+constexpr int kStreamedAhead = CH > 2 ? CH : R* CH;
 template <int R, int CH, class Chunk>
-__device__ __forceinline__ void load_streamed_group(const Chunk* wst, int i, Chunk (&wq)[R * CH],
-                                                    int tid, int threads) {
+__device__ __forceinline__ void load_streamed_unit(const Chunk* wst, int unit,
+                                                   Chunk (&wq)[kStreamedAhead<R, CH>], int tid,
+                                                   int threads) {
+  constexpr int A = kStreamedAhead<R, CH>;
 #pragma unroll
-  for (int c = 0; c < R * CH; ++c) wq[c] = __ldcg(&wst[(int64_t{i} * R * CH + c) * threads + tid]);
+  for (int c = 0; c < A; ++c) wq[c] = __ldcg(&wst[(int64_t{unit} * A + c) * threads + tid]);
 }
 // The products of streamed row groups [first, groups), reduced as reduce_row_groups does. wq holds
-// group `first` on entry (loaded while the state was on its way); each next group's loads go out
-// before this group's products, so a group's L2 round trip hides behind the one before.
+// the first unit on entry (loaded while the state was on its way); each next unit's loads go out
+// before this unit's products, so one unit's L2 round trip hides behind the one before.
 template <int R, int BT, int CH, class Chunk>
-__device__ __forceinline__ void reduce_streamed_groups(const Chunk* wst, Chunk (&wq)[R * CH],
+__device__ __forceinline__ void reduce_streamed_groups(const Chunk* wst,
+                                                       Chunk (&wq)[kStreamedAhead<R, CH>],
                                                        const float4 (&hv)[BT * CH], int first,
                                                        int groups, float* red, int warps, int warp,
                                                        int lane, int mask, int tid, int threads) {
-  constexpr int V = R * BT;
+  constexpr int V = R * BT, A = kStreamedAhead<R, CH>, kUnits = R * CH / A;  // units a group
+  const int last = (groups - first) * kUnits;
   for (int g = first; g < groups; ++g) {
-    Chunk ws[R * CH];
-#pragma unroll
-    for (int c = 0; c < R * CH; ++c) ws[c] = wq[c];
-    if (g + 1 < groups) load_streamed_group<R, CH>(wst, g + 1 - first, wq, tid, threads);
     float acc[V];
-    row_group_products<R, BT, CH>(ws, hv, acc);
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      Chunk ws[A];
+#pragma unroll
+      for (int c = 0; c < A; ++c) ws[c] = wq[c];
+      const int next = (g - first) * kUnits + u + 1;
+      if (next < last) load_streamed_unit<R, CH>(wst, next, wq, tid, threads);
+      if constexpr (kUnits == 1) {
+        row_group_products<R, BT, CH>(ws, hv, acc);
+      } else {
+        float row[BT];
+        row_group_products<1, BT, CH>(ws, hv, row);
+#pragma unroll
+        for (int b = 0; b < BT; ++b) acc[u * BT + b] = row[b];
+      }
+    }
     reduce_scatter_store<V>(acc, red + (g * warps + warp) * V, lane, mask);
   }
 }

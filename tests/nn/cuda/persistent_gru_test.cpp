@@ -314,7 +314,10 @@ TEST(PersistentGru, StreamedRowsMatchFloat64) {
   check_case(ctx, {20, 1, 300}, 42, 1);
   check_case(ctx, {9, 2, 700}, 43, 2);
   check_case(ctx, {12, 2, 1190}, 44, 1);
-  for (const Case& c : {Case{6, 1, 1600}, Case{3, 2, 2048}}) {
+  check_case(ctx, {7, 3, 37}, 45, 1);
+  check_case(ctx, {9, 7, 700}, 46, 2);
+  check_case(ctx, {12, 4, 1190}, 47, 1);
+  for (const Case& c : {Case{6, 1, 1600}, Case{3, 2, 2048}, Case{3, 4, 2048}}) {
     const PersistentGruPlan p(c.H, c.B);
     if (!p.fits()) continue;  // fewer SMs or less memory than an H100's
     std::cout << p.describe() << "\n";
