@@ -10,8 +10,8 @@
 //                  gradients dG of the step before), so both passes hold 3 n H weights per CTA.
 // The state goes through a double-buffered exchange array in the workspace (L2, ld.global.cg).
 // Layers past what registers and shared memory hold keep a pass's last row groups in the workspace
-// and read them from L2 every step (PgruPass::streamed_groups; forward 2 chunks, backward-data 6,
-// batch tiles 1-2), as the clipped-ReLU kernel does.
+// and read them from L2 every step (PgruPass::streamed_groups; forward 2 chunks, backward-data 6),
+// as the clipped-ReLU kernel does.
 // At batch <= 4 the plan (nn/cuda/persistent_gru.h) runs both passes on tensor cores instead where
 // they fit: kernels/persistent_rnn_mma.h, pgru_mma_forward_launch and pgru_mma_backward_launch,
 // the same contract and operands.

@@ -11,7 +11,7 @@
 // pgru_mma_backward_launch; backward-data with its gradients scaled into fp16's range, and rerun
 // on the fp32-math kernel, decided on the device, where they overflow); elsewhere the passes run
 // kernels/persistent_gru.h's fp32-math kernel, which past what the chip holds (H 1569-2048 on an
-// H200, one direction, batch 1-2) streams a CTA's last rows from L2 every step.
+// H200, one direction, batch 1-8) streams a CTA's last rows from L2 every step.
 //
 //   PersistentGruPlan plan(/*hidden=*/1024, /*max_batch=*/4, /*directions=*/2);
 //   if (!plan.fits()) std::cerr << plan.why_not() << "\n";          // then the GEMM recurrence
