@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "core/bf16.h"
 #include "core/cuda/check.h"
 #include "kernels/clipped_relu.cuh"
 #include "kernels/grid.h"
@@ -30,11 +31,14 @@ __global__ void add_input_bias_kernel(float* pre, int64_t rows, int cols, int di
 }
 
 __global__ void relu_step_forward_kernel(const float* __restrict__ pre, int ld_pre,
-                                         float* __restrict__ h, int B, int H, int t,
-                                         const int* __restrict__ lengths, float clip) {
+                                         float* __restrict__ h, uint16_t* __restrict__ h_bf16,
+                                         int B, int H, int t, const int* __restrict__ lengths,
+                                         float clip) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
-    h[i] = t < lengths[b] ? clipped_relu(pre[int64_t{b} * ld_pre + k], clip) : 0.0f;
+    const float v = t < lengths[b] ? clipped_relu(pre[int64_t{b} * ld_pre + k], clip) : 0.0f;
+    h[i] = v;
+    if (h_bf16) h_bf16[i] = float_to_bf16(v);
   }
 }
 
@@ -42,12 +46,14 @@ __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
                                         const float* __restrict__ hidden_gates,
                                         const float* __restrict__ bias_h,
                                         const float* __restrict__ h_prev, float* __restrict__ h,
+                                        uint16_t* __restrict__ h_bf16,
                                         float* __restrict__ candidate, int B, int H, int t,
                                         const int* __restrict__ lengths) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
     if (t >= lengths[b]) {
       h[i] = 0.0f;
+      if (h_bf16) h_bf16[i] = 0;
       continue;
     }
     float* p = pre + int64_t{b} * ld_pre;
@@ -61,33 +67,34 @@ __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
     p[2 * H + k] = c.n;
     candidate[i] = c.hn;
     h[i] = c.h;
+    if (h_bf16) h_bf16[i] = float_to_bf16(c.h);
   }
 }
 
 __global__ void relu_step_backward_kernel(const float* __restrict__ h, const float* __restrict__ dy,
                                           const float* __restrict__ carry, float* __restrict__ dpre,
-                                          int ld_pre, float* __restrict__ next, int B, int H, int t,
+                                          int ld_pre, uint16_t* __restrict__ dpre_bf16,
+                                          float* __restrict__ next, int B, int H, int t,
                                           const int* __restrict__ lengths, float clip) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
     float* dp = dpre + int64_t{b} * ld_pre + k;
+    float v = 0.0f;
     if (t >= lengths[b]) {
-      *dp = 0.0f;
       next[i] = 0.0f;
-      continue;
+    } else {
+      v = clipped_relu_grad(h[i], dy[i] + carry[i], clip);
     }
-    const float v = h[i];
-    *dp = clipped_relu_grad(v, dy[i] + carry[i], clip);
+    *dp = v;
+    if (dpre_bf16) dpre_bf16[i] = float_to_bf16(v);
   }
 }
 
-__global__ void gru_step_backward_kernel(const float* __restrict__ gates, int ld_pre,
-                                         const float* __restrict__ candidate,
-                                         const float* __restrict__ h_prev,
-                                         const float* __restrict__ dy,
-                                         const float* __restrict__ carry, float* __restrict__ dpre,
-                                         float* __restrict__ dgates, float* __restrict__ next,
-                                         int B, int H, int t, const int* __restrict__ lengths) {
+__global__ void gru_step_backward_kernel(
+    const float* __restrict__ gates, int ld_pre, const float* __restrict__ candidate,
+    const float* __restrict__ h_prev, const float* __restrict__ dy, const float* __restrict__ carry,
+    float* __restrict__ dpre, float* __restrict__ dgates, uint16_t* __restrict__ dgates_bf16,
+    float* __restrict__ next, int B, int H, int t, const int* __restrict__ lengths) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
     float* dp = dpre + int64_t{b} * ld_pre;
@@ -96,13 +103,17 @@ __global__ void gru_step_backward_kernel(const float* __restrict__ gates, int ld
       dp[k] = dp[H + k] = dp[2 * H + k] = 0.0f;
       dg[k] = dg[H + k] = dg[2 * H + k] = 0.0f;
       next[i] = 0.0f;
-      continue;
+    } else {
+      const float* p = gates + int64_t{b} * ld_pre;
+      const GruGrads c = gru_cell_backward(dy[i] + carry[i], p[k], p[H + k], p[2 * H + k],
+                                           candidate[i], h_prev[i]);
+      store_gate_grads(c, dp + k, dg + k, H);
+      next[i] = c.dh_prev;
     }
-    const float* p = gates + int64_t{b} * ld_pre;
-    const GruGrads c =
-        gru_cell_backward(dy[i] + carry[i], p[k], p[H + k], p[2 * H + k], candidate[i], h_prev[i]);
-    store_gate_grads(c, dp + k, dg + k, H);
-    next[i] = c.dh_prev;
+    if (dgates_bf16) {
+      uint16_t* dg16 = dgates_bf16 + int64_t{b} * 3 * H + k;
+      for (int g = 0; g < 3; ++g) dg16[g * H] = float_to_bf16(dg[g * H + k]);
+    }
   }
 }
 
@@ -143,43 +154,44 @@ void rnn_add_input_bias(float* pre, int64_t rows, int cols, const float* bias0, 
   DS2_CUDA_CHECK_LAUNCH();
 }
 
-void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, int B, int H, int t,
-                           const int* lengths, float clip, cudaStream_t stream) {
+void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, uint16_t* h_bf16, int B, int H,
+                           int t, const int* lengths, float clip, cudaStream_t stream) {
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
-  relu_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(pre, ld_pre, h, B, H, t, lengths,
-                                                                   clip);
+  relu_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(pre, ld_pre, h, h_bf16, B, H, t,
+                                                                   lengths, clip);
   DS2_CUDA_CHECK_LAUNCH();
 }
 
 void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, const float* bias_h,
-                          const float* h_prev, float* h, float* candidate, int B, int H, int t,
-                          const int* lengths, cudaStream_t stream) {
+                          const float* h_prev, float* h, uint16_t* h_bf16, float* candidate, int B,
+                          int H, int t, const int* lengths, cudaStream_t stream) {
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
   gru_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      pre, ld_pre, hidden_gates, bias_h, h_prev, h, candidate, B, H, t, lengths);
+      pre, ld_pre, hidden_gates, bias_h, h_prev, h, h_bf16, candidate, B, H, t, lengths);
   DS2_CUDA_CHECK_LAUNCH();
 }
 
 void rnn_relu_step_backward(const float* h, const float* dy, const float* carry, float* dpre,
-                            int ld_pre, float* next, int B, int H, int t, const int* lengths,
-                            float clip, cudaStream_t stream) {
+                            int ld_pre, uint16_t* dpre_bf16, float* next, int B, int H, int t,
+                            const int* lengths, float clip, cudaStream_t stream) {
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
-  relu_step_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(h, dy, carry, dpre, ld_pre,
-                                                                    next, B, H, t, lengths, clip);
+  relu_step_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      h, dy, carry, dpre, ld_pre, dpre_bf16, next, B, H, t, lengths, clip);
   DS2_CUDA_CHECK_LAUNCH();
 }
 
 void rnn_gru_step_backward(const float* gates, int ld_pre, const float* candidate,
                            const float* h_prev, const float* dy, const float* carry, float* dpre,
-                           float* dgates, float* next, int B, int H, int t, const int* lengths,
-                           cudaStream_t stream) {
+                           float* dgates, uint16_t* dgates_bf16, float* next, int B, int H, int t,
+                           const int* lengths, cudaStream_t stream) {
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
   gru_step_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      gates, ld_pre, candidate, h_prev, dy, carry, dpre, dgates, next, B, H, t, lengths);
+      gates, ld_pre, candidate, h_prev, dy, carry, dpre, dgates, dgates_bf16, next, B, H, t,
+      lengths);
   DS2_CUDA_CHECK_LAUNCH();
 }
 

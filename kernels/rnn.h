@@ -7,9 +7,11 @@
 // Step pointers address timestep t of one direction: `pre` is that step's {B, ld_pre} rows of the
 // projection (already offset to the direction's columns), `lengths` the device lengths; row b is
 // valid when t < lengths[b]. Invalid rows get h = 0 and zero gradients, so padding never reaches
-// a valid frame.
+// a valid frame. The `*_bf16` outputs, where not null, receive a bf16 copy (nearest even, as
+// core/bf16.h) of what the next step's recurrent GEMM multiplies, so that in bf16 precision it
+// reads half the bytes (nn/cuda/gemm_recurrence.h); they are compact: ld H, or 3H for gates.
 //
-//   kernels::rnn_relu_step_forward(pre_t, P, h_t, B, H, t, lengths, clip, stream);
+//   kernels::rnn_relu_step_forward(pre_t, P, h_t, nullptr, B, H, t, lengths, clip, stream);
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,35 +26,37 @@ void rnn_add_input_bias(float* pre, int64_t rows, int cols, const float* bias0, 
                         cudaStream_t stream);
 
 // Clipped ReLU step: h[b, k] = min(max(pre[b * ld_pre + k], 0), clip) on valid rows, else 0.
-// `pre` already holds W x (+ b) + U h_prev.
-void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, int B, int H, int t,
-                           const int* lengths, float clip, cudaStream_t stream);
+// `pre` already holds W x (+ b) + U h_prev. h_bf16: h rounded, or null.
+void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, uint16_t* h_bf16, int B, int H,
+                           int t, const int* lengths, float clip, cudaStream_t stream);
 
 // GRU step (gate order r, z, n): with a = pre row (input side, 3H) and g = hidden_gates row
 // (U h_prev, 3H, ld 3H) plus bias_h,
 //   r = sigmoid(a_r + g_r + b_hr), z = sigmoid(a_z + g_z + b_hz), hn = g_n + b_hn,
 //   n = tanh(a_n + r * hn), h = (1 - z) n + z h_prev.
 // On valid rows writes r, z, n over `pre` (what backward needs), hn to candidate {B, H} and h;
-// on invalid rows only h = 0 (hidden_gates of rows past the GEMM's are not read).
+// on invalid rows only h = 0 (hidden_gates of rows past the GEMM's are not read). h_bf16: h
+// rounded, or null.
 void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, const float* bias_h,
-                          const float* h_prev, float* h, float* candidate, int B, int H, int t,
-                          const int* lengths, cudaStream_t stream);
+                          const float* h_prev, float* h, uint16_t* h_bf16, float* candidate, int B,
+                          int H, int t, const int* lengths, cudaStream_t stream);
 
 // Clipped ReLU backward step: dpre[b, k] = (0 < h < clip) ? dy + carry : 0 on valid rows, 0 on
 // invalid ones, where also next[b, :] = 0 (the recurrent GEMM next = dpre U fills valid rows).
+// dpre_bf16: dpre rounded ({B, H}), or null.
 void rnn_relu_step_backward(const float* h, const float* dy, const float* carry, float* dpre,
-                            int ld_pre, float* next, int B, int H, int t, const int* lengths,
-                            float clip, cudaStream_t stream);
+                            int ld_pre, uint16_t* dpre_bf16, float* next, int B, int H, int t,
+                            const int* lengths, float clip, cudaStream_t stream);
 
 // GRU backward step, with dh = dy + carry and r, z, n read from `gates` (the forward's `pre`):
 //   dn = dh (1 - z)(1 - n^2), dz = dh (h_prev - n) z (1 - z), dr = dn hn r (1 - r),
 //   dpre = (dr, dz, dn) [input side], dgates = (dr, dz, dn r) [hidden side, ld 3H],
 //   next = dh z (the GEMM then adds dgates U).
-// Invalid rows: dpre = dgates = next = 0.
+// Invalid rows: dpre = dgates = next = 0. dgates_bf16: dgates rounded, or null.
 void rnn_gru_step_backward(const float* gates, int ld_pre, const float* candidate,
                            const float* h_prev, const float* dy, const float* carry, float* dpre,
-                           float* dgates, float* next, int B, int H, int t, const int* lengths,
-                           cudaStream_t stream);
+                           float* dgates, uint16_t* dgates_bf16, float* next, int B, int H, int t,
+                           const int* lengths, cudaStream_t stream);
 
 // out[c] (+)= sum_r x[r * ld + c] for c < cols, in a fixed order (deterministic): the bias
 // gradient of one direction's columns of a wider array. Overwrites `out` unless `accumulate`.

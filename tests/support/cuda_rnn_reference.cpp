@@ -7,9 +7,9 @@
 
 #include "core/bf16.h"
 #include "core/cuda/check.h"
-#include "core/cuda/gemm.h"
 #include "kernels/elementwise.h"
 #include "kernels/rnn.h"
+#include "nn/cuda/gemm_recurrence.h"
 #include "support/cuda_compare.h"
 
 namespace ds2 {
@@ -65,53 +65,55 @@ std::vector<int> active_rows(const std::vector<int>& len, int T) {
 
 }  // namespace
 
-// CudaRnnLayer::run_direction (relu): per step pre += h_prev U^T over the active rows, then the
-// clipped ReLU with the padding mask. `pre` is updated in place (pass a copy).
+// CudaRnnLayer::run_direction (relu), on the same step functions (nn/cuda/gemm_recurrence.h):
+// per step pre += h_prev U^T over the active rows, then the clipped ReLU with the padding mask.
+// `pre` is updated in place (pass a copy). `round_state`: the bf16 GEMM recurrence (U and the
+// state multiplied each step rounded to bf16, what tensor-core plans compute).
 void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h, const float* zero,
                   const int* dlen, const std::vector<int>& len, int T, int B, int H, bool reverse,
                   float clip, bool round_state) {
   const std::vector<int> m = active_rows(len, T);
-  DeviceArray<uint16_t> packed(round_state ? int64_t{B} * H : 0);
-  DeviceArray<float> rounded(round_state ? int64_t{B} * H : 0);
+  const int64_t n = int64_t{T} * B * H;
+  DeviceArray<uint16_t> u16(round_state ? int64_t{H} * H : 0), h16(round_state ? n : 0),
+      zero16(round_state ? std::max(1, B * H) : 0);
+  if (round_state) {
+    kernels::to_bf16(u, u16.data(), int64_t{H} * H, ctx.stream());
+    DS2_CUDA_CHECK(
+        cudaMemsetAsync(zero16.data(), 0, sizeof(uint16_t) * zero16.capacity(), ctx.stream()));
+  }
+  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, round_state ? u16.data() : nullptr, H, B,
+                         dlen};
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
     const int tp = reverse ? t + 1 : t - 1;
-    const float* hp = (tp < 0 || tp >= T) ? zero : h + int64_t{tp} * B * H;
-    if (round_state && hp != zero) {
-      kernels::to_bf16(hp, packed.data(), int64_t{B} * H, ctx.stream());
-      kernels::from_bf16(packed.data(), rounded.data(), int64_t{B} * H, ctx.stream());
-      hp = rounded.data();
-    }
-    float* p = pre + int64_t{t} * B * P;
-    gemm(ctx, false, true, m[t], H, H, 1.0f, hp, H, u, H, 1.0f, p, P);
-    kernels::rnn_relu_step_forward(p, P, h + int64_t{t} * B * H, B, H, t, dlen, clip, ctx.stream());
+    const bool first = tp < 0 || tp >= T;
+    const float* hp = first ? zero : h + int64_t{tp} * B * H;
+    const uint16_t* hp16 = !round_state ? nullptr
+                           : first      ? zero16.data()
+                                        : h16.data() + int64_t{tp} * B * H;
+    relu_gemm_step_forward(r, t, m[t], hp, hp16, pre + int64_t{t} * B * P, P,
+                           h + int64_t{t} * B * H,
+                           round_state ? h16.data() + int64_t{t} * B * H : nullptr, clip);
   }
 }
 
-// CudaRnnLayer::backprop_direction's loop (relu): dpre for every t; carry/next {B, H} each.
+// CudaRnnLayer::backprop_direction's loop (relu), on the same step functions: dpre for every t;
+// carry/next {B, H} each. `round_state`: the bf16 GEMM recurrence (U and each dpre rounded).
 void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const float* dy,
                         float* dpre, int P, float* carry, float* next, const int* dlen,
                         const std::vector<int>& len, int T, int B, int H, bool reverse, float clip,
                         bool round_state) {
   const std::vector<int> m = active_rows(len, T);
-  DeviceArray<uint16_t> packed(round_state ? int64_t{B} * H : 0);
-  DeviceArray<float> rounded(round_state ? int64_t{B} * H : 0);
+  DeviceArray<uint16_t> u16(round_state ? int64_t{H} * H : 0),
+      dp16(round_state ? std::max(1, B * H) : 0);
+  if (round_state) kernels::to_bf16(u, u16.data(), int64_t{H} * H, ctx.stream());
+  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, round_state ? u16.data() : nullptr, H, B,
+                         dlen};
   kernels::fill(carry, int64_t{B} * H, 0.0f, ctx.stream());
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
-    float* dp = dpre + int64_t{t} * B * P;
-    kernels::rnn_relu_step_backward(h + int64_t{t} * B * H, dy + int64_t{t} * B * H, carry, dp, P,
-                                    next, B, H, t, dlen, clip, ctx.stream());
-    if (round_state) {
-      for (int b = 0; b < m[t]; ++b) {
-        kernels::to_bf16(dp + int64_t{b} * P, packed.data() + int64_t{b} * H, H, ctx.stream());
-        kernels::from_bf16(packed.data() + int64_t{b} * H, rounded.data() + int64_t{b} * H, H,
-                           ctx.stream());
-      }
-      gemm(ctx, false, false, m[t], H, H, 1.0f, rounded.data(), H, u, H, 0.0f, next, H);
-    } else {
-      gemm(ctx, false, false, m[t], H, H, 1.0f, dp, P, u, H, 0.0f, next, H);
-    }
+    relu_gemm_step_backward(r, t, m[t], h + int64_t{t} * B * H, dy + int64_t{t} * B * H, carry,
+                            dpre + int64_t{t} * B * P, P, dp16.data(), next, clip);
     std::swap(carry, next);
   }
 }

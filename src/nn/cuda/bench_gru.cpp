@@ -20,6 +20,7 @@
 #include "kernels/rnn.h"
 #include "nn/cuda/bench_table.h"
 #include "nn/cuda/bench_timing.h"
+#include "nn/cuda/gemm_recurrence.h"
 #include "nn/cuda/persistent_gru.h"
 
 #ifdef DS2_HAVE_CUDNN
@@ -187,18 +188,17 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
                                            layer_runs, bi.fits() ? bi.describe() : bi.why_not());
   }
 
-  // Ours, the GEMM recurrence: CudaRnnLayer's per-step loop.
+  // Ours, the GEMM recurrence: CudaRnnLayer's per-step loop (nn/cuda/gemm_recurrence.h).
   Row gemm_row("ours: GEMM GRU (fp32, cuBLAS/step)");
   if (!o.ours_only) {
     DeviceArray<float> hg(n), candg(n), dpre_g(3 * n), dg_g(3 * n);
+    const GemmRecurrence r{ctx.cublas(), s, u.data(), nullptr, H, B, lengths.data()};
     auto forward = [&] {
       for (int t = 0; t < T; ++t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
-        gemm(ctx, false, true, B, GH, H, 1.0f, hp, H, u.data(), H, 0.0f, step_g.data(), GH);
-        kernels::rnn_gru_step_forward(gates.data() + int64_t{t} * B * GH, GH, step_g.data(),
-                                      bias.data(), hp, hg.data() + int64_t{t} * B * H,
-                                      candg.data() + int64_t{t} * B * H, B, H, t, lengths.data(),
-                                      s);
+        gru_gemm_step_forward(r, t, B, hp, nullptr, gates.data() + int64_t{t} * B * GH, GH,
+                              step_g.data(), bias.data(), hg.data() + int64_t{t} * B * H, nullptr,
+                              candg.data() + int64_t{t} * B * H);
       }
     };
     auto backward = [&] {
@@ -207,12 +207,10 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
       kernels::fill(c, int64_t{B} * H, 0.0f, s);
       for (int t = T - 1; t >= 0; --t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
-        float* dgt = dg_g.data() + int64_t{t} * B * GH;
-        kernels::rnn_gru_step_backward(
-            gates.data() + int64_t{t} * B * GH, GH, candg.data() + int64_t{t} * B * H, hp,
-            dy.data() + int64_t{t} * B * H, c, dpre_g.data() + int64_t{t} * B * GH, dgt, nx, B, H,
-            t, lengths.data(), s);
-        gemm(ctx, false, false, B, H, GH, 1.0f, dgt, GH, u.data(), H, 1.0f, nx, H);
+        gru_gemm_step_backward(
+            r, t, B, gates.data() + int64_t{t} * B * GH, GH, candg.data() + int64_t{t} * B * H, hp,
+            dy.data() + int64_t{t} * B * H, c, dpre_g.data() + int64_t{t} * B * GH,
+            dg_g.data() + int64_t{t} * B * GH, nullptr, nx);
         std::swap(c, nx);
       }
     };

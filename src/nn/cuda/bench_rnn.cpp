@@ -24,6 +24,7 @@
 #include "nn/cuda/bench_gru.h"
 #include "nn/cuda/bench_table.h"
 #include "nn/cuda/bench_timing.h"
+#include "nn/cuda/gemm_recurrence.h"
 #include "nn/cuda/persistent_rnn.h"
 #include "nn/cuda/sparse_persistent_rnn.h"
 
@@ -319,10 +320,19 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     rows.insert(rows.begin(), sparse);
   }
 
-  // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (cuBLAS GEMM + fused step kernel), its GEMMs
-  // at the layer's precision as the layer runs them (bf16: U and h rounded, fp32 sums).
+  // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (nn/cuda/gemm_recurrence.h), its GEMMs at the
+  // layer's precision as the layer runs them (bf16: U rounded once, each state and gradient by the
+  // step kernel that writes it, fp32 sums).
   Row gemm_row(std::string("ours: GEMM RNN (") + o.precision + " GEMMs, cuBLAS/step)");
   if (!o.ours_only) {
+    DeviceArray<uint16_t> u16(bf16 ? int64_t{H} * H : 0), hg16(bf16 ? n : 0),
+        zero16(bf16 ? int64_t{B} * H : 0), dp16(bf16 ? int64_t{B} * H : 0);
+    if (bf16) {
+      kernels::to_bf16(u.data(), u16.data(), int64_t{H} * H, s);
+      DS2_CUDA_CHECK(cudaMemsetAsync(zero16.data(), 0, sizeof(uint16_t) * B * H, s));
+    }
+    const GemmRecurrence r{ctx.cublas(),  s, u.data(), bf16 ? u16.data() : nullptr, H, B,
+                           lengths.data()};
     auto restore = [&] {
       DS2_CUDA_CHECK(cudaMemcpyAsync(pre_work.data(), x.data(), n * sizeof(float),
                                      cudaMemcpyDeviceToDevice, s));
@@ -330,10 +340,12 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     auto forward = [&] {
       for (int t = 0; t < T; ++t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
-        float* p = pre_work.data() + int64_t{t} * B * H;
-        gemm(ctx.cublas(), precision, false, true, B, H, H, 1.0f, hp, H, u.data(), H, 1.0f, p, H);
-        kernels::rnn_relu_step_forward(p, H, hg.data() + int64_t{t} * B * H, B, H, t,
-                                       lengths.data(), kClip, s);
+        const uint16_t* hp16 = !bf16    ? nullptr
+                               : t == 0 ? zero16.data()
+                                        : hg16.data() + int64_t{t - 1} * B * H;
+        relu_gemm_step_forward(r, t, B, hp, hp16, pre_work.data() + int64_t{t} * B * H, H,
+                               hg.data() + int64_t{t} * B * H,
+                               bf16 ? hg16.data() + int64_t{t} * B * H : nullptr, kClip);
       }
     };
     // Backward-data reads the persistent kernel's h when there is one (the same masks).
@@ -343,10 +355,8 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
       float* nx = next.data();
       kernels::fill(c, int64_t{B} * H, 0.0f, s);
       for (int t = T - 1; t >= 0; --t) {
-        float* dp = dpre_g.data() + int64_t{t} * B * H;
-        kernels::rnn_relu_step_backward(hb + int64_t{t} * B * H, dy.data() + int64_t{t} * B * H, c,
-                                        dp, H, nx, B, H, t, lengths.data(), kClip, s);
-        gemm(ctx.cublas(), precision, false, false, B, H, H, 1.0f, dp, H, u.data(), H, 0.0f, nx, H);
+        relu_gemm_step_backward(r, t, B, hb + int64_t{t} * B * H, dy.data() + int64_t{t} * B * H, c,
+                                dpre_g.data() + int64_t{t} * B * H, H, dp16.data(), nx, kClip);
         std::swap(c, nx);
       }
     };

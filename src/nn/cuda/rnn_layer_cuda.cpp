@@ -180,6 +180,21 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   if (ran_persistent_) {
     run_persistent(/*backward=*/false, T, B, in.device_lengths.data(), nullptr);
   } else {
+    const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
+    if (bf16) {
+      // The GEMM recurrence's bf16 operands (nn/cuda/gemm_recurrence.h): U rounded here, once a
+      // pass (backward reuses it), the states by the step kernels into states_bf16_, which dU's
+      // product reads as well.
+      const int64_t u_size = int64_t{GH} * H;
+      recurrent_weight_bf16_.reserve(directions_ * u_size);
+      for (int d = 0; d < directions_; ++d)
+        kernels::to_bf16(params_.value(u_[d]), recurrent_weight_bf16_.data() + d * u_size, u_size,
+                         main);
+      states_bf16_.reserve(std::max<int64_t>(1, int64_t{directions_} * T * B * H));
+      zero_state_bf16_.reserve(std::max(1, B * H));
+      DS2_CUDA_CHECK(cudaMemsetAsync(zero_state_bf16_.data(), 0,
+                                     sizeof(uint16_t) * zero_state_bf16_.capacity(), main));
+    }
     // Everything so far is on the main stream; the backward direction's recurrence waits for it
     // on the side stream and the main stream waits for that before summing.
     // The per-step launches of both directions replay as one CUDA graph when the same batch
@@ -193,7 +208,11 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
         reinterpret_cast<int64_t>(hidden_candidate_.data()),
         reinterpret_cast<int64_t>(step_hidden_gates_.data()),
         reinterpret_cast<int64_t>(zero_state_.data()),
-        reinterpret_cast<int64_t>(params_.values())};
+        reinterpret_cast<int64_t>(params_.values()),
+        bf16,
+        reinterpret_cast<int64_t>(recurrent_weight_bf16_.data()),
+        reinterpret_cast<int64_t>(states_bf16_.data()),
+        reinterpret_cast<int64_t>(zero_state_bf16_.data())};
     key.insert(key.end(), active_rows_.begin(), active_rows_.end());
     forward_graph_.run(key, main, [&] {
       if (directions_ == 2) ctx_.fork_to_side();
@@ -214,14 +233,25 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   }
 }
 
+GemmRecurrence CudaRnnLayer::gemm_recurrence(int d, int B, const int* lengths) const {
+  const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
+  const int64_t u_size = int64_t{gates()} * hidden_ * hidden_;
+  return GemmRecurrence{blas(d),
+                        stream(d),
+                        params_.value(u_[d]),
+                        bf16 ? recurrent_weight_bf16_.data() + d * u_size : nullptr,
+                        hidden_,
+                        B,
+                        lengths};
+}
+
 void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
   const int H = hidden_, P = projection_size(), GH = gates() * H;
   const bool reverse = d == 1;
-  cudaStream_t s = stream(d);
-  cublasHandle_t handle = blas(d);
-  const float* u = params_.value(u_[d]);
+  const GemmRecurrence r = gemm_recurrence(d, B, lengths);
   float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
   float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
+  uint16_t* hs16 = r.bf16() ? states_bf16_.data() + int64_t{d} * T * B * H : nullptr;
   const bool gru = type_ == RnnType::kGru;
   const float* bias_h = gru ? params_.value(hidden_bias_[d]) : nullptr;
   float* g = gru ? step_hidden_gates_.data() + int64_t{d} * B * GH : nullptr;
@@ -231,20 +261,19 @@ void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
     const int t_prev = reverse ? t + 1 : t - 1;
     // The backward direction's h_prev at an utterance's last frame is the zero padding row at
     // t + 1, so each utterance starts from zero at its own end.
-    const float* h_prev =
-        (t_prev < 0 || t_prev >= T) ? zero_state_.data() : hs + int64_t{t_prev} * B * H;
+    const bool first = t_prev < 0 || t_prev >= T;
+    const float* h_prev = first ? zero_state_.data() : hs + int64_t{t_prev} * B * H;
+    const uint16_t* h_prev16 = !hs16   ? nullptr
+                               : first ? zero_state_bf16_.data()
+                                       : hs16 + int64_t{t_prev} * B * H;
     float* h = hs + int64_t{t} * B * H;
+    uint16_t* h16 = hs16 ? hs16 + int64_t{t} * B * H : nullptr;
     float* p = pre + int64_t{t} * B * P + d * GH;  // row b at p + b * P
     if (!gru) {
-      // pre += h_prev U^T over the rows that are valid somewhere at t, then the clipped ReLU.
-      gemm(handle, ctx_.matmul_precision(), false, true, m, H, H, 1.0f, h_prev, H, u, H, 1.0f, p,
-           P);
-      kernels::rnn_relu_step_forward(p, P, h, B, H, t, lengths, relu_clip_, s);
+      relu_gemm_step_forward(r, t, m, h_prev, h_prev16, p, P, h, h16, relu_clip_);
     } else {
-      gemm(handle, ctx_.matmul_precision(), false, true, m, GH, H, 1.0f, h_prev, H, u, H, 0.0f, g,
-           GH);
       float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
-      kernels::rnn_gru_step_forward(p, P, g, bias_h, h_prev, h, cand, B, H, t, lengths, s);
+      gru_gemm_step_forward(r, t, m, h_prev, h_prev16, p, P, g, bias_h, h, h16, cand);
     }
   }
 }
@@ -267,6 +296,9 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   if (persistent) {
     run_persistent(/*backward=*/true, T, B, in.device_lengths.data(), grad_out.data.data());
   } else {
+    // bf16: each step's gradient rounded for its GEMM (U's copy is the forward's).
+    if (ctx_.matmul_precision() == Precision::kBf16)
+      step_grad_bf16_.reserve(std::max(1, directions_ * B * GH));
     auto backprop = [&] {
       if (directions_ == 2) ctx_.fork_to_side();
       for (int d = 0; d < directions_; ++d)
@@ -286,7 +318,10 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
         reinterpret_cast<int64_t>(hidden_states_.data()),
         reinterpret_cast<int64_t>(hidden_candidate_.data()),
         reinterpret_cast<int64_t>(zero_state_.data()),
-        reinterpret_cast<int64_t>(params_.values())};
+        reinterpret_cast<int64_t>(params_.values()),
+        ctx_.matmul_precision() == Precision::kBf16,
+        reinterpret_cast<int64_t>(recurrent_weight_bf16_.data()),
+        reinterpret_cast<int64_t>(step_grad_bf16_.data())};
     key.insert(key.end(), active_rows_.begin(), active_rows_.end());
     backward_graph_.run(key, main, backprop);
   }
@@ -349,16 +384,15 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
   const int H = hidden_, P = projection_size(), GH = gates() * H;
   const bool reverse = d == 1;
   const bool gru = type_ == RnnType::kGru;
-  cudaStream_t s = stream(d);
-  cublasHandle_t handle = blas(d);
-  const float* u = params_.value(u_[d]);
+  const GemmRecurrence r = gemm_recurrence(d, B, lengths);
   const float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
   const float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
   float* dpre = grad_preactivation_.data.data();
   float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
+  uint16_t* step16 = r.bf16() ? step_grad_bf16_.data() + int64_t{d} * B * GH : nullptr;
   float* carry = carry_.data() + int64_t{d} * 2 * B * H;  // dL/dh_t from the step before
   float* next = carry + int64_t{B} * H;                   // dL/dh_prev leaving this step
-  kernels::fill(carry, int64_t{B} * H, 0.0f, s);
+  kernels::fill(carry, int64_t{B} * H, 0.0f, r.stream);
 
   // Backpropagation visits timesteps in the opposite order of the forward recurrence.
   for (int step = 0; step < T; ++step) {
@@ -372,18 +406,11 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
     float* dp = dpre + int64_t{t} * B * P + d * GH;
     const float* dyt = dy + int64_t{t} * B * H;
     if (!gru) {
-      kernels::rnn_relu_step_backward(h, dyt, carry, dp, P, next, B, H, t, lengths, relu_clip_, s);
-      // dL/dh_prev = dP U over the rows valid somewhere at t (the kernel zeroed the others).
-      gemm(handle, ctx_.matmul_precision(), false, false, m, H, GH, 1.0f, dp, P, u, H, 0.0f, next,
-           H);
+      relu_gemm_step_backward(r, t, m, h, dyt, carry, dp, P, step16, next, relu_clip_);
     } else {
       float* dg = dgates + int64_t{t} * B * GH;
       const float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
-      kernels::rnn_gru_step_backward(p, P, cand, h_prev, dyt, carry, dp, dg, next, B, H, t, lengths,
-                                     s);
-      // dL/dh_prev = dh z (from the kernel) + dG U.
-      gemm(handle, ctx_.matmul_precision(), false, false, m, H, GH, 1.0f, dg, GH, u, H, 1.0f, next,
-           H);
+      gru_gemm_step_backward(r, t, m, p, P, cand, h_prev, dyt, carry, dp, dg, step16, next);
     }
     std::swap(carry, next);
   }

@@ -36,6 +36,7 @@
 #include "core/cuda/step_graph.h"
 #include "nn/cuda/batch_norm_cuda.h"
 #include "nn/cuda/cuda_layer.h"
+#include "nn/cuda/gemm_recurrence.h"
 #include "nn/cuda/persistent_gru.h"
 #include "nn/cuda/persistent_rnn.h"
 #include "nn/cuda/sparse_persistent_rnn.h"
@@ -81,6 +82,8 @@ class CudaRnnLayer : public CudaLayer {
   // Direction d's stream and cuBLAS handle: the main ones for d = 0, the side ones for d = 1.
   cudaStream_t stream(int d) const;
   cublasHandle_t blas(int d) const;
+  // Direction d's GEMM recurrence (its stream, U, and U's bf16 copy in bf16 precision).
+  GemmRecurrence gemm_recurrence(int d, int B, const int* lengths) const;
   void run_direction(int d, int T, int B, const int* lengths);
   // The GEMM path's per-step backward recurrence of direction d: fills dpre (and dG for GRU).
   void backprop_direction(int d, int T, int B, const int* lengths, const float* dy);
@@ -136,6 +139,9 @@ class CudaRnnLayer : public CudaLayer {
   // and W serve the backward's dX and dW products too), and dL/d(W x); for dU, the states and
   // the gradient it multiplies (dL/d(BN output), or the GRU's hidden gates).
   DeviceArray<uint16_t> input_bf16_, weight_bf16_, grad_bf16_, states_bf16_, grad_recurrent_bf16_;
+  // The GEMM recurrence's bf16 operands besides states_bf16_ (which its forward fills): U of each
+  // direction {D, G*H, H}, the zero state {B, H}, and one step's gradient per direction {D, B, GH}.
+  DeviceArray<uint16_t> recurrent_weight_bf16_, zero_state_bf16_, step_grad_bf16_;
 
   // Persistent recurrence.
   bool use_persistent_ = true;

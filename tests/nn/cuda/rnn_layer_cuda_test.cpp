@@ -166,8 +166,8 @@ TEST_P(CudaRnnLayerTest, MatchesCpu) {
 }
 
 // The bf16 paths (bf16 projection and dW/dX GEMMs, dU on rounded states and gradients, the
-// tensor-core recurrence, the GRU's fp32 persistent recurrence, and the FAST_16BF GEMM
-// recurrence) against the fp32 CPU layer.
+// tensor-core recurrence, the GRU's fp32 persistent recurrence, and the GEMM recurrence on bf16
+// operands) against the fp32 CPU layer.
 TEST_P(CudaRnnLayerTest, Bf16MatchesCpuWithinRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -179,10 +179,9 @@ TEST_P(CudaRnnLayerTest, Bf16MatchesCpuWithinRounding) {
     // all there is to compare (GRU measured 1.0-2.3 relative). MatchesCpu covers it in fp32.
     if (GetParam().batch_norm && b.input_shape[0] == 1) continue;
     check_case(ctx, GetParam(), b, Mode::kTraining, seed, Precision::kBf16);
-    // The GRU's bf16 GEMM recurrence too (it ran here until bf16 GRU layers took the persistent
-    // one); the clipped ReLU's is left out: its bounds are the tensor-core recurrence's.
-    if (GetParam().type == RnnType::kGru)
-      check_case(ctx, GetParam(), b, Mode::kTraining, seed, Precision::kBf16, false);
+    // The bf16 GEMM recurrence too (U and each step's state and gradient rounded, as the
+    // tensor-core recurrence rounds them).
+    check_case(ctx, GetParam(), b, Mode::kTraining, seed, Precision::kBf16, false);
   }
 }
 

@@ -1,0 +1,69 @@
+#include "nn/cuda/gemm_recurrence.h"
+
+#include "core/cuda/gemm.h"
+#include "kernels/rnn.h"
+
+namespace ds2 {
+
+namespace {
+
+// C {rows, n} (+)= A {rows, k} op(U): in fp32 on the fp32 arrays, in bf16 on their rounded copies.
+void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int k, const float* a,
+                    const uint16_t* a_bf16, int lda, float beta, float* c, int ldc) {
+  if (r.bf16()) {
+    gemm_bf16(r.blas, false, trans_u, rows, n, k, 1.0f, a_bf16, lda, r.u_bf16, r.hidden, beta, c,
+              ldc);
+  } else {
+    gemm(r.blas, Precision::kFp32, false, trans_u, rows, n, k, 1.0f, a, lda, r.u, r.hidden, beta, c,
+         ldc);
+  }
+}
+
+}  // namespace
+
+void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
+                            const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,
+                            uint16_t* h_bf16, float clip) {
+  const int H = r.hidden;
+  recurrent_gemm(r, true, rows, H, H, h_prev, h_prev_bf16, H, 1.0f, p, ld_p);
+  kernels::rnn_relu_step_forward(p, ld_p, h, r.bf16() ? h_bf16 : nullptr, r.batch, H, t, r.lengths,
+                                 clip, r.stream);
+}
+
+void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* h,
+                             const float* dy, const float* carry, float* dp, int ld_p,
+                             uint16_t* dp_bf16, float* next, float clip) {
+  const int H = r.hidden;
+  uint16_t* dp16 = r.bf16() ? dp_bf16 : nullptr;
+  kernels::rnn_relu_step_backward(h, dy, carry, dp, ld_p, dp16, next, r.batch, H, t, r.lengths,
+                                  clip, r.stream);
+  // The kernel zeroed `next` on the rows past `rows` (invalid at t); the GEMM fills the others.
+  if (r.bf16()) {
+    recurrent_gemm(r, false, rows, H, H, nullptr, dp16, H, 0.0f, next, H);
+  } else {
+    recurrent_gemm(r, false, rows, H, H, dp, nullptr, ld_p, 0.0f, next, H);
+  }
+}
+
+void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
+                           const uint16_t* h_prev_bf16, float* p, int ld_p, float* g,
+                           const float* bias_h, float* h, uint16_t* h_bf16, float* candidate) {
+  const int H = r.hidden;
+  recurrent_gemm(r, true, rows, 3 * H, H, h_prev, h_prev_bf16, H, 0.0f, g, 3 * H);
+  kernels::rnn_gru_step_forward(p, ld_p, g, bias_h, h_prev, h, r.bf16() ? h_bf16 : nullptr,
+                                candidate, r.batch, H, t, r.lengths, r.stream);
+}
+
+void gru_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* gates, int ld_p,
+                            const float* candidate, const float* h_prev, const float* dy,
+                            const float* carry, float* dp, float* dg, uint16_t* dg_bf16,
+                            float* next) {
+  const int H = r.hidden;
+  kernels::rnn_gru_step_backward(gates, ld_p, candidate, h_prev, dy, carry, dp, dg,
+                                 r.bf16() ? dg_bf16 : nullptr, next, r.batch, H, t, r.lengths,
+                                 r.stream);
+  // dL/dh_prev = dh z (from the kernel) + dG U.
+  recurrent_gemm(r, false, rows, H, 3 * H, dg, dg_bf16, 3 * H, 1.0f, next, H);
+}
+
+}  // namespace ds2

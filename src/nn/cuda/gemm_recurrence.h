@@ -1,0 +1,57 @@
+// The GEMM recurrence: one timestep of one RNN direction as a cuBLAS GEMM over the batch rows
+// valid at t plus one fused step kernel (kernels/rnn.h). It runs where no persistent plan fits
+// (CudaRnnLayer) and is the row `ds2 bench rnn` times beside the persistent kernels, so both call
+// these functions.
+//
+// In bf16 the GEMMs read bf16 operands: U rounded once a pass (`u_bf16`), and the state or gradient
+// rounded by the step kernel that wrote it (the `*_bf16` outputs, read by the next step's GEMM);
+// products and sums stay fp32, as in the tensor-core persistent kernels. Until session 58 they
+// ran cuBLAS's FAST_16BF on the fp32 arrays, which cuBLAS serves with TF32 kernels reading 4 bytes
+// an element: U of H 4096 is 64 MB from HBM every step that way, 32 MB (within an H200's L2) now.
+//
+//   GemmRecurrence r{handle, stream, u, u16, H, B, lengths};        // u16 null: fp32 GEMMs
+//   for (t...) relu_gemm_step_forward(r, t, rows_valid[t], h_prev, h_prev16, p, P, h, h16, clip);
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ds2 {
+
+struct GemmRecurrence {
+  cublasHandle_t blas;
+  cudaStream_t stream;     // blas's stream: the step kernels follow its GEMMs
+  const float* u;          // {G*H, H}: the hidden-side weights, G = 1 (ReLU) or 3 (GRU)
+  const uint16_t* u_bf16;  // U rounded (bf16 GEMMs), or null (fp32 GEMMs, state copies unused)
+  int hidden;
+  int batch;
+  const int* lengths;  // device, {batch}: row b is valid at t < lengths[b]
+  bool bf16() const { return u_bf16 != nullptr; }
+};
+
+// Clipped ReLU, step t with `rows` batch rows valid somewhere at t: p += h_prev U^T, then
+// h = clipped ReLU of p with the padding mask. In bf16 the GEMM reads h_prev_bf16 and the step
+// writes h_bf16 ({B, H} each); in fp32 they are ignored (may be null). p: {B, ld_p}.
+void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
+                            const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,
+                            uint16_t* h_bf16, float clip);
+// Clipped ReLU backward step: dp = dL/dpre from dy + carry (kernels::rnn_relu_step_backward),
+// then next = dp U over the valid rows. In bf16 dp is rounded into dp_bf16 ({B, H}) for the GEMM.
+void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* h,
+                             const float* dy, const float* carry, float* dp, int ld_p,
+                             uint16_t* dp_bf16, float* next, float clip);
+
+// GRU step: g = h_prev U^T ({B, 3H}), then the cell (kernels::rnn_gru_step_forward).
+void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
+                           const uint16_t* h_prev_bf16, float* p, int ld_p, float* g,
+                           const float* bias_h, float* h, uint16_t* h_bf16, float* candidate);
+// GRU backward step: the cell's gradients (kernels::rnn_gru_step_backward), then next += dg U.
+// In bf16 dg is rounded into dg_bf16 ({B, 3H}) for the GEMM.
+void gru_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* gates, int ld_p,
+                            const float* candidate, const float* h_prev, const float* dy,
+                            const float* carry, float* dp, float* dg, uint16_t* dg_bf16,
+                            float* next);
+
+}  // namespace ds2
