@@ -15,6 +15,10 @@ namespace ds2 {
 namespace {
 
 constexpr int kRowGroup = kernels::kPrnnRowGroup;
+// bf16 weights off the tensor cores (the fp32-math kernel, which redoes its products every batch
+// pass of 4): plans take it up to this batch (four passes); past it the GEMM recurrence on bf16
+// operands is faster (nn/cuda/gemm_recurrence.h; measured in the constructor).
+constexpr int kFmaBf16MaxBatch = 16;
 
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
@@ -245,6 +249,19 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
         take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
       return;
     if (take_widest_pass(m)) return;
+  }
+  // bf16 off the tensor cores past four batch passes: the fp32-math kernel redoes its products
+  // every pass of 4, the GEMM recurrence on bf16 operands reads U once a step. H200, us a step
+  // forward, this kernel against the GEMM recurrence and cuDNN's best 16-bit algorithm (session
+  // 58): H 3328 batch 9-12 14.65-14.66 / 19.44-20.94 / 19.68-21.64, batch 16 19.06 / 20.56 /
+  // 21.11, batch 24 27.74 / 14.62 / 18.97, batch 64 72.08 / 12.27 / 12.01; H 3584 batch 24 28.14
+  // / 14.23 / 14.13, batch 64 72.36 / 13.10 / 12.87.
+  if (!forced_stream && t.bf16_weights && max_batch > kFmaBf16MaxBatch) {
+    refuse("the tensor-core kernels do not hold it, and past batch " +
+           std::to_string(kFmaBf16MaxBatch) +
+           " the fp32-math kernel on bf16 weights (4 batch rows a pass) is slower than the GEMM "
+           "recurrence on bf16 operands");
+    return;
   }
 
   // Spread the rows over as many SMs as there are, in whole row groups (a partial group costs

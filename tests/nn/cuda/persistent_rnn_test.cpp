@@ -720,6 +720,28 @@ void check_plan_against_float64(CudaContext& ctx, const PersistentRnnPlan& plan,
                to_host(dpre.data(), n, s), "backward-data dpre vs float64");
 }
 
+// bf16 past batch 16: tensor-core plans or none. The fp32-math kernel on bf16 weights (the
+// largest on-chip layers, H 3073-3968 on 132 SMs) runs 4 batch rows a pass and lost to the GEMM
+// recurrence on bf16 operands from batch 24 (session 58); at batch 16 it still runs.
+TEST(PersistentRnn, Bf16PastBatch16RunsOnTensorCoresOrTheGemmRecurrence) {
+  DS2_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.multiProcessorCount < 128 || prop.major < 9) GTEST_SKIP() << "sizes set for H100/H200";
+  for (int hidden : {200, 640, 1152, 2048, 2560, 3072})
+    for (int batch : {17, 24, 33, 64}) {
+      const PersistentRnnPlan p(hidden, batch, 1, -1, Precision::kBf16);
+      EXPECT_TRUE(p.fits() && p.tiling().tensor_cores)
+          << hidden << " " << batch << ": " << p.describe();
+    }
+  const PersistentRnnPlan past(3328, 24, 1, -1, Precision::kBf16);
+  EXPECT_FALSE(past.fits()) << past.describe();
+  EXPECT_NE(past.why_not().find("GEMM recurrence on bf16 operands"), std::string::npos)
+      << past.why_not();
+  const PersistentRnnPlan sixteen(3328, 16, 1, -1, Precision::kBf16);
+  EXPECT_TRUE(sixteen.fits() && !sixteen.tiling().tensor_cores) << sixteen.describe();
+}
+
 // The fp32 tensor-core kernels (U and the state split into two fp16 halves) against float64 at
 // every batch their plan (max batch 4) is called with, 1 to 4: fp32 accuracy, not bf16's. Hidden
 // sizes of 1, 2, 4, 5, 6 and 8 k-tiles per warp (backward-data with the gradients scaled; odd
