@@ -8,7 +8,6 @@
 #include "core/bf16.h"
 #include "core/cuda/check.h"
 #include "kernels/elementwise.h"
-#include "kernels/few_rows_gemm.h"
 #include "kernels/rnn.h"
 #include "nn/cuda/gemm_recurrence.h"
 #include "support/cuda_compare.h"
@@ -66,29 +65,6 @@ std::vector<int> active_rows(const std::vector<int>& len, int T) {
 
 }  // namespace
 
-namespace {
-
-// The few-rows kernel's scratch and U^T for a bf16 GemmRecurrence, as CudaRnnLayer keeps them.
-struct FewRowsScratchArrays {
-  DeviceArray<float> partials;
-  DeviceArray<int> counters;
-  DeviceArray<uint16_t> u_t;
-  void attach(GemmRecurrence& r, CudaContext& ctx, int H, int B) {
-    r.few_rows = few_rows_scratch(H, 1, B, ctx.sm_count());
-    partials.reserve(std::max<int64_t>(1, r.few_rows.partial_floats));
-    counters.reserve(r.few_rows.counter_count);
-    DS2_CUDA_CHECK(
-        cudaMemsetAsync(counters.data(), 0, sizeof(int) * r.few_rows.counter_count, ctx.stream()));
-    u_t.reserve(int64_t{H} * H);
-    kernels::to_bf16_transposed(r.u, H, H, u_t.data(), ctx.stream());
-    r.few_rows.partials = partials.data();
-    r.few_rows.counters = counters.data();
-    r.u_t_bf16 = u_t.data();
-  }
-};
-
-}  // namespace
-
 // CudaRnnLayer::run_direction (relu), on the same step functions (nn/cuda/gemm_recurrence.h):
 // per step pre += h_prev U^T over the active rows, then the clipped ReLU with the padding mask.
 // `pre` is updated in place (pass a copy). `round_state`: the bf16 GEMM recurrence (U and the
@@ -105,9 +81,8 @@ void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h,
     DS2_CUDA_CHECK(
         cudaMemsetAsync(zero16.data(), 0, sizeof(uint16_t) * zero16.capacity(), ctx.stream()));
   }
-  GemmRecurrence r{ctx.cublas(), ctx.stream(), u, round_state ? u16.data() : nullptr, H, B, dlen};
-  FewRowsScratchArrays scratch;
-  if (round_state) scratch.attach(r, ctx, H, B);
+  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, round_state ? u16.data() : nullptr, H, B,
+                         dlen};
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
     const int tp = reverse ? t + 1 : t - 1;
@@ -132,9 +107,8 @@ void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const 
   DeviceArray<uint16_t> u16(round_state ? int64_t{H} * H : 0),
       dp16(round_state ? std::max(1, B * H) : 0);
   if (round_state) kernels::to_bf16(u, u16.data(), int64_t{H} * H, ctx.stream());
-  GemmRecurrence r{ctx.cublas(), ctx.stream(), u, round_state ? u16.data() : nullptr, H, B, dlen};
-  FewRowsScratchArrays scratch;
-  if (round_state) scratch.attach(r, ctx, H, B);
+  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, round_state ? u16.data() : nullptr, H, B,
+                         dlen};
   kernels::fill(carry, int64_t{B} * H, 0.0f, ctx.stream());
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;

@@ -20,7 +20,6 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "kernels/elementwise.h"
-#include "kernels/few_rows_gemm.h"
 #include "kernels/rnn.h"
 #include "nn/cuda/bench_gru.h"
 #include "nn/cuda/bench_table.h"
@@ -323,32 +322,17 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
 
   // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (nn/cuda/gemm_recurrence.h), its GEMMs at the
   // layer's precision as the layer runs them (bf16: U rounded once, each state and gradient by the
-  // step kernel that writes it, fp32 sums; products by the few-rows kernel, and again by cuBLAS).
-  std::vector<float> h_few_rows, dpre_few_rows;  // the few-rows row's results, checked by cuBLAS's
-  for (const bool few_rows : {true, false}) {
-    if (o.ours_only || (few_rows && !bf16)) continue;
-    Row gemm_row(std::string("ours: GEMM RNN (") + o.precision + " GEMMs, " +
-                 (few_rows ? "few-rows kernel" : "cuBLAS") + "/step)");
-    DeviceArray<uint16_t> u16(bf16 ? int64_t{H} * H : 0), ut16(few_rows ? int64_t{H} * H : 0),
-        hg16(bf16 ? n : 0), zero16(bf16 ? int64_t{B} * H : 0), dp16(bf16 ? int64_t{B} * H : 0);
-    DeviceArray<float> partials;
-    DeviceArray<int> counters;
-    GemmRecurrence r{ctx.cublas(), s, u.data(), bf16 ? u16.data() : nullptr, H, B, lengths.data()};
+  // step kernel that writes it, fp32 sums).
+  Row gemm_row(std::string("ours: GEMM RNN (") + o.precision + " GEMMs, cuBLAS/step)");
+  if (!o.ours_only) {
+    DeviceArray<uint16_t> u16(bf16 ? int64_t{H} * H : 0), hg16(bf16 ? n : 0),
+        zero16(bf16 ? int64_t{B} * H : 0), dp16(bf16 ? int64_t{B} * H : 0);
     if (bf16) {
       kernels::to_bf16(u.data(), u16.data(), int64_t{H} * H, s);
       DS2_CUDA_CHECK(cudaMemsetAsync(zero16.data(), 0, sizeof(uint16_t) * B * H, s));
     }
-    if (few_rows) {
-      kernels::to_bf16_transposed(u.data(), H, H, ut16.data(), s);
-      r.u_t_bf16 = ut16.data();
-      r.few_rows = few_rows_scratch(H, 1, B, ctx.sm_count());
-      partials.reserve(std::max<int64_t>(1, r.few_rows.partial_floats));
-      counters.reserve(r.few_rows.counter_count);
-      DS2_CUDA_CHECK(
-          cudaMemsetAsync(counters.data(), 0, sizeof(int) * r.few_rows.counter_count, s));
-      r.few_rows.partials = partials.data();
-      r.few_rows.counters = counters.data();
-    }
+    const GemmRecurrence r{ctx.cublas(),  s, u.data(), bf16 ? u16.data() : nullptr, H, B,
+                           lengths.data()};
     auto restore = [&] {
       DS2_CUDA_CHECK(cudaMemcpyAsync(pre_work.data(), x.data(), n * sizeof(float),
                                      cudaMemcpyDeviceToDevice, s));
@@ -378,21 +362,12 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     };
     gemm_row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore, forward) / T;
     gemm_row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
-    const std::vector<float> h_gemm = download_vector(hg.data(), n, s);
-    const std::vector<float> dpre_gemm = download_vector(dpre_g.data(), n, s);
-    std::ostringstream note;
-    note << std::scientific << std::setprecision(1);
     if (plan.fits()) {
-      note << "check vs persistent: h " << scaled_max_diff(h_gemm, h_ours) << ", dpre "
-           << scaled_max_diff(dpre_gemm, dpre_ours);
-    } else if (!few_rows && !h_few_rows.empty()) {
-      note << "check vs few-rows: h " << scaled_max_diff(h_gemm, h_few_rows) << ", dpre "
-           << scaled_max_diff(dpre_gemm, dpre_few_rows);
-    }
-    gemm_row.note = note.str();
-    if (few_rows) {
-      h_few_rows = h_gemm;
-      dpre_few_rows = dpre_gemm;
+      std::ostringstream note;
+      note << "check vs persistent: h " << std::scientific << std::setprecision(1)
+           << scaled_max_diff(download_vector(hg.data(), n, s), h_ours) << ", dpre "
+           << scaled_max_diff(download_vector(dpre_g.data(), n, s), dpre_ours);
+      gemm_row.note = note.str();
     }
     rows.push_back(gemm_row);
   }

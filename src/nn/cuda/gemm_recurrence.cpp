@@ -1,48 +1,25 @@
 #include "nn/cuda/gemm_recurrence.h"
 
-#include <algorithm>
-
 #include "core/cuda/gemm.h"
-#include "kernels/few_rows_gemm.h"
 #include "kernels/rnn.h"
 
 namespace ds2 {
 
 namespace {
 
-// C {rows, n} (+)= A {rows, k} op(U): in fp32 on the fp32 arrays, in bf16 on their rounded copies
-// (the few-rows kernel where it takes the product and has its scratch, else cuBLAS).
+// C {rows, n} (+)= A {rows, k} op(U): in fp32 on the fp32 arrays, in bf16 on their rounded copies.
 void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int k, const float* a,
                     const uint16_t* a_bf16, int lda, float beta, float* c, int ldc) {
-  if (!r.bf16()) {
+  if (r.bf16()) {
+    gemm_bf16(r.blas, false, trans_u, rows, n, k, 1.0f, a_bf16, lda, r.u_bf16, r.hidden, beta, c,
+              ldc);
+  } else {
     gemm(r.blas, Precision::kFp32, false, trans_u, rows, n, k, 1.0f, a, lda, r.u, r.hidden, beta, c,
          ldc);
-    return;
   }
-  // The kernel multiplies by W^T: U itself forward, U^T for backward-data's A U.
-  const uint16_t* w = trans_u ? r.u_bf16 : r.u_t_bf16;
-  const FewRowsScratch& f = r.few_rows;
-  const kernels::FewRowsGemm g(rows, n, k, f.sm_count);
-  if (w && f.counters && g.supported(a_bf16, lda, w) && g.workspace_floats() <= f.partial_floats &&
-      g.counters() <= f.counter_count) {
-    kernels::few_rows_gemm_bf16(g, a_bf16, lda, w, beta, c, ldc, f.partials, f.counters, r.stream);
-    return;
-  }
-  gemm_bf16(r.blas, false, trans_u, rows, n, k, 1.0f, a_bf16, lda, r.u_bf16, r.hidden, beta, c,
-            ldc);
 }
 
 }  // namespace
-
-FewRowsScratch few_rows_scratch(int hidden, int gates, int batch, int sm_count) {
-  const kernels::FewRowsGemm forward(batch, gates * hidden, hidden, sm_count);
-  const kernels::FewRowsGemm backward(batch, hidden, gates * hidden, sm_count);
-  FewRowsScratch s;
-  s.partial_floats = std::max(forward.workspace_floats(), backward.workspace_floats());
-  s.counter_count = std::max(forward.counters(), backward.counters());
-  s.sm_count = sm_count;
-  return s;
-}
 
 void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                             const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,

@@ -9,9 +9,6 @@
 // ran cuBLAS's FAST_16BF on the fp32 arrays, which cuBLAS serves with TF32 kernels reading 4 bytes
 // an element: U of H 4096 is 64 MB from HBM every step that way, 32 MB (within an H200's L2) now.
 //
-// Given scratch (`few_rows`), the bf16 products run kernels/few_rows_gemm.h's kernel instead of
-// cuBLAS wherever it takes them; backward-data's then needs U^T rounded (`u_t_bf16`).
-//
 //   GemmRecurrence r{handle, stream, u, u16, H, B, lengths};        // u16 null: fp32 GEMMs
 //   for (t...) relu_gemm_step_forward(r, t, rows_valid[t], h_prev, h_prev16, p, P, h, h16, clip);
 #pragma once
@@ -23,18 +20,6 @@
 
 namespace ds2 {
 
-// Scratch of the few-rows kernel for one direction (kernels/few_rows_gemm.h): partial products
-// and zeroed completion counters, sized by few_rows_scratch.
-struct FewRowsScratch {
-  float* partials = nullptr;
-  int64_t partial_floats = 0;
-  int* counters = nullptr;
-  int counter_count = 0;
-  int sm_count = 0;
-};
-// What a direction's products at up to `batch` rows need, for G*H x H weights (pointers null).
-FewRowsScratch few_rows_scratch(int hidden, int gates, int batch, int sm_count);
-
 struct GemmRecurrence {
   cublasHandle_t blas;
   cudaStream_t stream;     // blas's stream: the step kernels follow its GEMMs
@@ -43,10 +28,6 @@ struct GemmRecurrence {
   int hidden;
   int batch;
   const int* lengths;  // device, {batch}: row b is valid at t < lengths[b]
-  // bf16: the few-rows kernel's scratch (null counters: cuBLAS), and U^T rounded ({H, G*H}) for
-  // backward-data's products (null: cuBLAS there).
-  FewRowsScratch few_rows = {};
-  const uint16_t* u_t_bf16 = nullptr;
   bool bf16() const { return u_bf16 != nullptr; }
 };
 

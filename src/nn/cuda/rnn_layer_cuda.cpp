@@ -7,7 +7,6 @@
 #include "core/cuda/gemm.h"
 #include "core/error.h"
 #include "kernels/elementwise.h"
-#include "kernels/few_rows_gemm.h"
 #include "kernels/rnn.h"
 
 namespace ds2 {
@@ -195,7 +194,6 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
       zero_state_bf16_.reserve(std::max(1, B * H));
       DS2_CUDA_CHECK(cudaMemsetAsync(zero_state_bf16_.data(), 0,
                                      sizeof(uint16_t) * zero_state_bf16_.capacity(), main));
-      reserve_few_rows_scratch(B);
     }
     // Everything so far is on the main stream; the backward direction's recurrence waits for it
     // on the side stream and the main stream waits for that before summing.
@@ -214,11 +212,7 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
         bf16,
         reinterpret_cast<int64_t>(recurrent_weight_bf16_.data()),
         reinterpret_cast<int64_t>(states_bf16_.data()),
-        reinterpret_cast<int64_t>(zero_state_bf16_.data()),
-        reinterpret_cast<int64_t>(few_rows_partials_[0].data()),
-        reinterpret_cast<int64_t>(few_rows_partials_[1].data()),
-        reinterpret_cast<int64_t>(few_rows_counters_[0].data()),
-        reinterpret_cast<int64_t>(few_rows_counters_[1].data())};
+        reinterpret_cast<int64_t>(zero_state_bf16_.data())};
     key.insert(key.end(), active_rows_.begin(), active_rows_.end());
     forward_graph_.run(key, main, [&] {
       if (directions_ == 2) ctx_.fork_to_side();
@@ -239,39 +233,16 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   }
 }
 
-GemmRecurrence CudaRnnLayer::gemm_recurrence(int d, int B, const int* lengths) {
+GemmRecurrence CudaRnnLayer::gemm_recurrence(int d, int B, const int* lengths) const {
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const int64_t u_size = int64_t{gates()} * hidden_ * hidden_;
-  GemmRecurrence r{blas(d),
-                   stream(d),
-                   params_.value(u_[d]),
-                   bf16 ? recurrent_weight_bf16_.data() + d * u_size : nullptr,
-                   hidden_,
-                   B,
-                   lengths};
-  if (bf16) {
-    r.few_rows = few_rows_scratch(hidden_, gates(), B, ctx_.sm_count());
-    r.few_rows.partials = few_rows_partials_[d].data();
-    r.few_rows.counters = few_rows_counters_[d].data();
-    // Rounded by backward(); the forward's products do not read it.
-    if (recurrent_weight_t_bf16_.capacity() >= directions_ * u_size)
-      r.u_t_bf16 = recurrent_weight_t_bf16_.data() + d * u_size;
-  }
-  return r;
-}
-
-void CudaRnnLayer::reserve_few_rows_scratch(int B) {
-  const FewRowsScratch need = few_rows_scratch(hidden_, gates(), B, ctx_.sm_count());
-  for (int d = 0; d < directions_; ++d) {
-    few_rows_partials_[d].reserve(std::max<int64_t>(1, need.partial_floats));
-    DeviceArray<int>& counters = few_rows_counters_[d];
-    if (counters.capacity() < need.counter_count) {
-      counters.reserve(need.counter_count);
-      // Zero once; the kernel leaves them zero.
-      DS2_CUDA_CHECK(
-          cudaMemsetAsync(counters.data(), 0, sizeof(int) * counters.capacity(), ctx_.stream()));
-    }
-  }
+  return GemmRecurrence{blas(d),
+                        stream(d),
+                        params_.value(u_[d]),
+                        bf16 ? recurrent_weight_bf16_.data() + d * u_size : nullptr,
+                        hidden_,
+                        B,
+                        lengths};
 }
 
 void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
@@ -325,17 +296,9 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   if (persistent) {
     run_persistent(/*backward=*/true, T, B, in.device_lengths.data(), grad_out.data.data());
   } else {
-    // bf16: each step's gradient rounded for its GEMM (U's copy is the forward's), and U^T
-    // rounded for the few-rows kernel's products by U.
-    if (ctx_.matmul_precision() == Precision::kBf16) {
+    // bf16: each step's gradient rounded for its GEMM (U's copy is the forward's).
+    if (ctx_.matmul_precision() == Precision::kBf16)
       step_grad_bf16_.reserve(std::max(1, directions_ * B * GH));
-      const int64_t u_size = int64_t{GH} * hidden_;
-      recurrent_weight_t_bf16_.reserve(directions_ * u_size);
-      for (int d = 0; d < directions_; ++d)
-        kernels::to_bf16_transposed(params_.value(u_[d]), GH, hidden_,
-                                    recurrent_weight_t_bf16_.data() + d * u_size, main);
-      reserve_few_rows_scratch(B);
-    }
     auto backprop = [&] {
       if (directions_ == 2) ctx_.fork_to_side();
       for (int d = 0; d < directions_; ++d)
@@ -358,12 +321,7 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
         reinterpret_cast<int64_t>(params_.values()),
         ctx_.matmul_precision() == Precision::kBf16,
         reinterpret_cast<int64_t>(recurrent_weight_bf16_.data()),
-        reinterpret_cast<int64_t>(step_grad_bf16_.data()),
-        reinterpret_cast<int64_t>(recurrent_weight_t_bf16_.data()),
-        reinterpret_cast<int64_t>(few_rows_partials_[0].data()),
-        reinterpret_cast<int64_t>(few_rows_partials_[1].data()),
-        reinterpret_cast<int64_t>(few_rows_counters_[0].data()),
-        reinterpret_cast<int64_t>(few_rows_counters_[1].data())};
+        reinterpret_cast<int64_t>(step_grad_bf16_.data())};
     key.insert(key.end(), active_rows_.begin(), active_rows_.end());
     backward_graph_.run(key, main, backprop);
   }

@@ -83,9 +83,7 @@ class CudaRnnLayer : public CudaLayer {
   cudaStream_t stream(int d) const;
   cublasHandle_t blas(int d) const;
   // Direction d's GEMM recurrence (its stream, U, and U's bf16 copy in bf16 precision).
-  GemmRecurrence gemm_recurrence(int d, int B, const int* lengths);
-  // bf16: the few-rows kernel's scratch of every direction for batch B (grown, never shrunk).
-  void reserve_few_rows_scratch(int B);
+  GemmRecurrence gemm_recurrence(int d, int B, const int* lengths) const;
   void run_direction(int d, int T, int B, const int* lengths);
   // The GEMM path's per-step backward recurrence of direction d: fills dpre (and dG for GRU).
   void backprop_direction(int d, int T, int B, const int* lengths, const float* dy);
@@ -144,11 +142,6 @@ class CudaRnnLayer : public CudaLayer {
   // The GEMM recurrence's bf16 operands besides states_bf16_ (which its forward fills): U of each
   // direction {D, G*H, H}, the zero state {B, H}, and one step's gradient per direction {D, B, GH}.
   DeviceArray<uint16_t> recurrent_weight_bf16_, zero_state_bf16_, step_grad_bf16_;
-  // ... U^T of each direction for backward-data's products {D, H, G*H}, and the few-rows kernel's
-  // scratch per direction (the directions run concurrently): partial products, zeroed counters.
-  DeviceArray<uint16_t> recurrent_weight_t_bf16_;
-  DeviceArray<float> few_rows_partials_[2];
-  DeviceArray<int> few_rows_counters_[2];
 
   // Persistent recurrence.
   bool use_persistent_ = true;
