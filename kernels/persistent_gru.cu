@@ -273,15 +273,12 @@ __global__ void pgru_kernel(const Args a) {
             c = gru_cell_backward(dh, epx[e], epx[outs + e], epx[2 * outs + e], epx[3 * outs + e],
                                   epx[5 * outs + e]);
           }
-          float* dp = d.dpre + row * d.ld_dpre + k;
-          dp[0] = c.dr;
-          dp[H] = c.dz;
-          dp[2 * H] = c.dn;
-          float* dg = d.dgates + row * 3 * H + k;
+          store_gate_grads(c, d.dpre + row * d.ld_dpre + k, d.dgates + row * 3 * H + k, H);
+          // The exchange carries the hidden-side gradients (dgates) to the next step's products.
           float* x = xout + int64_t{b} * kpad + k;
-          dg[0] = x[0] = c.dr;
-          dg[H] = x[H] = c.dz;
-          dg[2 * H] = x[2 * H] = c.dgn;
+          x[0] = c.dr;
+          x[H] = c.dz;
+          x[2 * H] = c.dgn;
           own[e] = c.dh_prev;
         }
       }
