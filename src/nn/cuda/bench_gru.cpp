@@ -56,16 +56,21 @@ std::vector<float> input_gradient(const std::vector<float>& dpre, int64_t rows, 
 std::string run_gru_bench(const RnnBenchOptions& o) {
   DS2_CHECK(o.hidden > 0 && o.batch > 0 && o.steps > 0 && o.repeats > 0 && o.warmup >= 0,
             "bench rnn: --hidden, --batch, --steps and --repeats must be positive");
-  DS2_CHECK(o.precision == "fp32",
-            "bench rnn --cell gru: the persistent GRU holds fp32 weights "
-            "only; --precision bf16 is for --cell relu");
+  DS2_CHECK(o.precision == "fp32" || o.precision == "bf16",
+            "bench rnn --cell gru: --precision must be fp32 or bf16, not '" << o.precision << "'");
   DS2_CHECK(o.density == 1.0, "bench rnn --cell gru: --density is for --cell relu");
   const int H = o.hidden, B = o.batch, T = o.steps, GH = 3 * H;
+  // bf16 as a bf16 GRU layer runs: the persistent recurrence on fp32 weights (its kernels hold no
+  // others), the GEMM recurrence on bf16 operands; cuDNN with 16-bit data and weights.
+  const bool bf16 = o.precision == "bf16";
   CudaContext ctx(o.device);
   cudaStream_t s = ctx.stream();
   std::ostringstream rep;
-  rep << "ds2 bench rnn: hidden " << H << ", batch " << B << ", " << T
-      << " steps, fp32, one direction, GRU; " << ctx.description() << "\n";
+  rep << "ds2 bench rnn: hidden " << H << ", batch " << B << ", " << T << " steps, " << o.precision
+      << ", one direction, GRU; " << ctx.description() << "\n";
+  if (bf16)
+    rep << "bf16 as a bf16 layer runs it: the persistent GRU on fp32 weights, the GEMM recurrence "
+           "on bf16 operands\n";
 
   // U ~ U(-1/sqrt(H), 1/sqrt(H)) (the layer's init), x and dL/dh ~ U(-1, 1), the same x in the
   // three gates' input columns (cuDNN's skip-input), zero biases, every utterance T frames long.
@@ -98,7 +103,7 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   const auto nothing = [] {};
   std::vector<Row> rows;
 
-  Row persistent("ours: persistent GRU (fp32)");
+  Row persistent(bf16 ? "ours: persistent GRU (fp32 weights)" : "ours: persistent GRU (fp32)");
   PersistentGruPlan plan(H, B, 1, o.device);
   rep << "plan: " << plan.describe() << "\n";
   rep << "largest hidden size that runs persistently at this batch: "
@@ -189,15 +194,26 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   }
 
   // Ours, the GEMM recurrence: CudaRnnLayer's per-step loop (nn/cuda/gemm_recurrence.h).
-  Row gemm_row("ours: GEMM GRU (fp32, cuBLAS/step)");
+  Row gemm_row(std::string("ours: GEMM GRU (") + o.precision + " GEMMs, cuBLAS/step)");
   if (!o.ours_only) {
     DeviceArray<float> hg(n), candg(n), dpre_g(3 * n), dg_g(3 * n);
-    const GemmRecurrence r{ctx.cublas(), s, u.data(), nullptr, H, B, lengths.data()};
+    DeviceArray<uint16_t> u16(bf16 ? int64_t{GH} * H : 0), hg16(bf16 ? n : 0),
+        zero16(bf16 ? int64_t{B} * H : 0), dg16(bf16 ? int64_t{B} * GH : 0);
+    if (bf16) {
+      kernels::to_bf16(u.data(), u16.data(), int64_t{GH} * H, s);
+      DS2_CUDA_CHECK(cudaMemsetAsync(zero16.data(), 0, sizeof(uint16_t) * B * H, s));
+    }
+    const GemmRecurrence r{ctx.cublas(),  s, u.data(), bf16 ? u16.data() : nullptr, H, B,
+                           lengths.data()};
     auto forward = [&] {
       for (int t = 0; t < T; ++t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
-        gru_gemm_step_forward(r, t, B, hp, nullptr, gates.data() + int64_t{t} * B * GH, GH,
-                              step_g.data(), bias.data(), hg.data() + int64_t{t} * B * H, nullptr,
+        const uint16_t* hp16 = !bf16    ? nullptr
+                               : t == 0 ? zero16.data()
+                                        : hg16.data() + int64_t{t - 1} * B * H;
+        gru_gemm_step_forward(r, t, B, hp, hp16, gates.data() + int64_t{t} * B * GH, GH,
+                              step_g.data(), bias.data(), hg.data() + int64_t{t} * B * H,
+                              bf16 ? hg16.data() + int64_t{t} * B * H : nullptr,
                               candg.data() + int64_t{t} * B * H);
       }
     };
@@ -210,7 +226,7 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
         gru_gemm_step_backward(
             r, t, B, gates.data() + int64_t{t} * B * GH, GH, candg.data() + int64_t{t} * B * H, hp,
             dy.data() + int64_t{t} * B * H, c, dpre_g.data() + int64_t{t} * B * GH,
-            dg_g.data() + int64_t{t} * B * GH, nullptr, nx);
+            dg_g.data() + int64_t{t} * B * GH, dg16.data(), nx);
         std::swap(c, nx);
       }
     };
@@ -227,28 +243,44 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   if (!o.ours_only) {
     const int version = static_cast<int>(cudnnGetVersion());
     rep << "cuDNN " << version / 10000 << "." << (version / 100) % 100 << "." << version % 100
-        << ": CUDNN_GRU, unidirectional, fp32 data and accumulation; 'fp32' rows use "
-        << "CUDNN_FMA_MATH (no TF32, as ours; the reference for 'x cuDNN'), 'default math' rows "
-        << "may use TF32\n";
+        << ": CUDNN_GRU, unidirectional, fp32 accumulation; "
+        << (bf16 ? "16-bit data and weights (bf16, or fp16 where cuDNN refuses bf16), tensor-op "
+                   "math; the 16-bit rows are the reference for 'x cuDNN'\n"
+                 : "fp32 data; 'fp32' rows use CUDNN_FMA_MATH (no TF32, as ours; the reference "
+                   "for 'x cuDNN'), 'default math' rows may use TF32\n");
     const std::pair<cudnnRNNAlgo_t, const char*> algos[] = {
         {CUDNN_RNN_ALGO_STANDARD, "STANDARD"},
         {CUDNN_RNN_ALGO_PERSIST_STATIC, "PERSIST_STATIC"},
         {CUDNN_RNN_ALGO_PERSIST_DYNAMIC, "PERSIST_DYNAMIC"}};
-    DeviceArray<float> y(n), dx(n), matrix;
-    for (const cudnnMathType_t math : {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH}) {
+    struct Variant {
+      cudnnDataType_t dtype;
+      cudnnMathType_t math;
+      bool reference;
+    };
+    const std::vector<Variant> variants =
+        bf16 ? std::vector<Variant>{{CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_OP_MATH, true},
+                                    {CUDNN_DATA_HALF, CUDNN_TENSOR_OP_MATH, true}}
+             : std::vector<Variant>{{CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, true},
+                                    {CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH, false}};
+    // Outputs sized in whole floats hold any element type.
+    DeviceArray<float> y(n), dx(n), matrix, x_dev, dy_dev;
+    for (const Variant& v : variants) {
       CudnnShared c;
-      setup_cudnn(c, s, H, B, T, CUDNN_DATA_FLOAT, 1);
+      setup_cudnn(c, s, H, B, T, v.dtype, 1);
+      upload_as(hx, v.dtype, x_dev, s);
+      upload_as(hdy, v.dtype, dy_dev, s);
       for (const auto& [algo, name] : algos) {
-        Row row(std::string("cuDNN ") + name +
-                (math == CUDNN_FMA_MATH ? " (fp32)" : " (fp32, default math)"));
-        row.reference = math == CUDNN_FMA_MATH;
+        std::string label = std::string("cuDNN ") + name + " (" + dtype_name(v.dtype);
+        if (v.dtype == CUDNN_DATA_FLOAT) label += v.math == CUDNN_FMA_MATH ? "" : ", default math";
+        Row row(label + ")");
+        row.reference = v.reference;
         // Skip-input first; where refused, a linear input with W = I per gate (the time then
         // includes that input GEMM, said in the note). Biases stay zero either way.
         for (const bool linear : {false, true}) {
           try {
             CudnnRnn r(c, algo, CUDNN_RNN_DOUBLE_BIAS,
-                       linear ? CUDNN_LINEAR_INPUT : CUDNN_SKIP_INPUT, CUDNN_DATA_FLOAT, math, H, 1,
-                       B, s, CUDNN_GRU);
+                       linear ? CUDNN_LINEAR_INPUT : CUDNN_SKIP_INPUT, v.dtype, v.math, H, 1, B, s,
+                       CUDNN_GRU);
             // linLayerID 0-2: W of r, z, n; 3-5: R (= U's gate rows, {H, H} row-major each).
             for (int id = 0; id < 6; ++id) {
               void* m_addr = nullptr;
@@ -266,14 +298,12 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
                 const auto gate = hu.begin() + int64_t{id - 3} * H * H;
                 std::copy(gate, gate + int64_t{H} * H, m.begin());
               }
-              upload_as(m, CUDNN_DATA_FLOAT, matrix, s);
-              DS2_CUDA_CHECK(cudaMemcpyAsync(m_addr, matrix.data(), sizeof(float) * H * H,
+              upload_as(m, v.dtype, matrix, s);
+              DS2_CUDA_CHECK(cudaMemcpyAsync(m_addr, matrix.data(), element_bytes(v.dtype) * H * H,
                                              cudaMemcpyDeviceToDevice, s));
             }
-            DeviceArray<float> x_dev(n);
-            upload(hx.data(), n, x_dev.data(), s);
             auto forward = [&] { r.forward(c, x_dev.data(), y.data()); };
-            auto backward = [&] { r.backward_data(c, y.data(), dy.data(), dx.data()); };
+            auto backward = [&] { r.backward_data(c, y.data(), dy_dev.data(), dx.data()); };
             row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
             forward();
             row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
@@ -283,8 +313,8 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
             backward();
             if (linear) row.note = "skip-input refused: time includes an input GEMM (W = I); ";
             if (plan.fits())
-              row.note += check_note(download_vector(y.data(), n, s), h_ours,
-                                     download_vector(dx.data(), n, s), dx_ours);
+              row.note += check_note(download_as(y.data(), n, v.dtype, s), h_ours,
+                                     download_as(dx.data(), n, v.dtype, s), dx_ours);
             break;
           } catch (const Error& e) {
             (void)cudaGetLastError();

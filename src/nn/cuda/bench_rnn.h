@@ -29,7 +29,7 @@ struct RnnBenchOptions {
   int repeats = 20;
   std::string precision = "fp32";  // fp32 | bf16: our kernel's weights, cuDNN's data type
   double density = 1.0;       // < 1: U pruned by a random mask; adds the sparse persistent kernel
-  std::string cell = "relu";  // relu | gru (nn/cuda/bench_gru.h: fp32, dense only)
+  std::string cell = "relu";  // relu | gru (nn/cuda/bench_gru.h: dense only)
   bool ours_only = false;     // our persistent rows only (sweeps): no GEMM recurrence, no cuDNN
   int device = 0;
 };
