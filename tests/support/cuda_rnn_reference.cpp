@@ -73,27 +73,14 @@ void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h,
                   const int* dlen, const std::vector<int>& len, int T, int B, int H, bool reverse,
                   float clip, bool round_state) {
   const std::vector<int> m = active_rows(len, T);
-  const int64_t n = int64_t{T} * B * H;
-  DeviceArray<uint16_t> u16(round_state ? int64_t{H} * H : 0), h16(round_state ? n : 0),
-      zero16(round_state ? std::max(1, B * H) : 0);
-  if (round_state) {
-    kernels::to_bf16(u, u16.data(), int64_t{H} * H, ctx.stream());
-    DS2_CUDA_CHECK(
-        cudaMemsetAsync(zero16.data(), 0, sizeof(uint16_t) * zero16.capacity(), ctx.stream()));
-  }
-  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, round_state ? u16.data() : nullptr, H, B,
-                         dlen};
+  GemmRecurrenceBf16 ops(round_state, u, 1, H, T, B, ctx.stream());
+  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, ops.u(), H, B, dlen};
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
     const int tp = reverse ? t + 1 : t - 1;
-    const bool first = tp < 0 || tp >= T;
-    const float* hp = first ? zero : h + int64_t{tp} * B * H;
-    const uint16_t* hp16 = !round_state ? nullptr
-                           : first      ? zero16.data()
-                                        : h16.data() + int64_t{tp} * B * H;
-    relu_gemm_step_forward(r, t, m[t], hp, hp16, pre + int64_t{t} * B * P, P,
-                           h + int64_t{t} * B * H,
-                           round_state ? h16.data() + int64_t{t} * B * H : nullptr, clip);
+    const float* hp = tp < 0 || tp >= T ? zero : h + int64_t{tp} * B * H;
+    relu_gemm_step_forward(r, t, m[t], hp, ops.state_before(tp), pre + int64_t{t} * B * P, P,
+                           h + int64_t{t} * B * H, ops.state(t), clip);
   }
 }
 
@@ -104,16 +91,13 @@ void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const 
                         const std::vector<int>& len, int T, int B, int H, bool reverse, float clip,
                         bool round_state) {
   const std::vector<int> m = active_rows(len, T);
-  DeviceArray<uint16_t> u16(round_state ? int64_t{H} * H : 0),
-      dp16(round_state ? std::max(1, B * H) : 0);
-  if (round_state) kernels::to_bf16(u, u16.data(), int64_t{H} * H, ctx.stream());
-  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, round_state ? u16.data() : nullptr, H, B,
-                         dlen};
+  GemmRecurrenceBf16 ops(round_state, u, 1, H, T, B, ctx.stream());
+  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, ops.u(), H, B, dlen};
   kernels::fill(carry, int64_t{B} * H, 0.0f, ctx.stream());
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
     relu_gemm_step_backward(r, t, m[t], h + int64_t{t} * B * H, dy + int64_t{t} * B * H, carry,
-                            dpre + int64_t{t} * B * P, P, dp16.data(), next, clip);
+                            dpre + int64_t{t} * B * P, P, ops.step_grad(), next, clip);
     std::swap(carry, next);
   }
 }

@@ -197,23 +197,14 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   Row gemm_row(std::string("ours: GEMM GRU (") + o.precision + " GEMMs, cuBLAS/step)");
   if (!o.ours_only) {
     DeviceArray<float> hg(n), candg(n), dpre_g(3 * n), dg_g(3 * n);
-    DeviceArray<uint16_t> u16(bf16 ? int64_t{GH} * H : 0), hg16(bf16 ? n : 0),
-        zero16(bf16 ? int64_t{B} * H : 0), dg16(bf16 ? int64_t{B} * GH : 0);
-    if (bf16) {
-      kernels::to_bf16(u.data(), u16.data(), int64_t{GH} * H, s);
-      DS2_CUDA_CHECK(cudaMemsetAsync(zero16.data(), 0, sizeof(uint16_t) * B * H, s));
-    }
-    const GemmRecurrence r{ctx.cublas(),  s, u.data(), bf16 ? u16.data() : nullptr, H, B,
-                           lengths.data()};
+    GemmRecurrenceBf16 ops(bf16, u.data(), 3, H, T, B, s);
+    const GemmRecurrence r{ctx.cublas(), s, u.data(), ops.u(), H, B, lengths.data()};
     auto forward = [&] {
       for (int t = 0; t < T; ++t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
-        const uint16_t* hp16 = !bf16    ? nullptr
-                               : t == 0 ? zero16.data()
-                                        : hg16.data() + int64_t{t - 1} * B * H;
-        gru_gemm_step_forward(r, t, B, hp, hp16, gates.data() + int64_t{t} * B * GH, GH,
-                              step_g.data(), bias.data(), hg.data() + int64_t{t} * B * H,
-                              bf16 ? hg16.data() + int64_t{t} * B * H : nullptr,
+        gru_gemm_step_forward(r, t, B, hp, ops.state_before(t - 1),
+                              gates.data() + int64_t{t} * B * GH, GH, step_g.data(), bias.data(),
+                              hg.data() + int64_t{t} * B * H, ops.state(t),
                               candg.data() + int64_t{t} * B * H);
       }
     };
@@ -226,7 +217,7 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
         gru_gemm_step_backward(
             r, t, B, gates.data() + int64_t{t} * B * GH, GH, candg.data() + int64_t{t} * B * H, hp,
             dy.data() + int64_t{t} * B * H, c, dpre_g.data() + int64_t{t} * B * GH,
-            dg_g.data() + int64_t{t} * B * GH, dg16.data(), nx);
+            dg_g.data() + int64_t{t} * B * GH, ops.step_grad(), nx);
         std::swap(c, nx);
       }
     };

@@ -325,14 +325,8 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   // step kernel that writes it, fp32 sums).
   Row gemm_row(std::string("ours: GEMM RNN (") + o.precision + " GEMMs, cuBLAS/step)");
   if (!o.ours_only) {
-    DeviceArray<uint16_t> u16(bf16 ? int64_t{H} * H : 0), hg16(bf16 ? n : 0),
-        zero16(bf16 ? int64_t{B} * H : 0), dp16(bf16 ? int64_t{B} * H : 0);
-    if (bf16) {
-      kernels::to_bf16(u.data(), u16.data(), int64_t{H} * H, s);
-      DS2_CUDA_CHECK(cudaMemsetAsync(zero16.data(), 0, sizeof(uint16_t) * B * H, s));
-    }
-    const GemmRecurrence r{ctx.cublas(),  s, u.data(), bf16 ? u16.data() : nullptr, H, B,
-                           lengths.data()};
+    GemmRecurrenceBf16 ops(bf16, u.data(), 1, H, T, B, s);
+    const GemmRecurrence r{ctx.cublas(), s, u.data(), ops.u(), H, B, lengths.data()};
     auto restore = [&] {
       DS2_CUDA_CHECK(cudaMemcpyAsync(pre_work.data(), x.data(), n * sizeof(float),
                                      cudaMemcpyDeviceToDevice, s));
@@ -340,12 +334,9 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     auto forward = [&] {
       for (int t = 0; t < T; ++t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
-        const uint16_t* hp16 = !bf16    ? nullptr
-                               : t == 0 ? zero16.data()
-                                        : hg16.data() + int64_t{t - 1} * B * H;
-        relu_gemm_step_forward(r, t, B, hp, hp16, pre_work.data() + int64_t{t} * B * H, H,
-                               hg.data() + int64_t{t} * B * H,
-                               bf16 ? hg16.data() + int64_t{t} * B * H : nullptr, kClip);
+        relu_gemm_step_forward(r, t, B, hp, ops.state_before(t - 1),
+                               pre_work.data() + int64_t{t} * B * H, H,
+                               hg.data() + int64_t{t} * B * H, ops.state(t), kClip);
       }
     };
     // Backward-data reads the persistent kernel's h when there is one (the same masks).
@@ -356,7 +347,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
       kernels::fill(c, int64_t{B} * H, 0.0f, s);
       for (int t = T - 1; t >= 0; --t) {
         relu_gemm_step_backward(r, t, B, hb + int64_t{t} * B * H, dy.data() + int64_t{t} * B * H, c,
-                                dpre_g.data() + int64_t{t} * B * H, H, dp16.data(), nx, kClip);
+                                dpre_g.data() + int64_t{t} * B * H, H, ops.step_grad(), nx, kClip);
         std::swap(c, nx);
       }
     };

@@ -1,6 +1,10 @@
 #include "nn/cuda/gemm_recurrence.h"
 
+#include <algorithm>
+
+#include "core/cuda/check.h"
 #include "core/cuda/gemm.h"
+#include "kernels/elementwise.h"
 #include "kernels/rnn.h"
 
 namespace ds2 {
@@ -20,6 +24,19 @@ void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int 
 }
 
 }  // namespace
+
+GemmRecurrenceBf16::GemmRecurrenceBf16(bool bf16, const float* u, int gates, int hidden, int T,
+                                       int B, cudaStream_t stream)
+    : bf16_(bf16), T_(T), row_(int64_t{B} * hidden) {
+  if (!bf16) return;
+  const int64_t u_size = int64_t{gates} * hidden * hidden;
+  u_.reserve(std::max<int64_t>(1, u_size));
+  states_.reserve(std::max<int64_t>(1, T * row_));
+  zero_.reserve(std::max<int64_t>(1, row_));
+  step_grad_.reserve(std::max<int64_t>(1, gates * row_));
+  kernels::to_bf16(u, u_.data(), u_size, stream);
+  DS2_CUDA_CHECK(cudaMemsetAsync(zero_.data(), 0, sizeof(uint16_t) * zero_.capacity(), stream));
+}
 
 void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                             const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,

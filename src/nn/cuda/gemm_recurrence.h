@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "core/cuda/device_array.h"
+
 namespace ds2 {
 
 struct GemmRecurrence {
@@ -29,6 +31,37 @@ struct GemmRecurrence {
   int batch;
   const int* lengths;  // device, {batch}: row b is valid at t < lengths[b]
   bool bf16() const { return u_bf16 != nullptr; }
+};
+
+// The bf16 copies one direction's GEMM recurrence reads, for code that runs it outside
+// CudaRnnLayer (the benchmarks, the tests' references; the layer keeps its own for both
+// directions, shared with dU): U rounded, a zero state, the states {T, B, H} that the forward's
+// step kernels round as they write them, and one step's gradient {B, G*H} for backward-data. In
+// fp32 nothing is allocated and every pointer is null.
+//
+//   GemmRecurrenceBf16 ops(bf16, u, /*gates=*/1, H, T, B, stream);
+//   GemmRecurrence r{handle, stream, u, ops.u(), H, B, lengths};
+//   relu_gemm_step_forward(r, t, B, h_prev, ops.state_before(t_prev), p, P, h, ops.state(t), clip);
+class GemmRecurrenceBf16 {
+ public:
+  GemmRecurrenceBf16(bool bf16, const float* u, int gates, int hidden, int T, int B,
+                     cudaStream_t stream);
+  const uint16_t* u() const { return bf16_ ? u_.data() : nullptr; }
+  // The state written at step t (0 <= t < T).
+  uint16_t* state(int t) { return bf16_ ? states_.data() + int64_t{t} * row_ : nullptr; }
+  // What step t's product multiplies, given the step before it: that state, or the zero state
+  // where t_prev is outside [0, T) (the first step of either direction).
+  const uint16_t* state_before(int t_prev) const {
+    if (!bf16_) return nullptr;
+    return t_prev < 0 || t_prev >= T_ ? zero_.data() : states_.data() + int64_t{t_prev} * row_;
+  }
+  uint16_t* step_grad() { return bf16_ ? step_grad_.data() : nullptr; }
+
+ private:
+  bool bf16_;
+  int T_;
+  int64_t row_;  // B * H
+  DeviceArray<uint16_t> u_, states_, zero_, step_grad_;
 };
 
 // Clipped ReLU, step t with `rows` batch rows valid somewhere at t: p += h_prev U^T, then

@@ -341,9 +341,12 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   if (bf16) {
     const int64_t n_da = int64_t{T} * B * P;
     rounded_to_bf16(da, n_da, grad_bf16_, main);
-    // dU's operands: the states, and the gradient it multiplies where that is not dA itself.
-    rounded_to_bf16(hidden_states_.data(), int64_t{directions_} * T * B * hidden_, states_bf16_,
-                    main);
+    // dU's operands: the states, and the gradient it multiplies where that is not dA itself. On
+    // the GEMM recurrence (the step's forward took the same path at the same precision: one plan
+    // decides both) the forward's step kernels rounded the states into states_bf16_ already.
+    if (persistent)
+      rounded_to_bf16(hidden_states_.data(), int64_t{directions_} * T * B * hidden_, states_bf16_,
+                      main);
     if (type_ == RnnType::kGru) {
       rounded_to_bf16(grad_hidden_gates_.data(), int64_t{directions_} * T * B * gates() * hidden_,
                       grad_recurrent_bf16_, main);
