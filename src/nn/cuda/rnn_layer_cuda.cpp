@@ -31,6 +31,10 @@ bool needs_replan(const Plan* plan, int batch, Precision precision) {
          (!plan->fits() && batch < plan->max_batch());
 }
 
+// bf16 GRU layers whose persistent forward is off the tensor cores run the GEMM recurrence past
+// this batch (CudaRnnLayer::plan_persistent_gru says why).
+constexpr int kGruFmaBf16MaxBatch = 8;
+
 // Whether a pass of a bidirectional layer runs its directions one after the other on `one`
 // rather than in one launch on `both`: the clipped ReLU's rule is one for both passes, the GRU's
 // decides each (nn/cuda/persistent_rnn.h, nn/cuda/persistent_gru.h).
@@ -492,17 +496,37 @@ void CudaRnnLayer::reserve_workspace(size_t bytes) {
 bool CudaRnnLayer::plan_persistent_gru(int batch) {
   // The GRU's kernels hold fp32 weights only. In bf16 training its recurrence runs on them all
   // the same (the projections and weight gradients stay bf16): more exact than the bf16 GEMM
-  // recurrence, and without its per-step launches (kernels/NOTES.md, session 56).
-  if (needs_replan(gru_plan_.get(), batch, Precision::kFp32)) {
+  // recurrence, and without its per-step launches (kernels/NOTES.md, session 56) -- except past
+  // batch 8 where the forward is off the tensor cores: the fp32-math kernel redoes its products
+  // every pass of 4 rows, and the GEMM recurrence on bf16 operands ran faster at every size
+  // measured (H200, bf16, us a step forward, persistent / GEMM recurrence / cuDNN's best 16-bit,
+  // session 58: H 256 batch 64 24.77 / 11.04 / 7.07, H 512 batch 33 15.56 / 12.39 / 11.47, H 1024
+  // batch 33 19.28 / 15.65 / 11.54, batch 48 25.63 / 10.36 / 10.35, H 1536 batch 24 22.05 / 11.02 /
+  // 10.65, batch 64 56.18 / 11.16 / 10.95).
+  const bool replan = needs_replan(gru_plan_.get(), batch, Precision::kFp32);
+  if (replan) {
     PassPlans<PersistentGruPlan> plans = plans_for_directions<PersistentGruPlan>(
         hidden_, batch, directions_, ctx_.device(), Precision::kFp32);
     gru_plan_ = std::move(plans.forward);
     gru_backward_plan_ = std::move(plans.backward);
-    recurrence_path_ = recurrence_of(*gru_plan_, directions_, gru_backward_plan_.get());
-    if (gru_plan_->fits() && ctx_.matmul_precision() == Precision::kBf16)
-      recurrence_path_ += " (bf16 training: the GRU recurrence keeps fp32 weights)";
   }
-  if (!gru_plan_->fits()) return false;
+  // Judged per call: a plan serves every batch up to its own, and the precision may change.
+  const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
+  const bool gemm_faster = bf16 && gru_plan_->fits() && batch > kGruFmaBf16MaxBatch &&
+                           !gru_plan_->forward_on_tensor_cores();
+  if (replan || bf16 != gru_judged_bf16_ || gemm_faster != gru_gemm_faster_) {
+    gru_judged_bf16_ = bf16;
+    gru_gemm_faster_ = gemm_faster;
+    recurrence_path_ = recurrence_of(*gru_plan_, directions_, gru_backward_plan_.get());
+    if (gemm_faster) {
+      recurrence_path_ = "GEMM recurrence (bf16 at batch " + std::to_string(batch) +
+                         " with the persistent GRU's forward off the tensor cores: the GEMM "
+                         "recurrence on bf16 operands is faster)";
+    } else if (gru_plan_->fits() && bf16) {
+      recurrence_path_ += " (bf16 training: the GRU recurrence keeps fp32 weights)";
+    }
+  }
+  if (!gru_plan_->fits() || gemm_faster) return false;
   reserve_workspace(std::max(gru_plan_->workspace_bytes(),
                              gru_backward_plan_ ? gru_backward_plan_->workspace_bytes() : 0));
   return true;

@@ -151,6 +151,10 @@ class CudaRnnLayer : public CudaLayer {
   // GRU layers whose backward-data runs its directions the other way than the forward
   // (directions_in_turn_faster decides per pass): that pass's plan; null: gru_plan_.
   std::unique_ptr<PersistentGruPlan> gru_backward_plan_;
+  // The last call's judgement (recurrence_path_ says it): in bf16, and past batch 8 with the
+  // persistent GRU's forward off the tensor cores, where the GEMM recurrence runs instead.
+  bool gru_judged_bf16_ = false;
+  bool gru_gemm_faster_ = false;
   DeviceArray<float> prnn_workspace_;
   // Sparse persistent recurrence (pruned U).
   std::vector<uint8_t> masks_[2];  // empty: unpruned

@@ -676,5 +676,41 @@ TEST(PersistentGru, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
                 "forward one direction after the other, backward-data in one launch");
 }
 
+// bf16 GRU layers past batch 8 whose persistent forward is off the tensor cores take the GEMM
+// recurrence on bf16 operands (2-2.5x faster there on an H200, session 58), and say so; at batch 4,
+// and in fp32 at the same batch, the persistent recurrence stays.
+TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) {
+  DS2_REQUIRE_GPU();
+  const int H = 512, in = 16, T = 6;
+  if (PersistentGruPlan(H, 33, 1).forward_on_tensor_cores() || !PersistentGruPlan(H, 33, 1).fits())
+    GTEST_SKIP() << "H 512 batch 33 is not an fp32-math plan here";
+  CudaContext ctx;
+  Rng rng(58);
+  ParameterStore store;
+  RnnLayer cpu("gru", store, in, H, RnnType::kGru, false, false, 20.0f, 0.1f);
+  store.finalize();
+  store.initialize(rng);
+  DeviceParameters params(ctx, store);
+  CudaRnnLayer gpu(ctx, params, cpu);
+  auto run = [&](int batch, Precision precision) {
+    ctx.set_matmul_precision(precision);
+    DeviceSequences xd, yd;
+    upload(random_sequences({T, batch, in}, std::vector<int>(batch, T), rng), xd, ctx.stream());
+    yd.data.resize({T, batch, H});
+    gpu.forward(xd, yd, true);
+    DS2_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+  };
+  run(33, Precision::kBf16);
+  EXPECT_FALSE(gpu.ran_persistent());
+  EXPECT_NE(gpu.recurrence_path().find("GEMM recurrence (bf16 at batch 33"), std::string::npos)
+      << gpu.recurrence_path();
+  run(4, Precision::kBf16);
+  EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
+  EXPECT_NE(gpu.recurrence_path().find("keeps fp32 weights"), std::string::npos)
+      << gpu.recurrence_path();
+  run(33, Precision::kFp32);
+  EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
+}
+
 }  // namespace
 }  // namespace ds2
