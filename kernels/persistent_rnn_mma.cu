@@ -1104,13 +1104,20 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
     return nullptr;
   }
   if (cell == kGruBwd) {
-    if constexpr (NT == 1 && MT <= 2)
+    if constexpr (NT == 1 && MT <= 2 && KPW <= 14)
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
     return nullptr;
   }
-  if constexpr (MT > 3 || KPW > 12) {  // the GRU forward's 48 stacked rows; backward-data's 14
+  if constexpr (MT == 2 && (KPW == 14 || KPW == 16)) {
+    // bf16 only: one direction of H 3073-4096 (two m-tiles on up to 128 CTAs).
+    if (form != kBf16) return nullptr;
+    if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, kBf16>);
+    if constexpr (NT == 1)
+      return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16>);
+    return nullptr;
+  } else if constexpr (MT > 3 || KPW > 12) {  // the GRU forward's 48 stacked rows; bwd-data's 14
     return nullptr;
   } else {
     if (form == kSplit) {
@@ -1150,6 +1157,8 @@ const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, MmaCell cell = MmaC
       return kernel_for_exchange<MT, 12, NT>(tags, form, cell);
     case 14:
       return kernel_for_exchange<MT, 14, NT>(tags, form, cell);
+    case 16:
+      return kernel_for_exchange<MT, 16, NT>(tags, form, cell);
     default:
       return nullptr;
   }

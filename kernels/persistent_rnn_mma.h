@@ -52,10 +52,10 @@ __host__ __device__ constexpr int prnn_mma_k_tiles_per_warp(int hidden) {
   return (prnn_mma_k_tiles(hidden) + kPrnnMmaWarps - 1) / kPrnnMmaWarps;
 }
 // The k-tiles per warp of the kernel that runs a plan of kpw (prnn_mma_k_tiles_per_warp): the
-// smallest of 2, 4, 5, 6, 8, 10, 12 and 14 that holds kpw (0 past 14: no kernel; 14 is the GRU's
-// backward-data's only). The kernel decides at compile time from this count where its fragments
-// live, so the host's layout (shared-memory size, the plan's description) decides from it too,
-// not from kpw.
+// smallest of 2, 4, 5, 6, 8, 10, 12, 14 and 16 that holds kpw (0 past 16: no kernel; 14 is the
+// GRU's backward-data's and, with 16, bf16's at two m-tiles: one direction of H 3073-4096). The
+// kernel decides at compile time from this count where its fragments live, so the host's layout
+// (shared-memory size, the plan's description) decides from it too, not from kpw.
 __host__ __device__ constexpr int prnn_mma_kernel_k_tiles(int kpw) {
   return kpw <= 2    ? 2
          : kpw <= 4  ? 4
@@ -64,6 +64,7 @@ __host__ __device__ constexpr int prnn_mma_kernel_k_tiles(int kpw) {
          : kpw <= 10 ? 10
          : kpw <= 12 ? 12
          : kpw <= 14 ? 14
+         : kpw <= 16 ? 16
                      : 0;
 }
 // The fp32 split's state exchange, each parity: [warp][piece][lane] 16-byte pieces, a piece

@@ -19,6 +19,11 @@ constexpr int kRowGroup = kernels::kPrnnRowGroup;
 // pass of 4): plans take it up to this batch (four passes); past it the GEMM recurrence on bf16
 // operands is faster (nn/cuda/gemm_recurrence.h; measured in the constructor).
 constexpr int kFmaBf16MaxBatch = 16;
+// bf16 at 14-16 k-tiles a warp (one direction of H 3073-4096 on tensor cores, most A fragments
+// in shared memory) past this batch: the rest of shared memory holds passes of at most 16 batch
+// columns, and four of them lose to the GEMM recurrence on bf16 operands (measured in the
+// constructor).
+constexpr int kBf16WidestMaxBatch = 48;
 
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
@@ -239,6 +244,18 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
       if (take_tagged_bf16(grouped[fewer_rows_last ? candidates - 1 - i : i])) return;
     for (int i = 0; i < candidates; ++i)
       if (take_widest_pass(grouped[i])) return;
+  }
+  // H200, us a step forward, this kernel / the GEMM recurrence / cuDNN's best 16-bit algorithm
+  // (session 59): batch 64 H 3200 14.96 / 12.60 / 12.04, H 3328 15.15 / 12.82 / 12.57, H 3584
+  // 15.47 / 13.29 / 12.56; batch 48 H 3200-3584 (passes of 32 and 16) 11.58-11.95 / 14.09-16.82 /
+  // 14.87-15.38, H 3712-4096 (16 k-tiles a warp, three passes of 16) 12.64-13.12 / 16.21-23.10 /
+  // 16.23-23.59.
+  if (!forced_stream && t.bf16_weights && max_batch > kBf16WidestMaxBatch &&
+      kernels::prnn_mma_kernel_k_tiles(kernels::prnn_mma_k_tiles_per_warp(hidden)) >= 14) {
+    refuse("past batch " + std::to_string(kBf16WidestMaxBatch) +
+           " the tensor-core kernel at 14-16 k-tiles a warp runs passes of at most 16 batch "
+           "columns, slower than the GEMM recurrence on bf16 operands");
+    return;
   }
   if (!forced_stream && t.bf16_weights) {
     if (take_tagged_bf16(m)) return;
