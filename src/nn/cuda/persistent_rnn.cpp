@@ -206,79 +206,82 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     fallback_plan_ = std::move(fallback);
     return true;
   };
-  if (!forced_stream && !t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split) {
-    const int groups = kernels::prnn_split_batch_groups(max_batch);
-    if ((groups == 1 || allowed.batch_groups) && take_fp16_split(groups)) return;
-  }
-  if (!forced_stream && t.bf16_weights && allowed.batch_groups && max_batch > 8) {
-    // Batch groups: 2 (4) sets of CTAs per direction, each on its own slice of the batch with its
-    // own exchange. Every CTA reads its set's whole state each step, which past batch 8 is most
-    // of the step (H 2048 batch 64: 128 CTAs x 256 KB a step from L2, ~4.5 TB/s at 7.4 us).
-    // Groups divide that read even where fewer SMs a set put 2-3 times the rows on a CTA: the
-    // products a CTA stay the same. Among plans whose sets are at most 8 rows (the tagged
-    // exchange, no step barrier) the fewest rows a CTA win, then the most groups; else the most
-    // groups that some kernel runs without spills. H200, us a step forward, one set -> groups
-    // (session 54; until then groups were taken only at the one set's rows a CTA): H 2048 batch
-    // 64 7.42 -> 5.45 (2 groups, 32 rows), batch 32 4.45 -> 3.37, batch 9 2.94 -> 2.19 (tagged);
-    // H 1536 batch 64 6.68 -> 3.98 (4 groups, 48 rows); H 1152 batch 64 6.26 -> 3.65, batch 32
-    // 3.70 -> 1.91 (4 groups, tagged), batch 9-16 2.51-2.63 -> 1.35-1.43 (2 tagged groups of 32
-    // rows; 4 of 48: 1.62-1.65); H 1536 batch 9-16 2.66-2.89 -> 1.52-1.59 (2 tagged groups; 4
-    // groups of 48 rows, which spilled tagged until session 56, 2.38-2.48 with the step barrier); H
-    // 1024 batch 64 3.76 (2 groups of 16 rows) -> 2.84 (4 of 32). At batch 9-12 and H 768, 4 tagged
-    // groups of 32 rows ran 1.10-1.11 against 2 of 16 rows' 1.07-1.08. Session 44, at the same rows
-    // a CTA: H 512 batch 64 5.28 -> 3.23 (2) -> 2.37 (4), batch 16 2.21 -> 1.03 -> 0.98; H 256
-    // batch 64 5.00 -> 2.17.
-    kernels::PrnnTiling grouped[2];  // 4 groups, then 2, where the sets fit
-    int candidates = 0;
-    for (int groups : {4, 2}) {
-      kernels::PrnnTiling g = m;
-      g.batch_groups = groups;
-      if (g.sets() > kernels::kPrnnMaxBf16Sets) continue;
-      spread_tensor_rows(g, sm_count_ / g.sets(), 16);
-      g.register_groups = g.rows_per_cta / kRowGroup;
-      grouped[candidates++] = g;
+  // Tests that force streamed rows skip every tensor-core plan and rule.
+  if (!forced_stream) {
+    if (!t.bf16_weights && allowed.tagged_exchange && allowed.fp16_split) {
+      const int groups = kernels::prnn_split_batch_groups(max_batch);
+      if ((groups == 1 || allowed.batch_groups) && take_fp16_split(groups)) return;
     }
-    const bool fewer_rows_last =
-        candidates == 2 && grouped[1].rows_per_cta < grouped[0].rows_per_cta;
-    for (int i = 0; i < candidates; ++i)
-      if (take_tagged_bf16(grouped[fewer_rows_last ? candidates - 1 - i : i])) return;
-    for (int i = 0; i < candidates; ++i)
-      if (take_widest_pass(grouped[i])) return;
-  }
-  // H200, us a step forward, this kernel / the GEMM recurrence / cuDNN's best 16-bit algorithm
-  // (session 59): batch 64 H 3200 14.96 / 12.60 / 12.04, H 3328 15.15 / 12.82 / 12.57, H 3584
-  // 15.47 / 13.29 / 12.56; batch 48 H 3200-3584 (passes of 32 and 16) 11.58-11.95 / 14.09-16.82 /
-  // 14.87-15.38, H 3712-4096 (16 k-tiles a warp, three passes of 16) 12.64-13.12 / 16.21-23.10 /
-  // 16.23-23.59.
-  if (!forced_stream && t.bf16_weights && max_batch > kBf16WidestMaxBatch &&
-      kernels::prnn_mma_kernel_k_tiles(kernels::prnn_mma_k_tiles_per_warp(hidden)) >= 14) {
-    refuse("past batch " + std::to_string(kBf16WidestMaxBatch) +
-           " the tensor-core kernel at 14-16 k-tiles a warp runs passes of at most 16 batch "
-           "columns, slower than the GEMM recurrence on bf16 operands");
-    return;
-  }
-  if (!forced_stream && t.bf16_weights) {
-    if (take_tagged_bf16(m)) return;
-    const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
-    if (allowed.cluster && max_batch <= kernels::kPrnnClusterMaxBatch &&
-        (kpw < kernels::kPrnnClusterMaxTiles ||
-         (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
-        take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
+    if (t.bf16_weights && allowed.batch_groups && max_batch > 8) {
+      // Batch groups: 2 (4) sets of CTAs per direction, each on its own slice of the batch with its
+      // own exchange. Every CTA reads its set's whole state each step, which past batch 8 is most
+      // of the step (H 2048 batch 64: 128 CTAs x 256 KB a step from L2, ~4.5 TB/s at 7.4 us).
+      // Groups divide that read even where fewer SMs a set put 2-3 times the rows on a CTA: the
+      // products a CTA stay the same. Among plans whose sets are at most 8 rows (the tagged
+      // exchange, no step barrier) the fewest rows a CTA win, then the most groups; else the most
+      // groups that some kernel runs without spills. H200, us a step forward, one set -> groups
+      // (session 54; until then groups were taken only at the one set's rows a CTA): H 2048 batch
+      // 64 7.42 -> 5.45 (2 groups, 32 rows), batch 32 4.45 -> 3.37, batch 9 2.94 -> 2.19 (tagged);
+      // H 1536 batch 64 6.68 -> 3.98 (4 groups, 48 rows); H 1152 batch 64 6.26 -> 3.65, batch 32
+      // 3.70 -> 1.91 (4 groups, tagged), batch 9-16 2.51-2.63 -> 1.35-1.43 (2 tagged groups of 32
+      // rows; 4 of 48: 1.62-1.65); H 1536 batch 9-16 2.66-2.89 -> 1.52-1.59 (2 tagged groups; 4
+      // groups of 48 rows, which spilled tagged until session 56, 2.38-2.48 with the step barrier);
+      // H 1024 batch 64 3.76 (2 groups of 16 rows) -> 2.84 (4 of 32). At batch 9-12 and H 768, 4
+      // tagged groups of 32 rows ran 1.10-1.11 against 2 of 16 rows' 1.07-1.08. Session 44, at the
+      // same rows a CTA: H 512 batch 64 5.28 -> 3.23 (2) -> 2.37 (4), batch 16 2.21 -> 1.03 ->
+      // 0.98; H 256 batch 64 5.00 -> 2.17.
+      kernels::PrnnTiling grouped[2];  // 4 groups, then 2, where the sets fit
+      int candidates = 0;
+      for (int groups : {4, 2}) {
+        kernels::PrnnTiling g = m;
+        g.batch_groups = groups;
+        if (g.sets() > kernels::kPrnnMaxBf16Sets) continue;
+        spread_tensor_rows(g, sm_count_ / g.sets(), 16);
+        g.register_groups = g.rows_per_cta / kRowGroup;
+        grouped[candidates++] = g;
+      }
+      const bool fewer_rows_last =
+          candidates == 2 && grouped[1].rows_per_cta < grouped[0].rows_per_cta;
+      for (int i = 0; i < candidates; ++i)
+        if (take_tagged_bf16(grouped[fewer_rows_last ? candidates - 1 - i : i])) return;
+      for (int i = 0; i < candidates; ++i)
+        if (take_widest_pass(grouped[i])) return;
+    }
+    // H200, us a step forward, this kernel / the GEMM recurrence / cuDNN's best 16-bit algorithm
+    // (session 59): batch 64 H 3200 14.96 / 12.60 / 12.04, H 3328 15.15 / 12.82 / 12.57, H 3584
+    // 15.47 / 13.29 / 12.56; batch 48 H 3200-3584 (passes of 32 and 16) 11.58-11.95 / 14.09-16.82 /
+    // 14.87-15.38, H 3712-4096 (16 k-tiles a warp, three passes of 16) 12.64-13.12 / 16.21-23.10 /
+    // 16.23-23.59.
+    if (t.bf16_weights && max_batch > kBf16WidestMaxBatch &&
+        kernels::prnn_mma_kernel_k_tiles(kernels::prnn_mma_k_tiles_per_warp(hidden)) >= 14) {
+      refuse("past batch " + std::to_string(kBf16WidestMaxBatch) +
+             " the tensor-core kernel at 14-16 k-tiles a warp runs passes of at most 16 batch "
+             "columns, slower than the GEMM recurrence on bf16 operands");
       return;
-    if (take_widest_pass(m)) return;
-  }
-  // bf16 off the tensor cores past four batch passes: the fp32-math kernel redoes its products
-  // every pass of 4, the GEMM recurrence on bf16 operands reads U once a step. H200, us a step
-  // forward, this kernel against the GEMM recurrence and cuDNN's best 16-bit algorithm (session
-  // 58): H 3328 batch 9-12 14.65-14.66 / 19.44-20.94 / 19.68-21.64, batch 16 19.06 / 20.56 /
-  // 21.11, batch 24 27.74 / 14.62 / 18.97, batch 64 72.08 / 12.27 / 12.01; H 3584 batch 24 28.14
-  // / 14.23 / 14.13, batch 64 72.36 / 13.10 / 12.87.
-  if (!forced_stream && t.bf16_weights && max_batch > kFmaBf16MaxBatch) {
-    refuse("the tensor-core kernels do not hold it, and past batch " +
-           std::to_string(kFmaBf16MaxBatch) +
-           " the fp32-math kernel on bf16 weights (4 batch rows a pass) is slower than the GEMM "
-           "recurrence on bf16 operands");
-    return;
+    }
+    if (t.bf16_weights) {
+      if (take_tagged_bf16(m)) return;
+      const int kpw = kernels::prnn_mma_k_tiles_per_warp(hidden);  // the cluster's m-tiles per CTA
+      if (allowed.cluster && max_batch <= kernels::kPrnnClusterMaxBatch &&
+          (kpw < kernels::kPrnnClusterMaxTiles ||
+           (kpw == kernels::kPrnnClusterMaxTiles && max_batch <= 4)) &&
+          take_tensor_tiling(kernels::prnn_cluster_tiling(hidden, max_batch, directions)))
+        return;
+      if (take_widest_pass(m)) return;
+    }
+    // bf16 off the tensor cores past four batch passes: the fp32-math kernel redoes its products
+    // every pass of 4, the GEMM recurrence on bf16 operands reads U once a step. H200, us a step
+    // forward, this kernel against the GEMM recurrence and cuDNN's best 16-bit algorithm (session
+    // 58): H 3328 batch 9-12 14.65-14.66 / 19.44-20.94 / 19.68-21.64, batch 16 19.06 / 20.56 /
+    // 21.11, batch 24 27.74 / 14.62 / 18.97, batch 64 72.08 / 12.27 / 12.01; H 3584 batch 24 28.14
+    // / 14.23 / 14.13, batch 64 72.36 / 13.10 / 12.87.
+    if (t.bf16_weights && max_batch > kFmaBf16MaxBatch) {
+      refuse("the tensor-core kernels do not hold it, and past batch " +
+             std::to_string(kFmaBf16MaxBatch) +
+             " the fp32-math kernel on bf16 weights (4 batch rows a pass) is slower than the GEMM "
+             "recurrence on bf16 operands");
+      return;
+    }
   }
 
   // Spread the rows over as many SMs as there are, in whole row groups (a partial group costs
