@@ -10,6 +10,7 @@
 #include "kernels/grid.h"
 #include "kernels/persistent_rnn_mma.h"
 #include "nn/cuda/persistent_rnn.h"
+#include "nn/cuda/streamed_rows_search.h"
 
 namespace ds2 {
 namespace {
@@ -93,28 +94,29 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
     const int groups = t.rows(backward) / kRowGroup;
     p.streamed_groups = 0;
     if (stream) {
-      for (int nrg = std::min(groups, max_register_groups(backward, chunks)); nrg >= 0; --nrg) {
-        p.register_groups = nrg;
-        for (int sg = std::max(1, min_streamed_groups); nrg + sg <= groups; ++sg) {
-          p.streamed_groups = sg;
-          if (!kernels::pgru_has_kernel(t, backward)) break;
-          const size_t smem = kernels::pgru_shared_bytes(t, backward);
-          if (smem > smem_optin) continue;
-          const kernels::PrnnKernelInfo info = kernels::pgru_kernel_info(t, backward);
-          if (info.local_bytes > 0) break;  // the same kernel for every sg
-          if (info.blocks_per_sm < 1) {
-            std::ostringstream s;
-            s << name << ": with rows streamed from L2, a CTA of " << p.threads << " threads x "
-              << info.registers << " registers does not fit on one SM";
-            reason = s.str();
-            continue;
-          }
-          registers_[backward ? 1 : 0] = info.registers;
-          return true;
-        }
-      }
-      p.streamed_groups = 0;
-      return false;
+      const bool fits = search_streamed_rows(
+          std::min(groups, max_register_groups(backward, chunks)), groups, min_streamed_groups,
+          [&](int nrg, int sg) {
+            p.register_groups = nrg;
+            p.streamed_groups = sg;
+            if (!kernels::pgru_has_kernel(t, backward)) return StreamedCandidate::kFewerInRegisters;
+            if (kernels::pgru_shared_bytes(t, backward) > smem_optin)
+              return StreamedCandidate::kMoreStreamed;
+            const kernels::PrnnKernelInfo info = kernels::pgru_kernel_info(t, backward);
+            // The same kernel for every count of streamed groups.
+            if (info.local_bytes > 0) return StreamedCandidate::kFewerInRegisters;
+            if (info.blocks_per_sm < 1) {
+              std::ostringstream s;
+              s << name << ": with rows streamed from L2, a CTA of " << p.threads << " threads x "
+                << info.registers << " registers does not fit on one SM";
+              reason = s.str();
+              return StreamedCandidate::kMoreStreamed;
+            }
+            registers_[backward ? 1 : 0] = info.registers;
+            return StreamedCandidate::kFits;
+          });
+      if (!fits) p.streamed_groups = 0;
+      return fits;
     }
     for (int nrg = std::min(groups, max_register_groups(backward, chunks)); nrg >= 0; --nrg) {
       p.register_groups = nrg;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/persistent_rnn_cluster.h"
 #include "kernels/persistent_rnn_mma.h"
+#include "nn/cuda/streamed_rows_search.h"
 
 namespace ds2 {
 namespace {
@@ -375,26 +376,27 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     t.chunks = 2;
     t.tagged_exchange = false;
     t.threads = ceil_div(std::max(ceil_div(hidden, 8), outputs), 32) * 32;
-    for (int nrg = max_groups; nrg >= 0 && !fits_ && t.threads <= max_threads; --nrg) {
-      t.register_groups = nrg;
-      for (int sg = std::max(1, allowed.min_streamed_groups); nrg + sg <= groups && !fits_; ++sg) {
-        t.streamed_groups = sg;
-        if (!kernels::prnn_has_kernel(t)) break;
-        if (kernels::prnn_shared_bytes(t) > smem_optin) continue;
-        const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(t);
-        if (info.local_bytes > 0) break;  // the same kernel for every sg
-        if (info.blocks_per_sm < 1 || int64_t{info.blocks_per_sm} * sm_count_ < t.ctas()) {
-          std::ostringstream s;
-          s << "with rows streamed from L2, a CTA of " << t.threads << " threads x "
-            << info.registers << " registers (" << nrg * kRowGroup << " rows in registers, "
-            << sg * kRowGroup << " streamed) does not fit on one SM";
-          streamed_reason = s.str();
-          continue;
-        }
-        registers_ = info.registers;
-        fits_ = true;
-      }
-    }
+    if (t.threads <= max_threads)
+      fits_ = search_streamed_rows(
+          max_groups, groups, allowed.min_streamed_groups, [&](int nrg, int sg) {
+            t.register_groups = nrg;
+            t.streamed_groups = sg;
+            if (!kernels::prnn_has_kernel(t)) return StreamedCandidate::kFewerInRegisters;
+            if (kernels::prnn_shared_bytes(t) > smem_optin) return StreamedCandidate::kMoreStreamed;
+            const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(t);
+            // The same kernel for every count of streamed groups.
+            if (info.local_bytes > 0) return StreamedCandidate::kFewerInRegisters;
+            if (info.blocks_per_sm < 1 || int64_t{info.blocks_per_sm} * sm_count_ < t.ctas()) {
+              std::ostringstream s;
+              s << "with rows streamed from L2, a CTA of " << t.threads << " threads x "
+                << info.registers << " registers (" << nrg * kRowGroup << " rows in registers, "
+                << sg * kRowGroup << " streamed) does not fit on one SM";
+              streamed_reason = s.str();
+              return StreamedCandidate::kMoreStreamed;
+            }
+            registers_ = info.registers;
+            return StreamedCandidate::kFits;
+          });
     if (!fits_) t.streamed_groups = 0;
   }
   if (!fits_ && !streamed_reason.empty())
