@@ -1111,11 +1111,15 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
     return nullptr;
   }
   if constexpr (MT == 2 && (KPW == 14 || KPW == 16)) {
-    // bf16 only: one direction of H 3073-4096 (two m-tiles on up to 128 CTAs).
+    // bf16 only: one direction of H 3073-4096 (two m-tiles on up to 128 CTAs). Only the forms
+    // that run: passes of 64 columns leave no shared memory for the fragments, and at 16 k-tiles
+    // the tagged and 32-column forms spill (ptxas, session 59: 4 and 12 bytes).
+    constexpr int kWidestTiles = KPW == 14 ? 4 : 2;
     if (form != kBf16) return nullptr;
-    if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, kBf16>);
-    if constexpr (NT == 1)
-      return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16>);
+    if constexpr (NT <= kWidestTiles)
+      if (!tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, false, kBf16>);
+    if constexpr (NT == 1 && KPW == 14)
+      if (tags) return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16>);
     return nullptr;
   } else if constexpr (MT > 3 || KPW > 12) {  // the GRU forward's 48 stacked rows; bwd-data's 14
     return nullptr;
