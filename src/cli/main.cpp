@@ -277,8 +277,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   bench_rnn_cmd
-      ->add_option("--cell", bench_rnn.cell,
-                   "relu (DS2's clipped ReLU) or gru (fp32, dense: persistent GRU vs cuDNN GRU)")
+      ->add_option(
+          "--cell", bench_rnn.cell,
+          "relu (DS2's clipped ReLU) or gru (dense, fp32 or bf16: persistent GRU vs cuDNN GRU)")
       ->check(CLI::IsMember({"relu", "gru"}))
       ->capture_default_str();
   bench_rnn_cmd->add_flag("--ours-only", bench_rnn.ours_only,

@@ -297,7 +297,8 @@ const Case kBf16Cases[] = {
     {30, 12, 640, kBf16},
     {40, 64, 1000, kBf16},
     // Two m-tiles at 13-16 k-tiles a warp, most fragments in shared memory (one direction of H
-    // 3073-4096): tagged at batch 3 and 5, passes of 32 and of 16 columns.
+    // 3073-4096): tagged at batch 3 (14 k-tiles), the step barrier at batch 5 (16 k-tiles, which
+    // have no tagged kernel), passes of 32 and of 16 columns.
     {12, 3, 3329, kBf16},
     {10, 33, 3200, kBf16},
     {8, 48, 3584, kBf16},
@@ -727,10 +728,10 @@ void check_plan_against_float64(CudaContext& ctx, const PersistentRnnPlan& plan,
                to_host(dpre.data(), n, s), "backward-data dpre vs float64");
 }
 
-// bf16 past batch 16: tensor-core plans or none. The fp32-math kernel on bf16 weights (the
-// largest on-chip layers past the tensor cores on 132 SMs, to H 3968) runs 4 batch rows a pass and
-// lost to the GEMM recurrence on bf16 operands from batch 24 (session 58); at batch 16 it still
-// runs.
+// bf16 past batch 16: tensor-core plans or none. The fp32-math kernel on bf16 weights (on 132 SMs,
+// since session 59's 14-16 k-tile kernels, only layers past H 4096, rows streamed at batch 1-2)
+// runs 4 batch rows a pass and lost to the GEMM recurrence on bf16 operands from batch 24
+// (session 58); the batch rule leaves batch 16 alone.
 TEST(PersistentRnn, Bf16PastBatch16RunsOnTensorCoresOrTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
   cudaDeviceProp prop{};
