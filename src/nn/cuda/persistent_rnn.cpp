@@ -25,6 +25,8 @@ constexpr int kFmaBf16MaxBatch = 16;
 // columns, and four of them lose to the GEMM recurrence on bf16 operands (measured in the
 // constructor).
 constexpr int kBf16WidestMaxBatch = 48;
+// ... and the tagged exchange at 14 k-tiles a warp up to this batch (measured in the constructor).
+constexpr int kBf16WideTaggedMaxBatch = 3;
 
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
@@ -96,8 +98,18 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   };
   // bf16 on tensor cores, grid-wide (orders 1 and 3 below, for c's rows and batch groups): the
   // tagged exchange where a set's batch is one n-tile, and the step barrier, widest pass first.
+  // At 14 k-tiles a warp the tagged kernel holds 4 k-tiles' fragments in registers, the step
+  // barrier's 6: from batch 4 the barrier was faster (H200, us a step forward, tagged / barrier,
+  // two rounds, session 59: H 3104 batch 4 3.26-3.27 / 3.20-3.21, batch 8 3.53-3.55 / 3.25-3.31;
+  // H 3328 batch 4 3.28-3.31 / 3.25-3.26, batch 8 3.49-3.54 / 3.29-3.31; H 3584 batch 4
+  // 3.41-3.44 / 3.33-3.35, batch 6 3.59-3.63 / 3.39-3.44), at batch 1-3 mostly the tagged (H 3328
+  // batch 1 3.04-3.05 / 3.25-3.27, H 3584 batch 3 3.28-3.30 / 3.35-3.39; H 3104 batch 3 3.28-3.31
+  // / 3.18-3.19).
+  const bool wide_k =
+      kernels::prnn_mma_kernel_k_tiles(kernels::prnn_mma_k_tiles_per_warp(hidden)) == 14;
   auto take_tagged_bf16 = [&](kernels::PrnnTiling c) {
-    if (!allowed.tagged_exchange || c.group_batch() > 8) return false;
+    if (!allowed.tagged_exchange || c.group_batch() > (wide_k ? kBf16WideTaggedMaxBatch : 8))
+      return false;
     c.batch_tile = 8;
     c.tagged_exchange = true;
     return take_tensor_tiling(c);

@@ -298,8 +298,10 @@ const Case kBf16Cases[] = {
     {40, 64, 1000, kBf16},
     // Two m-tiles at 13-16 k-tiles a warp, most fragments in shared memory (one direction of H
     // 3073-4096): tagged at batch 3 (14 k-tiles), the step barrier at batch 5 (16 k-tiles, which
-    // have no tagged kernel), passes of 32 and of 16 columns.
+    // have no tagged kernel) and at 6 (14 k-tiles, one pass of 8 columns), passes of 32 and of 16
+    // columns.
     {12, 3, 3329, kBf16},
+    {8, 6, 3500, kBf16},  // the step barrier's one pass of 8 columns
     {10, 33, 3200, kBf16},
     {8, 48, 3584, kBf16},
     {6, 5, 4001, kBf16},
@@ -750,6 +752,12 @@ TEST(PersistentRnn, Bf16PastBatch16RunsOnTensorCoresOrTheGemmRecurrence) {
       EXPECT_TRUE(p.fits() && p.tiling().tensor_cores)
           << hidden << " " << batch << ": " << p.describe();
     }
+  // At 14 k-tiles a warp the tagged exchange up to batch 3, the step barrier from 4.
+  for (int batch : {1, 3, 4, 8}) {
+    const PersistentRnnPlan p(3328, batch, 1, -1, Precision::kBf16);
+    EXPECT_TRUE(p.fits() && p.tiling().tensor_cores) << p.describe();
+    EXPECT_EQ(p.tiling().tagged_exchange, batch <= 3) << p.describe();
+  }
   const PersistentRnnPlan past(4224, 24, 1, -1, Precision::kBf16);
   EXPECT_FALSE(past.fits()) << past.describe();
   EXPECT_NE(past.why_not().find("GEMM recurrence on bf16 operands"), std::string::npos)
