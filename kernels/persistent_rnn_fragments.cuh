@@ -158,6 +158,20 @@ __device__ __forceinline__ void prnn_half_split_a_fragment_rows(
                          prnn_row_weight(row, K, stride, col + 1, mine), hi[i], lo[i]);
   }
 }
+// bf16's fragment of such rows (prnn_a_fragment's layout): rows row0 and row8 (fragment rows g
+// and g + 8), each weight rounded to nearest even.
+__device__ __forceinline__ void prnn_a_fragment_rows(uint32_t (&a)[4], const float* row0,
+                                                     const float* row8, int K, int stride, int kt,
+                                                     int q, bool mine) {
+  const int j = 16 * kt + 2 * q;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float* row = i & 1 ? row8 : row0;
+    const int col = j + 8 * (i >> 1);
+    a[i] = uint32_t{float_to_bf16(prnn_row_weight(row, K, stride, col, mine))} |
+           (uint32_t{float_to_bf16(prnn_row_weight(row, K, stride, col + 1, mine))} << 16);
+  }
+}
 __device__ __forceinline__ void prnn_stacked_split_a_fragment_rows(uint32_t (&a)[4],
                                                                    const float* row, int K,
                                                                    int stride, int kt, int q,

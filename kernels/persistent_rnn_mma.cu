@@ -364,7 +364,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // k0 + i % kGruN (rows from 3 kGruN hold zeros), and the exchange carries h, K = H as for the
   // ReLU. Backward-data: row i is neuron k0 + i, and the exchange carries dG, K = 3H.
   constexpr int kGruN = kGruBwd ? kRowsPerTile * MT : kGru ? kRowsPerTile * MT / 3 : 1;
-  static_assert(!kGru || (kSplit && kTags), "GRU: the fp32 split, tagged");
+  static_assert(!kGru || (kTags && (kSplit || (!kGruBwd && NT == 1))),
+                "GRU: tagged; bf16 the forward only, one n-tile");
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
@@ -504,7 +505,18 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const bool mine = kt0 + kk < kt_end;
-      if constexpr (!kSplit) {
+      if constexpr (!kSplit && kGru) {
+        // bf16 GRU forward: the rows are gate slices of U {3H, H} (gru_row).
+        uint32_t f[4];
+        prnn_a_fragment_rows(f, gru_row(16 * mt + g), gru_row(16 * mt + g + 8), gru_inputs,
+                             gru_stride, kt0 + kk, q, mine);
+        if (kk < kBf16Regs) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) af[kk < kBf16Regs ? kk : 0][mt][i] = f[i];
+        } else if (mine) {
+          lo_s[((kk - kBf16Regs) * MT + mt) * kWarps * 32] = make_uint4(f[0], f[1], f[2], f[3]);
+        }
+      } else if constexpr (!kSplit) {
         if (kk < kBf16Regs) {
           prnn_a_fragment(af[kk < kBf16Regs ? kk : 0][mt], d.u, H, r0 + 16 * mt, kt0 + kk, g, q,
                           bwd, mine, kBatchLoads);
@@ -946,9 +958,13 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                   gru_b, gru_h);
               h = cell.h;
             }
-            uint16_t* const hi =
-                reinterpret_cast<uint16_t*>(d.xbuf) + (s & 1 ? own_out_odd : own_out_even);
-            store_half_split_tagged(hi, hi + kPrnnSplitLoHalves, h, tag_out);
+            if constexpr (kSplit) {
+              uint16_t* const hi =
+                  reinterpret_cast<uint16_t*>(d.xbuf) + (s & 1 ? own_out_odd : own_out_even);
+              store_half_split_tagged(hi, hi + kPrnnSplitLoHalves, h, tag_out);
+            } else {
+              store_tagged(d.xbuf + xout + own_frag, h, tag_out);
+            }
             if (own_y) {
               const int64_t row = gru_batch_row(t);
               if (t < own_len) {
@@ -1101,6 +1117,11 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruFwd>);
+    // bf16 (sets of 8 batch rows): 5, 10 or 16 neurons a CTA, to H 2048 (ptxas, session 59: 79-128
+    // registers, no spills, but `<2, 8>`, which spilled 108 bytes and is left out).
+    if constexpr (NT == 1 && MT <= 3 && KPW <= 8 && !(MT == 2 && KPW == 8))
+      if (tags && form == kBf16)
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16, kGruFwd>);
     return nullptr;
   }
   if (cell == kGruBwd) {
@@ -1221,7 +1242,10 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
                      : t.gru_backward ? MmaCell::kGruBackward
                                       : MmaCell::kGruForward)
                : nullptr;
-  if (t.gru) return nullptr;  // the GRU forward: the fp32 split only
+  if (t.gru)  // bf16: the GRU forward only, tagged, one n-tile a set
+    return !t.gru_backward && t.tagged_exchange && t.batch_tile == 8
+               ? kernel_for_mt<1>(mt, kpw, true, MmaForm::kBf16, MmaCell::kGruForward)
+               : nullptr;
   switch (t.batch_tile) {
     case 8:
       return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);

@@ -172,6 +172,20 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     rows.push_back(row);
   }
 
+  // bf16: the bf16 forward on tensor cores where the fp32 split's does not reach (backward-data
+  // as the fp32 plan's), beside the rows above.
+  if (bf16) {
+    const PersistentGruPlan bf16_plan(H, B, 1, o.device, Precision::kBf16);
+    if (bf16_plan.fits() && bf16_plan.mma_forward_tiling().bf16_weights) {
+      rep << "plan with a bf16 forward: " << bf16_plan.describe() << "\n";
+      Row row("ours: persistent GRU, bf16 forward");
+      std::vector<float> h_other, dx_other;
+      time_plan(bf16_plan, row, &h_other, &dx_other);
+      row.note = check_note(h_other, h_ours, dx_other, dx_ours);
+      rows.push_back(row);
+    }
+  }
+
   // A bidirectional layer runs both directions in one launch or one after the other
   // (directions_in_turn_faster): both timed, on a line after the table.
   std::string both_directions;

@@ -57,10 +57,6 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
     fits_ = false;
     why_not_ = s.str();
   };
-  if (precision != Precision::kFp32) {
-    refuse("only fp32 weights are implemented");
-    return;
-  }
   if (!cooperative) {
     refuse("the device has no cooperative launches");
     return;
@@ -171,10 +167,14 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
   if (tensor_cores && !forced) {
     plan_mma(false, ctas_max, smem_optin);
     plan_mma(true, ctas_max, smem_optin);
+    // bf16: where the fp32 split's forward is off the tensor cores, a bf16 forward on them (sets
+    // of 8 batch rows, half the split's bytes a weight); backward-data stays as planned above.
+    if (precision == Precision::kBf16 && !forward_on_tensor_cores())
+      plan_mma(false, ctas_max, smem_optin, /*bf16=*/true);
   }
 }
 
-void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin) {
+void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin, bool bf16) {
   // The fewest rows a CTA whose CTAs fit on the SMs, so the products and the epilogue's chain are
   // shortest; every padded state element owned. Forward (rows are gates): 16 rows (5 neurons),
   // stacked 24 (8), 32 (10), stacked 48 (16: both directions of H 661-1024); backward-data (rows
@@ -187,22 +187,28 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin)
   m.hidden = tiling_.hidden;
   m.max_batch = tiling_.max_batch;
   m.directions = tiling_.directions;
-  m.batch_groups = kernels::prnn_split_batch_groups(tiling_.max_batch);
-  if (m.sets() > kernels::kPrnnMaxSets) return;
+  // bf16 (the forward only): sets of one n-tile, 8 batch rows, U rounded to bf16 (16-row m-tiles:
+  // 5, 10 or 16 neurons a CTA).
+  constexpr int kBf16SetRows = 8;
+  m.bf16_weights = bf16;
+  m.batch_groups = bf16 ? static_cast<int>(ceil_div(tiling_.max_batch, kBf16SetRows))
+                        : kernels::prnn_split_batch_groups(tiling_.max_batch);
+  if (m.sets() > (bf16 ? kernels::kPrnnMaxBf16Sets : kernels::kPrnnMaxSets)) return;
   ctas_max /= m.batch_groups;
-  m.batch_tile = kernels::kPrnnSplitSetRows;
+  m.batch_tile = bf16 ? kBf16SetRows : kernels::kPrnnSplitSetRows;
   m.threads = kernels::kPrnnMmaThreads;
   m.tensor_cores = true;
   m.tagged_exchange = true;
   m.gru = true;
   m.gru_backward = backward;
-  const std::vector<int> rows_tried =
-      backward ? std::vector<int>{8, 16} : std::vector<int>{16, 24, 32, 48};
+  const std::vector<int> rows_tried = backward ? std::vector<int>{8, 16}
+                                      : bf16   ? std::vector<int>{16, 32, 48}
+                                               : std::vector<int>{16, 24, 32, 48};
   for (int rows : rows_tried) {
     m.rows_per_cta = rows;
     // Backward-data has only the stacked form; the forward's 48 rows too (six stacked m-tiles:
-    // three 16-row ones spilled).
-    m.stacked_split = backward || rows == 48;
+    // three 16-row ones spilled). bf16 has no split.
+    m.stacked_split = !bf16 && (backward || rows == 48);
     m.ctas_per_direction =
         static_cast<int>(ceil_div(kernels::prnn_mma_state_owners(m), kernels::pgru_mma_neurons(m)));
     if (m.ctas_per_direction <= ctas_max &&
@@ -232,15 +238,17 @@ std::string PersistentGruPlan::describe() const {
   if (!fits_) return why_not_;
   const kernels::PgruTiling& t = tiling_;
   std::ostringstream s;
-  s << "persistent GRU hidden " << t.hidden << ", batch <= " << t.max_batch << ", fp32 weights, "
-    << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
+  s << "persistent GRU hidden " << t.hidden << ", batch <= " << t.max_batch << ", "
+    << (mma_tiling_[0].bf16_weights ? "fp32 weights (a bf16 copy for the forward)" : "fp32 weights")
+    << ", " << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs), "
     << t.neurons_per_cta << " neurons per CTA, batch tile " << t.batch_tile;
   for (bool bwd : {false, true}) {
     const kernels::PrnnTiling& m = mma_tiling_[bwd ? 1 : 0];
     if (!m.gru) continue;
     s << "; " << (bwd ? "backward-data" : "forward") << " on tensor cores (U and "
-      << (bwd ? "dG" : "h") << " in fp16 halves, tagged exchange"
+      << (bwd ? "dG" : "h") << (m.bf16_weights ? " in bf16" : " in fp16 halves")
+      << ", tagged exchange"
       << (m.batch_groups > 1 ? ", " + std::to_string(m.batch_groups) + " batch groups a direction"
                              : "")
       << "): " << m.ctas() << " CTAs of " << kernels::pgru_mma_neurons(m) << " neurons ("

@@ -36,7 +36,9 @@ namespace ds2 {
 class PersistentGruPlan {
  public:
   // `directions` = 2 plans one launch for both directions (the SMs split between them).
-  // device -1: the current device. Only fp32 weights are implemented: a bf16 plan does not fit.
+  // device -1: the current device. Weights stay fp32; a bf16 plan adds a bf16 forward on tensor
+  // cores where the fp32 split's forward does not reach (past its batch groups), sets of 8 batch
+  // rows with U rounded to bf16, as the GEMM recurrence on bf16 operands computes it.
   // `tensor_cores` false keeps both passes on the fp32-math kernel (benchmarks time it beside).
   // `streamed_rows`: one direction at batch <= kernels::kPrnnStreamedMaxBatch past what registers
   // and shared memory hold streams each CTA's last row groups from L2 every pass
@@ -71,7 +73,7 @@ class PersistentGruPlan {
   static int max_hidden(int max_batch, int directions = 1, int device = -1, bool streamed = false);
 
  private:
-  void plan_mma(bool backward, int ctas_max, size_t smem_optin);
+  void plan_mma(bool backward, int ctas_max, size_t smem_optin, bool bf16 = false);
 
   kernels::PgruTiling tiling_;
   // Forward, backward-data: gru set only where the pass runs on tensor cores.

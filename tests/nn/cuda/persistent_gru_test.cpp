@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/cuda/check.h"
 #include "core/cuda/device_array.h"
 #include "core/cuda/device_query.h"
@@ -51,23 +52,27 @@ struct GruForwardRef {
   std::vector<double> h, cand, gates;
 };
 
+// `round_state`: the state multiplied by U rounded to bf16 first (bf16 forwards; pass U rounded).
 GruForwardRef cpu_gru_forward(const std::vector<float>& u, const std::vector<float>& bias,
                               const std::vector<float>& a, int P, int off,
-                              const std::vector<int>& len, int T, int B, int H, bool reverse) {
+                              const std::vector<int>& len, int T, int B, int H, bool reverse,
+                              bool round_state = false) {
   GruForwardRef r;
   r.h.assign(size_t(T) * B * H, 0.0);
   r.cand.assign(size_t(T) * B * H, 0.0);
   r.gates.assign(size_t(T) * B * 3 * H, 0.0);
-  std::vector<double> g(3 * H);
+  std::vector<double> g(3 * H), factor(H);
   for (int b = 0; b < B; ++b)
     for (int s = 0; s < T; ++s) {
       const int t = reverse ? T - 1 - s : s, tp = reverse ? t + 1 : t - 1;
       if (t >= len[b]) continue;
       const double* hp = (tp >= 0 && tp < T) ? &r.h[(size_t(tp) * B + b) * H] : nullptr;
+      for (int j = 0; hp && j < H; ++j)
+        factor[j] = round_state ? bf16_to_float(float_to_bf16(static_cast<float>(hp[j]))) : hp[j];
       for (int i = 0; i < 3 * H; ++i) {
         double acc = 0.0;
         if (hp)
-          for (int j = 0; j < H; ++j) acc += double(u[size_t(i) * H + j]) * hp[j];
+          for (int j = 0; j < H; ++j) acc += double(u[size_t(i) * H + j]) * factor[j];
         g[i] = acc + bias[i];
       }
       const float* ar = &a[(size_t(t) * B + b) * P + off];
@@ -136,7 +141,8 @@ GruBackwardRef cpu_gru_backward(const std::vector<float>& u, const std::vector<f
 // `valid_only` (the kernels leave the gates and candidates of padded frames untouched).
 void expect_rows_close(const std::vector<double>& ref, const std::vector<float>& got, int64_t ld,
                        int off, int cols, const std::vector<int>& len, int T, int B,
-                       bool valid_only, const std::string& what) {
+                       bool valid_only, const std::string& what, double atol = kAtol,
+                       double rtol = kRtol) {
   int64_t bad = 0;
   std::string first;
   for (int t = 0; t < T; ++t)
@@ -145,7 +151,7 @@ void expect_rows_close(const std::vector<double>& ref, const std::vector<float>&
       for (int c = 0; c < cols; ++c) {
         const double r = ref[(size_t(t) * B + b) * cols + c];
         const float g = got[(size_t(t) * B + b) * ld + off + c];
-        if (!(std::fabs(g - r) <= kAtol + kRtol * std::fabs(r))) {
+        if (!(std::fabs(g - r) <= atol + rtol * std::fabs(r))) {
           if (bad++ == 0)
             first = "t " + std::to_string(t) + " b " + std::to_string(b) + " col " +
                     std::to_string(c) + ": " + std::to_string(g) + " vs " + std::to_string(r);
@@ -160,8 +166,11 @@ struct Case {
 };
 
 // min_streamed_groups > 0: the fp32-math plans of one and two directions with at least that many
-// row groups a CTA streamed from L2 (kernels::PgruPass::streamed_groups) instead.
-void check_case(CudaContext& ctx, const Case& c, uint64_t seed, int min_streamed_groups = 0) {
+// row groups a CTA streamed from L2 (kernels::PgruPass::streamed_groups) instead. bf16: the plans
+// as a bf16 layer would ask for them (a bf16 forward where the fp32 split's does not reach),
+// their bf16 forwards checked against float64 given U and the state rounded to bf16.
+void check_case(CudaContext& ctx, const Case& c, uint64_t seed, int min_streamed_groups = 0,
+                Precision precision = Precision::kFp32) {
   const int T = c.T, B = c.B, H = c.H, GH = 3 * H, P = 2 * GH;
   SCOPED_TRACE("T" + std::to_string(T) + " B" + std::to_string(B) + " H" + std::to_string(H));
   cudaStream_t s = ctx.stream();
@@ -179,13 +188,13 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, int min_streamed
   // The passes run on tensor cores where they fit; the fp32-math kernel is checked there too
   // (plan1_fp32).
   const int forced = min_streamed_groups;
-  PersistentGruPlan plan1(H, B, 1, -1, Precision::kFp32, true, true, forced),
-      plan2(H, B, 2, -1, Precision::kFp32, true, true, forced);
+  PersistentGruPlan plan1(H, B, 1, -1, precision, true, true, forced),
+      plan2(H, B, 2, -1, precision, true, true, forced);
   PersistentGruPlan plan1_fp32(H, B, 1, -1, Precision::kFp32, false);
   // A batch below the plan's maximum (a layer's last, shorter batch): a plan for 4 rows runs B < 4,
   // one for 16 (4 batch groups) runs 4 <= B < 16.
   const int wide_batch = B < 4 ? 4 : B < 16 ? 16 : B;
-  PersistentGruPlan plan1_wide(H, wide_batch, 1);
+  PersistentGruPlan plan1_wide(H, wide_batch, 1, -1, precision);
   ASSERT_TRUE(plan1.fits()) << plan1.why_not();
   if (forced > 0) {
     ASSERT_GE(plan1.tiling().forward.streamed_groups, forced) << plan1.describe();
@@ -272,10 +281,16 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, int min_streamed
                                  h_all.begin() + d * nh + int64_t{T} * B * H);
       const std::vector<float> cand(cand_all.begin() + d * nh,
                                     cand_all.begin() + d * nh + int64_t{T} * B * H);
-      const GruForwardRef f = cpu_gru_forward(u[d], bias[d], a, P, d * GH, len, T, B, H, reverse);
-      expect_rows_close(f.h, h, H, 0, H, len, T, B, false, "forward h");
-      expect_rows_close(f.cand, cand, H, 0, H, len, T, B, true, "forward candidate");
-      expect_rows_close(f.gates, gates, P, d * GH, GH, len, T, B, true, "forward gates");
+      // bf16 forward: the reference rounds as the kernel does; a state element near a rounding
+      // boundary may round the other way from float64's value, hence the wider tolerance.
+      const bool bf16 = plan->forward_on_tensor_cores() && plan->mma_forward_tiling().bf16_weights;
+      const double atol = bf16 ? 1e-4 : kAtol, rtol = bf16 ? 1e-3 : kRtol;
+      const GruForwardRef f = cpu_gru_forward(bf16 ? rounded_to_bf16(u[d]) : u[d], bias[d], a, P,
+                                              d * GH, len, T, B, H, reverse, bf16);
+      expect_rows_close(f.h, h, H, 0, H, len, T, B, false, "forward h", atol, rtol);
+      expect_rows_close(f.cand, cand, H, 0, H, len, T, B, true, "forward candidate", atol, rtol);
+      expect_rows_close(f.gates, gates, P, d * GH, GH, len, T, B, true, "forward gates", atol,
+                        rtol);
       // Backward-data from the GPU forward's values (as the layer runs it).
       const GruBackwardRef g =
           cpu_gru_backward(u[d], gates, P, d * GH, cand, h, dy, len, T, B, H, reverse);
@@ -338,6 +353,26 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
   CudaContext ctx;
   uint64_t seed = 900;
   for (const Case& c : kCases) check_case(ctx, c, ++seed);
+}
+
+// bf16 plans past the fp32 split's batch groups run the forward on tensor cores in sets of 8 batch
+// rows (U and the state rounded to bf16, as the GEMM recurrence on bf16 operands computes it);
+// backward-data stays on the fp32 kernels. On 132 SMs: H 512 batch 32 (one direction, 4 sets), H
+// 1000 batch 16 (2 sets), H 401 batch 24 (3 sets), both directions of H 400 at batch 16 (2 sets
+// each), and through plans for a wider batch.
+TEST(PersistentGru, Bf16ForwardMatchesFloat64GivenItsRounding) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  int bf16_plans = 0;
+  for (const Case& c : {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400},
+                        Case{7, 11, 1000}}) {
+    for (int directions : {1, 2})
+      bf16_plans += PersistentGruPlan(c.H, c.B, directions, -1, Precision::kBf16)
+                        .mma_forward_tiling()
+                        .bf16_weights;
+    check_case(ctx, c, 900 + c.T + c.B + c.H, 0, Precision::kBf16);
+  }
+  if (bf16_plans == 0) GTEST_SKIP() << "no bf16 forward plan on this GPU";
 }
 
 // The tensor-core backward-data exchanges dG times a power of two chosen from the largest |dy|, so
@@ -458,9 +493,18 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   EXPECT_TRUE(plan.fits()) << plan.why_not();
   EXPECT_NE(plan.describe().find("2 directions in one launch"), std::string::npos)
       << plan.describe();
+  // bf16: the fp32 split where it reaches, a bf16 forward past it (H 512 batch 32 on 132 SMs: 4
+  // sets of 8 rows, 32 CTAs of 16 neurons each, where the split's 8 sets of 4 leave 16 a set).
   PersistentGruPlan bf16(1024, 4, 1, -1, Precision::kBf16);
-  EXPECT_FALSE(bf16.fits());
-  EXPECT_NE(bf16.why_not().find("only fp32 weights"), std::string::npos) << bf16.why_not();
+  EXPECT_TRUE(bf16.fits() && !bf16.mma_forward_tiling().bf16_weights) << bf16.describe();
+  cudaDeviceProp prop{};
+  DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.multiProcessorCount >= 128) {
+    PersistentGruPlan wide(512, 32, 1, -1, Precision::kBf16);
+    EXPECT_TRUE(wide.forward_on_tensor_cores() && wide.mma_forward_tiling().bf16_weights)
+        << wide.describe();
+    EXPECT_FALSE(PersistentGruPlan(512, 32, 1).forward_on_tensor_cores());
+  }
   PersistentGruPlan huge(6000, 4, 1);
   EXPECT_FALSE(huge.fits());
   EXPECT_NE(huge.why_not().find("does not fit"), std::string::npos) << huge.why_not();
