@@ -31,9 +31,13 @@ bool needs_replan(const Plan* plan, int batch, Precision precision) {
          (!plan->fits() && batch < plan->max_batch());
 }
 
-// bf16 GRU layers whose persistent forward is off the tensor cores run the GEMM recurrence past
-// this batch (CudaRnnLayer::plan_persistent_gru says why).
+// bf16 GRU layers run a pass that is off the tensor cores (the fp32-math kernel) on the GEMM
+// recurrence past these batches (CudaRnnLayer::plan_persistent_gru says why): the forward past 8,
+// backward-data past 16 to H 1024 and past 8 above.
 constexpr int kGruFmaBf16MaxBatch = 8;
+int gru_fma_bf16_backward_max_batch(int hidden) {
+  return hidden <= 1024 ? 16 : 8;
+}
 
 // Whether a pass of a bidirectional layer runs its directions one after the other on `one`
 // rather than in one launch on `both`: the clipped ReLU's rule is one for both passes, the GRU's
@@ -180,7 +184,8 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
     hidden_candidate_.resize({directions_, T, B, H});
     step_hidden_gates_.resize({directions_, B, GH});
   }
-  ran_persistent_ = plan_persistent(B);
+  ran_persistent_ = plan_persistent(B, /*backward=*/false);
+  forward_ran_persistent_ = ran_persistent_;
   if (ran_persistent_) {
     run_persistent(/*backward=*/false, T, B, in.device_lengths.data(), nullptr);
   } else {
@@ -189,11 +194,7 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
       // The GEMM recurrence's bf16 operands (nn/cuda/gemm_recurrence.h): U rounded here, once a
       // pass (backward reuses it), the states by the step kernels into states_bf16_, which dU's
       // product reads as well.
-      const int64_t u_size = int64_t{GH} * H;
-      recurrent_weight_bf16_.reserve(directions_ * u_size);
-      for (int d = 0; d < directions_; ++d)
-        kernels::to_bf16(params_.value(u_[d]), recurrent_weight_bf16_.data() + d * u_size, u_size,
-                         main);
+      round_recurrent_weights(main);
       states_bf16_.reserve(std::max<int64_t>(1, int64_t{directions_} * T * B * H));
       zero_state_bf16_.reserve(std::max(1, B * H));
       DS2_CUDA_CHECK(cudaMemsetAsync(zero_state_bf16_.data(), 0,
@@ -235,6 +236,14 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
     kernels::axpy(out.data.data(), in.data.data(), n, 1.0f, main);
     kernels::zero_padding(out.data.data(), T, B, H, out.device_lengths.data(), main);
   }
+}
+
+void CudaRnnLayer::round_recurrent_weights(cudaStream_t stream) {
+  const int64_t u_size = int64_t{gates()} * hidden_ * hidden_;
+  recurrent_weight_bf16_.reserve(directions_ * u_size);
+  for (int d = 0; d < directions_; ++d)
+    kernels::to_bf16(params_.value(u_[d]), recurrent_weight_bf16_.data() + d * u_size, u_size,
+                     stream);
 }
 
 GemmRecurrence CudaRnnLayer::gemm_recurrence(int d, int B, const int* lengths) const {
@@ -295,14 +304,17 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   if (type_ == RnnType::kGru) grad_hidden_gates_.resize({directions_, T, B, GH});
   carry_.resize({directions_, 2, B, hidden_});
 
-  const bool persistent = plan_persistent(B);
+  const bool persistent = plan_persistent(B, /*backward=*/true);
   ran_persistent_ = persistent;
   if (persistent) {
     run_persistent(/*backward=*/true, T, B, in.device_lengths.data(), grad_out.data.data());
   } else {
-    // bf16: each step's gradient rounded for its GEMM (U's copy is the forward's).
-    if (ctx_.matmul_precision() == Precision::kBf16)
+    // bf16: each step's gradient rounded for its GEMM; U's copy is the forward's, unless the
+    // forward ran persistent (a bf16 GRU forward on tensor cores, plan_persistent_gru).
+    if (ctx_.matmul_precision() == Precision::kBf16) {
       step_grad_bf16_.reserve(std::max(1, directions_ * B * GH));
+      if (forward_ran_persistent_) round_recurrent_weights(main);
+    }
     auto backprop = [&] {
       if (directions_ == 2) ctx_.fork_to_side();
       for (int d = 0; d < directions_; ++d)
@@ -345,10 +357,9 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   if (bf16) {
     const int64_t n_da = int64_t{T} * B * P;
     rounded_to_bf16(da, n_da, grad_bf16_, main);
-    // dU's operands: the states, and the gradient it multiplies where that is not dA itself. On
-    // the GEMM recurrence (the step's forward took the same path at the same precision: one plan
-    // decides both) the forward's step kernels rounded the states into states_bf16_ already.
-    if (persistent)
+    // dU's operands: the states, and the gradient it multiplies where that is not dA itself.
+    // After a GEMM-recurrence forward its step kernels rounded the states into states_bf16_.
+    if (forward_ran_persistent_)
       rounded_to_bf16(hidden_states_.data(), int64_t{directions_} * T * B * hidden_, states_bf16_,
                       main);
     if (type_ == RnnType::kGru) {
@@ -460,10 +471,10 @@ void CudaRnnLayer::accumulate_recurrent_gradients(int d, int T, int B, bool bf16
                             true, s);
 }
 
-bool CudaRnnLayer::plan_persistent(int B) {
+bool CudaRnnLayer::plan_persistent(int B, bool backward) {
   if (!use_persistent_) return false;
   const int batch = std::max(B, 1);
-  if (type_ == RnnType::kGru) return plan_persistent_gru(batch);
+  if (type_ == RnnType::kGru) return plan_persistent_gru(batch, backward);
   // A plan covers batches up to its maximum.
   const Precision precision = ctx_.matmul_precision();
   bool replanned = false;
@@ -493,40 +504,56 @@ void CudaRnnLayer::reserve_workspace(size_t bytes) {
   prnn_workspace_.reserve(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
 }
 
-bool CudaRnnLayer::plan_persistent_gru(int batch) {
-  // The GRU's kernels hold fp32 weights only. In bf16 training its recurrence runs on them all
-  // the same (the projections and weight gradients stay bf16): more exact than the bf16 GEMM
-  // recurrence, and without its per-step launches (kernels/NOTES.md, session 56) -- except past
-  // batch 8 where the forward is off the tensor cores: the fp32-math kernel redoes its products
-  // every pass of 4 rows, and the GEMM recurrence on bf16 operands ran faster at every size
-  // measured (H200, bf16, us a step forward, persistent / GEMM recurrence / cuDNN's best 16-bit,
-  // session 58: H 256 batch 64 24.77 / 11.04 / 7.07, H 512 batch 33 15.56 / 12.39 / 11.47, H 1024
-  // batch 33 19.28 / 15.65 / 11.54, batch 48 25.63 / 10.36 / 10.35, H 1536 batch 24 22.05 / 11.02 /
-  // 10.65, batch 64 56.18 / 11.16 / 10.95).
-  const bool replan = needs_replan(gru_plan_.get(), batch, Precision::kFp32);
+bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
+  // The GRU's persistent kernels hold fp32 weights, and a bf16 plan adds a forward on tensor cores
+  // with U rounded to bf16 where the fp32 one is off them (to 4 sets of 8 batch rows). In bf16
+  // training the recurrence runs on them (the projections and weight gradients stay bf16): more
+  // exact than the bf16 GEMM recurrence, and without its per-step launches (kernels/NOTES.md,
+  // session 56) -- except where a pass is on the fp32-math kernel, which redoes its products every
+  // pass of 4 rows: past batch 8 (the forward) or 16 (backward-data, 8 above H 1024) the GEMM
+  // recurrence on bf16 operands ran faster (H200, bf16, us a step, fp32-math kernel / GEMM
+  // recurrence; forward, session 58: H 256 batch 64 24.77 / 11.04, H 512 batch 33 15.56 / 12.39,
+  // H 1024 batch 48 25.63 / 10.36, H 1536 batch 24 22.05 / 11.02; backward-data, session 60: H 401
+  // batch 24 9.83 / 12.47, H 512 batch 32 13.02 / 10.19, H 768 batch 24 13.23 / 11.19, H 1024
+  // batch 16 10.87 / 12.30, batch 33 20.82 / 12.88, H 1536 batch 12 14.29 / 12.88). The two
+  // passes decide apart: they read and write the same arrays either way.
+  const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
+  const Precision precision = bf16 ? Precision::kBf16 : Precision::kFp32;
+  const bool replan = needs_replan(gru_plan_.get(), batch, precision);
   if (replan) {
     PassPlans<PersistentGruPlan> plans = plans_for_directions<PersistentGruPlan>(
-        hidden_, batch, directions_, ctx_.device(), Precision::kFp32);
+        hidden_, batch, directions_, ctx_.device(), precision);
     gru_plan_ = std::move(plans.forward);
     gru_backward_plan_ = std::move(plans.backward);
   }
-  // Judged per call: a plan serves every batch up to its own, and the precision may change.
-  const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
-  const bool gemm_faster = bf16 && gru_plan_->fits() && batch > kGruFmaBf16MaxBatch &&
-                           !gru_plan_->forward_on_tensor_cores();
-  if (replan || bf16 != gru_judged_bf16_ || gemm_faster != gru_gemm_faster_) {
-    gru_judged_bf16_ = bf16;
-    gru_gemm_faster_ = gemm_faster;
+  // Judged per call: a plan serves every batch up to its own.
+  const PersistentGruPlan& backward_plan = gru_backward_plan_ ? *gru_backward_plan_ : *gru_plan_;
+  const bool gemm_forward = bf16 && gru_plan_->fits() && batch > kGruFmaBf16MaxBatch &&
+                            !gru_plan_->forward_on_tensor_cores();
+  const bool gemm_backward = bf16 && gru_plan_->fits() &&
+                             batch > gru_fma_bf16_backward_max_batch(hidden_) &&
+                             !backward_plan.backward_on_tensor_cores();
+  if (replan || gemm_forward != gru_gemm_forward_ || gemm_backward != gru_gemm_backward_) {
+    gru_gemm_forward_ = gemm_forward;
+    gru_gemm_backward_ = gemm_backward;
+    const std::string why = "bf16 at batch " + std::to_string(batch) +
+                            " with the persistent GRU's " +
+                            (gemm_forward ? "forward" : "backward-data") +
+                            " off the tensor cores: the GEMM recurrence on bf16 operands is faster";
     recurrence_path_ = recurrence_of(*gru_plan_, directions_, gru_backward_plan_.get());
-    if (gemm_faster) {
-      recurrence_path_ = "GEMM recurrence (bf16 at batch " + std::to_string(batch) +
-                         " with the persistent GRU's forward off the tensor cores: the GEMM "
-                         "recurrence on bf16 operands is faster)";
+    if (gemm_forward && gemm_backward) {
+      recurrence_path_ = "GEMM recurrence (" + why + ")";
+    } else if (gemm_forward || gemm_backward) {
+      recurrence_path_ += std::string("; ") + (gemm_forward ? "forward" : "backward-data") +
+                          " on the GEMM recurrence (" + why + ")";
     } else if (gru_plan_->fits() && bf16) {
-      recurrence_path_ += " (bf16 training: the GRU recurrence keeps fp32 weights)";
+      recurrence_path_ += gru_plan_->mma_forward_tiling().bf16_weights
+                              ? " (bf16 training: the forward on U rounded to bf16, "
+                                "backward-data on fp32 weights)"
+                              : " (bf16 training: the GRU recurrence keeps fp32 weights)";
     }
   }
-  if (!gru_plan_->fits() || gemm_faster) return false;
+  if (!gru_plan_->fits() || (backward ? gemm_backward : gemm_forward)) return false;
   reserve_workspace(std::max(gru_plan_->workspace_bytes(),
                              gru_backward_plan_ ? gru_backward_plan_->workspace_bytes() : 0));
   return true;

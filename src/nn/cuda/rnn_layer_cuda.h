@@ -91,10 +91,14 @@ class CudaRnnLayer : public CudaLayer {
   void accumulate_recurrent_gradients(int d, int T, int B, bool bf16, cudaStream_t s,
                                       cublasHandle_t handle);
   // Plans the recurrence for batch B (dense or sparse persistent, workspace reserved); false when
-  // the GEMM recurrence runs (disabled, or no persistent plan fits).
-  bool plan_persistent(int B);
+  // that pass (forward, or backward-data: `backward`) runs the GEMM recurrence (disabled, or no
+  // persistent plan fits; a bf16 GRU layer may run its forward persistent and its backward-data
+  // on the GEMM recurrence).
+  bool plan_persistent(int B, bool backward);
   // plan_persistent for GRU layers (batch >= 1).
-  bool plan_persistent_gru(int batch);
+  bool plan_persistent_gru(int batch, bool backward);
+  // U of every direction rounded into recurrent_weight_bf16_ (the GEMM recurrence's bf16 operand).
+  void round_recurrent_weights(cudaStream_t stream);
   // prnn_workspace_ grown to at least `bytes` (never shrinks: reserved once, not in a step).
   void reserve_workspace(size_t bytes);
   // The sparse plan for the current masks and batch, and its layouts (uploaded), or none.
@@ -146,15 +150,16 @@ class CudaRnnLayer : public CudaLayer {
   // Persistent recurrence.
   bool use_persistent_ = true;
   bool ran_persistent_ = false;
+  bool forward_ran_persistent_ = false;  // what backward's dU finds rounded (states_bf16_) or not
   std::unique_ptr<PersistentRnnPlan> prnn_plan_;  // directions_ (one launch) or 1 directions
   std::unique_ptr<PersistentGruPlan> gru_plan_;   // GRU layers: likewise, for the forward
   // GRU layers whose backward-data runs its directions the other way than the forward
   // (directions_in_turn_faster decides per pass): that pass's plan; null: gru_plan_.
   std::unique_ptr<PersistentGruPlan> gru_backward_plan_;
-  // The last call's judgement (recurrence_path_ says it): in bf16, and past batch 8 with the
-  // persistent GRU's forward off the tensor cores, where the GEMM recurrence runs instead.
-  bool gru_judged_bf16_ = false;
-  bool gru_gemm_faster_ = false;
+  // The last call's judgement (recurrence_path_ says it): in bf16, the passes that run the GEMM
+  // recurrence instead of a persistent kernel off the tensor cores (plan_persistent_gru).
+  bool gru_gemm_forward_ = false;
+  bool gru_gemm_backward_ = false;
   DeviceArray<float> prnn_workspace_;
   // Sparse persistent recurrence (pruned U).
   std::vector<uint8_t> masks_[2];  // empty: unpruned
