@@ -74,7 +74,7 @@ MmaDir& set_operands(MmaArgs& a, int set) {
 // (8-row m-tiles: prnn_stacked_split_a_fragment).
 enum class MmaForm { kBf16, kFp16Split, kStackedSplit };
 // The recurrence: the clipped ReLU (forward and backward-data), or the GRU's forward or
-// backward-data (the fp32 split only).
+// backward-data (the fp32 split, or bf16 sets of 8 batch rows).
 enum class MmaCell { kRelu, kGruForward, kGruBackward };
 
 int k_tiles(const PrnnTiling& t) {
@@ -191,7 +191,13 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // a step forward: one direction of H 1536 batch 32 2.58 -> 2.18, H 1584 batch 32 3.29 -> 2.36,
 // batch 64 5.20 -> 4.20; both directions in one launch of H 1408 batch 9-16 2.35-2.49 ->
 // 2.05-2.14, H 1584 batch 9-16 3.03-3.16 -> 2.22-2.37, batch 64 9.56 -> 7.20.
-__host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags) {
+// The GRU's backward-data (session 60, ptxas with all fragments in registers: `<1, 8>` spilled 4
+// bytes, `<1, 12>` 40, two m-tiles from 5 k-tiles 12-84; `<1, 10>`, `<2, 4>` none) keeps 6 at one
+// m-tile and 8 k-tiles, and 4 at two m-tiles (no spills to 5 k-tiles; from 6 still 20-28 bytes, and
+// `<1, 12>` with 10 or 8 kept 16 or 72: those are not built).
+__host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
+                                                        bool gru_backward = false) {
+  if (gru_backward) return mt == 1 ? (kpw == 8 ? 6 : kpw) : kpw < 4 ? kpw : 4;
   const bool spills = mt == 3   ? kpw >= 8 || (kpw == 6 && (tags || nt >= 2))
                       : mt == 2 ? kpw >= 12 || (kpw == 10 && (tags || nt == 4))
                                 : false;
@@ -223,7 +229,8 @@ bool prnn_mma_hi_in_shared(const PrnnTiling& t) {
 int prnn_mma_bf16_shared_k_tiles(const PrnnTiling& t) {
   if (!t.tensor_cores || !t.bf16_weights) return 0;
   const int kpw = kernel_k_tiles(t);
-  return kpw - bf16_register_k_tiles(t.rows_per_cta / 16, kpw, t.batch_tile / 8, t.tagged_exchange);
+  return kpw - bf16_register_k_tiles(t.rows_per_cta / 16, kpw, t.batch_tile / 8, t.tagged_exchange,
+                                     t.gru && t.gru_backward);
 }
 
 namespace {
@@ -364,8 +371,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // k0 + i % kGruN (rows from 3 kGruN hold zeros), and the exchange carries h, K = H as for the
   // ReLU. Backward-data: row i is neuron k0 + i, and the exchange carries dG, K = 3H.
   constexpr int kGruN = kGruBwd ? kRowsPerTile * MT : kGru ? kRowsPerTile * MT / 3 : 1;
-  static_assert(!kGru || (kTags && (kSplit || (!kGruBwd && NT == 1))),
-                "GRU: tagged; bf16 the forward only, one n-tile");
+  static_assert(!kGru || (kTags && (kSplit || NT == 1)), "GRU: tagged; bf16 one n-tile");
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
@@ -447,22 +453,25 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const bool own_state =
       kTags && tid < kPass * R && tid_b < B && own_at < k_padded && (!kGru || tid_m < kGruN);
   const bool own_y = own_state && own_k < H;
-  const int own_frag = own_state ? static_cast<int>(prnn_fragment_index(tid_b, own_k, ntx)) : 0;
+  // (bf16 GRU backward-data: gate 0's place; gates 1 and 2 in gru_half_z, gru_half_n.)
+  const int own_frag =
+      own_state
+          ? static_cast<int>(prnn_fragment_index(tid_b, kGruBwd ? gru_state_at(0) : own_k, ntx))
+          : 0;
   // fp32 split: the hi half's place in 16-bit units; lo is in column tid_b + 4 (batch rows < 4),
   // kPrnnSplitLoHalves further. The offsets in both parities pinned (H 1152 batch 4: 0.02-0.03
   // us a step). The GRU's backward-data: gate 0's here, gates 1 and 2 in gru_half_z, gru_half_n.
   const int own_half = kSplit && own_state
                            ? prnn_split_state_half(tid_b, kGruBwd ? gru_state_at(0) : own_k, a.kpw)
                            : 0;
-  // (pin_in_register is a shuffle of the whole warp: every lane calls it.)
-  const int gru_half_z =
-      kGruBwd
-          ? pin_in_register(own_state ? prnn_split_state_half(tid_b, gru_state_at(1), a.kpw) : 0)
-          : 0;
-  const int gru_half_n =
-      kGruBwd
-          ? pin_in_register(own_state ? prnn_split_state_half(tid_b, gru_state_at(2), a.kpw) : 0)
-          : 0;
+  // (pin_in_register is a shuffle of the whole warp: every lane calls it.) bf16: fragment places.
+  auto gru_place = [&](int gate) {
+    if (!own_state) return 0;
+    return kSplit ? prnn_split_state_half(tid_b, gru_state_at(gate), a.kpw)
+                  : static_cast<int>(prnn_fragment_index(tid_b, gru_state_at(gate), ntx));
+  };
+  const int gru_half_z = kGruBwd ? pin_in_register(gru_place(1)) : 0;
+  const int gru_half_n = kGruBwd ? pin_in_register(gru_place(2)) : 0;
   const int own_out_even = kSplit ? pin_in_register(own_half) : own_frag;
   const int own_out_odd =
       kSplit ? pin_in_register(own_half + 2 * static_cast<int>(xbuf_parity)) : 0;
@@ -478,7 +487,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // 2.23, H 1920 2.24 -> 2.19, H 1600 level).
   // bf16: the first kBf16Regs k-tiles' fragments in af, the rest in shared memory at lo_s
   // ([k-tile - kBf16Regs][m-tile][warp][lane]).
-  constexpr int kBf16Regs = kSplit ? KPW : bf16_register_k_tiles(MT, KPW, NT, kTags);
+  constexpr int kBf16Regs = kSplit ? KPW : bf16_register_k_tiles(MT, KPW, NT, kTags, kGruBwd);
   constexpr int kLoRegs = kStacked ? 0 : !kSplit ? kBf16Regs : !kLoShared ? KPW : MT == 1 ? 4 : 0;
   // hi in registers; stacked: the fragments of the first kHiRegs k-tiles, the rest in shared
   // memory at lo_s ([k-tile - kHiRegs][m-tile][warp][lane]).
@@ -918,15 +927,22 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
               c = gru_cell_backward(dh, epx[tid], epx[tid + ep_h], epx[tid + 2 * ep_h],
                                     epx[tid + 3 * ep_h], epx[tid + 5 * ep_h]);
             }
-            uint16_t* const hi = reinterpret_cast<uint16_t*>(d.xbuf) +
-                                 (s & 1 ? 2 * static_cast<int>(xbuf_parity) : 0);
-            const float dg[3] = {c.dr * state_scale, c.dz * state_scale, c.dgn * state_scale};
-            const int at[3] = {own_half, gru_half_z, gru_half_n};
+            if constexpr (kSplit) {
+              uint16_t* const hi = reinterpret_cast<uint16_t*>(d.xbuf) +
+                                   (s & 1 ? 2 * static_cast<int>(xbuf_parity) : 0);
+              const float dg[3] = {c.dr * state_scale, c.dz * state_scale, c.dgn * state_scale};
+              const int at[3] = {own_half, gru_half_z, gru_half_n};
 #pragma unroll
-            for (int gate = 0; gate < 3; ++gate) {
-              store_half_split_tagged(hi + at[gate], hi + at[gate] + kPrnnSplitLoHalves, dg[gate],
-                                      tag_out);
-              if (!(fabsf(dg[gate]) < 65504.0f)) *a.overflow = 1u;
+              for (int gate = 0; gate < 3; ++gate) {
+                store_half_split_tagged(hi + at[gate], hi + at[gate] + kPrnnSplitLoHalves, dg[gate],
+                                        tag_out);
+                if (!(fabsf(dg[gate]) < 65504.0f)) *a.overflow = 1u;
+              }
+            } else {
+              // bf16 (fp32's exponent range): dG rounded as it goes, unscaled.
+              store_tagged(d.xbuf + xout + own_frag, c.dr, tag_out);
+              store_tagged(d.xbuf + xout + gru_half_z, c.dz, tag_out);
+              store_tagged(d.xbuf + xout + gru_half_n, c.dgn, tag_out);
             }
             if (own_y) {
               const int64_t row = gru_batch_row(t);
@@ -1129,6 +1145,11 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
+    // bf16 (sets of 8 batch rows): 16 neurons a CTA to H 853 (K = 3H: 10 k-tiles a warp), 32 to
+    // H 426 (5; past those they spilled, bf16_register_k_tiles).
+    if constexpr (NT == 1 && ((MT == 1 && KPW <= 10) || (MT == 2 && KPW <= 5)))
+      if (tags && form == kBf16)
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16, kGruBwd>);
     return nullptr;
   }
   if constexpr (MT == 2 && (KPW == 14 || KPW == 16)) {
@@ -1242,9 +1263,10 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
                      : t.gru_backward ? MmaCell::kGruBackward
                                       : MmaCell::kGruForward)
                : nullptr;
-  if (t.gru)  // bf16: the GRU forward only, tagged, one n-tile a set
-    return !t.gru_backward && t.tagged_exchange && t.batch_tile == 8
-               ? kernel_for_mt<1>(mt, kpw, true, MmaForm::kBf16, MmaCell::kGruForward)
+  if (t.gru)  // bf16: tagged, one n-tile a set
+    return t.tagged_exchange && t.batch_tile == 8
+               ? kernel_for_mt<1>(mt, kpw, true, MmaForm::kBf16,
+                                  t.gru_backward ? MmaCell::kGruBackward : MmaCell::kGruForward)
                : nullptr;
   switch (t.batch_tile) {
     case 8:

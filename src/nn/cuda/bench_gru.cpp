@@ -172,13 +172,16 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     rows.push_back(row);
   }
 
-  // bf16: the bf16 forward on tensor cores where the fp32 split's does not reach (backward-data
-  // as the fp32 plan's), beside the rows above.
+  // bf16: the bf16 passes on tensor cores where the fp32 split's do not reach (the other pass as
+  // the fp32 plan's), beside the rows above.
   if (bf16) {
     const PersistentGruPlan bf16_plan(H, B, 1, o.device, Precision::kBf16);
-    if (bf16_plan.fits() && bf16_plan.mma_forward_tiling().bf16_weights) {
-      rep << "plan with a bf16 forward: " << bf16_plan.describe() << "\n";
-      Row row("ours: persistent GRU, bf16 forward");
+    const bool fwd16 = bf16_plan.pass_in_bf16(false), bwd16 = bf16_plan.pass_in_bf16(true);
+    if (bf16_plan.fits() && (fwd16 || bwd16)) {
+      rep << "plan with bf16 passes: " << bf16_plan.describe() << "\n";
+      Row row(std::string("ours: persistent GRU, bf16 ") + (fwd16 && bwd16 ? "both passes"
+                                                            : fwd16        ? "forward"
+                                                                           : "backward-data"));
       std::vector<float> h_other, dx_other;
       time_plan(bf16_plan, row, &h_other, &dx_other);
       row.note = check_note(h_other, h_ours, dx_other, dx_ours);

@@ -167,10 +167,13 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
   if (tensor_cores && !forced) {
     plan_mma(false, ctas_max, smem_optin);
     plan_mma(true, ctas_max, smem_optin);
-    // bf16: where the fp32 split's forward is off the tensor cores, a bf16 forward on them (sets
-    // of 8 batch rows, half the split's bytes a weight); backward-data stays as planned above.
+    // bf16: where the fp32 split's pass is off the tensor cores, that pass in bf16 on them (sets
+    // of 8 batch rows, half the split's bytes a weight; U and the exchanged state or dG rounded as
+    // the GEMM recurrence on bf16 operands rounds them).
     if (precision == Precision::kBf16 && !forward_on_tensor_cores())
       plan_mma(false, ctas_max, smem_optin, /*bf16=*/true);
+    if (precision == Precision::kBf16 && !backward_on_tensor_cores())
+      plan_mma(true, ctas_max, smem_optin, /*bf16=*/true);
   }
 }
 
@@ -187,8 +190,8 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin,
   m.hidden = tiling_.hidden;
   m.max_batch = tiling_.max_batch;
   m.directions = tiling_.directions;
-  // bf16 (the forward only): sets of one n-tile, 8 batch rows, U rounded to bf16 (16-row m-tiles:
-  // 5, 10 or 16 neurons a CTA).
+  // bf16: sets of one n-tile, 8 batch rows, U rounded to bf16 (16-row m-tiles: forward 5, 10 or
+  // 16 neurons a CTA, backward-data 16 or 32).
   constexpr int kBf16SetRows = 8;
   m.bf16_weights = bf16;
   m.batch_groups = bf16 ? static_cast<int>(ceil_div(tiling_.max_batch, kBf16SetRows))
@@ -201,9 +204,10 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin,
   m.tagged_exchange = true;
   m.gru = true;
   m.gru_backward = backward;
-  const std::vector<int> rows_tried = backward ? std::vector<int>{8, 16}
-                                      : bf16   ? std::vector<int>{16, 32, 48}
-                                               : std::vector<int>{16, 24, 32, 48};
+  const std::vector<int> rows_tried = backward && bf16 ? std::vector<int>{16, 32}
+                                      : backward       ? std::vector<int>{8, 16}
+                                      : bf16           ? std::vector<int>{16, 32, 48}
+                                                       : std::vector<int>{16, 24, 32, 48};
   for (int rows : rows_tried) {
     m.rows_per_cta = rows;
     // Backward-data has only the stacked form; the forward's 48 rows too (six stacked m-tiles:
@@ -220,7 +224,7 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin,
 }
 
 size_t PersistentGruPlan::fallback_workspace_offset() const {
-  return backward_on_tensor_cores()
+  return backward_reruns_on_overflow()
              ? rerun_workspace_offset(kernels::prnn_mma_workspace_bytes(mma_tiling_[1]))
              : 0;
 }
@@ -229,8 +233,9 @@ size_t PersistentGruPlan::workspace_bytes() const {
   if (!fits_) return 0;
   const size_t fp32_math = kernels::pgru_workspace_bytes(tiling_);
   size_t bytes = fallback_workspace_offset() + fp32_math;
-  if (forward_on_tensor_cores())
-    bytes = std::max(bytes, kernels::prnn_mma_workspace_bytes(mma_tiling_[0]));
+  for (int pass = 0; pass < 2; ++pass)
+    if (mma_tiling_[pass].gru)
+      bytes = std::max(bytes, kernels::prnn_mma_workspace_bytes(mma_tiling_[pass]));
   return bytes;
 }
 
@@ -239,7 +244,10 @@ std::string PersistentGruPlan::describe() const {
   const kernels::PgruTiling& t = tiling_;
   std::ostringstream s;
   s << "persistent GRU hidden " << t.hidden << ", batch <= " << t.max_batch << ", "
-    << (mma_tiling_[0].bf16_weights ? "fp32 weights (a bf16 copy for the forward)" : "fp32 weights")
+    << (pass_in_bf16(false) && pass_in_bf16(true) ? "fp32 weights (a bf16 copy for both passes)"
+        : pass_in_bf16(false)                     ? "fp32 weights (a bf16 copy for the forward)"
+        : pass_in_bf16(true)                      ? "fp32 weights (a bf16 copy for backward-data)"
+                                                  : "fp32 weights")
     << ", " << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
     << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs), "
     << t.neurons_per_cta << " neurons per CTA, batch tile " << t.batch_tile;
@@ -316,6 +324,10 @@ void launch(const PersistentGruPlan& plan, bool backward, const kernels::PgruDir
   if (!backward && plan.forward_on_tensor_cores()) {
     kernels::pgru_mma_forward_launch(plan.mma_forward_tiling(), dirs, lengths, T, B, workspace,
                                      stream);
+  } else if (backward && plan.backward_on_tensor_cores() && !plan.backward_reruns_on_overflow()) {
+    // bf16: dG keeps fp32's exponent range; nothing to rerun.
+    kernels::pgru_mma_backward_launch(plan.mma_backward_tiling(), dirs, lengths, T, B, workspace,
+                                      stream);
   } else if (backward && plan.backward_on_tensor_cores()) {
     // Where the split's scaled gradients overflowed fp16 (or dy held a NaN or infinity), the
     // fp32-math kernel reruns backward-data, decided on the device from the split's overflow word.

@@ -36,9 +36,10 @@ namespace ds2 {
 class PersistentGruPlan {
  public:
   // `directions` = 2 plans one launch for both directions (the SMs split between them).
-  // device -1: the current device. Weights stay fp32; a bf16 plan adds a bf16 forward on tensor
-  // cores where the fp32 split's forward does not reach (past its batch groups), sets of 8 batch
-  // rows with U rounded to bf16, as the GEMM recurrence on bf16 operands computes it.
+  // device -1: the current device. Weights stay fp32; a bf16 plan adds a bf16 pass on tensor
+  // cores where the fp32 split's does not reach (past its batch groups or sizes), forward or
+  // backward-data, sets of 8 batch rows with U rounded to bf16, as the GEMM recurrence on bf16
+  // operands computes it.
   // `tensor_cores` false keeps both passes on the fp32-math kernel (benchmarks time it beside).
   // `streamed_rows`: one direction at batch <= kernels::kPrnnStreamedMaxBatch past what registers
   // and shared memory hold streams each CTA's last row groups from L2 every pass
@@ -60,8 +61,17 @@ class PersistentGruPlan {
   // Whether each pass runs on tensor cores, and its tiling (PrnnTiling::gru) where it does.
   bool forward_on_tensor_cores() const { return mma_tiling_[0].gru; }
   bool backward_on_tensor_cores() const { return mma_tiling_[1].gru; }
+  // Whether that pass runs on tensor cores in bf16 (U rounded; a bf16 plan's).
+  bool pass_in_bf16(bool backward) const {
+    return mma_tiling_[backward ? 1 : 0].gru && mma_tiling_[backward ? 1 : 0].bf16_weights;
+  }
   const kernels::PrnnTiling& mma_forward_tiling() const { return mma_tiling_[0]; }
   const kernels::PrnnTiling& mma_backward_tiling() const { return mma_tiling_[1]; }
+  // Whether backward-data's tensor-core launch is the fp16 split's, which the fp32-math kernel
+  // reruns where its scaled gradients overflowed (not bf16's).
+  bool backward_reruns_on_overflow() const {
+    return backward_on_tensor_cores() && !pass_in_bf16(true);
+  }
   // Where in the workspace backward-data's fp32-math rerun keeps its own (past the tensor-core
   // launch's overflow word, which the rerun reads as it starts).
   size_t fallback_workspace_offset() const;
