@@ -448,10 +448,8 @@ void check_tiling(const PrnnTiling& t) {
       int64_t{t.ctas_per_direction} * t.rows_per_cta >= t.hidden &&
       kernel_ptr(t) != nullptr;  // also the fp32 split's rules: tagged, 4 rows a set
   // Batch groups: grid-wide tensor-core plans, bf16 or the fp32 split (clipped ReLU or GRU).
-  const bool groups_ok =
-      t.batch_groups == 1 ||
-      (t.batch_groups >= 2 && t.sets() <= (t.bf16_weights ? kPrnnMaxBf16Sets : kPrnnMaxSets) &&
-       t.tensor_cores && !t.cluster);
+  const bool groups_ok = t.batch_groups == 1 || (t.batch_groups >= 2 && t.sets() <= t.max_sets() &&
+                                                 t.tensor_cores && !t.cluster);
   // Tagged tensor-core kernels: every state element of the padded k-tiles has an owner (a row;
   // in the GRU a neuron: the forward's CTA holds its three gates' rows).
   const int owners = t.gru ? pgru_mma_neurons(t) : t.rows_per_cta;

@@ -48,8 +48,9 @@ constexpr int kPrnnMaxRegisterGroups = 8;
 constexpr int kPrnnMaxRegisterGroupsBf16 = 16;
 
 // Sets of CTAs one launch may hold (directions times batch groups), each with its own exchange:
-// the fp32 split up to 8 (both directions of batch 16 in groups of 4 rows), bf16 up to
-// kPrnnMaxBf16Sets (what its plans were measured with).
+// the fp32 split and the bf16 GRU up to 8 (both directions of batch 16 in groups of 4 rows; one of
+// batch 64 in groups of 8), the bf16 clipped ReLU up to kPrnnMaxBf16Sets (what its plans were
+// measured with): PrnnTiling::max_sets().
 constexpr int kPrnnMaxSets = 8;
 // Streamed row groups (PrnnTiling::streamed_groups): plans take them up to this batch (two passes
 // of 4 a step, each reading the streamed rows).
@@ -117,6 +118,9 @@ struct PrnnTiling {
   int group_batch() const { return group_rows(max_batch); }
   // Sets of CTAs of the whole launch (directions times batch groups), each with its own exchange.
   int sets() const { return directions * batch_groups; }
+  int max_sets() const {
+    return tensor_cores && bf16_weights && !gru ? kPrnnMaxBf16Sets : kPrnnMaxSets;
+  }
   // CTAs of the whole launch.
   int ctas() const { return sets() * ctas_per_direction; }
 };

@@ -32,8 +32,8 @@ using MmaDir = PrnnDeviceDirection<uint32_t>;  // the bf16 exchange is read thro
 struct MmaArgs {
   // Per set (direction d, batch group g at d * batch_groups + g): operands offset to the group's
   // first batch row (the GRU's stay at the batch's first row: the kernel's gru_batch_row), and the
-  // set's exchange. Sets from kPrnnMaxBf16Sets on (the fp32 split's only) in later_set, at the end:
-  // the other kernels' parameters keep their places.
+  // set's exchange. Sets from kPrnnMaxBf16Sets on (the fp32 split's and the GRU's only) in
+  // later_set, at the end: the other kernels' parameters keep their places.
   MmaDir set[kPrnnMaxBf16Sets];
   const int* lengths;
   // B: the whole batch (rows of a timestep); group_rows: this call's rows per batch group
@@ -349,15 +349,15 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   const int set = static_cast<int>(blockIdx.x) / a.ctas_per_dir;
   const int cta = blockIdx.x - set * a.ctas_per_dir;
   // (selected, not indexed: an index into the parameters copies them all to local memory; sets
-  // past kPrnnMaxBf16Sets are the fp32 split's only)
-  const MmaDir d = !kSplit || set < kPrnnMaxBf16Sets ? (set == 0   ? a.set[0]
-                                                        : set == 1 ? a.set[1]
-                                                        : set == 2 ? a.set[2]
-                                                                   : a.set[3])
-                                                     : (set == 4   ? a.later_set[0]
-                                                        : set == 5 ? a.later_set[1]
-                                                        : set == 6 ? a.later_set[2]
-                                                                   : a.later_set[3]);
+  // past kPrnnMaxBf16Sets are the fp32 split's and the GRU's only)
+  const MmaDir d = (!kSplit && !kGru) || set < kPrnnMaxBf16Sets ? (set == 0   ? a.set[0]
+                                                                   : set == 1 ? a.set[1]
+                                                                   : set == 2 ? a.set[2]
+                                                                              : a.set[3])
+                                                                : (set == 4   ? a.later_set[0]
+                                                                   : set == 5 ? a.later_set[1]
+                                                                   : set == 6 ? a.later_set[2]
+                                                                              : a.later_set[3]);
   const int di = set / a.batch_groups, b0 = (set - di * a.batch_groups) * a.group_rows;
   const int H = a.H, Bs = a.B, B = max(min(Bs - b0, a.group_rows), 0), T = a.T, ntx = a.n_tiles;
   // fp32 split: rows per CTA (16 MT) as a constant. The partial sums' and the epilogue's
@@ -1111,10 +1111,11 @@ __global__ void __launch_bounds__(kGradMaxThreads)
 // k-tiles per warp, where they do not spill (ptxas, sm_90, registers: one m-tile at 2, 4, 5, 6,
 // 8, 10 k-tiles per warp 70-128; two m-tiles up to 126, at 10 128 with two k-tiles' hi in shared
 // memory; kernels/NOTES.md "Session 42").
-// The GRU (fp32 split only). Forward: one m-tile at up to 4 k-tiles per warp (16 rows, 5 neurons
-// a CTA: H <= 660 on 132 SMs), two at up to 6 (10 neurons), stacked at 4-5 (8 neurons) and six
-// stacked m-tiles at up to 4 (48 rows, 16 neurons: both directions of H 661-1024; ptxas 121-125
-// registers, no spills, where the 16-row split's three m-tiles spilled 8-12 bytes).
+// The GRU's fp32 split (its bf16 forms below). Forward: one m-tile at up to 4 k-tiles per warp (16
+// rows, 5 neurons a CTA: H <= 660 on 132 SMs), two at up to 5 (10 neurons; `<2, 6>` spilled 16
+// bytes, ptxas at session 59's 8e85e2c and since, so no plan took it), stacked at 4-5 (8 neurons)
+// and six stacked m-tiles at up to 4 (48 rows, 16 neurons: both directions of H 661-1024; ptxas
+// 121-125 registers, no spills, where the 16-row split's three m-tiles spilled 8-12 bytes).
 // Backward-data (K = 3H: 12 k-tiles a warp at H 1024): the stacked split at one m-tile (8 neurons
 // a CTA: one direction of H <= 1056 on 132 SMs, both of H <= 528) and two (16 neurons: one
 // direction of H 1057-1194, both of H 529-1056) at every k-tiles per warp, and only it at 14
@@ -1126,7 +1127,7 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
   constexpr MmaForm kStacked = MmaForm::kStackedSplit;
   constexpr MmaCell kGruFwd = MmaCell::kGruForward, kGruBwd = MmaCell::kGruBackward;
   if (cell == kGruFwd) {
-    if constexpr (NT == 1 && ((MT == 1 && KPW <= 4) || (MT == 2 && KPW <= 6)))
+    if constexpr (NT == 1 && ((MT == 1 && KPW <= 4) || (MT == 2 && KPW <= 5)))
       if (tags && form == kSplit)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kSplit, kGruFwd>);
     if constexpr (NT == 1 && ((MT == 3 && (KPW == 4 || KPW == 5)) || (MT == 6 && KPW <= 4)))

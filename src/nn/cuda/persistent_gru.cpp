@@ -196,13 +196,13 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin,
   m.bf16_weights = bf16;
   m.batch_groups = bf16 ? static_cast<int>(ceil_div(tiling_.max_batch, kBf16SetRows))
                         : kernels::prnn_split_batch_groups(tiling_.max_batch);
-  if (m.sets() > (bf16 ? kernels::kPrnnMaxBf16Sets : kernels::kPrnnMaxSets)) return;
-  ctas_max /= m.batch_groups;
   m.batch_tile = bf16 ? kBf16SetRows : kernels::kPrnnSplitSetRows;
   m.threads = kernels::kPrnnMmaThreads;
   m.tensor_cores = true;
   m.tagged_exchange = true;
   m.gru = true;
+  if (m.sets() > m.max_sets()) return;
+  ctas_max /= m.batch_groups;
   m.gru_backward = backward;
   const std::vector<int> rows_tried = backward && bf16 ? std::vector<int>{16, 32}
                                       : backward       ? std::vector<int>{8, 16}

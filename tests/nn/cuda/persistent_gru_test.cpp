@@ -370,13 +370,14 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
 // rows (U, and the state or dG exchanged, rounded to bf16, as the GEMM recurrence on bf16 operands
 // computes it). On 132 SMs: H 512 batch 32 (one direction, 4 sets), H 1000 batch 16 (2 sets), H
 // 401 batch 24 (3 sets), both directions of H 400 at batch 16 (2 sets each) and 32 (4 sets each:
-// backward-data 32 neurons a CTA), and through plans for a wider batch.
+// 8 in one launch, backward-data 32 neurons a CTA), H 256 batch 64 (8 sets of one direction), and
+// through plans for a wider batch.
 TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   int bf16_plans = 0;
   for (const Case& c : {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400},
-                        Case{7, 11, 1000}, Case{5, 32, 400}}) {
+                        Case{7, 11, 1000}, Case{5, 32, 400}, Case{5, 64, 256}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
