@@ -324,18 +324,16 @@ void launch(const PersistentGruPlan& plan, bool backward, const kernels::PgruDir
   if (!backward && plan.forward_on_tensor_cores()) {
     kernels::pgru_mma_forward_launch(plan.mma_forward_tiling(), dirs, lengths, T, B, workspace,
                                      stream);
-  } else if (backward && plan.backward_on_tensor_cores() && !plan.backward_reruns_on_overflow()) {
-    // bf16: dG keeps fp32's exponent range; nothing to rerun.
-    kernels::pgru_mma_backward_launch(plan.mma_backward_tiling(), dirs, lengths, T, B, workspace,
-                                      stream);
   } else if (backward && plan.backward_on_tensor_cores()) {
-    // Where the split's scaled gradients overflowed fp16 (or dy held a NaN or infinity), the
-    // fp32-math kernel reruns backward-data, decided on the device from the split's overflow word.
     kernels::pgru_mma_backward_launch(plan.mma_backward_tiling(), dirs, lengths, T, B, workspace,
                                       stream);
-    kernels::pgru_launch(plan.tiling(), true, dirs, lengths, T, B,
-                         static_cast<char*>(workspace) + plan.fallback_workspace_offset(), stream,
-                         kernels::prnn_mma_overflow_flag(plan.mma_backward_tiling(), workspace));
+    // Where the fp16 split's scaled gradients overflowed (or dy held a NaN or infinity), the
+    // fp32-math kernel reruns backward-data, decided on the device from the split's overflow word.
+    // (bf16's dG keeps fp32's exponent range: nothing to rerun.)
+    if (plan.backward_reruns_on_overflow())
+      kernels::pgru_launch(plan.tiling(), true, dirs, lengths, T, B,
+                           static_cast<char*>(workspace) + plan.fallback_workspace_offset(), stream,
+                           kernels::prnn_mma_overflow_flag(plan.mma_backward_tiling(), workspace));
   } else {
     kernels::pgru_launch(plan.tiling(), backward, dirs, lengths, T, B, workspace, stream);
   }

@@ -96,6 +96,10 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     fits_ = true;
     return true;
   };
+  // The tensor-core kernels' k-tiles a warp at this size (K = H whatever the rows a CTA), which
+  // decide where their fragments live (kernels::prnn_mma_kernel_k_tiles).
+  const int kernel_k_tiles =
+      kernels::prnn_mma_kernel_k_tiles(kernels::prnn_mma_k_tiles_per_warp(hidden));
   // bf16 on tensor cores, grid-wide (orders 1 and 3 below, for c's rows and batch groups): the
   // tagged exchange where a set's batch is one n-tile, and the step barrier, widest pass first.
   // At 14 k-tiles a warp the tagged kernel holds 4 k-tiles' fragments in registers, the step
@@ -105,8 +109,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // 3.41-3.44 / 3.33-3.35, batch 6 3.59-3.63 / 3.39-3.44), at batch 1-3 mostly the tagged (H 3328
   // batch 1 3.04-3.05 / 3.25-3.27, H 3584 batch 3 3.28-3.30 / 3.35-3.39; H 3104 batch 3 3.28-3.31
   // / 3.18-3.19).
-  const bool wide_k =
-      kernels::prnn_mma_kernel_k_tiles(kernels::prnn_mma_k_tiles_per_warp(hidden)) == 14;
+  const bool wide_k = kernel_k_tiles == 14;
   auto take_tagged_bf16 = [&](kernels::PrnnTiling c) {
     if (!allowed.tagged_exchange || c.group_batch() > (wide_k ? kBf16WideTaggedMaxBatch : 8))
       return false;
@@ -265,8 +268,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     // 15.47 / 13.29 / 12.56; batch 48 H 3200-3584 (passes of 32 and 16) 11.58-11.95 / 14.09-16.82 /
     // 14.87-15.38, H 3712-4096 (16 k-tiles a warp, three passes of 16) 12.64-13.12 / 16.21-23.10 /
     // 16.23-23.59.
-    if (t.bf16_weights && max_batch > kBf16WidestMaxBatch &&
-        kernels::prnn_mma_kernel_k_tiles(kernels::prnn_mma_k_tiles_per_warp(hidden)) >= 14) {
+    if (t.bf16_weights && max_batch > kBf16WidestMaxBatch && kernel_k_tiles >= 14) {
       refuse("past batch " + std::to_string(kBf16WidestMaxBatch) +
              " the tensor-core kernel at 14-16 k-tiles a warp runs passes of at most 16 batch "
              "columns, slower than the GEMM recurrence on bf16 operands");
