@@ -34,6 +34,7 @@
 #include "kernels/persistent_rnn_mma.h"
 #include "nn/cuda/rnn_layer_cuda.h"
 #include "support/cuda_compare.h"
+#include "support/cuda_rnn_layer_pair.h"
 #include "support/cuda_rnn_reference.h"
 
 namespace ds2 {
@@ -742,12 +743,8 @@ TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) 
     GTEST_SKIP() << "H 512 batch 33 is not an fp32-math plan here";
   CudaContext ctx;
   Rng rng(58);
-  ParameterStore store;
-  RnnLayer cpu("gru", store, in, H, RnnType::kGru, false, false, 20.0f, 0.1f);
-  store.finalize();
-  store.initialize(rng);
-  DeviceParameters params(ctx, store);
-  CudaRnnLayer gpu(ctx, params, cpu);
+  RnnLayerPair layer(ctx, rng, "gru", in, H, RnnType::kGru, /*bidirectional=*/false);
+  CudaRnnLayer& gpu = layer.gpu;
   auto run = [&](int batch, Precision precision) {
     ctx.set_matmul_precision(precision);
     DeviceSequences xd, yd;
@@ -782,12 +779,9 @@ TEST(PersistentGru, Bf16LayersOnTensorCoresMatchTheGemmRecurrence) {
   CudaContext ctx;
   ctx.set_matmul_precision(Precision::kBf16);
   Rng rng(60);
-  ParameterStore store;
-  RnnLayer cpu("gru", store, in, H, RnnType::kGru, /*bidirectional=*/true, false, 20.0f, 0.1f);
-  store.finalize();
-  store.initialize(rng);
-  DeviceParameters params(ctx, store);
-  CudaRnnLayer gpu(ctx, params, cpu);
+  RnnLayerPair layer(ctx, rng, "gru", in, H, RnnType::kGru, /*bidirectional=*/true);
+  CudaRnnLayer& gpu = layer.gpu;
+  DeviceParameters& params = layer.params;
   for (const int B : {max_batch, 12}) {
     SCOPED_TRACE("batch " + std::to_string(B));
     std::vector<int> lengths(B, T);

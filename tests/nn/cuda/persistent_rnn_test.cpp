@@ -37,6 +37,7 @@
 #include "kernels/rnn.h"
 #include "nn/cuda/rnn_layer_cuda.h"
 #include "support/cuda_compare.h"
+#include "support/cuda_rnn_layer_pair.h"
 #include "support/cuda_rnn_reference.h"
 
 namespace ds2 {
@@ -1227,12 +1228,9 @@ TEST(PersistentRnn, Bf16LayersRunTheTensorCoreKernel) {
     const int T = 40, B = 3, in = 24, H = 96;
     const std::vector<int> lengths = {40, 0, 23};
     Rng rng(bidirectional ? 61 : 60);
-    ParameterStore store;
-    RnnLayer cpu("rnn", store, in, H, RnnType::kRelu, bidirectional, false, 20.0f, 0.1f);
-    store.finalize();
-    store.initialize(rng);
-    DeviceParameters params(ctx, store);
-    CudaRnnLayer gpu(ctx, params, cpu);
+    RnnLayerPair layer(ctx, rng, "rnn", in, H, RnnType::kRelu, bidirectional);
+    CudaRnnLayer& gpu = layer.gpu;
+    DeviceParameters& params = layer.params;
     DeviceSequences xd, dyd, yd[2], dxd;
     upload(random_sequences({T, B, in}, lengths, rng), xd, ctx.stream());
     upload(random_sequences({T, B, H}, lengths, rng), dyd, ctx.stream());

@@ -19,6 +19,7 @@
 
 #include "core/cuda/device_array.h"
 #include "support/cuda_compare.h"
+#include "support/cuda_rnn_layer_pair.h"
 
 namespace ds2 {
 namespace {
@@ -224,13 +225,9 @@ TEST(CudaRnnLayer, RepeatIsBitwiseIdenticalAndAllocationFree) {
     Rng rng(17);
     const int T = 33, B = 6, in = 24, H = 64;
     const std::vector<int> lengths{33, 20, 0, 32, 7, 33};
-    ParameterStore store;
-    RnnLayer cpu("rnn", store, in, H, type, /*bidirectional=*/true, /*batch_norm=*/true, 20.0f,
-                 0.1f);
-    store.finalize();
-    store.initialize(rng);
-    DeviceParameters params(ctx, store);
-    CudaRnnLayer gpu(ctx, params, cpu);
+    RnnLayerPair layer(ctx, rng, "rnn", in, H, type, /*bidirectional=*/true, /*batch_norm=*/true);
+    CudaRnnLayer& gpu = layer.gpu;
+    DeviceParameters& params = layer.params;
     gpu.set_use_persistent(persistent);
     DeviceSequences xd, yd, dyd, dxd;
     upload(random_sequences({T, B, in}, lengths, rng), xd, ctx.stream());
@@ -238,7 +235,7 @@ TEST(CudaRnnLayer, RepeatIsBitwiseIdenticalAndAllocationFree) {
     Tensor y[3], dx[3], grads[3], buffers[3];
     int64_t allocations = 0;
     for (int run = 0; run < 3; ++run) {
-      params.upload_from(store);
+      params.upload_from(layer.store);
       params.zero_grads();
       if (run == 1) allocations = device_allocations();
       gpu.forward(xd, yd, true);
