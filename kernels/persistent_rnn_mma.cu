@@ -193,11 +193,12 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // 2.05-2.14, H 1584 batch 9-16 3.03-3.16 -> 2.22-2.37, batch 64 9.56 -> 7.20.
 // The GRU's backward-data (session 60, ptxas with all fragments in registers: `<1, 8>` spilled 4
 // bytes, `<1, 12>` 40, two m-tiles from 5 k-tiles 12-84; `<1, 10>`, `<2, 4>` none) keeps 6 at one
-// m-tile and 8 k-tiles, and 4 at two m-tiles (no spills to 5 k-tiles; from 6 still 20-28 bytes, and
-// `<1, 12>` with 10 or 8 kept 16 or 72: those are not built).
+// m-tile and 8 k-tiles, and 4 at two m-tiles (no spills to 5 k-tiles; from 6 still 20-28 bytes:
+// not built). `<1, 12>` (H 854-1024) spilled with 1-12 kept (4-100 bytes, also with the pieces
+// loaded in two to four phases, session 61) and keeps none: 122 registers, no spills.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
                                                         bool gru_backward = false) {
-  if (gru_backward) return mt == 1 ? (kpw == 8 ? 6 : kpw) : kpw < 4 ? kpw : 4;
+  if (gru_backward) return mt == 1 ? (kpw == 8 ? 6 : kpw == 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
   const bool spills = mt == 3   ? kpw >= 8 || (kpw == 6 && (tags || nt >= 2))
                       : mt == 2 ? kpw >= 12 || (kpw == 10 && (tags || nt == 4))
                                 : false;
@@ -1146,9 +1147,9 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
-    // bf16 (sets of 8 batch rows): 16 neurons a CTA to H 853 (K = 3H: 10 k-tiles a warp), 32 to
+    // bf16 (sets of 8 batch rows): 16 neurons a CTA to H 1024 (K = 3H: 12 k-tiles a warp), 32 to
     // H 426 (5; past those they spilled, bf16_register_k_tiles).
-    if constexpr (NT == 1 && ((MT == 1 && KPW <= 10) || (MT == 2 && KPW <= 5)))
+    if constexpr (NT == 1 && ((MT == 1 && KPW <= 12) || (MT == 2 && KPW <= 5)))
       if (tags && form == kBf16)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16, kGruBwd>);
     return nullptr;

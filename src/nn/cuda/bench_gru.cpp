@@ -173,7 +173,9 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   }
 
   // bf16: the bf16 passes on tensor cores where the fp32 split's do not reach (the other pass as
-  // the fp32 plan's), beside the rows above.
+  // the fp32 plan's), beside the rows above. A bf16 layer runs that plan: the one-direction row of
+  // the line below.
+  Row layer_row = persistent;
   if (bf16) {
     const PersistentGruPlan bf16_plan(H, B, 1, o.device, Precision::kBf16);
     const bool fwd16 = bf16_plan.pass_in_bf16(false), bwd16 = bf16_plan.pass_in_bf16(true);
@@ -186,27 +188,31 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
       time_plan(bf16_plan, row, &h_other, &dx_other);
       row.note = check_note(h_other, h_ours, dx_other, dx_ours);
       rows.push_back(row);
+      layer_row = row;
     }
   }
 
   // A bidirectional layer runs both directions in one launch or one after the other
-  // (directions_in_turn_faster): both timed, on a line after the table.
+  // (directions_in_turn_faster): both timed, on a line after the table, with the plans a layer of
+  // this precision takes (bf16: its passes on bf16 tensor cores where they reach).
   std::string both_directions;
   if (plan.fits()) {
+    const Precision layer_precision = bf16 ? Precision::kBf16 : Precision::kFp32;
+    const PersistentGruPlan one(H, B, 1, o.device, layer_precision);
+    const PersistentGruPlan bi(H, B, 2, o.device, layer_precision);
     Row in_turn(""), both("");
-    time_plan(plan, in_turn, nullptr, nullptr, 2);
-    const PersistentGruPlan bi(H, B, 2, o.device);
+    time_plan(one, in_turn, nullptr, nullptr, 2);
     if (bi.fits()) time_plan(bi, both, nullptr, nullptr, 2);
     std::string layer_runs;
     if (bi.fits()) {
-      const bool forward = directions_in_turn_faster(bi, plan, false);
-      const bool backward = directions_in_turn_faster(bi, plan, true);
+      const bool forward = directions_in_turn_faster(bi, one, false);
+      const bool backward = directions_in_turn_faster(bi, one, true);
       const auto way = [](bool in_turn) { return in_turn ? "one after the other" : "one launch"; };
       layer_runs = forward == backward ? way(forward)
                                        : std::string("forward ") + way(forward) +
                                              ", backward-data " + way(backward);
     }
-    both_directions = both_directions_line(persistent, in_turn, bi.fits() ? &both : nullptr,
+    both_directions = both_directions_line(layer_row, in_turn, bi.fits() ? &both : nullptr,
                                            layer_runs, bi.fits() ? bi.describe() : bi.why_not());
   }
 

@@ -231,8 +231,11 @@ size_t PersistentGruPlan::fallback_workspace_offset() const {
 
 size_t PersistentGruPlan::workspace_bytes() const {
   if (!fits_) return 0;
-  const size_t fp32_math = kernels::pgru_workspace_bytes(tiling_);
-  size_t bytes = fallback_workspace_offset() + fp32_math;
+  // The fp32-math kernel's own only where a pass runs on it or reruns on it.
+  const bool fp32_math =
+      !forward_on_tensor_cores() || !backward_on_tensor_cores() || backward_reruns_on_overflow();
+  size_t bytes =
+      fp32_math ? fallback_workspace_offset() + kernels::pgru_workspace_bytes(tiling_) : 0;
   for (int pass = 0; pass < 2; ++pass)
     if (mma_tiling_[pass].gru)
       bytes = std::max(bytes, kernels::prnn_mma_workspace_bytes(mma_tiling_[pass]));

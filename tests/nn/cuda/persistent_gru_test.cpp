@@ -377,8 +377,9 @@ TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   int bf16_plans = 0;
-  for (const Case& c : {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400},
-                        Case{7, 11, 1000}, Case{5, 32, 400}, Case{5, 64, 256}}) {
+  for (const Case& c :
+       {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400}, Case{7, 11, 1000},
+        Case{5, 32, 400}, Case{5, 64, 256}, Case{4, 9, 1024}, Case{3, 1, 1024}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -516,6 +517,9 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   if (prop.multiProcessorCount >= 128) {
     PersistentGruPlan wide(512, 32, 1, -1, Precision::kBf16);
     EXPECT_TRUE(wide.pass_in_bf16(false) && wide.pass_in_bf16(true)) << wide.describe();
+    // Backward-data to H 1024 (12 k-tiles a warp, 16 neurons a CTA: 2 sets of 64 CTAs).
+    PersistentGruPlan deep(1024, 16, 1, -1, Precision::kBf16);
+    EXPECT_TRUE(deep.pass_in_bf16(true)) << deep.describe();
     EXPECT_FALSE(PersistentGruPlan(512, 32, 1).forward_on_tensor_cores());
   }
   PersistentGruPlan huge(6000, 4, 1);
