@@ -196,9 +196,17 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // m-tile and 8 k-tiles, and 4 at two m-tiles (no spills to 5 k-tiles; from 6 still 20-28 bytes:
 // not built). `<1, 12>` (H 854-1024) spilled with 1-12 kept (4-100 bytes, also with the pieces
 // loaded in two to four phases, session 61) and keeps none: 122 registers, no spills.
+// The GRU's sets of 16 batch rows (two n-tiles; session 61, ptxas, bytes spilled by k-tiles kept):
+// forward `<3, 4>` 4 12, 3 none; `<3, 5>` 2-5 8-156, 1 none; `<3, 8>` 1-4 4-156, 0 none (`<3, 2>`,
+// `<3, 6>` none with all); backward-data `<1, 10>` 10 56, 7 12, 5 4, 6 none (the rest none with the
+// one n-tile's rule).
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
-                                                        bool gru_backward = false) {
-  if (gru_backward) return mt == 1 ? (kpw == 8 ? 6 : kpw == 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
+                                                        MmaCell cell = MmaCell::kRelu) {
+  if (cell == MmaCell::kGruForward && nt == 2)
+    return kpw == 4 ? 3 : kpw == 5 ? 1 : kpw == 8 ? 0 : kpw;
+  if (cell == MmaCell::kGruBackward && nt == 2 && kpw == 10) return 6;
+  if (cell == MmaCell::kGruBackward)
+    return mt == 1 ? (kpw == 8 ? 6 : kpw == 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
   const bool spills = mt == 3   ? kpw >= 8 || (kpw == 6 && (tags || nt >= 2))
                       : mt == 2 ? kpw >= 12 || (kpw == 10 && (tags || nt == 4))
                                 : false;
@@ -231,7 +239,9 @@ int prnn_mma_bf16_shared_k_tiles(const PrnnTiling& t) {
   if (!t.tensor_cores || !t.bf16_weights) return 0;
   const int kpw = kernel_k_tiles(t);
   return kpw - bf16_register_k_tiles(t.rows_per_cta / 16, kpw, t.batch_tile / 8, t.tagged_exchange,
-                                     t.gru && t.gru_backward);
+                                     !t.gru           ? MmaCell::kRelu
+                                     : t.gru_backward ? MmaCell::kGruBackward
+                                                      : MmaCell::kGruForward);
 }
 
 namespace {
@@ -372,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // k0 + i % kGruN (rows from 3 kGruN hold zeros), and the exchange carries h, K = H as for the
   // ReLU. Backward-data: row i is neuron k0 + i, and the exchange carries dG, K = 3H.
   constexpr int kGruN = kGruBwd ? kRowsPerTile * MT : kGru ? kRowsPerTile * MT / 3 : 1;
-  static_assert(!kGru || (kTags && (kSplit || NT == 1)), "GRU: tagged; bf16 one n-tile");
+  static_assert(!kGru || (kTags && (!kSplit || NT == 1)), "GRU: tagged; the split one n-tile");
   const int kt0 = warp * a.kpw, kt_end = min(kt0 + a.kpw, a.k_tiles);
   const int r0 = cta * R;
   const int pitch = prnn_mma_partial_pitch(R), red_warp = kPass * pitch;
@@ -382,14 +392,20 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // path.
   const int pinned_partials = kSplit ? pin_in_register(prnn_partials_lane(pitch, g, q & 1)) : 0;
   // The epilogue's and the prefetch's first output o = tid, as (o / R, o % R): a division by the
-  // runtime R costs ~35 dependent instructions on every step's critical path.
-  const int tid_b = tid / R, tid_m = tid - tid_b * R;
+  // runtime R costs ~35 dependent instructions on every step's critical path. The GRU forward's
+  // outputs are neurons, kGruN a batch row (so 16 rows of 16 neurons fit 512 threads): tid_m is
+  // then a neuron, whose gates' partial sums and epilogue inputs are rows tid_m + gate kGruN of
+  // batch row tid_b, from own_ep on in ep.
+  constexpr bool kGruForward = kGru && !kGruBwd;
+  const int tid_cols = kGruForward && NT == 2 ? kGruN : R;
+  const int tid_b = tid / tid_cols, tid_m = tid - tid_b * tid_cols;
+  const int own_ep = kGruForward && NT == 2 ? tid_b * R + tid_m : tid;
   // This lane's B fragments in parity 0 of the exchange, and the distance between k-tiles (in
   // lane pieces: 8 bytes, 16 tagged): a step's load addresses are then one multiply-add each, not
   // a 64-bit index computation per k-tile after the barrier.
   // Tagged: one n-tile (batch <= 8), so the stride is a constant and the loads' offsets from one
   // base are immediates.
-  const int k_stride = kTags ? 32 : ntx * 32, my_k_tiles = kt_end - kt0;
+  const int k_stride = kTags && NT == 1 ? 32 : ntx * 32, my_k_tiles = kt_end - kt0;
   // fp32 split: this warp's pieces (persistent_rnn_mma.h, prnn_split_state_half).
   const Piece* frag_base =
       reinterpret_cast<const Piece*>(d.xbuf) +
@@ -436,7 +452,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // critical path (~170 dependent instructions for one warp; kernels/NOTES.md, version 5b).
   // Columns [H, k_padded) of a real batch row are read too (times zero weights), so their owners
   // store tagged zeros.
-  static_assert(!kTags || kPass * kRowsPerTile * MT <= kThreads,
+  static_assert(!kTags || kPass * (kGruForward && NT == 2 ? kGruN : kRowsPerTile * MT) <= kThreads,
                 "tagged: at most one output per thread");
   const int own_k = (kGru ? cta * kGruN : r0) + tid_m;
   // The first of an owner's partial sums in red. Pinned for the split kernel: ptxas recomputed it
@@ -452,7 +468,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   auto gru_state_at = [&](int gate) { return own_k < H ? own_k + gate * H : own_k + 2 * H; };
   const int own_at = kGruBwd ? own_k + 2 * H : own_k;  // the last state element it writes
   const bool own_state =
-      kTags && tid < kPass * R && tid_b < B && own_at < k_padded && (!kGru || tid_m < kGruN);
+      kTags && tid < kPass * tid_cols && tid_b < B && own_at < k_padded && (!kGru || tid_m < kGruN);
   const bool own_y = own_state && own_k < H;
   // (bf16 GRU backward-data: gate 0's place; gates 1 and 2 in gru_half_z, gru_half_n.)
   const int own_frag =
@@ -488,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // 2.23, H 1920 2.24 -> 2.19, H 1600 level).
   // bf16: the first kBf16Regs k-tiles' fragments in af, the rest in shared memory at lo_s
   // ([k-tile - kBf16Regs][m-tile][warp][lane]).
-  constexpr int kBf16Regs = kSplit ? KPW : bf16_register_k_tiles(MT, KPW, NT, kTags, kGruBwd);
+  constexpr int kBf16Regs = kSplit ? KPW : bf16_register_k_tiles(MT, KPW, NT, kTags, kCell);
   constexpr int kLoRegs = kStacked ? 0 : !kSplit ? kBf16Regs : !kLoShared ? KPW : MT == 1 ? 4 : 0;
   // hi in registers; stacked: the fragments of the first kHiRegs k-tiles, the rest in shared
   // memory at lo_s ([k-tile - kHiRegs][m-tile][warp][lane]).
@@ -635,7 +651,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
       cp_async_commit();
     } else if constexpr (kGru) {
       if (t < own_len) {
-        float* const dst = ep + (s & 1) * ep_parity + tid;
+        float* const dst = ep + (s & 1) * ep_parity + own_ep;
         const float* x = d.x + gru_batch_row(t) * d.ld_x + own_k;
 #pragma unroll
         for (int gate = 0; gate < 3; ++gate) cp_async4(dst + gate * kGruN, x + gate * H);
@@ -706,13 +722,17 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
         }
         // The B fragments of this warp's k-tiles, straight from L2, all loads in flight at once.
         const Piece* tile_frags = frags + ntg * 32;
+        // This n-tile's pieces: none in lanes of its padding rows.
+        const bool tile_row = NT == 1 || kTileRows * ntg + lane_row < B;
+        const unsigned int tile_pieces = tile_row ? my_pieces : 0u;
+        const unsigned int tile_loads = tile_row ? my_loads : 0u;
         uint2 bf[KPW];
         uint4 w[kTags ? kPieces : 1];  // tagged: the pieces as loaded
         auto load_pieces = [&] {
           if constexpr (kTags) {
 #pragma unroll
             for (int p = 0; p < kPieces; ++p)
-              if (my_loads >> p & 1u) w[p] = load_tagged(tile_frags + p * k_stride);
+              if (tile_loads >> p & 1u) w[p] = load_tagged(tile_frags + p * k_stride);
           }
         };
         // The tag bits of k-tile kk's state that are not step s - 1's: bf16 words (16-bit tags),
@@ -734,9 +754,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             uint32_t diff = 0;
 #pragma unroll
             for (int kk = 0; kk < KPW; ++kk)
-              if (my_pieces >> kk & 1u) diff |= tile_tags_mismatch(kk);
+              if (tile_pieces >> kk & 1u) diff |= tile_tags_mismatch(kk);
             if (diff == 0) return;
-            unsigned int late = my_pieces;
+            unsigned int late = tile_pieces;
             while (true) {
 #pragma unroll
               for (int kk = 0; kk < KPW; ++kk)
@@ -771,8 +791,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                 bf[kk] = kk & 1 ? make_uint2(w[kk >> 1].z, w[kk >> 1].w)
                                 : make_uint2(w[kk >> 1].x, w[kk >> 1].y);
               } else {
-                bf[kk] = kZeroFirst || my_pieces >> kk & 1u ? tagged_fragment(w[kk])
-                                                            : make_uint2(0u, 0u);
+                bf[kk] = kZeroFirst || tile_pieces >> kk & 1u ? tagged_fragment(w[kk])
+                                                              : make_uint2(0u, 0u);
               }
             }
           } else {
@@ -809,7 +829,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if constexpr (N > kFirstShared) load_tile(kFirstShared);
 #pragma unroll
             for (int kk = 0; kk < N; ++kk) {
-              if (kOptimistic && (my_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
+              if (kOptimistic && (tile_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
               if (kk >= kFirstShared && kk + 1 < N) load_tile(kk + 1);
 #pragma unroll
               for (int mt = 0; mt < MT; ++mt) {
@@ -844,7 +864,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if (products_done || kk >= my_k_tiles) break;
             // Optimistic: piece kk's tags tested beside its own products (in their basic block), so
             // no product waits for another piece's load.
-            if (kOptimistic && (my_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
+            if (kOptimistic && (tile_pieces >> kk & 1u)) tag_diff |= tile_tags_mismatch(kk);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               const int tile_at = ((kk - kHiRegs) * MT + mt) * kWarps * 32;  // past kHiRegs
@@ -968,7 +988,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
             if (t < own_len) {
               const float* p = red + own_partials;
               cell = gru_cell_forward_fast(
-                  {epx[tid], epx[tid + kGruN], epx[tid + 2 * kGruN]},
+                  {epx[own_ep], epx[own_ep + kGruN], epx[own_ep + 2 * kGruN]},
                   {prnn_sum_partials<kWarps>(p, red_warp, kWarps),
                    prnn_sum_partials<kWarps>(p + kGruN, red_warp, kWarps),
                    prnn_sum_partials<kWarps>(p + 2 * kGruN, red_warp, kWarps)},
@@ -1140,6 +1160,11 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
     if constexpr (NT == 1 && MT <= 3 && KPW <= 8 && !(MT == 2 && KPW == 8))
       if (tags && form == kBf16)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16, kGruFwd>);
+    // bf16, sets of 16 batch rows (two n-tiles): 16 neurons a CTA, where sets of 8 need more CTAs
+    // than the SMs (H 1024 batch 32, H 768 batch 24, H 512 batch 64 on 132).
+    if constexpr (NT == 2 && MT == 3 && KPW <= 8)
+      if (tags && form == kBf16)
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 2, true, kBf16, kGruFwd>);
     return nullptr;
   }
   if (cell == kGruBwd) {
@@ -1149,9 +1174,9 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
     // bf16 (sets of 8 batch rows): 16 neurons a CTA to H 1024 (K = 3H: 12 k-tiles a warp), 32 to
     // H 426 (5; past those they spilled, bf16_register_k_tiles).
-    if constexpr (NT == 1 && ((MT == 1 && KPW <= 12) || (MT == 2 && KPW <= 5)))
+    if constexpr (NT <= 2 && ((MT == 1 && KPW <= 12) || (MT == 2 && KPW <= 5)))
       if (tags && form == kBf16)
-        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16, kGruBwd>);
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true, kBf16, kGruBwd>);
     return nullptr;
   }
   if constexpr (MT == 2 && (KPW == 14 || KPW == 16)) {
@@ -1265,11 +1290,13 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
                      : t.gru_backward ? MmaCell::kGruBackward
                                       : MmaCell::kGruForward)
                : nullptr;
-  if (t.gru)  // bf16: tagged, one n-tile a set
-    return t.tagged_exchange && t.batch_tile == 8
-               ? kernel_for_mt<1>(mt, kpw, true, MmaForm::kBf16,
-                                  t.gru_backward ? MmaCell::kGruBackward : MmaCell::kGruForward)
-               : nullptr;
+  if (t.gru) {  // bf16: tagged, one or two n-tiles a set
+    const MmaCell cell = t.gru_backward ? MmaCell::kGruBackward : MmaCell::kGruForward;
+    if (!t.tagged_exchange) return nullptr;
+    return t.batch_tile == 8    ? kernel_for_mt<1>(mt, kpw, true, MmaForm::kBf16, cell)
+           : t.batch_tile == 16 ? kernel_for_mt<2>(mt, kpw, true, MmaForm::kBf16, cell)
+                                : nullptr;
+  }
   switch (t.batch_tile) {
     case 8:
       return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);

@@ -190,35 +190,39 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin,
   m.hidden = tiling_.hidden;
   m.max_batch = tiling_.max_batch;
   m.directions = tiling_.directions;
-  // bf16: sets of one n-tile, 8 batch rows, U rounded to bf16 (16-row m-tiles: forward 5, 10 or
-  // 16 neurons a CTA, backward-data 16 or 32).
-  constexpr int kBf16SetRows = 8;
   m.bf16_weights = bf16;
-  m.batch_groups = bf16 ? static_cast<int>(ceil_div(tiling_.max_batch, kBf16SetRows))
-                        : kernels::prnn_split_batch_groups(tiling_.max_batch);
-  m.batch_tile = bf16 ? kBf16SetRows : kernels::kPrnnSplitSetRows;
   m.threads = kernels::kPrnnMmaThreads;
   m.tensor_cores = true;
   m.tagged_exchange = true;
   m.gru = true;
-  if (m.sets() > m.max_sets()) return;
-  ctas_max /= m.batch_groups;
   m.gru_backward = backward;
+  // bf16: sets of one n-tile, 8 batch rows, U rounded to bf16 (16-row m-tiles: forward 5, 10 or
+  // 16 neurons a CTA, backward-data 16 or 32); where those sets' CTAs exceed the SMs, sets of two
+  // n-tiles, 16 rows (the same CTAs, half as many sets).
+  const std::vector<int> set_rows =
+      bf16 ? std::vector<int>{8, 16} : std::vector<int>{kernels::kPrnnSplitSetRows};
   const std::vector<int> rows_tried = backward && bf16 ? std::vector<int>{16, 32}
                                       : backward       ? std::vector<int>{8, 16}
                                       : bf16           ? std::vector<int>{16, 32, 48}
                                                        : std::vector<int>{16, 24, 32, 48};
-  for (int rows : rows_tried) {
-    m.rows_per_cta = rows;
-    // Backward-data has only the stacked form; the forward's 48 rows too (six stacked m-tiles:
-    // three 16-row ones spilled). bf16 has no split.
-    m.stacked_split = !bf16 && (backward || rows == 48);
-    m.ctas_per_direction =
-        static_cast<int>(ceil_div(kernels::prnn_mma_state_owners(m), kernels::pgru_mma_neurons(m)));
-    if (m.ctas_per_direction <= ctas_max &&
-        tensor_tiling_runs(m, smem_optin, sm_count_, &mma_registers_[backward ? 1 : 0])) {
-      mma_tiling_[backward ? 1 : 0] = m;
-      return;
+  for (int tile : set_rows) {
+    m.batch_tile = tile;
+    m.batch_groups = bf16 ? static_cast<int>(ceil_div(tiling_.max_batch, tile))
+                          : kernels::prnn_split_batch_groups(tiling_.max_batch);
+    if (m.sets() > m.max_sets()) continue;
+    const int set_ctas_max = ctas_max / m.batch_groups;
+    for (int rows : rows_tried) {
+      m.rows_per_cta = rows;
+      // Backward-data has only the stacked form; the forward's 48 rows too (six stacked m-tiles:
+      // three 16-row ones spilled). bf16 has no split.
+      m.stacked_split = !bf16 && (backward || rows == 48);
+      m.ctas_per_direction = static_cast<int>(
+          ceil_div(kernels::prnn_mma_state_owners(m), kernels::pgru_mma_neurons(m)));
+      if (m.ctas_per_direction <= set_ctas_max &&
+          tensor_tiling_runs(m, smem_optin, sm_count_, &mma_registers_[backward ? 1 : 0])) {
+        mma_tiling_[backward ? 1 : 0] = m;
+        return;
+      }
     }
   }
 }
@@ -262,13 +266,16 @@ std::string PersistentGruPlan::describe() const {
       << ", tagged exchange"
       << (m.batch_groups > 1 ? ", " + std::to_string(m.batch_groups) + " batch groups a direction"
                              : "")
+      << (m.bf16_weights ? ", sets of " + std::to_string(m.batch_tile) + " batch rows" : "")
       << "): " << m.ctas() << " CTAs of " << kernels::pgru_mma_neurons(m) << " neurons ("
       << m.rows_per_cta << " rows), " << mma_registers_[bwd ? 1 : 0] << " registers/thread, "
       << kilobytes(kernels::prnn_shared_bytes(m)) << " shared memory/CTA";
   }
   for (bool bwd : {false, true}) {
-    // backward-data's fp32-math kernel stays planned: it reruns where the split overflows.
-    if (!bwd && forward_on_tensor_cores()) continue;
+    // backward-data's fp32-math kernel stays planned where it reruns the split's overflows.
+    if (bwd ? backward_on_tensor_cores() && !backward_reruns_on_overflow()
+            : forward_on_tensor_cores())
+      continue;
     const kernels::PgruPass& p = t.pass(bwd);
     const int rows = t.rows(bwd), reg_rows = p.register_groups * kRowGroup;
     s << "; " << (bwd ? "backward-data " : "forward ") << p.threads << " threads of "

@@ -197,8 +197,9 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, int min_streamed
       plan2(H, B, 2, -1, precision, true, true, forced);
   PersistentGruPlan plan1_fp32(H, B, 1, -1, Precision::kFp32, false);
   // A batch below the plan's maximum (a layer's last, shorter batch): a plan for 4 rows runs B < 4,
-  // one for 16 (4 batch groups) runs 4 <= B < 16.
-  const int wide_batch = B < 4 ? 4 : B < 16 ? 16 : B;
+  // one for 16 (4 batch groups) runs 4 <= B < 16, one for 32 (bf16: sets of 16 rows from H 768)
+  // 16 <= B < 32.
+  const int wide_batch = B < 4 ? 4 : B < 16 ? 16 : B < 32 ? 32 : B;
   PersistentGruPlan plan1_wide(H, wide_batch, 1, -1, precision);
   ASSERT_TRUE(plan1.fits()) << plan1.why_not();
   if (forced > 0) {
@@ -377,9 +378,9 @@ TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   int bf16_plans = 0;
-  for (const Case& c :
-       {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400}, Case{7, 11, 1000},
-        Case{5, 32, 400}, Case{5, 64, 256}, Case{4, 9, 1024}, Case{3, 1, 1024}}) {
+  for (const Case& c : {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400},
+                        Case{7, 11, 1000}, Case{5, 32, 400}, Case{5, 64, 256}, Case{4, 9, 1024},
+                        Case{3, 1, 1024}, Case{4, 27, 768}, Case{3, 32, 1024}, Case{3, 64, 512}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -520,6 +521,16 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
     // Backward-data to H 1024 (12 k-tiles a warp, 16 neurons a CTA: 2 sets of 64 CTAs).
     PersistentGruPlan deep(1024, 16, 1, -1, Precision::kBf16);
     EXPECT_TRUE(deep.pass_in_bf16(true)) << deep.describe();
+    // Where 8-row sets' CTAs exceed the SMs, sets of 16 rows: H 1024 batch 32 on 2 sets of 64.
+    PersistentGruPlan wider(1024, 32, 1, -1, Precision::kBf16);
+    for (bool bwd : {false, true}) {
+      EXPECT_TRUE(wider.pass_in_bf16(bwd)) << wider.describe();
+      const kernels::PrnnTiling& m = bwd ? wider.mma_backward_tiling() : wider.mma_forward_tiling();
+      EXPECT_EQ(m.batch_tile, 16);
+      EXPECT_EQ(m.ctas(), 128);
+    }
+    EXPECT_EQ(PersistentGruPlan(512, 32, 1, -1, Precision::kBf16).mma_forward_tiling().batch_tile,
+              8);
     EXPECT_FALSE(PersistentGruPlan(512, 32, 1).forward_on_tensor_cores());
   }
   PersistentGruPlan huge(6000, 4, 1);
@@ -742,9 +753,11 @@ TEST(PersistentGru, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
 // and in fp32 at the same batch, the persistent recurrence stays.
 TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
-  const int H = 512, in = 16, T = 6;
-  if (PersistentGruPlan(H, 33, 1).forward_on_tensor_cores() || !PersistentGruPlan(H, 33, 1).fits())
-    GTEST_SKIP() << "H 512 batch 33 is not an fp32-math plan here";
+  // H 1024 batch 48: the bf16 passes' sets (3 of 16 rows, 64 CTAs each) exceed 132 SMs too.
+  const int H = 1024, in = 16, T = 6, big = 48;
+  const PersistentGruPlan bf16(H, big, 1, -1, Precision::kBf16);
+  if (!bf16.fits() || bf16.forward_on_tensor_cores() || bf16.backward_on_tensor_cores())
+    GTEST_SKIP() << "H 1024 batch 48 is not an fp32-math plan here: " << bf16.describe();
   CudaContext ctx;
   Rng rng(58);
   RnnLayerPair layer(ctx, rng, "gru", in, H, RnnType::kGru, /*bidirectional=*/false);
@@ -757,15 +770,18 @@ TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) 
     gpu.forward(xd, yd, true);
     DS2_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   };
-  run(33, Precision::kBf16);
+  run(big, Precision::kBf16);
   EXPECT_FALSE(gpu.ran_persistent());
-  EXPECT_NE(gpu.recurrence_path().find("GEMM recurrence (bf16 at batch 33"), std::string::npos)
+  EXPECT_NE(gpu.recurrence_path().find(
+                "GEMM recurrence (bf16 at batch 48 with the persistent GRU's forward and "
+                "backward-data"),
+            std::string::npos)
       << gpu.recurrence_path();
   run(4, Precision::kBf16);
   EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
   EXPECT_NE(gpu.recurrence_path().find("keeps fp32 weights"), std::string::npos)
       << gpu.recurrence_path();
-  run(33, Precision::kFp32);
+  run(big, Precision::kFp32);
   EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
 }
 
