@@ -199,12 +199,16 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // The GRU's sets of 16 batch rows (two n-tiles; session 61, ptxas, bytes spilled by k-tiles kept):
 // forward `<3, 4>` 4 12, 3 none; `<3, 5>` 2-5 8-156, 1 none; `<3, 8>` 1-4 4-156, 0 none (`<3, 2>`,
 // `<3, 6>` none with all); backward-data `<1, 10>` 10 56, 7 12, 5 4, 6 none (the rest none with the
-// one n-tile's rule).
+// one n-tile's rule). Sets of 32 rows (four n-tiles): forward `<3, 4>` 4 16, 1-3 none;
+// backward-data
+// `<1, 10>` 2-6 4-96, `<1, 12>` 2-12 8-108, 0 none; `<1, 8>` 4, `<1, 6>` and below all, none.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
                                                         MmaCell cell = MmaCell::kRelu) {
   if (cell == MmaCell::kGruForward && nt == 2)
     return kpw == 4 ? 3 : kpw == 5 ? 1 : kpw == 8 ? 0 : kpw;
   if (cell == MmaCell::kGruBackward && nt == 2 && kpw == 10) return 6;
+  if (cell == MmaCell::kGruForward && nt == 4) return kpw < 3 ? kpw : 3;
+  if (cell == MmaCell::kGruBackward && nt == 4) return kpw <= 6 ? kpw : kpw == 8 ? 4 : 0;
   if (cell == MmaCell::kGruBackward)
     return mt == 1 ? (kpw == 8 ? 6 : kpw == 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
   const bool spills = mt == 3   ? kpw >= 8 || (kpw == 6 && (tags || nt >= 2))
@@ -397,9 +401,9 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // then a neuron, whose gates' partial sums and epilogue inputs are rows tid_m + gate kGruN of
   // batch row tid_b, from own_ep on in ep.
   constexpr bool kGruForward = kGru && !kGruBwd;
-  const int tid_cols = kGruForward && NT == 2 ? kGruN : R;
+  const int tid_cols = kGruForward && NT > 1 ? kGruN : R;
   const int tid_b = tid / tid_cols, tid_m = tid - tid_b * tid_cols;
-  const int own_ep = kGruForward && NT == 2 ? tid_b * R + tid_m : tid;
+  const int own_ep = kGruForward && NT > 1 ? tid_b * R + tid_m : tid;
   // This lane's B fragments in parity 0 of the exchange, and the distance between k-tiles (in
   // lane pieces: 8 bytes, 16 tagged): a step's load addresses are then one multiply-add each, not
   // a 64-bit index computation per k-tile after the barrier.
@@ -452,7 +456,7 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // critical path (~170 dependent instructions for one warp; kernels/NOTES.md, version 5b).
   // Columns [H, k_padded) of a real batch row are read too (times zero weights), so their owners
   // store tagged zeros.
-  static_assert(!kTags || kPass * (kGruForward && NT == 2 ? kGruN : kRowsPerTile * MT) <= kThreads,
+  static_assert(!kTags || kPass * (kGruForward && NT > 1 ? kGruN : kRowsPerTile * MT) <= kThreads,
                 "tagged: at most one output per thread");
   const int own_k = (kGru ? cta * kGruN : r0) + tid_m;
   // The first of an owner's partial sums in red. Pinned for the split kernel: ptxas recomputed it
@@ -1160,11 +1164,12 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
     if constexpr (NT == 1 && MT <= 3 && KPW <= 8 && !(MT == 2 && KPW == 8))
       if (tags && form == kBf16)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16, kGruFwd>);
-    // bf16, sets of 16 batch rows (two n-tiles): 16 neurons a CTA, where sets of 8 need more CTAs
-    // than the SMs (H 1024 batch 32, H 768 batch 24, H 512 batch 64 on 132).
-    if constexpr (NT == 2 && MT == 3 && KPW <= 8)
+    // bf16, sets of 16 or 32 batch rows (two or four n-tiles): 16 neurons a CTA, where sets of 8
+    // need more CTAs than the SMs (H 1024 batch 32, H 768 batch 24, H 512 batch 64 on 132; 32 rows:
+    // H 1024 batch 64, to H 1024 as CTAs allow).
+    if constexpr (MT == 3 && ((NT == 2 && KPW <= 8) || (NT == 4 && KPW <= 4)))
       if (tags && form == kBf16)
-        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 2, true, kBf16, kGruFwd>);
+        return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true, kBf16, kGruFwd>);
     return nullptr;
   }
   if (cell == kGruBwd) {
@@ -1174,7 +1179,8 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
     // bf16 (sets of 8 batch rows): 16 neurons a CTA to H 1024 (K = 3H: 12 k-tiles a warp), 32 to
     // H 426 (5; past those they spilled, bf16_register_k_tiles).
-    if constexpr (NT <= 2 && ((MT == 1 && KPW <= 12) || (MT == 2 && KPW <= 5)))
+    if constexpr ((NT <= 2 && ((MT == 1 && KPW <= 12) || (MT == 2 && KPW <= 5))) ||
+                  (NT == 4 && MT == 1 && KPW <= 12))
       if (tags && form == kBf16)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true, kBf16, kGruBwd>);
     return nullptr;
@@ -1290,11 +1296,12 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
                      : t.gru_backward ? MmaCell::kGruBackward
                                       : MmaCell::kGruForward)
                : nullptr;
-  if (t.gru) {  // bf16: tagged, one or two n-tiles a set
+  if (t.gru) {  // bf16: tagged, one, two or four n-tiles a set
     const MmaCell cell = t.gru_backward ? MmaCell::kGruBackward : MmaCell::kGruForward;
     if (!t.tagged_exchange) return nullptr;
     return t.batch_tile == 8    ? kernel_for_mt<1>(mt, kpw, true, MmaForm::kBf16, cell)
            : t.batch_tile == 16 ? kernel_for_mt<2>(mt, kpw, true, MmaForm::kBf16, cell)
+           : t.batch_tile == 32 ? kernel_for_mt<4>(mt, kpw, true, MmaForm::kBf16, cell)
                                 : nullptr;
   }
   switch (t.batch_tile) {

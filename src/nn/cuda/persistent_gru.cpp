@@ -198,9 +198,9 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin,
   m.gru_backward = backward;
   // bf16: sets of one n-tile, 8 batch rows, U rounded to bf16 (16-row m-tiles: forward 5, 10 or
   // 16 neurons a CTA, backward-data 16 or 32); where those sets' CTAs exceed the SMs, sets of two
-  // n-tiles, 16 rows (the same CTAs, half as many sets).
+  // n-tiles, 16 rows (the same CTAs, half as many sets), then of four, 32 rows.
   const std::vector<int> set_rows =
-      bf16 ? std::vector<int>{8, 16} : std::vector<int>{kernels::kPrnnSplitSetRows};
+      bf16 ? std::vector<int>{8, 16, 32} : std::vector<int>{kernels::kPrnnSplitSetRows};
   const std::vector<int> rows_tried = backward && bf16 ? std::vector<int>{16, 32}
                                       : backward       ? std::vector<int>{8, 16}
                                       : bf16           ? std::vector<int>{16, 32, 48}

@@ -378,9 +378,10 @@ TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   int bf16_plans = 0;
-  for (const Case& c : {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400},
-                        Case{7, 11, 1000}, Case{5, 32, 400}, Case{5, 64, 256}, Case{4, 9, 1024},
-                        Case{3, 1, 1024}, Case{4, 27, 768}, Case{3, 32, 1024}, Case{3, 64, 512}}) {
+  for (const Case& c :
+       {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400}, Case{7, 11, 1000},
+        Case{5, 32, 400}, Case{5, 64, 256}, Case{4, 9, 1024}, Case{3, 1, 1024}, Case{4, 27, 768},
+        Case{3, 32, 1024}, Case{3, 64, 512}, Case{3, 40, 1024}, Case{2, 64, 1000}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -531,6 +532,15 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
     }
     EXPECT_EQ(PersistentGruPlan(512, 32, 1, -1, Precision::kBf16).mma_forward_tiling().batch_tile,
               8);
+    // and of 32 rows: H 1024 batch 64 on 2 sets of 64.
+    PersistentGruPlan widest(1024, 64, 1, -1, Precision::kBf16);
+    for (bool bwd : {false, true}) {
+      EXPECT_TRUE(widest.pass_in_bf16(bwd)) << widest.describe();
+      const kernels::PrnnTiling& m =
+          bwd ? widest.mma_backward_tiling() : widest.mma_forward_tiling();
+      EXPECT_EQ(m.batch_tile, 32);
+      EXPECT_EQ(m.ctas(), 128);
+    }
     EXPECT_FALSE(PersistentGruPlan(512, 32, 1).forward_on_tensor_cores());
   }
   PersistentGruPlan huge(6000, 4, 1);
@@ -753,11 +763,12 @@ TEST(PersistentGru, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
 // and in fp32 at the same batch, the persistent recurrence stays.
 TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
-  // H 1024 batch 48: the bf16 passes' sets (3 of 16 rows, 64 CTAs each) exceed 132 SMs too.
-  const int H = 1024, in = 16, T = 6, big = 48;
+  // H 1280 batch 48: the bf16 passes' sets exceed 132 SMs too (forward 80 CTAs a set, two sets of
+  // 32 rows not built at 5 k-tiles a warp), and backward-data's kernels end at H 1024.
+  const int H = 1280, in = 16, T = 6, big = 48;
   const PersistentGruPlan bf16(H, big, 1, -1, Precision::kBf16);
   if (!bf16.fits() || bf16.forward_on_tensor_cores() || bf16.backward_on_tensor_cores())
-    GTEST_SKIP() << "H 1024 batch 48 is not an fp32-math plan here: " << bf16.describe();
+    GTEST_SKIP() << "H 1280 batch 48 is not an fp32-math plan here: " << bf16.describe();
   CudaContext ctx;
   Rng rng(58);
   RnnLayerPair layer(ctx, rng, "gru", in, H, RnnType::kGru, /*bidirectional=*/false);
