@@ -195,22 +195,23 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // bytes, `<1, 12>` 40, two m-tiles from 5 k-tiles 12-84; `<1, 10>`, `<2, 4>` none) keeps 6 at one
 // m-tile and 8 k-tiles, and 4 at two m-tiles (no spills to 5 k-tiles; from 6 still 20-28 bytes:
 // not built). `<1, 12>` (H 854-1024) spilled with 1-12 kept (4-100 bytes, also with the pieces
-// loaded in two to four phases, session 61) and keeps none: 122 registers, no spills.
-// The GRU's sets of 16 batch rows (two n-tiles; session 61, ptxas, bytes spilled by k-tiles kept):
-// forward `<3, 4>` 4 12, 3 none; `<3, 5>` 2-5 8-156, 1 none; `<3, 8>` 1-4 4-156, 0 none (`<3, 2>`,
-// `<3, 6>` none with all); backward-data `<1, 10>` 10 56, 7 12, 5 4, 6 none (the rest none with the
-// one n-tile's rule). Sets of 32 rows (four n-tiles): forward `<3, 4>` 4 16, 1-3 none;
-// backward-data
-// `<1, 10>` 2-6 4-96, `<1, 12>` 2-12 8-108, 0 none; `<1, 8>` 4, `<1, 6>` and below all, none.
+// loaded in two to four phases, session 61) and keeps none: 122 registers, no spills. So do
+// `<1, 14>` and `<1, 16>` (H 1025-1365; 123-128 registers, none at two n-tiles or `<1, 16>` at
+// four). The GRU's sets of 16 batch rows (two n-tiles; session 61, ptxas, bytes spilled by k-tiles
+// kept): forward `<3, 4>` 4 12, 3 none; `<3, 5>` 2-5 8-156, 1 none; `<3, 6>` 6 244, 4 144, 2-3
+// none; `<3, 8>` 1-4 4-156, 0 none; `<3, 2>` none with all. Backward-data `<1, 10>` 10 56, 7 12,
+// 5 4, 6 none (the rest none with the one n-tile's rule). Sets of 32 rows (four n-tiles): forward
+// `<3, 4>` 4 16, 1-3 none; backward-data `<1, 10>` 2-6 4-96, `<1, 12>` 2-12 8-108, 0 none; `<1, 8>`
+// 4, `<1, 6>` and below all, none.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
                                                         MmaCell cell = MmaCell::kRelu) {
   if (cell == MmaCell::kGruForward && nt == 2)
-    return kpw == 4 ? 3 : kpw == 5 ? 1 : kpw == 8 ? 0 : kpw;
+    return kpw == 4 || kpw == 6 ? 3 : kpw == 5 ? 1 : kpw == 8 ? 0 : kpw;
   if (cell == MmaCell::kGruBackward && nt == 2 && kpw == 10) return 6;
   if (cell == MmaCell::kGruForward && nt == 4) return kpw < 3 ? kpw : 3;
   if (cell == MmaCell::kGruBackward && nt == 4) return kpw <= 6 ? kpw : kpw == 8 ? 4 : 0;
   if (cell == MmaCell::kGruBackward)
-    return mt == 1 ? (kpw == 8 ? 6 : kpw == 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
+    return mt == 1 ? (kpw == 8 ? 6 : kpw >= 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
   const bool spills = mt == 3   ? kpw >= 8 || (kpw == 6 && (tags || nt >= 2))
                       : mt == 2 ? kpw >= 12 || (kpw == 10 && (tags || nt == 4))
                                 : false;
@@ -1177,10 +1178,11 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
-    // bf16 (sets of 8 batch rows): 16 neurons a CTA to H 1024 (K = 3H: 12 k-tiles a warp), 32 to
-    // H 426 (5; past those they spilled, bf16_register_k_tiles).
-    if constexpr ((NT <= 2 && ((MT == 1 && KPW <= 12) || (MT == 2 && KPW <= 5))) ||
-                  (NT == 4 && MT == 1 && KPW <= 12))
+    // bf16 (sets of 8, 16 or 32 batch rows): 16 neurons a CTA to H 1365 (K = 3H: 16 k-tiles a
+    // warp; fragments in shared memory from 12), 32 to H 426 (5; past those they spilled,
+    // bf16_register_k_tiles; four n-tiles at 14 k-tiles spilled 8 bytes with none kept).
+    if constexpr ((NT <= 2 && ((MT == 1 && KPW <= 16) || (MT == 2 && KPW <= 5))) ||
+                  (NT == 4 && MT == 1 && KPW <= 16 && KPW != 14))
       if (tags && form == kBf16)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true, kBf16, kGruBwd>);
     return nullptr;

@@ -381,7 +381,8 @@ TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   for (const Case& c :
        {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400}, Case{7, 11, 1000},
         Case{5, 32, 400}, Case{5, 64, 256}, Case{4, 9, 1024}, Case{3, 1, 1024}, Case{4, 27, 768},
-        Case{3, 32, 1024}, Case{3, 64, 512}, Case{3, 40, 1024}, Case{2, 64, 1000}}) {
+        Case{3, 32, 1024}, Case{3, 64, 512}, Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},
+        Case{3, 12, 1300}, Case{3, 24, 1300}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -532,6 +533,10 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
     }
     EXPECT_EQ(PersistentGruPlan(512, 32, 1, -1, Precision::kBf16).mma_forward_tiling().batch_tile,
               8);
+    // Backward-data past H 1024 (16 k-tiles a warp at H 1300: 82 CTAs of 16 neurons), and the
+    // forward there in one set of 16 rows (6 k-tiles a warp).
+    const PersistentGruPlan past(1300, 12, 1, -1, Precision::kBf16);
+    EXPECT_TRUE(past.pass_in_bf16(false) && past.pass_in_bf16(true)) << past.describe();
     // and of 32 rows: H 1024 batch 64 on 2 sets of 64.
     PersistentGruPlan widest(1024, 64, 1, -1, Precision::kBf16);
     for (bool bwd : {false, true}) {
@@ -763,8 +768,8 @@ TEST(PersistentGru, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
 // and in fp32 at the same batch, the persistent recurrence stays.
 TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
-  // H 1280 batch 48: the bf16 passes' sets exceed 132 SMs too (forward 80 CTAs a set, two sets of
-  // 32 rows not built at 5 k-tiles a warp), and backward-data's kernels end at H 1024.
+  // H 1280 batch 48: the bf16 passes' sets exceed 132 SMs too (80 CTAs a set: two sets of 32 rows;
+  // the forward's four n-tiles are not built at 5 k-tiles a warp).
   const int H = 1280, in = 16, T = 6, big = 48;
   const PersistentGruPlan bf16(H, big, 1, -1, Precision::kBf16);
   if (!bf16.fits() || bf16.forward_on_tensor_cores() || bf16.backward_on_tensor_cores())
