@@ -408,8 +408,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // This lane's B fragments in parity 0 of the exchange, and the distance between k-tiles (in
   // lane pieces: 8 bytes, 16 tagged): a step's load addresses are then one multiply-add each, not
   // a 64-bit index computation per k-tile after the barrier.
-  // Tagged: one n-tile (batch <= 8), so the stride is a constant and the loads' offsets from one
-  // base are immediates.
+  // Tagged at one n-tile (batch <= 8): the stride is a constant and the loads' offsets from one
+  // base are immediates (the GRU's sets of two or four n-tiles read it from ntx).
   const int k_stride = kTags && NT == 1 ? 32 : ntx * 32, my_k_tiles = kt_end - kt0;
   // fp32 split: this warp's pieces (persistent_rnn_mma.h, prnn_split_state_half).
   const Piece* frag_base =
@@ -451,12 +451,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
     }
   }
 
-  // Tagged (one pass of at most 8 batch rows): thread tid owns output o = tid (batch row tid_b,
-  // row r0 + tid_m) for the whole launch, if any, so the output's addresses are worked out here
-  // once: on every step they sat between the CTA barrier and the exchange store, the step's
-  // critical path (~170 dependent instructions for one warp; kernels/NOTES.md, version 5b).
-  // Columns [H, k_padded) of a real batch row are read too (times zero weights), so their owners
-  // store tagged zeros.
+  // Tagged (one pass of at most 8 batch rows, the GRU's 16 or 32): thread tid owns output o = tid
+  // (batch row tid_b, row r0 + tid_m) for the whole launch, if any, so the output's addresses are
+  // worked out here once: on every step they sat between the CTA barrier and the exchange store,
+  // the step's critical path (~170 dependent instructions for one warp; kernels/NOTES.md, version
+  // 5b). Columns [H, k_padded) of a real batch row are read too (times zero weights), so their
+  // owners store tagged zeros.
   static_assert(!kTags || kPass * (kGruForward && NT > 1 ? kGruN : kRowsPerTile * MT) <= kThreads,
                 "tagged: at most one output per thread");
   const int own_k = (kGru ? cta * kGruN : r0) + tid_m;
