@@ -458,7 +458,7 @@ void check_tiling(const PrnnTiling& t) {
   const bool own = t.tensor_cores
                        ? t.threads == kPrnnMmaThreads &&
                              t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&
-                             // one pass: one n-tile, or the GRU's set of 8 or 16 rows
+                             // one pass: one n-tile, or the GRU's set of 8, 16 or 32 rows
                              (!t.tagged_exchange || t.group_batch() <= (t.gru ? t.batch_tile : 8))
                        : t.rows_per_cta % kRg == 0 && t.threads % 32 == 0 &&
                              int64_t{t.threads} * 4 * t.chunks >= t.hidden &&

@@ -74,8 +74,11 @@ MmaDir& set_operands(MmaArgs& a, int set) {
 // (8-row m-tiles: prnn_stacked_split_a_fragment).
 enum class MmaForm { kBf16, kFp16Split, kStackedSplit };
 // The recurrence: the clipped ReLU (forward and backward-data), or the GRU's forward or
-// backward-data (the fp32 split, or bf16 sets of 8 batch rows).
+// backward-data (the fp32 split, or bf16 sets of 8, 16 or 32 batch rows).
 enum class MmaCell { kRelu, kGruForward, kGruBackward };
+MmaCell cell_of(const PrnnTiling& t) {
+  return !t.gru ? MmaCell::kRelu : t.gru_backward ? MmaCell::kGruBackward : MmaCell::kGruForward;
+}
 
 int k_tiles(const PrnnTiling& t) {
   return prnn_mma_k_tiles(t.inputs());
@@ -244,9 +247,7 @@ int prnn_mma_bf16_shared_k_tiles(const PrnnTiling& t) {
   if (!t.tensor_cores || !t.bf16_weights) return 0;
   const int kpw = kernel_k_tiles(t);
   return kpw - bf16_register_k_tiles(t.rows_per_cta / 16, kpw, t.batch_tile / 8, t.tagged_exchange,
-                                     !t.gru           ? MmaCell::kRelu
-                                     : t.gru_backward ? MmaCell::kGruBackward
-                                                      : MmaCell::kGruForward);
+                                     cell_of(t));
 }
 
 namespace {
@@ -1289,32 +1290,25 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
     return nullptr;
   const int mt = t.rows_per_cta / prnn_mma_tile_rows(t);
   const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
+  const MmaCell cell = cell_of(t);
   if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass a set
     return t.batch_tile == kPrnnSplitSetRows && t.group_batch() <= kPrnnSplitSetRows
                ? kernel_for_mt<1>(
                      mt, kpw, t.tagged_exchange,
-                     prnn_mma_stacked_split(t) ? MmaForm::kStackedSplit : MmaForm::kFp16Split,
-                     !t.gru           ? MmaCell::kRelu
-                     : t.gru_backward ? MmaCell::kGruBackward
-                                      : MmaCell::kGruForward)
+                     prnn_mma_stacked_split(t) ? MmaForm::kStackedSplit : MmaForm::kFp16Split, cell)
                : nullptr;
-  if (t.gru) {  // bf16: tagged, one, two or four n-tiles a set
-    const MmaCell cell = t.gru_backward ? MmaCell::kGruBackward : MmaCell::kGruForward;
-    if (!t.tagged_exchange) return nullptr;
-    return t.batch_tile == 8    ? kernel_for_mt<1>(mt, kpw, true, MmaForm::kBf16, cell)
-           : t.batch_tile == 16 ? kernel_for_mt<2>(mt, kpw, true, MmaForm::kBf16, cell)
-           : t.batch_tile == 32 ? kernel_for_mt<4>(mt, kpw, true, MmaForm::kBf16, cell)
-                                : nullptr;
-  }
+  // bf16: passes of batch_tile columns. The GRU's are tagged only, one pass of one, two or four
+  // n-tiles (kernel_for_exchange builds no GRU kernel of eight).
+  if (t.gru && !t.tagged_exchange) return nullptr;
   switch (t.batch_tile) {
     case 8:
-      return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);
+      return kernel_for_mt<1>(mt, kpw, t.tagged_exchange, MmaForm::kBf16, cell);
     case 16:
-      return kernel_for_mt<2>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);
+      return kernel_for_mt<2>(mt, kpw, t.tagged_exchange, MmaForm::kBf16, cell);
     case 32:
-      return kernel_for_mt<4>(mt, kpw, t.tagged_exchange, MmaForm::kBf16);
+      return kernel_for_mt<4>(mt, kpw, t.tagged_exchange, MmaForm::kBf16, cell);
     case 64:  // one m-tile only: wider CTAs' accumulators spill
-      return mt == 1 ? kernel_for_kpw<1, 8>(kpw, t.tagged_exchange, MmaForm::kBf16) : nullptr;
+      return mt == 1 ? kernel_for_kpw<1, 8>(kpw, t.tagged_exchange, MmaForm::kBf16, cell) : nullptr;
     default:
       return nullptr;
   }

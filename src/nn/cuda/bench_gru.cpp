@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -173,19 +174,21 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   }
 
   // bf16: the bf16 passes on tensor cores where the fp32 split's do not reach (the other pass as
-  // the fp32 plan's), beside the rows above. A bf16 layer runs that plan: the one-direction row of
-  // the line below.
+  // the fp32 plan's), beside the rows above. The plan a layer of this precision runs (bf16 that
+  // one, fp32 `plan`) is the one-direction plan of the both-directions line below.
+  std::optional<PersistentGruPlan> bf16_plan;
+  const PersistentGruPlan& layer_plan =
+      bf16 ? bf16_plan.emplace(H, B, 1, o.device, Precision::kBf16) : plan;
   Row layer_row = persistent;
   if (bf16) {
-    const PersistentGruPlan bf16_plan(H, B, 1, o.device, Precision::kBf16);
-    const bool fwd16 = bf16_plan.pass_in_bf16(false), bwd16 = bf16_plan.pass_in_bf16(true);
-    if (bf16_plan.fits() && (fwd16 || bwd16)) {
-      rep << "plan with bf16 passes: " << bf16_plan.describe() << "\n";
+    const bool fwd16 = layer_plan.pass_in_bf16(false), bwd16 = layer_plan.pass_in_bf16(true);
+    if (layer_plan.fits() && (fwd16 || bwd16)) {
+      rep << "plan with bf16 passes: " << layer_plan.describe() << "\n";
       Row row(std::string("ours: persistent GRU, bf16 ") + (fwd16 && bwd16 ? "both passes"
                                                             : fwd16        ? "forward"
                                                                            : "backward-data"));
       std::vector<float> h_other, dx_other;
-      time_plan(bf16_plan, row, &h_other, &dx_other);
+      time_plan(layer_plan, row, &h_other, &dx_other);
       row.note = check_note(h_other, h_ours, dx_other, dx_ours);
       rows.push_back(row);
       layer_row = row;
@@ -198,15 +201,14 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   std::string both_directions;
   if (plan.fits()) {
     const Precision layer_precision = bf16 ? Precision::kBf16 : Precision::kFp32;
-    const PersistentGruPlan one(H, B, 1, o.device, layer_precision);
     const PersistentGruPlan bi(H, B, 2, o.device, layer_precision);
     Row in_turn(""), both("");
-    time_plan(one, in_turn, nullptr, nullptr, 2);
+    time_plan(layer_plan, in_turn, nullptr, nullptr, 2);
     if (bi.fits()) time_plan(bi, both, nullptr, nullptr, 2);
     std::string layer_runs;
     if (bi.fits()) {
-      const bool forward = directions_in_turn_faster(bi, one, false);
-      const bool backward = directions_in_turn_faster(bi, one, true);
+      const bool forward = directions_in_turn_faster(bi, layer_plan, false);
+      const bool backward = directions_in_turn_faster(bi, layer_plan, true);
       const auto way = [](bool in_turn) { return in_turn ? "one after the other" : "one launch"; };
       layer_runs = forward == backward ? way(forward)
                                        : std::string("forward ") + way(forward) +

@@ -168,8 +168,8 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
     plan_mma(false, ctas_max, smem_optin);
     plan_mma(true, ctas_max, smem_optin);
     // bf16: where the fp32 split's pass is off the tensor cores, that pass in bf16 on them (sets
-    // of 8 batch rows, half the split's bytes a weight; U and the exchanged state or dG rounded as
-    // the GEMM recurrence on bf16 operands rounds them).
+    // of 8, 16 or 32 batch rows, half the split's bytes a weight; U and the exchanged state or dG
+    // rounded as the GEMM recurrence on bf16 operands rounds them).
     if (precision == Precision::kBf16 && !forward_on_tensor_cores())
       plan_mma(false, ctas_max, smem_optin, /*bf16=*/true);
     if (precision == Precision::kBf16 && !backward_on_tensor_cores())

@@ -368,12 +368,12 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
   for (const Case& c : kCases) check_case(ctx, c, ++seed);
 }
 
-// bf16 plans past the fp32 split's batch groups run the passes on tensor cores in sets of 8 batch
-// rows (U, and the state or dG exchanged, rounded to bf16, as the GEMM recurrence on bf16 operands
-// computes it). On 132 SMs: H 512 batch 32 (one direction, 4 sets), H 1000 batch 16 (2 sets), H
-// 401 batch 24 (3 sets), both directions of H 400 at batch 16 (2 sets each) and 32 (4 sets each:
-// 8 in one launch, backward-data 32 neurons a CTA), H 256 batch 64 (8 sets of one direction), and
-// through plans for a wider batch.
+// bf16 plans past the fp32 split's batch groups run the passes on tensor cores in sets of 8, 16 or
+// 32 batch rows (U, and the state or dG exchanged, rounded to bf16, as the GEMM recurrence on bf16
+// operands computes it). On 132 SMs: H 512 batch 32 (one direction, 4 sets), H 1000 batch 16 (2
+// sets), H 401 batch 24 (3 sets), both directions of H 400 at batch 16 (2 sets each) and 32 (4 sets
+// each: 8 in one launch, backward-data 32 neurons a CTA), H 256 batch 64 (8 sets of one direction),
+// and through plans for a wider batch.
 TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -389,7 +389,7 @@ TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
     }
     check_case(ctx, c, 900 + c.T + c.B + c.H, 0, Precision::kBf16);
   }
-  if (bf16_plans == 0) GTEST_SKIP() << "no bf16 forward plan on this GPU";
+  if (bf16_plans == 0) GTEST_SKIP() << "no bf16 tensor-core pass planned on this GPU";
 }
 
 // The tensor-core backward-data exchanges dG times a power of two chosen from the largest |dy|, so
