@@ -204,14 +204,16 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // kept): forward `<3, 4>` 4 12, 3 none; `<3, 5>` 2-5 8-156, 1 none; `<3, 6>` 6 244, 4 144, 2-3
 // none; `<3, 8>` 1-4 4-156, 0 none; `<3, 2>` none with all. Backward-data `<1, 10>` 10 56, 7 12,
 // 5 4, 6 none (the rest none with the one n-tile's rule). Sets of 32 rows (four n-tiles): forward
-// `<3, 4>` 4 16, 1-3 none; backward-data `<1, 10>` 2-6 4-96, `<1, 12>` 2-12 8-108, 0 none; `<1, 8>`
-// 4, `<1, 6>` and below all, none.
+// `<3, 4>` 4 16, 1-3 none; `<3, 5>` 0-3 none (fewer than 2 kept pass 227 KB of shared memory);
+// `<3, 6>` 3 48, 2 4, 1 none, 0 16 (2 or more must stay for shared memory: not built); `<2, 4>`
+// and `<2, 5>` none with all; `<2, 6>` 6 80, 5 52, 4 16, 3 none (session 62); backward-data `<1,
+// 10>` 2-6 4-96, `<1, 12>` 2-12 8-108, 0 none; `<1, 8>` 4, `<1, 6>` and below all, none.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
                                                         MmaCell cell = MmaCell::kRelu) {
   if (cell == MmaCell::kGruForward && nt == 2)
     return kpw == 4 || kpw == 6 ? 3 : kpw == 5 ? 1 : kpw == 8 ? 0 : kpw;
   if (cell == MmaCell::kGruBackward && nt == 2 && kpw == 10) return 6;
-  if (cell == MmaCell::kGruForward && nt == 4) return kpw < 3 ? kpw : 3;
+  if (cell == MmaCell::kGruForward && nt == 4) return mt == 2 && kpw <= 5 ? kpw : kpw < 3 ? kpw : 3;
   if (cell == MmaCell::kGruBackward && nt == 4) return kpw <= 6 ? kpw : kpw == 8 ? 4 : 0;
   if (cell == MmaCell::kGruBackward)
     return mt == 1 ? (kpw == 8 ? 6 : kpw >= 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
@@ -225,9 +227,13 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
   return kpw == 6 && nt == 2 ? 3 : 4;
 }
 
-// The k-tiles per warp of the kernel that runs t: where its fragments live follows from them.
+// The k-tiles per warp of the kernel that runs t: where its fragments live follows from them. The
+// bf16 GRU's backward-data at four n-tiles has no kernel of 14 (it spilled 8 bytes with no
+// fragment in registers, as 16's keeps none): 13-14 run on 16's, its loops bounded by the plan's.
 int kernel_k_tiles(const PrnnTiling& t) {
-  return prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.inputs()));
+  const int k = prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.inputs()));
+  const bool gru_bwd_bf16_32 = t.gru && t.gru_backward && t.bf16_weights && t.batch_tile == 32;
+  return k == 14 && gru_bwd_bf16_32 ? 16 : k;
 }
 
 }  // namespace
@@ -1168,8 +1174,11 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16, kGruFwd>);
     // bf16, sets of 16 or 32 batch rows (two or four n-tiles): 16 neurons a CTA, where sets of 8
     // need more CTAs than the SMs (H 1024 batch 32, H 768 batch 24, H 512 batch 64 on 132; 32 rows:
-    // H 1024 batch 64, to H 1024 as CTAs allow).
-    if constexpr (MT == 3 && ((NT == 2 && KPW <= 8) || (NT == 4 && KPW <= 4)))
+    // H 1024 batch 64 and H 1025-1056 at batch 33-64); sets of 32 at 10 neurons a CTA, one set of
+    // H 1057-1320 (`<3, 6>` at four n-tiles spilled 4-48 bytes wherever its fragments fit in
+    // shared memory).
+    if constexpr ((MT == 3 && ((NT == 2 && KPW <= 8) || (NT == 4 && KPW <= 5))) ||
+                  (MT == 2 && NT == 4 && (KPW == 5 || KPW == 6)))
       if (tags && form == kBf16)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true, kBf16, kGruFwd>);
     return nullptr;
@@ -1181,7 +1190,8 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
     // bf16 (sets of 8, 16 or 32 batch rows): 16 neurons a CTA to H 1365 (K = 3H: 16 k-tiles a
     // warp; fragments in shared memory from 12), 32 to H 426 (5; past those they spilled,
-    // bf16_register_k_tiles; four n-tiles at 14 k-tiles spilled 8 bytes with none kept).
+    // bf16_register_k_tiles; four n-tiles at 14 k-tiles spilled 8 bytes with none kept, so 13-14
+    // run on 16's kernel: kernel_k_tiles).
     if constexpr ((NT <= 2 && ((MT == 1 && KPW <= 16) || (MT == 2 && KPW <= 5))) ||
                   (NT == 4 && MT == 1 && KPW <= 16 && KPW != 14))
       if (tags && form == kBf16)
@@ -1220,9 +1230,10 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
   }
 }
 
+// kpw: the kernel's compiled k-tiles per warp (kernel_k_tiles; 0: none that large).
 template <int MT, int NT>
 const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, MmaCell cell = MmaCell::kRelu) {
-  switch (prnn_mma_kernel_k_tiles(kpw)) {
+  switch (kpw) {
     case 2:
       return kernel_for_exchange<MT, 2, NT>(tags, form, cell);
     case 4:
@@ -1289,7 +1300,7 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
   if (!t.tensor_cores || t.threads != kThreads || t.rows_per_cta % prnn_mma_tile_rows(t) != 0)
     return nullptr;
   const int mt = t.rows_per_cta / prnn_mma_tile_rows(t);
-  const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
+  const int kpw = kernel_k_tiles(t);
   const MmaCell cell = cell_of(t);
   if (!t.bf16_weights)  // fp32 split: batch rows 4 per pass, at most one pass a set
     return t.batch_tile == kPrnnSplitSetRows && t.group_batch() <= kPrnnSplitSetRows

@@ -183,7 +183,9 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin,
   // stacked 24 (8), 32 (10), stacked 48 (16: both directions of H 661-1024); backward-data (rows
   // are neurons, K = 3H): the stacked split's 8, then 16. Fewer, wider CTAs were slower wherever
   // measured (H200, the forward, H 192-768 at batch 1 and 4: 32 or 48 rows 0.1-0.4 us a step
-  // slower than the fewest that fit; kernels/NOTES.md, session 51). The split runs 4 batch rows a
+  // slower than the fewest that fit; kernels/NOTES.md, session 51; bf16 sets of 32 rows, the
+  // forward at 32 rows against 48, session 62: H 1280 batch 32 4.93 / 5.12, H 1152 batch 32 4.76 /
+  // 5.03, H 1088 batch 24 3.64 / 3.97). The split runs 4 batch rows a
   // set of CTAs: past batch 4 in batch groups of at most 4 rows, every set's CTAs beside the
   // others' (kernels::PrnnTiling::batch_groups, as the clipped ReLU's plan takes them).
   kernels::PrnnTiling m;

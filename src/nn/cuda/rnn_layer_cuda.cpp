@@ -39,6 +39,25 @@ int gru_fma_bf16_backward_max_batch(int hidden) {
   return hidden <= 1024 ? 16 : 8;
 }
 
+// A bidirectional bf16 GRU layer whose pass runs its directions one after the other on bf16
+// tensor cores (both do not fit the SMs at once) runs that pass on the GEMM recurrence past this
+// many batch rows a set: every CTA reads its set's whole state from L2 every step, and the GEMM
+// recurrence runs the two directions side by side. H200, `ds2 bench step configs/ds2-large.yaml
+// run.device=cuda train.precision=bf16 model.rnn_type=gru model.rnn_hidden=H --batch B`, seven
+// bidirectional layers, ms a step persistent (in turn) / GEMM recurrence, rows a set in brackets
+// (session 62): H 1024 batch 40 (20) 45.54 / 50.05, batch 48 (24) 49.18 / 56.10, batch 56 (28)
+// 59.11 / 56.78, batch 64 (32) 63.05 / 60.78; H 1056 batch 48 (24) 52.89 / 63.34, batch 64 (32)
+// 67.87 / 65.02; H 1152 batch 17 37.69 / 45.70, batch 24 42.39 / 44.30, batch 32 53.07 / 49.86;
+// H 1216 batch 20 40.66 / 44.53; H 1280 batch 17 39.28 / 40.28, batch 24 44.28 / 44.40, batch 32
+// 55.87 / 54.34; H 1320 batch 24 53.32 / 54.73.
+constexpr int kGruInTurnBf16MaxSetRows = 24;
+bool gru_in_turn_on_gemm(const PersistentGruPlan& plan, int directions, bool backward, int batch) {
+  if (directions != 2 || !plan.fits() || plan.directions() != 1 || !plan.pass_in_bf16(backward))
+    return false;
+  const kernels::PrnnTiling& m = backward ? plan.mma_backward_tiling() : plan.mma_forward_tiling();
+  return m.group_rows(batch) > kGruInTurnBf16MaxSetRows;
+}
+
 // Whether a pass of a bidirectional layer runs its directions one after the other on `one`
 // rather than in one launch on `both`: the clipped ReLU's rule is one for both passes, the GRU's
 // decides each (nn/cuda/persistent_rnn.h, nn/cuda/persistent_gru.h).
@@ -516,8 +535,9 @@ bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
   // / 11.04, H 512 batch 33 15.56 / 12.39, H 1024 batch 48 25.63 / 10.36, H 1536 batch 24 22.05
   // / 11.02; backward-data, session 60: H 401 batch 24 9.83 / 12.47, H 512 batch 32 13.02 / 10.19,
   // H 768 batch 24 13.23 / 11.19, H 1024 batch 16 10.87 / 12.30, batch 33 20.82 / 12.88, H 1536
-  // batch 12 14.29 / 12.88). The two passes decide apart: they read and write the same arrays
-  // either way.
+  // batch 12 14.29 / 12.88). So does a bidirectional layer's pass that runs its directions one
+  // after the other in sets of more than 24 batch rows (gru_in_turn_on_gemm). The two passes
+  // decide apart: they read and write the same arrays either way.
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const Precision precision = bf16 ? Precision::kBf16 : Precision::kFp32;
   const bool replan = needs_replan(gru_plan_.get(), batch, precision);
@@ -529,20 +549,36 @@ bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
   }
   // Judged per call: a plan serves every batch up to its own.
   const PersistentGruPlan& backward_plan = gru_backward_plan_ ? *gru_backward_plan_ : *gru_plan_;
-  const bool gemm_forward = bf16 && gru_plan_->fits() && batch > kGruFmaBf16MaxBatch &&
-                            !gru_plan_->forward_on_tensor_cores();
-  const bool gemm_backward = bf16 && gru_plan_->fits() &&
-                             batch > gru_fma_bf16_backward_max_batch(hidden_) &&
-                             !backward_plan.backward_on_tensor_cores();
+  const bool fma_forward = bf16 && gru_plan_->fits() && batch > kGruFmaBf16MaxBatch &&
+                           !gru_plan_->forward_on_tensor_cores();
+  const bool fma_backward = bf16 && gru_plan_->fits() &&
+                            batch > gru_fma_bf16_backward_max_batch(hidden_) &&
+                            !backward_plan.backward_on_tensor_cores();
+  const bool gemm_forward =
+      fma_forward || (bf16 && gru_in_turn_on_gemm(*gru_plan_, directions_, false, batch));
+  const bool gemm_backward =
+      fma_backward || (bf16 && gru_in_turn_on_gemm(backward_plan, directions_, true, batch));
   if (replan || gemm_forward != gru_gemm_forward_ || gemm_backward != gru_gemm_backward_) {
     gru_gemm_forward_ = gemm_forward;
     gru_gemm_backward_ = gemm_backward;
+    // Each pass's reason: off the tensor cores, or its directions in turn in sets too wide.
+    const auto reason = [&](bool fma, const kernels::PrnnTiling& m) {
+      return fma ? std::string(" off the tensor cores")
+                 : " one direction after the other in sets of " +
+                       std::to_string(m.group_rows(batch)) + " batch rows";
+    };
+    const std::string forward_reason = reason(fma_forward, gru_plan_->mma_forward_tiling());
+    const std::string backward_reason = reason(fma_backward, backward_plan.mma_backward_tiling());
+    const std::string passes =
+        gemm_forward && gemm_backward
+            ? (forward_reason == backward_reason
+                   ? "forward and backward-data" + forward_reason
+                   : "forward" + forward_reason + " and backward-data" + backward_reason)
+        : gemm_forward ? "forward" + forward_reason
+                       : "backward-data" + backward_reason;
     const std::string why = "bf16 at batch " + std::to_string(batch) +
-                            " with the persistent GRU's " +
-                            (gemm_forward && gemm_backward ? "forward and backward-data"
-                             : gemm_forward                ? "forward"
-                                                           : "backward-data") +
-                            " off the tensor cores: the GEMM recurrence on bf16 operands is faster";
+                            " with the persistent GRU's " + passes +
+                            ": the GEMM recurrence on bf16 operands is faster";
     recurrence_path_ = recurrence_of(*gru_plan_, directions_, gru_backward_plan_.get());
     if (gemm_forward && gemm_backward) {
       recurrence_path_ = "GEMM recurrence (" + why + ")";

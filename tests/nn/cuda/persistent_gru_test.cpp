@@ -218,10 +218,11 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, int min_streamed
   for (auto* arr : {&dcand, &dh}) arr->reserve(2 * nh);
   ddpre.reserve(std::max<int64_t>(1, int64_t{T} * B * P));
   ddg.reserve(2 * 3 * nh);
-  ws.reserve(static_cast<int64_t>(
-      std::max({plan1.workspace_bytes(), plan2.workspace_bytes(), plan1_wide.workspace_bytes()}) /
-          sizeof(float) +
-      1));
+  ws.reserve(
+      static_cast<int64_t>(std::max({plan1.workspace_bytes(), plan2.workspace_bytes(),
+                                     plan1_fp32.workspace_bytes(), plan1_wide.workspace_bytes()}) /
+                               sizeof(float) +
+                           1));
   std::vector<const PersistentGruPlan*> plans = {&plan1, &plan2};
   if (forced == 0 && (plan1.forward_on_tensor_cores() || plan1.backward_on_tensor_cores()))
     plans.push_back(&plan1_fp32);
@@ -373,16 +374,19 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
 // operands computes it). On 132 SMs: H 512 batch 32 (one direction, 4 sets), H 1000 batch 16 (2
 // sets), H 401 batch 24 (3 sets), both directions of H 400 at batch 16 (2 sets each) and 32 (4 sets
 // each: 8 in one launch, backward-data 32 neurons a CTA), H 256 batch 64 (8 sets of one direction),
-// and through plans for a wider batch.
+// H 1280 batch 32 and H 1310 batch 20 (one set of 32 rows, forward on 128 and 131 CTAs of 10
+// neurons at 5 and 6 k-tiles a warp), H 1040 batch 64 (two sets of 32 rows, forward on 65 CTAs of
+// 16 neurons each at 5 k-tiles), and through plans for a wider batch.
 TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   int bf16_plans = 0;
-  for (const Case& c :
-       {Case{9, 32, 512}, Case{8, 16, 1000}, Case{5, 24, 401}, Case{6, 16, 400}, Case{7, 11, 1000},
-        Case{5, 32, 400}, Case{5, 64, 256}, Case{4, 9, 1024}, Case{3, 1, 1024}, Case{4, 27, 768},
-        Case{3, 32, 1024}, Case{3, 64, 512}, Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},
-        Case{3, 12, 1300}, Case{3, 24, 1300}}) {
+  for (const Case& c : {Case{9, 32, 512},  Case{8, 16, 1000}, Case{5, 24, 401},  Case{6, 16, 400},
+                        Case{7, 11, 1000}, Case{5, 32, 400},  Case{5, 64, 256},  Case{4, 9, 1024},
+                        Case{3, 1, 1024},  Case{4, 27, 768},  Case{3, 32, 1024}, Case{3, 64, 512},
+                        Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},  Case{3, 12, 1300},
+                        Case{3, 24, 1300}, Case{3, 32, 1280}, Case{2, 20, 1310}, Case{2, 64, 1040},
+                        Case{3, 17, 1100}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -545,6 +549,18 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
           bwd ? widest.mma_backward_tiling() : widest.mma_forward_tiling();
       EXPECT_EQ(m.batch_tile, 32);
       EXPECT_EQ(m.ctas(), 128);
+    }
+    // One set of 32 rows past H 1056: H 1280 batch 32 (the forward 5 k-tiles a warp, 128 CTAs of
+    // 10 neurons) and H 1100 batch 24 (backward-data's 13 k-tiles a warp on 16's kernel).
+    for (const int h : {1280, 1100}) {
+      const PersistentGruPlan wide_h(h, h == 1280 ? 32 : 24, 1, -1, Precision::kBf16);
+      for (bool bwd : {false, true}) {
+        EXPECT_TRUE(wide_h.pass_in_bf16(bwd)) << wide_h.describe();
+        const kernels::PrnnTiling& m =
+            bwd ? wide_h.mma_backward_tiling() : wide_h.mma_forward_tiling();
+        EXPECT_EQ(m.batch_tile, 32);
+        EXPECT_EQ(m.batch_groups, 1);
+      }
     }
     EXPECT_FALSE(PersistentGruPlan(512, 32, 1).forward_on_tensor_cores());
   }
@@ -768,8 +784,8 @@ TEST(PersistentGru, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
 // and in fp32 at the same batch, the persistent recurrence stays.
 TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
-  // H 1280 batch 48: the bf16 passes' sets exceed 132 SMs too (80 CTAs a set: two sets of 32 rows;
-  // the forward's four n-tiles are not built at 5 k-tiles a warp).
+  // H 1280 batch 48: the bf16 passes' sets exceed 132 SMs too (two sets of 32 rows, at least 80
+  // CTAs a set).
   const int H = 1280, in = 16, T = 6, big = 48;
   const PersistentGruPlan bf16(H, big, 1, -1, Precision::kBf16);
   if (!bf16.fits() || bf16.forward_on_tensor_cores() || bf16.backward_on_tensor_cores())
@@ -799,6 +815,45 @@ TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) 
       << gpu.recurrence_path();
   run(big, Precision::kFp32);
   EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
+}
+
+// Bidirectional bf16 GRU layers whose passes run their directions one after the other take the
+// GEMM recurrence past 24 batch rows a set (H 1280: one set of 32 rows at batch 32 and 25), and
+// stay persistent up to it (batch 24).
+TEST(PersistentGru, Bf16DirectionsInTurnPast24RowsASetTakeTheGemmRecurrence) {
+  DS2_REQUIRE_GPU();
+  const int H = 1280, in = 16, T = 5;
+  const PersistentGruPlan both(H, 32, 2, -1, Precision::kBf16), one(H, 32, 1, -1, Precision::kBf16);
+  if (both.fits() || !one.pass_in_bf16(false) || !one.pass_in_bf16(true) ||
+      one.mma_forward_tiling().batch_groups != 1)
+    GTEST_SKIP() << "H 1280 batch 32 does not run in turn in one set of bf16 rows here: "
+                 << one.describe();
+  CudaContext ctx;
+  ctx.set_matmul_precision(Precision::kBf16);
+  Rng rng(62);
+  RnnLayerPair layer(ctx, rng, "gru", in, H, RnnType::kGru, /*bidirectional=*/true);
+  CudaRnnLayer& gpu = layer.gpu;
+  for (const int batch : {32, 24, 25}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    DeviceSequences xd, yd, dyd, dxd;
+    upload(random_sequences({T, batch, in}, std::vector<int>(batch, T), rng), xd, ctx.stream());
+    upload(random_sequences({T, batch, H}, std::vector<int>(batch, T), rng), dyd, ctx.stream());
+    yd.data.resize({T, batch, H});
+    gpu.forward(xd, yd, true);
+    const bool forward_persistent = gpu.ran_persistent();
+    gpu.backward(xd, yd, dyd, dxd);
+    DS2_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+    EXPECT_EQ(forward_persistent, batch <= 24) << gpu.recurrence_path();
+    EXPECT_EQ(gpu.ran_persistent(), batch <= 24) << gpu.recurrence_path();
+    if (batch > 24)
+      EXPECT_NE(gpu.recurrence_path().find(
+                    "GEMM recurrence (bf16 at batch " + std::to_string(batch) +
+                    " with the persistent GRU's forward and backward-data one direction after "
+                    "the other in sets of " +
+                    std::to_string(batch) + " batch rows"),
+                std::string::npos)
+          << gpu.recurrence_path();
+  }
 }
 
 // bf16 layers past the fp32 split's batch groups run both passes on bf16 tensor cores (H 512 at

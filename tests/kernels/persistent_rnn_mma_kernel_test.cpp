@@ -1,0 +1,65 @@
+// Which tensor-core kernel a tiling gets (kernels/persistent_rnn_mma.cu, prnn_mma_kernel), on the
+// host: none past 16 k-tiles a warp, whatever the batch tile (a kernel of fewer k-tiles would leave
+// the state's last k-tiles unread), and the bf16 GRU's backward-data at four n-tiles runs 16's
+// kernel at 13-14 k-tiles a warp, where no kernel of 14 is built.
+#include <gtest/gtest.h>
+
+#include "kernels/persistent_rnn_mma.h"
+
+namespace ds2::kernels {
+namespace {
+
+PrnnTiling bf16_tiling(int hidden, int batch_tile, int rows, bool tags) {
+  PrnnTiling t;
+  t.hidden = hidden;
+  t.max_batch = batch_tile;
+  t.batch_tile = batch_tile;
+  t.tensor_cores = true;
+  t.bf16_weights = true;
+  t.tagged_exchange = tags;
+  t.threads = kPrnnMmaThreads;
+  t.rows_per_cta = rows;
+  t.ctas_per_direction = (hidden + rows - 1) / rows;
+  return t;
+}
+
+TEST(PersistentRnnMmaKernel, NoneFromSeventeenKTilesAWarp) {
+  // H 4096: 16 k-tiles a warp (two m-tiles' kernels are built there); H 4097: 17.
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(4096), 16);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(4097), 17);
+  EXPECT_NE(prnn_mma_kernel(bf16_tiling(4096, 8, 32, false)), nullptr);
+  for (int hidden : {4097, 4224, 6000})
+    for (int batch_tile : {8, 16, 32, 64})
+      for (int rows : {16, 32, 48})
+        for (bool tags : {false, true})
+          EXPECT_EQ(prnn_mma_kernel(bf16_tiling(hidden, batch_tile, rows, tags)), nullptr)
+              << "H " << hidden << ", batch tile " << batch_tile << ", " << rows << " rows, "
+              << (tags ? "tagged" : "step barrier");
+}
+
+TEST(PersistentRnnMmaKernel, Bf16GruBackwardAtFourNTilesRunsSixteensKernelAtFourteen) {
+  auto gru_backward = [](int hidden, int batch_tile) {
+    PrnnTiling t = bf16_tiling(hidden, batch_tile, 16, true);
+    t.gru = true;
+    t.gru_backward = true;
+    return t;
+  };
+  // K = 3H: H 1100 13 k-tiles a warp, H 1194 14, H 1300 16.
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1100), 13);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1194), 14);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1300), 16);
+  const void* sixteen = prnn_mma_kernel(gru_backward(1300, 32));
+  ASSERT_NE(sixteen, nullptr);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1100, 32)), sixteen);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1194, 32)), sixteen);
+  // Two n-tiles have 14's own kernel.
+  const void* two_tiles = prnn_mma_kernel(gru_backward(1100, 16));
+  ASSERT_NE(two_tiles, nullptr);
+  EXPECT_NE(two_tiles, prnn_mma_kernel(gru_backward(1300, 16)));
+  // The fragments' shared memory follows the kernel's 16 k-tiles (all of them in shared memory).
+  EXPECT_EQ(prnn_mma_shared_bytes(gru_backward(1100, 32)),
+            prnn_mma_shared_bytes(gru_backward(1300, 32)));
+}
+
+}  // namespace
+}  // namespace ds2::kernels
