@@ -159,7 +159,9 @@ __device__ __forceinline__ void prnn_half_split_a_fragment_rows(
   }
 }
 // bf16's fragment of such rows (prnn_a_fragment's layout): rows row0 and row8 (fragment rows g
-// and g + 8), each weight rounded to nearest even.
+// and g + 8), each weight rounded to nearest even. (The same loop as the split's above, kept
+// apart: one loop for both, taking the packing as a lambda, made the bf16 GRU forward's `<3, 8>`
+// spill 8 bytes, and plans refuse kernels that spill; ptxas, session 62.)
 __device__ __forceinline__ void prnn_a_fragment_rows(uint32_t (&a)[4], const float* row0,
                                                      const float* row8, int K, int stride, int kt,
                                                      int q, bool mine) {

@@ -494,6 +494,8 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
                            ? prnn_split_state_half(tid_b, kGruBwd ? gru_state_at(0) : own_k, a.kpw)
                            : 0;
   // (pin_in_register is a shuffle of the whole warp: every lane calls it.) bf16: fragment places.
+  // (own_frag and own_half are gru_place(0) outside the GRU's backward-data; written as that one
+  // lambda, GRU backward-data kernels spilled 4-40 bytes: ptxas, session 62.)
   auto gru_place = [&](int gate) {
     if (!own_state) return 0;
     return kSplit ? prnn_split_state_half(tid_b, gru_state_at(gate), a.kpw)
