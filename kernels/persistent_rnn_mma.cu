@@ -227,13 +227,17 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
   return kpw == 6 && nt == 2 ? 3 : 4;
 }
 
-// The k-tiles per warp of the kernel that runs t: where its fragments live follows from them. The
-// bf16 GRU's backward-data at four n-tiles has no kernel of 14 (it spilled 8 bytes with no
-// fragment in registers, as 16's keeps none): 13-14 run on 16's, its loops bounded by the plan's.
+// The k-tiles per warp of the kernel that runs t (0: none): where its fragments live follows from
+// them. The bf16 GRU's backward-data (kernel_for_exchange), whose loops are bounded by the plan's
+// k-tiles: at four n-tiles it has no kernel of 14 (it spilled 8 bytes with no fragment in
+// registers, as 16's keeps none), so 13-14 run on 16's; at one n-tile, 17-20 on 18's and 20's.
 int kernel_k_tiles(const PrnnTiling& t) {
-  const int k = prnn_mma_kernel_k_tiles(prnn_mma_k_tiles_per_warp(t.inputs()));
-  const bool gru_bwd_bf16_32 = t.gru && t.gru_backward && t.bf16_weights && t.batch_tile == 32;
-  return k == 14 && gru_bwd_bf16_32 ? 16 : k;
+  const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
+  const int k = prnn_mma_kernel_k_tiles(kpw);
+  if (!(t.gru && t.gru_backward && t.bf16_weights)) return k;
+  if (t.batch_tile == 32 && k == 14) return 16;
+  if (t.batch_tile == 8 && kpw > 16 && kpw <= 20) return kpw <= 18 ? 18 : 20;
+  return k;
 }
 
 }  // namespace
@@ -1193,9 +1197,12 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
     // bf16 (sets of 8, 16 or 32 batch rows): 16 neurons a CTA to H 1365 (K = 3H: 16 k-tiles a
     // warp; fragments in shared memory from 12), 32 to H 426 (5; past those they spilled,
     // bf16_register_k_tiles; four n-tiles at 14 k-tiles spilled 8 bytes with none kept, so 13-14
-    // run on 16's kernel: kernel_k_tiles).
+    // run on 16's kernel: kernel_k_tiles); at one n-tile 18 and 20 too (H 1366-1706, sets of 8
+    // rows; none kept: 126-128 registers, no spills, where two or four n-tiles spilled 16-32 bytes
+    // and 22 or 24 k-tiles at one 24; ptxas, session 62).
     if constexpr ((NT <= 2 && ((MT == 1 && KPW <= 16) || (MT == 2 && KPW <= 5))) ||
-                  (NT == 4 && MT == 1 && KPW <= 16 && KPW != 14))
+                  (NT == 4 && MT == 1 && KPW <= 16 && KPW != 14) ||
+                  (NT == 1 && MT == 1 && (KPW == 18 || KPW == 20)))
       if (tags && form == kBf16)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true, kBf16, kGruBwd>);
     return nullptr;
@@ -1254,6 +1261,10 @@ const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, MmaCell cell = MmaC
       return kernel_for_exchange<MT, 14, NT>(tags, form, cell);
     case 16:
       return kernel_for_exchange<MT, 16, NT>(tags, form, cell);
+    case 18:
+      return kernel_for_exchange<MT, 18, NT>(tags, form, cell);
+    case 20:
+      return kernel_for_exchange<MT, 20, NT>(tags, form, cell);
     default:
       return nullptr;
   }

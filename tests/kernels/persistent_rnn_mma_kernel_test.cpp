@@ -1,7 +1,7 @@
 // Which tensor-core kernel a tiling gets (kernels/persistent_rnn_mma.cu, prnn_mma_kernel), on the
 // host: none past 16 k-tiles a warp, whatever the batch tile (a kernel of fewer k-tiles would leave
-// the state's last k-tiles unread), and the bf16 GRU's backward-data at four n-tiles runs 16's
-// kernel at 13-14 k-tiles a warp, where no kernel of 14 is built.
+// the state's last k-tiles unread), but the bf16 GRU's backward-data at one n-tile to 20; and that
+// pass at four n-tiles runs 16's kernel at 13-14 k-tiles a warp, where no kernel of 14 is built.
 #include <gtest/gtest.h>
 
 #include "kernels/persistent_rnn_mma.h"
@@ -59,6 +59,37 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardAtFourNTilesRunsSixteensKernelAtFour
   // The fragments' shared memory follows the kernel's 16 k-tiles (all of them in shared memory).
   EXPECT_EQ(prnn_mma_shared_bytes(gru_backward(1100, 32)),
             prnn_mma_shared_bytes(gru_backward(1300, 32)));
+}
+
+TEST(PersistentRnnMmaKernel, Bf16GruBackwardAtOneNTileRunsEighteenAndTwenty) {
+  auto gru_backward = [](int hidden, int batch_tile) {
+    PrnnTiling t = bf16_tiling(hidden, batch_tile, 16, true);
+    t.gru = true;
+    t.gru_backward = true;
+    return t;
+  };
+  // K = 3H: H 1400 17 k-tiles a warp, H 1536 18, H 1600 19, H 1706 20, H 1707 21.
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1400), 17);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1536), 18);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1600), 19);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1706), 20);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1707), 21);
+  const void* eighteen = prnn_mma_kernel(gru_backward(1536, 8));
+  const void* twenty = prnn_mma_kernel(gru_backward(1706, 8));
+  ASSERT_NE(eighteen, nullptr);
+  ASSERT_NE(twenty, nullptr);
+  EXPECT_NE(eighteen, twenty);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 8)), eighteen);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 8)), twenty);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1707, 8)), nullptr);
+  // Only at one n-tile (two or four spilled), and not for the GRU's forward or the clipped ReLU.
+  for (int batch_tile : {16, 32})
+    EXPECT_EQ(prnn_mma_kernel(gru_backward(1536, batch_tile)), nullptr);
+  PrnnTiling forward = gru_backward(1536, 8);
+  forward.gru_backward = false;
+  forward.hidden = 3 * 1536;  // the same K
+  EXPECT_EQ(prnn_mma_kernel(forward), nullptr);
+  EXPECT_EQ(prnn_mma_kernel(bf16_tiling(3 * 1536, 8, 16, true)), nullptr);
 }
 
 }  // namespace

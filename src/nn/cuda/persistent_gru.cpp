@@ -172,7 +172,12 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
     // rounded as the GEMM recurrence on bf16 operands rounds them).
     if (precision == Precision::kBf16 && !forward_on_tensor_cores())
       plan_mma(false, ctas_max, smem_optin, /*bf16=*/true);
-    if (precision == Precision::kBf16 && !backward_on_tensor_cores())
+    // Not backward-data at batch 1 where the fp32-math kernel holds U on chip: it was the faster
+    // (H200, us a step, fp32-math / bf16, session 62: H 1300 2.56 / 3.26, H 1400 2.60 / 3.73, H
+    // 1536 2.79 / 3.75, H 1568 3.38 / 4.01; at batch 2 within 5% either way, from 3 bf16 by
+    // 1.4-1.5x).
+    const bool fp32_math_batch_1 = max_batch == 1 && tiling_.backward.streamed_groups == 0;
+    if (precision == Precision::kBf16 && !backward_on_tensor_cores() && !fp32_math_batch_1)
       plan_mma(true, ctas_max, smem_optin, /*bf16=*/true);
   }
 }

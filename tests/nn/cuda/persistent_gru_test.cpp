@@ -376,7 +376,8 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
 // each: 8 in one launch, backward-data 32 neurons a CTA), H 256 batch 64 (8 sets of one direction),
 // H 1280 batch 32 and H 1310 batch 20 (one set of 32 rows, forward on 128 and 131 CTAs of 10
 // neurons at 5 and 6 k-tiles a warp), H 1040 batch 64 (two sets of 32 rows, forward on 65 CTAs of
-// 16 neurons each at 5 k-tiles), and through plans for a wider batch.
+// 16 neurons each at 5 k-tiles), H 1400 batch 5 and H 1700 batch 3 (backward-data at 17 and 20
+// k-tiles a warp, sets of 8 rows), and through plans for a wider batch.
 TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -386,7 +387,7 @@ TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
                         Case{3, 1, 1024},  Case{4, 27, 768},  Case{3, 32, 1024}, Case{3, 64, 512},
                         Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},  Case{3, 12, 1300},
                         Case{3, 24, 1300}, Case{3, 32, 1280}, Case{2, 20, 1310}, Case{2, 64, 1040},
-                        Case{3, 17, 1100}}) {
+                        Case{3, 17, 1100}, Case{3, 5, 1400},  Case{2, 3, 1700}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -562,6 +563,16 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
         EXPECT_EQ(m.batch_groups, 1);
       }
     }
+    // Backward-data past H 1365 in sets of 8 rows (17-20 k-tiles a warp, to H 1706).
+    for (const int h : {1400, 1536, 1700}) {
+      const PersistentGruPlan deeper(h, 8, 1, -1, Precision::kBf16);
+      EXPECT_TRUE(deeper.pass_in_bf16(false) && deeper.pass_in_bf16(true)) << deeper.describe();
+    }
+    EXPECT_FALSE(PersistentGruPlan(1800, 8, 1, -1, Precision::kBf16).pass_in_bf16(true));
+    // At batch 1 the fp32-math backward-data (U on chip) was the faster: it stays.
+    const PersistentGruPlan one_row(1400, 1, 1, -1, Precision::kBf16);
+    EXPECT_TRUE(one_row.pass_in_bf16(false) && !one_row.backward_on_tensor_cores())
+        << one_row.describe();
     EXPECT_FALSE(PersistentGruPlan(512, 32, 1).forward_on_tensor_cores());
   }
   PersistentGruPlan huge(6000, 4, 1);
