@@ -23,6 +23,14 @@ PrnnTiling bf16_tiling(int hidden, int batch_tile, int rows, bool tags) {
   return t;
 }
 
+// The bf16 GRU's backward-data at 16 neurons a CTA (rows are neurons, K = 3H).
+PrnnTiling gru_backward(int hidden, int batch_tile) {
+  PrnnTiling t = bf16_tiling(hidden, batch_tile, 16, true);
+  t.gru = true;
+  t.gru_backward = true;
+  return t;
+}
+
 TEST(PersistentRnnMmaKernel, NoneFromSeventeenKTilesAWarp) {
   // H 4096: 16 k-tiles a warp (two m-tiles' kernels are built there); H 4097: 17.
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(4096), 16);
@@ -38,12 +46,6 @@ TEST(PersistentRnnMmaKernel, NoneFromSeventeenKTilesAWarp) {
 }
 
 TEST(PersistentRnnMmaKernel, Bf16GruBackwardAtFourNTilesRunsSixteensKernelAtFourteen) {
-  auto gru_backward = [](int hidden, int batch_tile) {
-    PrnnTiling t = bf16_tiling(hidden, batch_tile, 16, true);
-    t.gru = true;
-    t.gru_backward = true;
-    return t;
-  };
   // K = 3H: H 1100 13 k-tiles a warp, H 1194 14, H 1300 16.
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1100), 13);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1194), 14);
@@ -62,12 +64,6 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardAtFourNTilesRunsSixteensKernelAtFour
 }
 
 TEST(PersistentRnnMmaKernel, Bf16GruBackwardAtOneNTileRunsEighteenAndTwenty) {
-  auto gru_backward = [](int hidden, int batch_tile) {
-    PrnnTiling t = bf16_tiling(hidden, batch_tile, 16, true);
-    t.gru = true;
-    t.gru_backward = true;
-    return t;
-  };
   // K = 3H: H 1400 17 k-tiles a warp, H 1536 18, H 1600 19, H 1706 20, H 1707 21.
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1400), 17);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1536), 18);
