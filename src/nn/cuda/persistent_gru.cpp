@@ -165,13 +165,18 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
   }
   fits_ = true;
   if (tensor_cores && !forced) {
-    plan_mma(false, ctas_max, smem_optin);
+    // bf16: passes in bf16 on tensor cores (sets of 8, 16 or 32 batch rows, half the fp32 split's
+    // bytes a weight; U and the exchanged state or dG rounded as the GEMM recurrence on bf16
+    // operands rounds them). The forward takes them first, where it fits: it was faster than the
+    // fp32 split at every size measured (H200, us a step, split / bf16, session 62: H 192 batch 4
+    // 1.12 / 1.00, batch 16 1.22 / 0.96, H 256 batch 1 1.09 / 0.97, H 512 batch 1 1.21 / 1.02,
+    // batch 4 1.37 / 1.18, batch 16 1.60 / 1.45, H 768 batch 1 1.36 / 1.27, H 1024 batch 1 1.46 /
+    // 1.40, batch 8 1.97 / 1.87; the digits GRU step at batch 4 1.65 ms against 1.75).
+    // Backward-data takes them only where the split's is off the tensor cores: the split's was
+    // level at H <= 512 and faster from H 768 or batch 16 (H 1024 batch 4 2.28 against 2.78).
+    if (precision == Precision::kBf16) plan_mma(false, ctas_max, smem_optin, /*bf16=*/true);
+    if (!forward_on_tensor_cores()) plan_mma(false, ctas_max, smem_optin);
     plan_mma(true, ctas_max, smem_optin);
-    // bf16: where the fp32 split's pass is off the tensor cores, that pass in bf16 on them (sets
-    // of 8, 16 or 32 batch rows, half the split's bytes a weight; U and the exchanged state or dG
-    // rounded as the GEMM recurrence on bf16 operands rounds them).
-    if (precision == Precision::kBf16 && !forward_on_tensor_cores())
-      plan_mma(false, ctas_max, smem_optin, /*bf16=*/true);
     // Not backward-data at batch 1 where the fp32-math kernel holds U on chip: it was the faster
     // (H200, us a step, fp32-math / bf16, session 62: H 1300 2.56 / 3.26, H 1400 2.60 / 3.73, H
     // 1536 2.79 / 3.75, H 1568 3.38 / 4.01; at batch 2 within 5% either way, from 3 bf16 by

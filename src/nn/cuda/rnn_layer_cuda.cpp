@@ -525,7 +525,8 @@ void CudaRnnLayer::reserve_workspace(size_t bytes) {
 
 bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
   // The GRU's persistent kernels hold fp32 weights, and a bf16 plan adds passes on tensor cores
-  // with U rounded to bf16 where the fp32 ones are off them (sets of 8, 16 or 32 batch rows; the
+  // with U rounded to bf16: the forward wherever one fits, backward-data where the fp32 split's is
+  // off them (PersistentGruPlan says why; sets of 8, 16 or 32 batch rows; the
   // forward to H 2048, backward-data to H 1365, to H 1706 in sets of 8). In bf16 training the
   // recurrence runs on them (the projections and weight gradients stay bf16): more exact than the
   // bf16 GEMM recurrence, and without its per-step launches (kernels/NOTES.md, session 56) --

@@ -515,10 +515,12 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   EXPECT_TRUE(plan.fits()) << plan.why_not();
   EXPECT_NE(plan.describe().find("2 directions in one launch"), std::string::npos)
       << plan.describe();
-  // bf16: the fp32 split where it reaches, a bf16 forward past it (H 512 batch 32 on 132 SMs: 4
-  // sets of 8 rows, 32 CTAs of 16 neurons each, where the split's 8 sets of 4 leave 16 a set).
+  // bf16: the forward in bf16 wherever a kernel fits (faster than the fp32 split), backward-data
+  // on the split where it reaches and in bf16 past it (H 512 batch 32 on 132 SMs: 4 sets of 8
+  // rows, 32 CTAs of 16 neurons each, where the split's 8 sets of 4 leave 16 a set).
   PersistentGruPlan bf16(1024, 4, 1, -1, Precision::kBf16);
-  EXPECT_TRUE(bf16.fits() && !bf16.pass_in_bf16(false) && !bf16.pass_in_bf16(true))
+  EXPECT_TRUE(bf16.fits() && bf16.pass_in_bf16(false) && !bf16.pass_in_bf16(true) &&
+              bf16.backward_on_tensor_cores())
       << bf16.describe();
   cudaDeviceProp prop{};
   DS2_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -791,8 +793,9 @@ TEST(PersistentGru, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
 }
 
 // bf16 GRU layers past batch 8 whose persistent forward is off the tensor cores take the GEMM
-// recurrence on bf16 operands (2-2.5x faster there on an H200, session 58), and say so; at batch 4,
-// and in fp32 at the same batch, the persistent recurrence stays.
+// recurrence on bf16 operands (2-2.5x faster there on an H200, session 58), and say so; at batch 4
+// (on the plan for 48, which has no bf16 pass), and in fp32 at the same batch, the persistent
+// recurrence stays.
 TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
   // H 1280 batch 48: the bf16 passes' sets exceed 132 SMs too (two sets of 32 rows, at least 80

@@ -115,7 +115,7 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
   yd.data.resize({T, B, kHidden});
   poison(yd.data, ctx);
   gpu.forward(xd, yd, training);
-  // Every batch here fits a persistent plan, the GRU's in bf16 training too (fp32 weights).
+  // Every batch here fits a persistent plan, the GRU's in bf16 training too.
   EXPECT_EQ(gpu.ran_persistent(), persistent) << gpu.recurrence_path();
   const Tensor y = download_tensor(yd.data, ctx);
   compare(y_ref.data.data(), y.data(), y.numel(), 2e-5, 1e-4, kBf16ForwardError, "forward");
