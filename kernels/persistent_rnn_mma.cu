@@ -227,17 +227,28 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
   return kpw == 6 && nt == 2 ? 3 : 4;
 }
 
+// The bf16 GRU backward-data kernels built (kernel_for_exchange builds these and only these), by
+// m-tiles, compiled k-tiles per warp and n-tiles: 16 neurons a CTA to H 1365 (K = 3H: 16 k-tiles a
+// warp; fragments in shared memory from 12), 32 to H 426 (5; past those they spilled,
+// bf16_register_k_tiles); at four n-tiles not 14 (8 bytes spilled with none kept); at one n-tile 18
+// and 20 too (H 1366-1706; none kept: 126-128 registers, no spills, where two or four n-tiles
+// spilled 16-32 bytes and 22 or 24 k-tiles at one 24; ptxas, session 62).
+__host__ __device__ constexpr bool gru_backward_bf16_built(int mt, int kpw, int nt) {
+  return (nt <= 2 && ((mt == 1 && kpw <= 16) || (mt == 2 && kpw <= 5))) ||
+         (nt == 4 && mt == 1 && kpw <= 16 && kpw != 14) ||
+         (nt == 1 && mt == 1 && (kpw == 18 || kpw == 20));
+}
+
 // The k-tiles per warp of the kernel that runs t (0: none): where its fragments live follows from
-// them. The bf16 GRU's backward-data (kernel_for_exchange), whose loops are bounded by the plan's
-// k-tiles: at four n-tiles it has no kernel of 14 (it spilled 8 bytes with no fragment in
-// registers, as 16's keeps none), so 13-14 run on 16's; at one n-tile, 17-20 on 18's and 20's.
+// them. The bf16 GRU's backward-data, whose loops are bounded by the plan's k-tiles, runs on the
+// smallest of its built kernels that holds them (so 13-14 on 16's at four n-tiles, 17-20 on 18's
+// and 20's at one).
 int kernel_k_tiles(const PrnnTiling& t) {
   const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
-  const int k = prnn_mma_kernel_k_tiles(kpw);
-  if (!(t.gru && t.gru_backward && t.bf16_weights)) return k;
-  if (t.batch_tile == 32 && k == 14) return 16;
-  if (t.batch_tile == 8 && kpw > 16 && kpw <= 20) return kpw <= 18 ? 18 : 20;
-  return k;
+  if (!(t.gru && t.gru_backward && t.bf16_weights)) return prnn_mma_kernel_k_tiles(kpw);
+  for (int k : {2, 4, 5, 6, 8, 10, 12, 14, 16, 18, 20})
+    if (k >= kpw && gru_backward_bf16_built(t.rows_per_cta / 16, k, t.batch_tile / 8)) return k;
+  return 0;
 }
 
 }  // namespace
@@ -1194,15 +1205,8 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
       if (tags && form == kStacked)
         return reinterpret_cast<const void*>(
             prnn_mma_kernel_t<MT, KPW, 1, true, kStacked, kGruBwd>);
-    // bf16 (sets of 8, 16 or 32 batch rows): 16 neurons a CTA to H 1365 (K = 3H: 16 k-tiles a
-    // warp; fragments in shared memory from 12), 32 to H 426 (5; past those they spilled,
-    // bf16_register_k_tiles; four n-tiles at 14 k-tiles spilled 8 bytes with none kept, so 13-14
-    // run on 16's kernel: kernel_k_tiles); at one n-tile 18 and 20 too (H 1366-1706, sets of 8
-    // rows; none kept: 126-128 registers, no spills, where two or four n-tiles spilled 16-32 bytes
-    // and 22 or 24 k-tiles at one 24; ptxas, session 62).
-    if constexpr ((NT <= 2 && ((MT == 1 && KPW <= 16) || (MT == 2 && KPW <= 5))) ||
-                  (NT == 4 && MT == 1 && KPW <= 16 && KPW != 14) ||
-                  (NT == 1 && MT == 1 && (KPW == 18 || KPW == 20)))
+    // bf16 (sets of 8, 16 or 32 batch rows): gru_backward_bf16_built.
+    if constexpr (gru_backward_bf16_built(MT, KPW, NT))
       if (tags && form == kBf16)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true, kBf16, kGruBwd>);
     return nullptr;
