@@ -5,21 +5,16 @@
 #include <gtest/gtest.h>
 
 #include "kernels/persistent_rnn_mma.h"
+#include "support/mma_tiling.h"
 
 namespace ds2::kernels {
 namespace {
 
 PrnnTiling bf16_tiling(int hidden, int batch_tile, int rows, bool tags) {
-  PrnnTiling t;
-  t.hidden = hidden;
-  t.max_batch = batch_tile;
+  PrnnTiling t = tagged_mma_tiling(hidden, batch_tile, rows, (hidden + rows - 1) / rows);
   t.batch_tile = batch_tile;
-  t.tensor_cores = true;
   t.bf16_weights = true;
   t.tagged_exchange = tags;
-  t.threads = kPrnnMmaThreads;
-  t.rows_per_cta = rows;
-  t.ctas_per_direction = (hidden + rows - 1) / rows;
   return t;
 }
 

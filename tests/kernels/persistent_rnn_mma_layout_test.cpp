@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "kernels/persistent_rnn_mma.h"
+#include "support/mma_tiling.h"
 
 namespace ds2::kernels {
 namespace {
@@ -103,19 +104,6 @@ TEST(PersistentRnnSplitLayout, SharedMemoryFollowsTheKernelNotThePlansKTiles) {
   EXPECT_EQ(checked, 2 * 16 * kPrnnMmaWarps * 12);
 }
 
-// A tagged fp32 split tiling of `rows` rows a CTA on `ctas` CTAs, as a plan would build it.
-PrnnTiling tagged_split_tiling(int hidden, int max_batch, int rows, int ctas) {
-  PrnnTiling t;
-  t.hidden = hidden;
-  t.max_batch = max_batch;
-  t.tensor_cores = true;
-  t.tagged_exchange = true;
-  t.threads = kPrnnMmaThreads;
-  t.rows_per_cta = rows;
-  t.ctas_per_direction = ctas;
-  return t;
-}
-
 // What a launch that must stop before it reaches the GPU says ("" if it threw nothing: it ran).
 template <class Launch>
 std::string launch_refusal(Launch launch) {
@@ -135,7 +123,7 @@ bool says(const std::string& why, const char* what) {
 // plan takes 90 CTAs since session 47; before, that launch hung). A launch of such a tiling is
 // refused before it reaches the GPU, naming the reason.
 TEST(PersistentRnnSplitLayout, ALaunchRefusesStateElementsWithoutAnOwner) {
-  const PrnnTiling t = tagged_split_tiling(2136, 4, 24, 89);
+  const PrnnTiling t = tagged_mma_tiling(2136, 4, 24, 89);
   ASSERT_TRUE(prnn_mma_stacked_split(t));
   ASSERT_EQ(prnn_mma_padded_rows(t.hidden), 2144);  // 134 k-tiles
   ASSERT_LT(t.ctas_per_direction * t.rows_per_cta, prnn_mma_padded_rows(t.hidden));
@@ -149,7 +137,7 @@ TEST(PersistentRnnSplitLayout, ALaunchRefusesStateElementsWithoutAnOwner) {
 // rows has rows enough (3048) but 1016 neurons for 1024 state elements. Its launch is refused by
 // the same rule, before it reaches the GPU.
 TEST(PersistentRnnSplitLayout, AGruLaunchCountsNeuronsAsOwners) {
-  PrnnTiling t = tagged_split_tiling(1024, 1, 24, 127);
+  PrnnTiling t = tagged_mma_tiling(1024, 1, 24, 127);
   t.gru = true;
   ASSERT_NE(prnn_mma_kernel(t), nullptr);
   ASSERT_GE(t.ctas_per_direction * t.rows_per_cta, prnn_mma_padded_rows(t.hidden));
@@ -171,7 +159,7 @@ TEST(PersistentRnnSplitLayout, AGruLaunchCountsNeuronsAsOwners) {
 // padded to k-tiles (1008): on the same 125 CTAs it passes the rule, then stops at the null
 // workspace.
 TEST(PersistentRnnSplitLayout, AGruBackwardLaunchCountsThePaddedTail) {
-  PrnnTiling t = tagged_split_tiling(1000, 4, 8, 125);
+  PrnnTiling t = tagged_mma_tiling(1000, 4, 8, 125);
   t.gru = true;
   t.gru_backward = true;
   t.stacked_split = true;
@@ -198,7 +186,7 @@ TEST(PersistentRnnSplitLayout, AGruBackwardLaunchCountsThePaddedTail) {
 // group the same batch has no kernel, and 9 sets (clipped ReLU or GRU) or bf16 past 4 sets are
 // refused.
 TEST(PersistentRnnSplitLayout, BatchGroupsRunTheSplitFourRowsASet) {
-  PrnnTiling one = tagged_split_tiling(1152, 4, 24, 48);
+  PrnnTiling one = tagged_mma_tiling(1152, 4, 24, 48);
   one.batch_tile = 4;
   PrnnTiling two = one;
   two.max_batch = 8;
@@ -224,7 +212,7 @@ TEST(PersistentRnnSplitLayout, BatchGroupsRunTheSplitFourRowsASet) {
   ASSERT_EQ(nine.group_batch(), 4);
   EXPECT_TRUE(says(launch(nine), "invalid tiling")) << "9 sets";
   // bf16 (16-row tiles, passes of 8): 4 sets run, 5 do not.
-  PrnnTiling bf16 = tagged_split_tiling(1152, 32, 16, 72);
+  PrnnTiling bf16 = tagged_mma_tiling(1152, 32, 16, 72);
   bf16.bf16_weights = true;
   bf16.batch_tile = 8;
   bf16.batch_groups = 4;
@@ -234,7 +222,7 @@ TEST(PersistentRnnSplitLayout, BatchGroupsRunTheSplitFourRowsASet) {
   EXPECT_TRUE(says(launch(bf16), "invalid tiling")) << "5 bf16 sets";
   // The GRU forward (8 neurons a CTA, 144 CTAs own every state element): one group runs, and two
   // (a set's arrays start at its first row in the kernel), not 9 sets.
-  PrnnTiling gru = tagged_split_tiling(1152, 4, 24, 144);
+  PrnnTiling gru = tagged_mma_tiling(1152, 4, 24, 144);
   gru.gru = true;
   const auto gru_launch = [&](const PrnnTiling& t) {
     return launch_refusal(
