@@ -36,10 +36,10 @@ namespace ds2 {
 class PersistentGruPlan {
  public:
   // `directions` = 2 plans one launch for both directions (the SMs split between them).
-  // device -1: the current device. Weights stay fp32; a bf16 plan adds a bf16 pass on tensor
-  // cores where the fp32 split's does not reach (past its batch groups or sizes), forward or
-  // backward-data, sets of 8, 16 or 32 batch rows with U rounded to bf16, as the GEMM recurrence
-  // on bf16 operands computes it.
+  // device -1: the current device. Weights stay fp32; a bf16 plan adds bf16 passes on tensor
+  // cores, sets of 8, 16 or 32 batch rows with U rounded to bf16 as the GEMM recurrence on bf16
+  // operands computes it: the forward wherever a kernel fits, backward-data where the fp32 split's
+  // does not reach (past its batch groups or sizes) and the batch is not 1 on chip.
   // `tensor_cores` false keeps both passes on the fp32-math kernel (benchmarks time it beside).
   // `streamed_rows`: one direction at batch <= kernels::kPrnnStreamedMaxBatch past what registers
   // and shared memory hold streams each CTA's last row groups from L2 every pass

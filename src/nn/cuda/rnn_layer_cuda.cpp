@@ -556,9 +556,9 @@ bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
                             batch > gru_fma_bf16_backward_max_batch(hidden_) &&
                             !backward_plan.backward_on_tensor_cores();
   const bool gemm_forward =
-      fma_forward || (bf16 && gru_in_turn_on_gemm(*gru_plan_, directions_, false, batch));
+      fma_forward || gru_in_turn_on_gemm(*gru_plan_, directions_, false, batch);
   const bool gemm_backward =
-      fma_backward || (bf16 && gru_in_turn_on_gemm(backward_plan, directions_, true, batch));
+      fma_backward || gru_in_turn_on_gemm(backward_plan, directions_, true, batch);
   if (replan || gemm_forward != gru_gemm_forward_ || gemm_backward != gru_gemm_backward_) {
     gru_gemm_forward_ = gemm_forward;
     gru_gemm_backward_ = gemm_backward;
