@@ -228,25 +228,23 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
 }
 
 // The bf16 GRU backward-data kernels built (kernel_for_exchange builds these and only these), by
-// m-tiles, compiled k-tiles per warp and n-tiles: 16 neurons a CTA to H 1365 (K = 3H: 16 k-tiles a
-// warp; fragments in shared memory from 12), 32 to H 426 (5; past those they spilled,
-// bf16_register_k_tiles); at four n-tiles not 14 (8 bytes spilled with none kept); at one n-tile 18
-// and 20 too (H 1366-1706; none kept: 126-128 registers, no spills, where two or four n-tiles
-// spilled 16-32 bytes and 22 or 24 k-tiles at one 24; ptxas, session 62).
+// m-tiles, compiled k-tiles per warp and n-tiles: 16 neurons a CTA (K = 3H; fragments in shared
+// memory from 12 k-tiles a warp) to 22 k-tiles at one and two n-tiles (H 1877) and 18 at four (H
+// 1536; 20 needs ~230 KB of shared memory), with the pieces zeroed before their loads (kZeroFirst:
+// 117-128 registers, no spills; `<1, 24>` spilled 4 bytes at one n-tile, 84 at two; ptxas, session
+// 62); 32 to H 426 (5; past that they spilled, bf16_register_k_tiles).
 __host__ __device__ constexpr bool gru_backward_bf16_built(int mt, int kpw, int nt) {
-  return (nt <= 2 && ((mt == 1 && kpw <= 16) || (mt == 2 && kpw <= 5))) ||
-         (nt == 4 && mt == 1 && kpw <= 16 && kpw != 14) ||
-         (nt == 1 && mt == 1 && (kpw == 18 || kpw == 20));
+  return (nt <= 2 && ((mt == 1 && kpw <= 22) || (mt == 2 && kpw <= 5))) ||
+         (nt == 4 && mt == 1 && kpw <= 18);
 }
 
 // The k-tiles per warp of the kernel that runs t (0: none): where its fragments live follows from
 // them. The bf16 GRU's backward-data, whose loops are bounded by the plan's k-tiles, runs on the
-// smallest of its built kernels that holds them (so 13-14 on 16's at four n-tiles, 17-20 on 18's
-// and 20's at one).
+// smallest of its built kernels that holds them (17-22 on those of 18, 20 and 22).
 int kernel_k_tiles(const PrnnTiling& t) {
   const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
   if (!(t.gru && t.gru_backward && t.bf16_weights)) return prnn_mma_kernel_k_tiles(kpw);
-  for (int k : {2, 4, 5, 6, 8, 10, 12, 14, 16, 18, 20})
+  for (int k : {2, 4, 5, 6, 8, 10, 12, 14, 16, 18, 20, 22})
     if (k >= kpw && gru_backward_bf16_built(t.rows_per_cta / 16, k, t.batch_tile / 8)) return k;
   return 0;
 }
@@ -373,7 +371,14 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // that does not spill: it frees registers (H100, us a step: bf16 H 512 batch 4 1.27 -> 1.08,
   // H 768 batch 8 1.43 -> 1.28; fp32 split H 512 1.51 -> 1.38, H 1152 1.95 -> 1.89;
   // kernels/NOTES.md, version 6).
-  constexpr bool kZeroFirst = kTags && (kSplit || KPW <= (MT == 1 ? 10 : MT == 2 ? 6 : 5));
+  // The GRU's backward-data at every k-tiles per warp: with the select after its loads it spilled
+  // from 14 k-tiles at four n-tiles, 18 at two and 22 at one; zeroed first, to 22 at one and two
+  // and 20 at four it does not (ptxas, session 62; its forward at two n-tiles spilled zeroed
+  // first).
+  constexpr bool kZeroFirst = kTags && (kSplit || kGruBwd ||
+                                        KPW <= (MT == 1   ? 10
+                                                : MT == 2 ? 6
+                                                          : 5));
   static_assert(!kSplit || kZeroFirst, "fp32 split: reads padding rows' pieces as zeros");
   extern __shared__ __align__(16) unsigned char smem[];
   float* red = reinterpret_cast<float*>(smem);            // [warps][kPass][R + 4]
@@ -1269,6 +1274,8 @@ const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, MmaCell cell = MmaC
       return kernel_for_exchange<MT, 18, NT>(tags, form, cell);
     case 20:
       return kernel_for_exchange<MT, 20, NT>(tags, form, cell);
+    case 22:
+      return kernel_for_exchange<MT, 22, NT>(tags, form, cell);
     default:
       return nullptr;
   }

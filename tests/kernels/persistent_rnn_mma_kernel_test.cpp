@@ -1,8 +1,10 @@
 // Which tensor-core kernel a tiling gets (kernels/persistent_rnn_mma.cu, prnn_mma_kernel), on the
 // host: none past 16 k-tiles a warp, whatever the batch tile (a kernel of fewer k-tiles would leave
-// the state's last k-tiles unread), but the bf16 GRU's backward-data at one n-tile to 20; and that
-// pass at four n-tiles runs 16's kernel at 13-14 k-tiles a warp, where no kernel of 14 is built.
+// the state's last k-tiles unread), but the bf16 GRU's backward-data to 22 (18 at four n-tiles),
+// on the kernels of 18, 20 and 22.
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "kernels/persistent_rnn_mma.h"
 #include "support/mma_tiling.h"
@@ -40,45 +42,42 @@ TEST(PersistentRnnMmaKernel, NoneFromSeventeenKTilesAWarp) {
               << (tags ? "tagged" : "step barrier");
 }
 
-TEST(PersistentRnnMmaKernel, Bf16GruBackwardAtFourNTilesRunsSixteensKernelAtFourteen) {
-  // K = 3H: H 1100 13 k-tiles a warp, H 1194 14, H 1300 16.
-  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1100), 13);
+TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwentyTwo) {
+  // K = 3H: H 1194 14 k-tiles a warp, H 1400 17, H 1536 18, H 1600 19, H 1706 20, H 1800 22,
+  // H 1877 22, H 1878 23.
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1194), 14);
-  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1300), 16);
-  const void* sixteen = prnn_mma_kernel(gru_backward(1300, 32));
-  ASSERT_NE(sixteen, nullptr);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1100, 32)), sixteen);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1194, 32)), sixteen);
-  // Two n-tiles have 14's own kernel.
-  const void* two_tiles = prnn_mma_kernel(gru_backward(1100, 16));
-  ASSERT_NE(two_tiles, nullptr);
-  EXPECT_NE(two_tiles, prnn_mma_kernel(gru_backward(1300, 16)));
-  // The fragments' shared memory follows the kernel's 16 k-tiles (all of them in shared memory).
-  EXPECT_EQ(prnn_mma_shared_bytes(gru_backward(1100, 32)),
-            prnn_mma_shared_bytes(gru_backward(1300, 32)));
-}
-
-TEST(PersistentRnnMmaKernel, Bf16GruBackwardAtOneNTileRunsEighteenAndTwenty) {
-  // K = 3H: H 1400 17 k-tiles a warp, H 1536 18, H 1600 19, H 1706 20, H 1707 21.
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1400), 17);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1536), 18);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1600), 19);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1706), 20);
-  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1707), 21);
-  const void* eighteen = prnn_mma_kernel(gru_backward(1536, 8));
-  const void* twenty = prnn_mma_kernel(gru_backward(1706, 8));
-  ASSERT_NE(eighteen, nullptr);
-  ASSERT_NE(twenty, nullptr);
-  EXPECT_NE(eighteen, twenty);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 8)), eighteen);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 8)), twenty);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1707, 8)), nullptr);
-  // Only at one n-tile (two or four spilled), and not for the GRU's forward or the clipped ReLU.
-  for (int batch_tile : {16, 32})
-    EXPECT_EQ(prnn_mma_kernel(gru_backward(1536, batch_tile)), nullptr);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1800), 22);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1877), 22);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1878), 23);
+  for (int batch_tile : {8, 16}) {
+    SCOPED_TRACE("batch tile " + std::to_string(batch_tile));
+    const void* eighteen = prnn_mma_kernel(gru_backward(1536, batch_tile));
+    const void* twenty = prnn_mma_kernel(gru_backward(1706, batch_tile));
+    const void* twenty_two = prnn_mma_kernel(gru_backward(1877, batch_tile));
+    ASSERT_NE(eighteen, nullptr);
+    ASSERT_NE(twenty, nullptr);
+    ASSERT_NE(twenty_two, nullptr);
+    EXPECT_NE(eighteen, twenty);
+    EXPECT_NE(twenty, twenty_two);
+    EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, batch_tile)), eighteen);
+    EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, batch_tile)), twenty);
+    EXPECT_EQ(prnn_mma_kernel(gru_backward(1800, batch_tile)), twenty_two);
+    EXPECT_EQ(prnn_mma_kernel(gru_backward(1878, batch_tile)), nullptr);
+  }
+  // Four n-tiles: 14's own kernel, and to 18 (20 would pass 227 KB of shared memory).
+  EXPECT_NE(prnn_mma_kernel(gru_backward(1194, 32)), nullptr);
+  EXPECT_NE(prnn_mma_kernel(gru_backward(1194, 32)), prnn_mma_kernel(gru_backward(1300, 32)));
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 32)), prnn_mma_kernel(gru_backward(1536, 32)));
+  EXPECT_NE(prnn_mma_kernel(gru_backward(1536, 32)), nullptr);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 32)), nullptr);
+  // Not the GRU's forward or the clipped ReLU at that K.
   PrnnTiling forward = gru_backward(1536, 8);
   forward.gru_backward = false;
-  forward.hidden = 3 * 1536;  // the same K
+  forward.hidden = 3 * 1536;
   EXPECT_EQ(prnn_mma_kernel(forward), nullptr);
   EXPECT_EQ(prnn_mma_kernel(bf16_tiling(3 * 1536, 8, 16, true)), nullptr);
 }

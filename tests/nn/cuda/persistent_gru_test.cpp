@@ -377,7 +377,9 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
 // H 1280 batch 32 and H 1310 batch 20 (one set of 32 rows, forward on 128 and 131 CTAs of 10
 // neurons at 5 and 6 k-tiles a warp), H 1040 batch 64 (two sets of 32 rows, forward on 65 CTAs of
 // 16 neurons each at 5 k-tiles), H 1400 batch 5 and H 1700 batch 3 (backward-data at 17 and 20
-// k-tiles a warp, sets of 8 rows), and through plans for a wider batch.
+// k-tiles a warp, sets of 8 rows), H 1800 batch 5 (22, sets of 8), H 1500 batch 12 (18, sets of
+// 16), H 1400 batch 24 and H 1150 batch 20 (17 and 14, sets of 32), and through plans for a wider
+// batch.
 TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -387,7 +389,8 @@ TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
                         Case{3, 1, 1024},  Case{4, 27, 768},  Case{3, 32, 1024}, Case{3, 64, 512},
                         Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},  Case{3, 12, 1300},
                         Case{3, 24, 1300}, Case{3, 32, 1280}, Case{2, 20, 1310}, Case{2, 64, 1040},
-                        Case{3, 17, 1100}, Case{3, 5, 1400},  Case{2, 3, 1700}}) {
+                        Case{3, 17, 1100}, Case{3, 5, 1400},  Case{2, 3, 1700},  Case{2, 5, 1800},
+                        Case{2, 12, 1500}, Case{2, 24, 1400}, Case{2, 20, 1150}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -565,12 +568,16 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
         EXPECT_EQ(m.batch_groups, 1);
       }
     }
-    // Backward-data past H 1365 in sets of 8 rows (17-20 k-tiles a warp, to H 1706).
-    for (const int h : {1400, 1536, 1700}) {
-      const PersistentGruPlan deeper(h, 8, 1, -1, Precision::kBf16);
-      EXPECT_TRUE(deeper.pass_in_bf16(false) && deeper.pass_in_bf16(true)) << deeper.describe();
+    // Backward-data past H 1365 (17-22 k-tiles a warp): to H 1877 in sets of 8 and 16 rows, to H
+    // 1536 in sets of 32.
+    for (const int h : {1400, 1536, 1700, 1800, 1877}) {
+      for (const int batch : {8, 16}) {
+        const PersistentGruPlan deeper(h, batch, 1, -1, Precision::kBf16);
+        EXPECT_TRUE(deeper.pass_in_bf16(false) && deeper.pass_in_bf16(true)) << deeper.describe();
+      }
     }
-    EXPECT_FALSE(PersistentGruPlan(1800, 8, 1, -1, Precision::kBf16).pass_in_bf16(true));
+    EXPECT_TRUE(PersistentGruPlan(1536, 32, 1, -1, Precision::kBf16).pass_in_bf16(true));
+    EXPECT_FALSE(PersistentGruPlan(1900, 8, 1, -1, Precision::kBf16).pass_in_bf16(true));
     // At batch 1 the fp32-math backward-data (U on chip) was the faster: it stays.
     const PersistentGruPlan one_row(1400, 1, 1, -1, Precision::kBf16);
     EXPECT_TRUE(one_row.pass_in_bf16(false) && !one_row.backward_on_tensor_cores())
