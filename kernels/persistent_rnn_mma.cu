@@ -228,19 +228,24 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
 }
 
 // The bf16 GRU backward-data kernels built (kernel_for_exchange builds these and only these), by
-// m-tiles, compiled k-tiles per warp and n-tiles: 16 neurons a CTA (K = 3H; fragments in shared
-// memory from 12 k-tiles a warp) to 22 k-tiles at one and two n-tiles (H 1877) and 18 at four (H
-// 1536; 20 needs ~230 KB of shared memory), with the pieces zeroed before their loads (kZeroFirst:
-// 117-128 registers, no spills; `<1, 24>` spilled 4 bytes at one n-tile, 84 at two; ptxas, session
-// 62); 32 to H 426 (5; past that they spilled, bf16_register_k_tiles).
+// m-tiles, compiled k-tiles per warp and n-tiles: 16 neurons a CTA to H 1365 (K = 3H: 16 k-tiles a
+// warp; fragments in shared memory from 12), 32 to H 426 (5; past those they spilled,
+// bf16_register_k_tiles); at four n-tiles not 14 (8 bytes spilled with none kept); at one n-tile
+// 18, 20 and 22 (H 1366-1877), at two 18 (H 1366-1536), the kernels past 16 that the plans use: 22
+// at one and 18 at two zeroed first (kZeroFirst), which they spill without. Not built, though they
+// compile without spills zeroed first: 20 and 22 at two n-tiles (no bf16 forward fits those layers
+// past batch 8) and 14 and 18 at four (18 measured 17.8 us a step at H 1536 batch 32 against the
+// GEMM recurrence's 14.4; ptxas and H200, sessions 62-63).
 __host__ __device__ constexpr bool gru_backward_bf16_built(int mt, int kpw, int nt) {
-  return (nt <= 2 && ((mt == 1 && kpw <= 22) || (mt == 2 && kpw <= 5))) ||
-         (nt == 4 && mt == 1 && kpw <= 18);
+  return (nt <= 2 && ((mt == 1 && kpw <= 16) || (mt == 2 && kpw <= 5))) ||
+         (nt == 4 && mt == 1 && kpw <= 16 && kpw != 14) ||
+         (mt == 1 && ((nt == 1 && kpw >= 18 && kpw <= 22) || (nt == 2 && kpw == 18)));
 }
 
 // The k-tiles per warp of the kernel that runs t (0: none): where its fragments live follows from
 // them. The bf16 GRU's backward-data, whose loops are bounded by the plan's k-tiles, runs on the
-// smallest of its built kernels that holds them (17-22 on those of 18, 20 and 22).
+// smallest of its built kernels that holds them (so 13-14 on 16's at four n-tiles, 17-22 on
+// 18's, 20's and 22's at one).
 int kernel_k_tiles(const PrnnTiling& t) {
   const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
   if (!(t.gru && t.gru_backward && t.bf16_weights)) return prnn_mma_kernel_k_tiles(kpw);
@@ -371,11 +376,12 @@ __global__ void __launch_bounds__(kThreads, 1) prnn_mma_kernel_t(const MmaArgs a
   // that does not spill: it frees registers (H100, us a step: bf16 H 512 batch 4 1.27 -> 1.08,
   // H 768 batch 8 1.43 -> 1.28; fp32 split H 512 1.51 -> 1.38, H 1152 1.95 -> 1.89;
   // kernels/NOTES.md, version 6).
-  // The GRU's backward-data at every k-tiles per warp: with the select after its loads it spilled
-  // from 14 k-tiles at four n-tiles, 18 at two and 22 at one; zeroed first, to 22 at one and two
-  // and 20 at four it does not (ptxas, session 62; its forward at two n-tiles spilled zeroed
-  // first).
-  constexpr bool kZeroFirst = kTags && (kSplit || kGruBwd ||
+  // The GRU's backward-data past the k-tiles where the select after the loads spills (20 at one
+  // n-tile, 16 at two) is zeroed first, which does not spill there; zeroed first at 12-16 k-tiles
+  // it was slower (H200, us a step: H 1300 batch 12 5.31 -> 8.54, H 1280 batch 32 9.22 -> 15.99;
+  // session 63).
+  constexpr bool kGruBwdZeroFirst = kGruBwd && KPW > (NT == 1 ? 20 : 16);
+  constexpr bool kZeroFirst = kTags && (kSplit || kGruBwdZeroFirst ||
                                         KPW <= (MT == 1   ? 10
                                                 : MT == 2 ? 6
                                                           : 5));

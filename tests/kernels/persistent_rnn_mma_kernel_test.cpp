@@ -1,7 +1,7 @@
 // Which tensor-core kernel a tiling gets (kernels/persistent_rnn_mma.cu, prnn_mma_kernel), on the
 // host: none past 16 k-tiles a warp, whatever the batch tile (a kernel of fewer k-tiles would leave
-// the state's last k-tiles unread), but the bf16 GRU's backward-data to 22 (18 at four n-tiles),
-// on the kernels of 18, 20 and 22.
+// the state's last k-tiles unread), but the bf16 GRU's backward-data to 22 at one n-tile and 18 at
+// two; and that pass at four n-tiles runs 16's kernel at 13-14 k-tiles a warp.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -43,9 +43,11 @@ TEST(PersistentRnnMmaKernel, NoneFromSeventeenKTilesAWarp) {
 }
 
 TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwentyTwo) {
-  // K = 3H: H 1194 14 k-tiles a warp, H 1400 17, H 1536 18, H 1600 19, H 1706 20, H 1800 22,
-  // H 1877 22, H 1878 23.
+  // K = 3H: H 1100 13 k-tiles a warp, H 1194 14, H 1300 16, H 1400 17, H 1536 18, H 1600 19,
+  // H 1706 20, H 1800 22, H 1877 22, H 1878 23.
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1100), 13);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1194), 14);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1300), 16);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1400), 17);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1536), 18);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1600), 19);
@@ -53,27 +55,38 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwent
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1800), 22);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1877), 22);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1878), 23);
-  for (int batch_tile : {8, 16}) {
-    SCOPED_TRACE("batch tile " + std::to_string(batch_tile));
-    const void* eighteen = prnn_mma_kernel(gru_backward(1536, batch_tile));
-    const void* twenty = prnn_mma_kernel(gru_backward(1706, batch_tile));
-    const void* twenty_two = prnn_mma_kernel(gru_backward(1877, batch_tile));
-    ASSERT_NE(eighteen, nullptr);
-    ASSERT_NE(twenty, nullptr);
-    ASSERT_NE(twenty_two, nullptr);
-    EXPECT_NE(eighteen, twenty);
-    EXPECT_NE(twenty, twenty_two);
-    EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, batch_tile)), eighteen);
-    EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, batch_tile)), twenty);
-    EXPECT_EQ(prnn_mma_kernel(gru_backward(1800, batch_tile)), twenty_two);
-    EXPECT_EQ(prnn_mma_kernel(gru_backward(1878, batch_tile)), nullptr);
-  }
-  // Four n-tiles: 14's own kernel, and to 18 (20 would pass 227 KB of shared memory).
-  EXPECT_NE(prnn_mma_kernel(gru_backward(1194, 32)), nullptr);
-  EXPECT_NE(prnn_mma_kernel(gru_backward(1194, 32)), prnn_mma_kernel(gru_backward(1300, 32)));
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 32)), prnn_mma_kernel(gru_backward(1536, 32)));
-  EXPECT_NE(prnn_mma_kernel(gru_backward(1536, 32)), nullptr);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 32)), nullptr);
+  // One n-tile: 18, 20 and 22, each for the k-tiles up to it.
+  const void* eighteen = prnn_mma_kernel(gru_backward(1536, 8));
+  const void* twenty = prnn_mma_kernel(gru_backward(1706, 8));
+  const void* twenty_two = prnn_mma_kernel(gru_backward(1877, 8));
+  ASSERT_NE(eighteen, nullptr);
+  ASSERT_NE(twenty, nullptr);
+  ASSERT_NE(twenty_two, nullptr);
+  EXPECT_NE(eighteen, twenty);
+  EXPECT_NE(twenty, twenty_two);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 8)), eighteen);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 8)), twenty);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1800, 8)), twenty_two);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1878, 8)), nullptr);
+  // Two n-tiles: 18 only (no bf16 forward fits past it at these batches).
+  const void* two_tiles = prnn_mma_kernel(gru_backward(1536, 16));
+  ASSERT_NE(two_tiles, nullptr);
+  EXPECT_NE(two_tiles, eighteen);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 16)), two_tiles);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 16)), nullptr);
+  // Four n-tiles: 13-14 k-tiles run 16's kernel (14's spilled), whose fragments' shared memory
+  // follows its 16 k-tiles; none past 16 (18 was slower than the GEMM recurrence).
+  const void* sixteen = prnn_mma_kernel(gru_backward(1300, 32));
+  ASSERT_NE(sixteen, nullptr);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1100, 32)), sixteen);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1194, 32)), sixteen);
+  EXPECT_EQ(prnn_mma_shared_bytes(gru_backward(1100, 32)),
+            prnn_mma_shared_bytes(gru_backward(1300, 32)));
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 32)), nullptr);
+  // Two n-tiles have 14's own kernel.
+  const void* fourteen = prnn_mma_kernel(gru_backward(1100, 16));
+  ASSERT_NE(fourteen, nullptr);
+  EXPECT_NE(fourteen, prnn_mma_kernel(gru_backward(1300, 16)));
   // Not the GRU's forward or the clipped ReLU at that K.
   PrnnTiling forward = gru_backward(1536, 8);
   forward.gru_backward = false;

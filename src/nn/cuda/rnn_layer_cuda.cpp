@@ -7,6 +7,7 @@
 #include "core/cuda/gemm.h"
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/persistent_rnn_mma.h"
 #include "kernels/rnn.h"
 
 namespace ds2 {
@@ -50,12 +51,20 @@ int gru_fma_bf16_backward_max_batch(int hidden) {
 // 67.87 / 65.02; H 1152 batch 17 37.69 / 45.70, batch 24 42.39 / 44.30, batch 32 53.07 / 49.86;
 // H 1216 batch 20 40.66 / 44.53; H 1280 batch 17 39.28 / 40.28, batch 24 44.28 / 44.40, batch 32
 // 55.87 / 54.34; H 1320 batch 24 53.32 / 54.73.
+// Backward-data past 16 k-tiles a warp (H 1366-1536) in sets of more than 8 rows runs the kernel of
+// 18 zeroed first, 8.6-8.8 us a step (ds2 bench rnn, H 1400 batch 12, H 1536 batch 16): two in
+// turn lose to the GEMM recurrence's side by side (H 1536 batch 16, ms a step: 45.53 with it, 38.71
+// with backward-data on the GEMM recurrence; session 63).
 constexpr int kGruInTurnBf16MaxSetRows = 24;
+constexpr int kGruInTurnBf16BackwardMaxSetRowsPast16KTiles = 8;
 bool gru_in_turn_on_gemm(const PersistentGruPlan& plan, int directions, bool backward, int batch) {
   if (directions != 2 || !plan.fits() || plan.directions() != 1 || !plan.pass_in_bf16(backward))
     return false;
   const kernels::PrnnTiling& m = backward ? plan.mma_backward_tiling() : plan.mma_forward_tiling();
-  return m.group_rows(batch) > kGruInTurnBf16MaxSetRows;
+  const int rows = m.group_rows(batch);
+  if (backward && kernels::prnn_mma_k_tiles_per_warp(m.inputs()) > 16)
+    return rows > kGruInTurnBf16BackwardMaxSetRowsPast16KTiles;
+  return rows > kGruInTurnBf16MaxSetRows;
 }
 
 // Whether a pass of a bidirectional layer runs its directions one after the other on `one`
@@ -527,18 +536,19 @@ bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
   // The GRU's persistent kernels hold fp32 weights, and a bf16 plan adds passes on tensor cores
   // with U rounded to bf16: the forward wherever one fits, backward-data where the fp32 split's is
   // off them (PersistentGruPlan says why; sets of 8, 16 or 32 batch rows; the forward to H 2048,
-  // backward-data to H 1365, to H 1706 in sets of 8). In bf16 training the recurrence runs on them
-  // (the projections and weight gradients stay bf16): more exact than the bf16 GEMM recurrence, and
-  // without its per-step launches (kernels/NOTES.md, session 56) -- except where a pass is on the
-  // fp32-math kernel, which redoes its products every pass of 4 rows: past batch 8 (the forward) or
-  // 16 (backward-data, 8 above H 1024) the GEMM recurrence on bf16 operands ran faster (H200, bf16,
-  // us a step, fp32-math kernel / GEMM recurrence; forward, session 58: H 256 batch 64 24.77
-  // / 11.04, H 512 batch 33 15.56 / 12.39, H 1024 batch 48 25.63 / 10.36, H 1536 batch 24 22.05
-  // / 11.02; backward-data, session 60: H 401 batch 24 9.83 / 12.47, H 512 batch 32 13.02 / 10.19,
-  // H 768 batch 24 13.23 / 11.19, H 1024 batch 16 10.87 / 12.30, batch 33 20.82 / 12.88, H 1536
-  // batch 12 14.29 / 12.88). So does a bidirectional layer's pass that runs its directions one
-  // after the other in sets of more than 24 batch rows (gru_in_turn_on_gemm). The two passes decide
-  // apart: they read and write the same arrays either way.
+  // backward-data to H 1365, to H 1536 in sets of 16, to H 1877 in sets of 8). In bf16 training the
+  // recurrence runs on them (the projections and weight gradients stay bf16): more exact than the
+  // bf16 GEMM recurrence, and without its per-step launches (kernels/NOTES.md, session 56) --
+  // except where a pass is on the fp32-math kernel, which redoes its products every pass of 4 rows:
+  // past batch 8 (the forward) or 16 (backward-data, 8 above H 1024) the GEMM recurrence on bf16
+  // operands ran faster (H200, bf16, us a step, fp32-math kernel / GEMM recurrence; forward,
+  // session 58: H 256 batch 64 24.77 / 11.04, H 512 batch 33 15.56 / 12.39, H 1024 batch 48 25.63
+  // / 10.36, H 1536 batch 24 22.05 / 11.02; backward-data, session 60: H 401 batch 24 9.83 / 12.47,
+  // H 512 batch 32 13.02 / 10.19, H 768 batch 24 13.23 / 11.19, H 1024 batch 16 10.87 / 12.30,
+  // batch 33 20.82 / 12.88, H 1536 batch 12 14.29 / 12.88). So does a bidirectional layer's pass
+  // that runs its directions one after the other in sets of more than 24 batch rows, 8 for
+  // backward-data past H 1365 (gru_in_turn_on_gemm). The two passes decide apart: they read and
+  // write the same arrays either way.
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const Precision precision = bf16 ? Precision::kBf16 : Precision::kFp32;
   const bool replan = needs_replan(gru_plan_.get(), batch, precision);
