@@ -205,7 +205,8 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // none; `<3, 8>` 1-4 4-156, 0 none; `<3, 2>` none with all. Backward-data `<1, 10>` 10 56, 7 12,
 // 5 4, 6 none (the rest none with the one n-tile's rule). Sets of 32 rows (four n-tiles): forward
 // `<3, 4>` 4 16, 1-3 none; `<3, 5>` 0-3 none (fewer than 2 kept pass 227 KB of shared memory);
-// `<3, 6>` 3 48, 2 4, 1 none, 0 16 (2 or more must stay for shared memory: not built); `<2, 4>`
+// `<3, 6>` 3 48, 2 4, 1 none, 0 16 (2 or more must stay for shared memory: 2, whose 4 bytes spill
+// in the prologue only, session 63); `<2, 4>`
 // and `<2, 5>` none with all; `<2, 6>` 6 80, 5 52, 4 16, 3 none (session 62); backward-data `<1,
 // 10>` 2-6 4-96, `<1, 12>` 2-12 8-108, 0 none; `<1, 8>` 4, `<1, 6>` and below all, none.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
@@ -213,7 +214,8 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
   if (cell == MmaCell::kGruForward && nt == 2)
     return kpw == 4 || kpw == 6 ? 3 : kpw == 5 ? 1 : kpw == 8 ? 0 : kpw;
   if (cell == MmaCell::kGruBackward && nt == 2 && kpw == 10) return 6;
-  if (cell == MmaCell::kGruForward && nt == 4) return mt == 2 && kpw <= 5 ? kpw : kpw < 3 ? kpw : 3;
+  if (cell == MmaCell::kGruForward && nt == 4)
+    return mt == 2 && kpw <= 5 ? kpw : kpw < 3 ? kpw : mt == 3 && kpw == 6 ? 2 : 3;
   if (cell == MmaCell::kGruBackward && nt == 4) return kpw <= 6 ? kpw : kpw == 8 ? 4 : 0;
   if (cell == MmaCell::kGruBackward)
     return mt == 1 ? (kpw == 8 ? 6 : kpw >= 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
@@ -1202,10 +1204,10 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, 1, true, kBf16, kGruFwd>);
     // bf16, sets of 16 or 32 batch rows (two or four n-tiles): 16 neurons a CTA, where sets of 8
     // need more CTAs than the SMs (H 1024 batch 32, H 768 batch 24, H 512 batch 64 on 132; 32 rows:
-    // H 1024 batch 64 and H 1025-1056 at batch 33-64); sets of 32 at 10 neurons a CTA, one set of
-    // H 1057-1320 (`<3, 6>` at four n-tiles spilled 4-48 bytes wherever its fragments fit in
-    // shared memory).
-    if constexpr ((MT == 3 && ((NT == 2 && KPW <= 8) || (NT == 4 && KPW <= 5))) ||
+    // H 1024 batch 64 and H 1025-1056 at batch 33-64, and one set of H 1321-1536, whose `<3, 6>`
+    // spills 4 bytes in its prologue only: prnn_mma_prologue_local_bytes); sets of 32 at 10
+    // neurons a CTA, one set of H 1057-1320.
+    if constexpr ((MT == 3 && ((NT == 2 && KPW <= 8) || (NT == 4 && KPW <= 6))) ||
                   (MT == 2 && NT == 4 && (KPW == 5 || KPW == 6)))
       if (tags && form == kBf16)
         return reinterpret_cast<const void*>(prnn_mma_kernel_t<MT, KPW, NT, true, kBf16, kGruFwd>);
@@ -1353,6 +1355,17 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
     default:
       return nullptr;
   }
+}
+
+size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t) {
+  // ptxas: an 8-byte stack frame, 4 bytes spilled, at 2 k-tiles' fragments in registers (3
+  // spilled 48 bytes in the step loop; fewer than 2 pass 227 KB of shared memory). H200, one set
+  // of 32 rows, forward us a step: H 1536 batch 32 6.07 (the GEMM recurrence 10.79), H 1400
+  // batch 24 4.76.
+  const bool gru_forward_3_6_4 = t.tensor_cores && t.bf16_weights && t.gru && !t.gru_backward &&
+                                 t.batch_tile == 32 && t.rows_per_cta == 48 &&
+                                 kernel_k_tiles(t) == 6;
+  return gru_forward_3_6_4 ? 8 : 0;
 }
 
 size_t prnn_mma_shared_bytes(const PrnnTiling& t) {

@@ -137,6 +137,10 @@ int prnn_mma_bf16_shared_k_tiles(const PrnnTiling& t);
 // The kernel instantiation for t (nullptr when none: the m-tiles or the k-tiles per warp
 // or the batch tile outside what is instantiated).
 const void* prnn_mma_kernel(const PrnnTiling& t);
+// Local memory (bytes a thread) that t's kernel uses only before its first step, so a plan may
+// take it (plans refuse kernels that spill): the GRU forward's `<3, 6>` at four n-tiles stores
+// one register before loading its fragments and reloads it once (nvdisasm, session 63).
+size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t);
 size_t prnn_mma_shared_bytes(const PrnnTiling& t);
 size_t prnn_mma_workspace_bytes(const PrnnTiling& t);
 void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,

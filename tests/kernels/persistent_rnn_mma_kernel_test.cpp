@@ -95,5 +95,29 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwent
   EXPECT_EQ(prnn_mma_kernel(bf16_tiling(3 * 1536, 8, 16, true)), nullptr);
 }
 
+TEST(PersistentRnnMmaKernel, Bf16GruForwardOfH1536InOneSetOf32RowsSpillsInItsPrologueOnly) {
+  // 48 rows (16 neurons) a CTA, 6 k-tiles a warp (H 1321-1536), one set of 32 batch rows.
+  PrnnTiling t = tagged_mma_tiling(1536, 32, 48, 96);
+  t.bf16_weights = true;
+  t.gru = true;
+  t.batch_tile = 32;
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(1536), 6);
+  EXPECT_NE(prnn_mma_kernel(t), nullptr);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
+  // No other kernel may spill: sets of 16 rows, 5 k-tiles, backward-data.
+  PrnnTiling sixteen = t;
+  sixteen.batch_tile = 16;
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(sixteen), 0u);
+  PrnnTiling five = tagged_mma_tiling(1280, 32, 48, 80);
+  five.bf16_weights = true;
+  five.gru = true;
+  five.batch_tile = 32;
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(five), 0u);
+  PrnnTiling backward = t;
+  backward.gru_backward = true;
+  backward.rows_per_cta = 16;
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(backward), 0u);
+}
+
 }  // namespace
 }  // namespace ds2::kernels

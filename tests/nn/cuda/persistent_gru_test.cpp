@@ -378,19 +378,21 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
 // neurons at 5 and 6 k-tiles a warp), H 1040 batch 64 (two sets of 32 rows, forward on 65 CTAs of
 // 16 neurons each at 5 k-tiles), H 1400 batch 5 and H 1700 batch 3 (backward-data at 17 and 20
 // k-tiles a warp, sets of 8 rows), H 1800 batch 5 (22, sets of 8), H 1500 batch 12 (18, sets of
-// 16), H 1150 batch 20 (14 on 16's kernel, sets of 32), H 1400 batch 24 (the fp32-math passes),
-// and through plans for a wider batch.
+// 16), H 1150 batch 20 (14 on 16's kernel, sets of 32), H 1400 batch 24 and H 1536 batch 32 (the
+// forward in one set of 32 rows at 16 neurons a CTA, 6 k-tiles a warp), and through plans for a
+// wider batch.
 TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   int bf16_plans = 0;
-  for (const Case& c : {Case{9, 32, 512},  Case{8, 16, 1000}, Case{5, 24, 401},  Case{6, 16, 400},
-                        Case{7, 11, 1000}, Case{5, 32, 400},  Case{5, 64, 256},  Case{4, 9, 1024},
-                        Case{3, 1, 1024},  Case{4, 27, 768},  Case{3, 32, 1024}, Case{3, 64, 512},
-                        Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},  Case{3, 12, 1300},
-                        Case{3, 24, 1300}, Case{3, 32, 1280}, Case{2, 20, 1310}, Case{2, 64, 1040},
-                        Case{3, 17, 1100}, Case{3, 5, 1400},  Case{2, 3, 1700},  Case{2, 5, 1800},
-                        Case{2, 12, 1500}, Case{2, 24, 1400}, Case{2, 20, 1150}}) {
+  for (const Case& c :
+       {Case{9, 32, 512},  Case{8, 16, 1000}, Case{5, 24, 401},  Case{6, 16, 400},
+        Case{7, 11, 1000}, Case{5, 32, 400},  Case{5, 64, 256},  Case{4, 9, 1024},
+        Case{3, 1, 1024},  Case{4, 27, 768},  Case{3, 32, 1024}, Case{3, 64, 512},
+        Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},  Case{3, 12, 1300},
+        Case{3, 24, 1300}, Case{3, 32, 1280}, Case{2, 20, 1310}, Case{2, 64, 1040},
+        Case{3, 17, 1100}, Case{3, 5, 1400},  Case{2, 3, 1700},  Case{2, 5, 1800},
+        Case{2, 12, 1500}, Case{2, 24, 1400}, Case{2, 20, 1150}, Case{2, 32, 1536}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -578,6 +580,13 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
       }
     }
     EXPECT_FALSE(PersistentGruPlan(1536, 32, 1, -1, Precision::kBf16).pass_in_bf16(true));
+    // The forward of H 1321-1536 in one set of 32 rows at 16 neurons a CTA (6 k-tiles a warp).
+    for (const int h : {1400, 1536}) {
+      const PersistentGruPlan wide(h, 32, 1, -1, Precision::kBf16);
+      EXPECT_TRUE(wide.pass_in_bf16(false)) << wide.describe();
+      EXPECT_EQ(wide.mma_forward_tiling().batch_tile, 32);
+      EXPECT_EQ(wide.mma_forward_tiling().batch_groups, 1);
+    }
     EXPECT_FALSE(PersistentGruPlan(1900, 8, 1, -1, Precision::kBf16).pass_in_bf16(true));
     // At batch 1 the fp32-math backward-data (U on chip) was the faster: it stays.
     const PersistentGruPlan one_row(1400, 1, 1, -1, Precision::kBf16);
