@@ -16,7 +16,7 @@ each rule there was found this way (kernels/NOTES.md, sessions 61-62).
   python3 scripts/dev/ptxas-try.py --where '<3,6,4,true,kBf16,kGruForward>'
 
 --where needs nvdisasm (CUDA's, not on this machine's toolkit): PyPI's nvidia-cuda-nvdisasm wheel
-has it (`pip install --target .devdeps/nvdisasm nvidia-cuda-nvdisasm`; found there, on PATH, in
+has it (`pip install --target .tools/nvdisasm nvidia-cuda-nvdisasm`; found there, on PATH, in
 /usr/local/cuda/bin or by --nvdisasm). A spill outside the step loop costs once a launch, which is
 how the GRU forward's `<3, 6>` at four n-tiles came to run (prnn_mma_prologue_local_bytes).
 
@@ -102,13 +102,12 @@ def report(log):
 def find_nvdisasm(given):
     candidates = [given] if given else []
     candidates += [shutil.which("nvdisasm") or "", "/usr/local/cuda/bin/nvdisasm",
-                   os.path.join(ROOT, ".devdeps", "nvdisasm", "nvidia", "cu13", "bin", "nvdisasm")]
+                   os.path.join(ROOT, ".tools", "nvdisasm", "nvidia", "cu13", "bin", "nvdisasm")]
     for c in candidates:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
-    sys.exit("ptxas-try: --where needs nvdisasm: pip install --target .devdeps/nvdisasm "
-             "nvidia-cuda-nvdisasm (then chmod +x .devdeps/nvdisasm/nvidia/cu13/bin/nvdisasm), "
-             "or pass --nvdisasm PATH")
+    sys.exit("ptxas-try: --where needs nvdisasm: pip install --target .tools/nvdisasm "
+             "nvidia-cuda-nvdisasm, or pass --nvdisasm PATH")
 
 
 def spill_sites(sass, source_lines):
