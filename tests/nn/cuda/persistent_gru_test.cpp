@@ -848,6 +848,21 @@ TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) 
   EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
 }
 
+// One training forward and backward of `gpu` on random frames (T of them for each of `batch`
+// rows), finished; whether the forward ran persistent (ran_persistent() then tells of backward).
+bool forward_and_backward(CudaContext& ctx, CudaRnnLayer& gpu, Rng& rng, int T, int batch, int in,
+                          int H) {
+  DeviceSequences xd, yd, dyd, dxd;
+  upload(random_sequences({T, batch, in}, std::vector<int>(batch, T), rng), xd, ctx.stream());
+  upload(random_sequences({T, batch, H}, std::vector<int>(batch, T), rng), dyd, ctx.stream());
+  yd.data.resize({T, batch, H});
+  gpu.forward(xd, yd, true);
+  const bool forward_persistent = gpu.ran_persistent();
+  gpu.backward(xd, yd, dyd, dxd);
+  DS2_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+  return forward_persistent;
+}
+
 // Bidirectional bf16 GRU layers whose passes run their directions one after the other take the
 // GEMM recurrence past 24 batch rows a set (H 1280: one set of 32 rows at batch 32 and 25), and
 // stay persistent up to it (batch 24).
@@ -866,14 +881,7 @@ TEST(PersistentGru, Bf16DirectionsInTurnPast24RowsASetTakeTheGemmRecurrence) {
   CudaRnnLayer& gpu = layer.gpu;
   for (const int batch : {32, 24, 25}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
-    DeviceSequences xd, yd, dyd, dxd;
-    upload(random_sequences({T, batch, in}, std::vector<int>(batch, T), rng), xd, ctx.stream());
-    upload(random_sequences({T, batch, H}, std::vector<int>(batch, T), rng), dyd, ctx.stream());
-    yd.data.resize({T, batch, H});
-    gpu.forward(xd, yd, true);
-    const bool forward_persistent = gpu.ran_persistent();
-    gpu.backward(xd, yd, dyd, dxd);
-    DS2_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+    const bool forward_persistent = forward_and_backward(ctx, gpu, rng, T, batch, in, H);
     EXPECT_EQ(forward_persistent, batch <= 24) << gpu.recurrence_path();
     EXPECT_EQ(gpu.ran_persistent(), batch <= 24) << gpu.recurrence_path();
     if (batch > 24)
@@ -905,14 +913,7 @@ TEST(PersistentGru, Bf16BackwardDataInTurnPastH1365BeyondSetsOf8TakesTheGemmRecu
   CudaRnnLayer& gpu = layer.gpu;
   for (const int batch : {12, 8}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
-    DeviceSequences xd, yd, dyd, dxd;
-    upload(random_sequences({T, batch, in}, std::vector<int>(batch, T), rng), xd, ctx.stream());
-    upload(random_sequences({T, batch, H}, std::vector<int>(batch, T), rng), dyd, ctx.stream());
-    yd.data.resize({T, batch, H});
-    gpu.forward(xd, yd, true);
-    EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
-    gpu.backward(xd, yd, dyd, dxd);
-    DS2_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+    EXPECT_TRUE(forward_and_backward(ctx, gpu, rng, T, batch, in, H)) << gpu.recurrence_path();
     EXPECT_EQ(gpu.ran_persistent(), batch == 8) << gpu.recurrence_path();
     EXPECT_EQ(
         gpu.recurrence_path().find("backward-data on the GEMM recurrence (bf16 at batch 12 "
