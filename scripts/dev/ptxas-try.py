@@ -83,18 +83,21 @@ def kernel_name(mangled):
 
 def report(log):
     """(name, registers and spills) of each kernel in ptxas's -v log."""
-    current, spill, rows = None, 0, []
+    current, spill, frame, rows = None, 0, 0, []
     for line in log.splitlines():
         m = re.search(r"Compiling entry function '(\S+)'", line)
         if m:
             current = kernel_name(m.group(1))
             continue
-        m = re.search(r"(\d+) bytes spill stores", line)
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores", line)
         if m:
-            spill = int(m.group(1))
+            frame, spill = int(m.group(1)), int(m.group(2))
         m = re.search(r"Used (\d+) registers", line)
         if m and current:
-            rows.append((current, f"{current:52} {m.group(1):>4} registers  {spill:>4} bytes spilled"))
+            # The stack frame is the local memory a launch reports (cudaFuncAttributes::
+            # localSizeBytes), which the plans compare with prnn_mma_prologue_local_bytes.
+            rows.append((current, f"{current:52} {m.group(1):>4} registers  {spill:>4} bytes "
+                                  f"spilled  {frame:>4} bytes stack frame"))
             current = None
     return rows
 
