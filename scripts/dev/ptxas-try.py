@@ -34,8 +34,10 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOURCE = os.path.join(ROOT, "kernels", "persistent_rnn_mma.cu")
-FORMS = {"kBf16", "kFp16Split", "kStackedSplit"}
-CELLS = {"kRelu", "kGruForward", "kGruBackward"}
+# In the order of MmaForm's and MmaCell's enumerators (kernels/persistent_rnn_mma.cu): a mangled
+# name carries their values.
+FORMS = ["kBf16", "kFp16Split", "kStackedSplit"]
+CELLS = ["kRelu", "kGruForward", "kGruBackward"]
 
 
 def parse_kernel(text):
@@ -43,7 +45,7 @@ def parse_kernel(text):
     if len(parts) != 6 or parts[3] not in ("true", "false") or parts[4] not in FORMS or \
             parts[5] not in CELLS or not all(p.isdigit() for p in parts[:3]):
         sys.exit(f"ptxas-try: '{text}' is not <MT,KPW,NT,true|false,form,cell> "
-                 f"(forms {sorted(FORMS)}, cells {sorted(CELLS)})")
+                 f"(forms {FORMS}, cells {CELLS})")
     return parts
 
 
@@ -75,10 +77,8 @@ def kernel_name(mangled):
     if not m:
         return None
     mt, kpw, nt, tags, form, cell = m.groups()
-    forms = ["kBf16", "kFp16Split", "kStackedSplit"]
-    cells = ["kRelu", "kGruForward", "kGruBackward"]
     return (f"<{mt}, {kpw}, {nt}, {'true' if tags == '1' else 'false'}, "
-            f"{forms[int(form)]}, {cells[int(cell)]}>")
+            f"{FORMS[int(form)]}, {CELLS[int(cell)]}>")
 
 
 def report(log):

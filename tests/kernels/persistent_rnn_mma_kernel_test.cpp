@@ -20,6 +20,13 @@ PrnnTiling bf16_tiling(int hidden, int batch_tile, int rows, bool tags) {
   return t;
 }
 
+// The bf16 GRU's forward at 16 neurons a CTA (48 rows: three gates; K = H).
+PrnnTiling gru_forward(int hidden, int batch_tile) {
+  PrnnTiling t = bf16_tiling(hidden, batch_tile, 48, true);
+  t.gru = true;
+  return t;
+}
+
 // The bf16 GRU's backward-data at 16 neurons a CTA (rows are neurons, K = 3H).
 PrnnTiling gru_backward(int hidden, int batch_tile) {
   PrnnTiling t = bf16_tiling(hidden, batch_tile, 16, true);
@@ -97,26 +104,18 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwent
 
 TEST(PersistentRnnMmaKernel, Bf16GruForwardOfH1536InOneSetOf32RowsSpillsInItsPrologueOnly) {
   // 48 rows (16 neurons) a CTA, 6 k-tiles a warp (H 1321-1536), one set of 32 batch rows.
-  PrnnTiling t = tagged_mma_tiling(1536, 32, 48, 96);
-  t.bf16_weights = true;
-  t.gru = true;
-  t.batch_tile = 32;
+  const PrnnTiling t = gru_forward(1536, 32);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(1536), 6);
   EXPECT_NE(prnn_mma_kernel(t), nullptr);
   EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
-  // No other kernel may spill: sets of 16 rows, 5 k-tiles, backward-data.
-  PrnnTiling sixteen = t;
-  sixteen.batch_tile = 16;
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(sixteen), 0u);
-  PrnnTiling five = tagged_mma_tiling(1280, 32, 48, 80);
-  five.bf16_weights = true;
-  five.gru = true;
-  five.batch_tile = 32;
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(five), 0u);
-  PrnnTiling backward = t;
-  backward.gru_backward = true;
-  backward.rows_per_cta = 16;
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(backward), 0u);
+  // No other kernel may spill: sets of 16 rows, 5 k-tiles, backward-data, the fp32-math kernel
+  // (the plans ask of every tiling).
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_forward(1536, 16)), 0u);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_forward(1280, 32)), 0u);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(1536, 32)), 0u);
+  PrnnTiling fp32_math = t;
+  fp32_math.tensor_cores = false;
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(fp32_math), 0u);
 }
 
 }  // namespace

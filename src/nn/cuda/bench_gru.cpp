@@ -174,9 +174,10 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   }
 
   // bf16: the bf16 plan's passes on bf16 tensor cores (its forward wherever a kernel fits,
-  // backward-data where the fp32 split's does not reach; the other pass as the fp32 plan's), beside
-  // the rows above, whose "fp32 weights" row is the fp32 plan's (the split where it reaches). The plan a layer of this precision runs (bf16 that
-  // one, fp32 `plan`) is the one-direction plan of the both-directions line below.
+  // backward-data where the fp32 split's does not reach; the other pass as the fp32 plan's),
+  // beside the rows above, whose "fp32 weights" row is the fp32 plan's (the split where it
+  // reaches). The plan a layer of this precision runs (bf16 that one, fp32 `plan`) is the
+  // one-direction plan of the both-directions line below.
   std::optional<PersistentGruPlan> bf16_plan;
   const PersistentGruPlan& layer_plan =
       bf16 ? bf16_plan.emplace(H, B, 1, o.device, Precision::kBf16) : plan;
