@@ -232,16 +232,15 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
 // The bf16 GRU backward-data kernels built (kernel_for_exchange builds these and only these), by
 // m-tiles, compiled k-tiles per warp and n-tiles: 16 neurons a CTA to H 1365 (K = 3H: 16 k-tiles a
 // warp; fragments in shared memory from 12), 32 to H 426 (5; past those they spilled,
-// bf16_register_k_tiles); at four n-tiles not 14 (8 bytes spilled with none kept); at one n-tile
-// 18, 20 and 22 (H 1366-1877), at two 18 (H 1366-1536), the kernels past 16 that the plans use: 22
-// at one and 18 at two zeroed first (kZeroFirst), which they spill without. Not built, though they
-// compile without spills zeroed first: 20 and 22 at two n-tiles (no bf16 forward fits those layers
-// past batch 8) and 14 and 18 at four (18 measured 17.8 us a step at H 1536 batch 32 against the
-// GEMM recurrence's 14.4; ptxas and H200, sessions 62-63).
+// bf16_register_k_tiles); at four n-tiles not 14 (8 bytes spilled with none kept); at one and two
+// n-tiles 18, 20 and 22 (H 1366-1877), 22 at one and 18-22 at two zeroed first (kZeroFirst), which
+// they spill without. Not built, though they compile without spills zeroed first: 14 and 18 at
+// four (18 measured 17.8 us a step at H 1536 batch 32 against the GEMM recurrence's 14.4; ptxas
+// and H200, sessions 62-63).
 __host__ __device__ constexpr bool gru_backward_bf16_built(int mt, int kpw, int nt) {
   return (nt <= 2 && ((mt == 1 && kpw <= 16) || (mt == 2 && kpw <= 5))) ||
          (nt == 4 && mt == 1 && kpw <= 16 && kpw != 14) ||
-         (mt == 1 && ((nt == 1 && kpw >= 18 && kpw <= 22) || (nt == 2 && kpw == 18)));
+         (mt == 1 && nt <= 2 && kpw >= 18 && kpw <= 22);
 }
 
 // The k-tiles per warp of the kernel that runs t (0: none): where its fragments live follows from

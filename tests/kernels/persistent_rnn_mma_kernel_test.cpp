@@ -1,7 +1,7 @@
 // Which tensor-core kernel a tiling gets (kernels/persistent_rnn_mma.cu, prnn_mma_kernel), on the
 // host: none past 16 k-tiles a warp, whatever the batch tile (a kernel of fewer k-tiles would leave
-// the state's last k-tiles unread), but the bf16 GRU's backward-data to 22 at one n-tile and 18 at
-// two; and that pass at four n-tiles runs 16's kernel at 13-14 k-tiles a warp.
+// the state's last k-tiles unread), but the bf16 GRU's backward-data to 22 at one and two n-tiles;
+// and that pass at four n-tiles runs 16's kernel at 13-14 k-tiles a warp.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -75,12 +75,19 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwent
   EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 8)), twenty);
   EXPECT_EQ(prnn_mma_kernel(gru_backward(1800, 8)), twenty_two);
   EXPECT_EQ(prnn_mma_kernel(gru_backward(1878, 8)), nullptr);
-  // Two n-tiles: 18 only (no bf16 forward fits past it at these batches).
+  // Two n-tiles: their own 18, 20 and 22.
   const void* two_tiles = prnn_mma_kernel(gru_backward(1536, 16));
   ASSERT_NE(two_tiles, nullptr);
   EXPECT_NE(two_tiles, eighteen);
   EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 16)), two_tiles);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 16)), nullptr);
+  const void* two_twenty = prnn_mma_kernel(gru_backward(1706, 16));
+  const void* two_twenty_two = prnn_mma_kernel(gru_backward(1877, 16));
+  ASSERT_NE(two_twenty, nullptr);
+  ASSERT_NE(two_twenty_two, nullptr);
+  EXPECT_NE(two_twenty, twenty);
+  EXPECT_NE(two_twenty, two_twenty_two);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 16)), two_twenty);
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(1878, 16)), nullptr);
   // Four n-tiles: 13-14 k-tiles run 16's kernel (14's spilled), whose fragments' shared memory
   // follows its 16 k-tiles; none past 16 (18 was slower than the GEMM recurrence).
   const void* sixteen = prnn_mma_kernel(gru_backward(1300, 32));

@@ -161,6 +161,20 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
   }
   if (!ok) {
     refuse(reason.empty() ? "no kernel variant fits" : reason);
+    // bf16: a plan with both passes on bf16 tensor cores launches no fp32-math kernel (bf16's dG
+    // keeps fp32's exponent range: nothing reruns), so it runs where that kernel does not fit
+    // (one direction past H 1568 at batch 9-16, in sets of 16 batch rows).
+    if (precision == Precision::kBf16 && tensor_cores && !forced) {
+      plan_mma(false, ctas_max, smem_optin, /*bf16=*/true);
+      plan_mma(true, ctas_max, smem_optin, /*bf16=*/true);
+      if (pass_in_bf16(false) && pass_in_bf16(true)) {
+        fits_ = true;
+        fp32_math_fits_ = false;
+        why_not_.clear();
+      } else {
+        mma_tiling_[0] = mma_tiling_[1] = kernels::PrnnTiling{};
+      }
+    }
     return;
   }
   fits_ = true;
@@ -262,14 +276,20 @@ std::string PersistentGruPlan::describe() const {
   if (!fits_) return why_not_;
   const kernels::PgruTiling& t = tiling_;
   std::ostringstream s;
-  s << "persistent GRU hidden " << t.hidden << ", batch <= " << t.max_batch << ", "
-    << (pass_in_bf16(false) && pass_in_bf16(true) ? "fp32 weights (a bf16 copy for both passes)"
-        : pass_in_bf16(false)                     ? "fp32 weights (a bf16 copy for the forward)"
-        : pass_in_bf16(true)                      ? "fp32 weights (a bf16 copy for backward-data)"
-                                                  : "fp32 weights")
-    << ", " << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
-    << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs), "
-    << t.neurons_per_cta << " neurons per CTA, batch tile " << t.batch_tile;
+  s << "persistent GRU hidden " << t.hidden << ", batch <= " << t.max_batch << ", ";
+  if (!fp32_math_fits_) {
+    s << "fp32 weights (a bf16 copy for both passes; the fp32-math kernel does not fit), "
+      << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << " on " << sm_count_
+      << " SMs";
+  } else {
+    s << (pass_in_bf16(false) && pass_in_bf16(true) ? "fp32 weights (a bf16 copy for both passes)"
+          : pass_in_bf16(false)                     ? "fp32 weights (a bf16 copy for the forward)"
+          : pass_in_bf16(true)                      ? "fp32 weights (a bf16 copy for backward-data)"
+                                                    : "fp32 weights")
+      << ", " << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
+      << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs), "
+      << t.neurons_per_cta << " neurons per CTA, batch tile " << t.batch_tile;
+  }
   for (bool bwd : {false, true}) {
     const kernels::PrnnTiling& m = mma_tiling_[bwd ? 1 : 0];
     if (!m.gru) continue;

@@ -50,6 +50,9 @@ class PersistentGruPlan {
                     bool streamed_rows = true, int min_streamed_groups = 0);
 
   bool fits() const { return fits_; }
+  // Whether the fp32-math kernel's tiling fits too: a bf16 plan may fit without it, both passes
+  // on bf16 tensor cores (then tiling() launches nothing).
+  bool fp32_math_fits() const { return fits_ && fp32_math_fits_; }
   const std::string& why_not() const { return why_not_; }
   int hidden() const { return tiling_.hidden; }
   int max_batch() const { return tiling_.max_batch; }
@@ -94,6 +97,7 @@ class PersistentGruPlan {
   int sm_count_ = 0;
   int registers_[2] = {0, 0};  // forward, backward-data
   bool fits_ = false;
+  bool fp32_math_fits_ = true;  // false: a bf16 plan without the fp32-math kernel (fits())
   std::string why_not_;
 };
 

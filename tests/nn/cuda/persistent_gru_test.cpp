@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <iostream>
 #include <string>
 #include <tuple>
@@ -379,20 +380,21 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
 // 16 neurons each at 5 k-tiles), H 1400 batch 5 and H 1700 batch 3 (backward-data at 17 and 20
 // k-tiles a warp, sets of 8 rows), H 1800 batch 5 (22, sets of 8), H 1500 batch 12 (18, sets of
 // 16), H 1150 batch 20 (14 on 16's kernel, sets of 32), H 1400 batch 24 and H 1536 batch 32 (the
-// forward in one set of 32 rows at 16 neurons a CTA, 6 k-tiles a warp), and through plans for a
-// wider batch.
+// forward in one set of 32 rows at 16 neurons a CTA, 6 k-tiles a warp), H 1700 batch 12 and H 1877
+// batch 16 (plans without the fp32-math kernel: backward-data at 20 and 22 k-tiles in sets of 16),
+// and through plans for a wider batch.
 TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   int bf16_plans = 0;
-  for (const Case& c :
-       {Case{9, 32, 512},  Case{8, 16, 1000}, Case{5, 24, 401},  Case{6, 16, 400},
-        Case{7, 11, 1000}, Case{5, 32, 400},  Case{5, 64, 256},  Case{4, 9, 1024},
-        Case{3, 1, 1024},  Case{4, 27, 768},  Case{3, 32, 1024}, Case{3, 64, 512},
-        Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},  Case{3, 12, 1300},
-        Case{3, 24, 1300}, Case{3, 32, 1280}, Case{2, 20, 1310}, Case{2, 64, 1040},
-        Case{3, 17, 1100}, Case{3, 5, 1400},  Case{2, 3, 1700},  Case{2, 5, 1800},
-        Case{2, 12, 1500}, Case{2, 24, 1400}, Case{2, 20, 1150}, Case{2, 32, 1536}}) {
+  for (const Case& c : {Case{9, 32, 512},  Case{8, 16, 1000}, Case{5, 24, 401},  Case{6, 16, 400},
+                        Case{7, 11, 1000}, Case{5, 32, 400},  Case{5, 64, 256},  Case{4, 9, 1024},
+                        Case{3, 1, 1024},  Case{4, 27, 768},  Case{3, 32, 1024}, Case{3, 64, 512},
+                        Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},  Case{3, 12, 1300},
+                        Case{3, 24, 1300}, Case{3, 32, 1280}, Case{2, 20, 1310}, Case{2, 64, 1040},
+                        Case{3, 17, 1100}, Case{3, 5, 1400},  Case{2, 3, 1700},  Case{2, 5, 1800},
+                        Case{2, 12, 1500}, Case{2, 24, 1400}, Case{2, 20, 1150}, Case{2, 32, 1536},
+                        Case{2, 12, 1700}, Case{2, 16, 1877}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -570,15 +572,21 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
         EXPECT_EQ(m.batch_groups, 1);
       }
     }
-    // Backward-data past H 1365 (17-22 k-tiles a warp): to H 1877 in sets of 8 rows, to H 1536 in
-    // sets of 16; not in sets of 32 (slower than the GEMM recurrence there).
+    // Backward-data past H 1365 (17-22 k-tiles a warp): to H 1877 in sets of 8 and 16 rows; not in
+    // sets of 32 (slower than the GEMM recurrence there). Past H 1568 at batch 16 the fp32-math
+    // kernel does not fit, and the bf16 plan runs without it.
     for (const int h : {1400, 1536, 1700, 1800, 1877}) {
       for (const int batch : {8, 16}) {
-        if (batch == 16 && h > 1536) continue;
         const PersistentGruPlan deeper(h, batch, 1, -1, Precision::kBf16);
         EXPECT_TRUE(deeper.pass_in_bf16(false) && deeper.pass_in_bf16(true)) << deeper.describe();
       }
     }
+    const PersistentGruPlan bf16_only(1700, 16, 1, -1, Precision::kBf16);
+    EXPECT_TRUE(bf16_only.fits() && !bf16_only.fp32_math_fits()) << bf16_only.describe();
+    EXPECT_NE(bf16_only.describe().find("the fp32-math kernel does not fit"), std::string::npos)
+        << bf16_only.describe();
+    EXPECT_FALSE(PersistentGruPlan(1700, 16).fits());
+    EXPECT_TRUE(PersistentGruPlan(1700, 8, 1, -1, Precision::kBf16).fp32_math_fits());
     EXPECT_FALSE(PersistentGruPlan(1536, 32, 1, -1, Precision::kBf16).pass_in_bf16(true));
     // The forward of H 1321-1536 in one set of 32 rows at 16 neurons a CTA (6 k-tiles a warp).
     for (const int h : {1400, 1536}) {
@@ -929,20 +937,19 @@ TEST(PersistentGru, Bf16BackwardDataInTurnPastH1365BeyondSetsOf8TakesTheGemmRecu
 // rounds U and every state and dG as the bf16 passes do, so whole layers on it are the reference.
 // Where a pass is off the tensor cores past its batch, it runs the GEMM recurrence, the other pass
 // persistent: backward() then rounds U itself, and dU's states from the persistent forward's.
-TEST(PersistentGru, Bf16LayersOnTensorCoresMatchTheGemmRecurrence) {
-  DS2_REQUIRE_GPU();
-  const int H = 512, in = 24, T = 9, max_batch = 24;
-  const PersistentGruPlan plan(H, max_batch, 1, -1, Precision::kBf16);
-  if (!plan.fits() || !plan.pass_in_bf16(false) || !plan.pass_in_bf16(true))
-    GTEST_SKIP() << "H 512 batch 24 has no bf16 tensor-core passes here: " << plan.describe();
+// A bf16 layer of H (batches: the first its largest) on its persistent passes against the same
+// layer on the GEMM recurrence, whose tolerances were measured on an H200 (session 60).
+void expect_bf16_layer_matches_gemm(int H, bool bidirectional, std::initializer_list<int> batches,
+                                    uint64_t seed) {
+  const int in = 24, T = 9;
   CudaContext ctx;
   ctx.set_matmul_precision(Precision::kBf16);
-  Rng rng(60);
-  RnnLayerPair layer(ctx, rng, "gru", in, H, RnnType::kGru, /*bidirectional=*/true);
+  Rng rng(seed);
+  RnnLayerPair layer(ctx, rng, "gru", in, H, RnnType::kGru, bidirectional);
   CudaRnnLayer& gpu = layer.gpu;
   DeviceParameters& params = layer.params;
-  for (const int B : {max_batch, 12}) {
-    SCOPED_TRACE("batch " + std::to_string(B));
+  for (const int B : batches) {
+    SCOPED_TRACE("H " + std::to_string(H) + " batch " + std::to_string(B));
     std::vector<int> lengths(B, T);
     for (int b = 0; b < B; ++b) lengths[b] = b % 5 == 3 ? 0 : T - (b * 7) % T;
     DeviceSequences xd, yd, dyd, dxd;
@@ -971,13 +978,32 @@ TEST(PersistentGru, Bf16LayersOnTensorCoresMatchTheGemmRecurrence) {
     const double dx_error = relative_error(gemm.dx.data(), ours.dx.data(), gemm.dx.numel());
     const double grad_error =
         relative_error(gemm.grads.data(), ours.grads.data(), gemm.grads.numel());
-    // Measured on an H200 (session 60): see kernels/NOTES.md.
     EXPECT_LT(y_error, 1e-2);
     EXPECT_LT(dx_error, 3e-2);
     EXPECT_LT(grad_error, 3e-2);
-    std::cout << "batch " << B << " against the GEMM recurrence, relative error: y " << y_error
-              << ", dx " << dx_error << ", gradients " << grad_error << "\n";
+    std::cout << "H " << H << " batch " << B << " against the GEMM recurrence, relative error: y "
+              << y_error << ", dx " << dx_error << ", gradients " << grad_error << "\n";
   }
+}
+
+TEST(PersistentGru, Bf16LayersOnTensorCoresMatchTheGemmRecurrence) {
+  DS2_REQUIRE_GPU();
+  const PersistentGruPlan plan(512, 24, 1, -1, Precision::kBf16);
+  if (!plan.fits() || !plan.pass_in_bf16(false) || !plan.pass_in_bf16(true))
+    GTEST_SKIP() << "H 512 batch 24 has no bf16 tensor-core passes here: " << plan.describe();
+  expect_bf16_layer_matches_gemm(512, /*bidirectional=*/true, {24, 12}, 60);
+}
+
+// Past H 1568 at batch 9-16 the fp32-math kernel does not fit; a bf16 layer runs both passes on
+// bf16 tensor cores without it (one direction: two in turn would take the GEMM recurrence for
+// backward-data, gru_in_turn_on_gemm).
+TEST(PersistentGru, Bf16LayersWhereTheFp32KernelDoesNotFitRunOnTensorCores) {
+  DS2_REQUIRE_GPU();
+  const PersistentGruPlan plan(1700, 16, 1, -1, Precision::kBf16);
+  if (!plan.fits() || plan.fp32_math_fits())
+    GTEST_SKIP() << "H 1700 batch 16 is not a bf16 plan without the fp32-math kernel here: "
+                 << plan.describe();
+  expect_bf16_layer_matches_gemm(1700, /*bidirectional=*/false, {16, 12}, 63);
 }
 
 }  // namespace
