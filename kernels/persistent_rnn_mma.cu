@@ -202,8 +202,9 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // `<1, 14>` and `<1, 16>` (H 1025-1365; 123-128 registers, none at two n-tiles or `<1, 16>` at
 // four). The GRU's sets of 16 batch rows (two n-tiles; session 61, ptxas, bytes spilled by k-tiles
 // kept): forward `<3, 4>` 4 12, 3 none; `<3, 5>` 2-5 8-156, 1 none; `<3, 6>` 6 244, 4 144, 2-3
-// none; `<3, 8>` 1-4 4-156, 0 none; `<3, 2>` none with all. Backward-data `<1, 10>` 10 56, 7 12,
-// 5 4, 6 none (the rest none with the one n-tile's rule). Sets of 32 rows (four n-tiles): forward
+// none; `<3, 8>` 1-4 4-156 (3: 8 bytes, before the step loop only: kept, session 63), 0 none; `<3,
+// 2>` none with all. Backward-data `<1, 10>` 10 56, 7 12, 5 4, 6 none (the rest none with the one
+// n-tile's rule). Sets of 32 rows (four n-tiles): forward
 // `<3, 4>` 4 16, 1-3 none; `<3, 5>` 0-3 none (fewer than 2 kept pass 227 KB of shared memory);
 // `<3, 6>` 3 48, 2 4, 1 none, 0 16 (2 or more must stay for shared memory: 2, whose 4 bytes spill
 // in the prologue only, session 63); `<2, 4>`
@@ -212,7 +213,7 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
                                                         MmaCell cell = MmaCell::kRelu) {
   if (cell == MmaCell::kGruForward && nt == 2)
-    return kpw == 4 || kpw == 6 ? 3 : kpw == 5 ? 1 : kpw == 8 ? 0 : kpw;
+    return kpw == 4 || kpw == 6 || kpw == 8 ? 3 : kpw == 5 ? 1 : kpw;
   if (cell == MmaCell::kGruBackward && nt == 2 && kpw == 10) return 6;
   if (cell == MmaCell::kGruForward && nt == 4)
     return mt == 2 && kpw <= 5 ? kpw : kpw < 3 ? kpw : mt == 3 && kpw == 6 ? 2 : 3;
@@ -1361,10 +1362,13 @@ size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t) {
   // spilled 48 bytes in the step loop; fewer than 2 pass 227 KB of shared memory). H200, one set
   // of 32 rows, forward us a step: H 1536 batch 32 6.07 (the GEMM recurrence 10.79), H 1400
   // batch 24 4.76.
-  const bool gru_forward_3_6_4 = t.tensor_cores && t.bf16_weights && t.gru && !t.gru_backward &&
-                                 t.batch_tile == 32 && t.rows_per_cta == 48 &&
-                                 kernel_k_tiles(t) == 6;
-  return gru_forward_3_6_4 ? 8 : 0;
+  // `<3, 8>` at two n-tiles (H 1537-2048 in sets of 16 rows) likewise with 3 k-tiles kept (8
+  // bytes spilled, stored and reloaded before the step loop: ptxas-try --where, session 63), where
+  // all 8 in shared memory need 256 KB.
+  if (!(t.tensor_cores && t.bf16_weights && t.gru && !t.gru_backward && t.rows_per_cta == 48))
+    return 0;
+  const int kpw = kernel_k_tiles(t);
+  return (t.batch_tile == 32 && kpw == 6) || (t.batch_tile == 16 && kpw == 8) ? 8 : 0;
 }
 
 size_t prnn_mma_shared_bytes(const PrnnTiling& t) {

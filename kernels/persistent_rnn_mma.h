@@ -138,9 +138,9 @@ int prnn_mma_bf16_shared_k_tiles(const PrnnTiling& t);
 // or the batch tile outside what is instantiated).
 const void* prnn_mma_kernel(const PrnnTiling& t);
 // Local memory (bytes a thread) that t's kernel uses only before its first step, so a plan may
-// take it (plans refuse kernels that spill): the GRU forward's `<3, 6>` at four n-tiles stores
-// one register before loading its fragments and reloads it once (nvdisasm, session 63). 0 for
-// every other tiling, the fp32-math kernel's included.
+// take it (plans refuse kernels that spill): the GRU forward's `<3, 6>` at four n-tiles and `<3,
+// 8>` at two store a register or two before loading their fragments and reload them once (nvdisasm,
+// session 63). 0 for every other tiling, the fp32-math kernel's included.
 size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t);
 size_t prnn_mma_shared_bytes(const PrnnTiling& t);
 size_t prnn_mma_workspace_bytes(const PrnnTiling& t);

@@ -109,14 +109,20 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwent
   EXPECT_EQ(prnn_mma_kernel(bf16_tiling(3 * 1536, 8, 16, true)), nullptr);
 }
 
-TEST(PersistentRnnMmaKernel, Bf16GruForwardOfH1536InOneSetOf32RowsSpillsInItsPrologueOnly) {
+TEST(PersistentRnnMmaKernel, Bf16GruForwardsThatSpillInTheirProloguesOnly) {
   // 48 rows (16 neurons) a CTA, 6 k-tiles a warp (H 1321-1536), one set of 32 batch rows.
   const PrnnTiling t = gru_forward(1536, 32);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(1536), 6);
   EXPECT_NE(prnn_mma_kernel(t), nullptr);
   EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
-  // No other kernel may spill: sets of 16 rows, 5 k-tiles, backward-data, the fp32-math kernel
-  // (the plans ask of every tiling).
+  // And `<3, 8>` in sets of 16 rows (H 1537-2048), within the shared memory an SM has; no other
+  // kernel: sets of 16 rows at 6 k-tiles, 5 k-tiles, backward-data, the fp32-math kernel (the plans
+  // ask of every tiling).
+  const PrnnTiling eight = gru_forward(1700, 16);
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(1700), 7);
+  EXPECT_NE(prnn_mma_kernel(eight), nullptr);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(eight), 8u);
+  EXPECT_LE(prnn_mma_shared_bytes(eight), 227u * 1024);
   EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_forward(1536, 16)), 0u);
   EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_forward(1280, 32)), 0u);
   EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(1536, 32)), 0u);
