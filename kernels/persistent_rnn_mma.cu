@@ -217,6 +217,10 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
   if (cell == MmaCell::kGruForward && nt == 4)
     return mt == 2 && kpw <= 5 ? kpw : kpw < 3 ? kpw : mt == 3 && kpw == 6 ? 2 : 3;
   if (cell == MmaCell::kGruBackward && nt == 4) return kpw <= 6 ? kpw : kpw == 8 ? 4 : 0;
+  // One n-tile (sets of 8 rows) at 8 and 12-16 k-tiles: all 8 and the first 4, spilling 4 bytes
+  // before the step loop only (prnn_mma_prologue_local_bytes; ptxas-try --where, session 63).
+  if (cell == MmaCell::kGruBackward && nt == 1 && mt == 1 && (kpw == 8 || (kpw >= 12 && kpw <= 16)))
+    return kpw == 8 ? 8 : 4;
   if (cell == MmaCell::kGruBackward)
     return mt == 1 ? (kpw == 8 ? 6 : kpw >= 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
   const bool spills = mt == 3   ? kpw >= 8 || (kpw == 6 && (tags || nt >= 2))
@@ -1365,7 +1369,13 @@ size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t) {
   const bool gru_forward_3_6_4 = t.tensor_cores && t.bf16_weights && t.gru && !t.gru_backward &&
                                  t.batch_tile == 32 && t.rows_per_cta == 48 &&
                                  kernel_k_tiles(t) == 6;
-  return gru_forward_3_6_4 ? 8 : 0;
+  // The GRU's backward-data in sets of 8 rows at 16 neurons a CTA with 8 or 12-16 k-tiles a warp
+  // (bf16_register_k_tiles keeps fragments in registers there that spill 4 bytes before the loop).
+  const int kpw = kernel_k_tiles(t);
+  const bool gru_backward_one_tile = t.tensor_cores && t.bf16_weights && t.gru && t.gru_backward &&
+                                     t.batch_tile == 8 && t.rows_per_cta == 16 &&
+                                     (kpw == 8 || (kpw >= 12 && kpw <= 16));
+  return gru_forward_3_6_4 || gru_backward_one_tile ? 8 : 0;
 }
 
 size_t prnn_mma_shared_bytes(const PrnnTiling& t) {

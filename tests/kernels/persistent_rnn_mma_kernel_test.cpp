@@ -118,5 +118,23 @@ TEST(PersistentRnnMmaKernel, Bf16GruForwardOfH1536InOneSetOf32RowsSpillsInItsPro
   EXPECT_EQ(prnn_mma_prologue_local_bytes(fp32_math), 0u);
 }
 
+TEST(PersistentRnnMmaKernel, Bf16GruBackwardInSetsOf8KeepsFragmentsThatSpillInThePrologueOnly) {
+  // K = 3H: H 640 8 k-tiles a warp, H 854 11 (on 12's kernel), H 1024 12, H 1194 14, H 1365 16;
+  // sets of 8 rows keep 8 and 4 of them in registers, spilling 4 bytes before the step loop.
+  for (const int h : {640, 854, 1024, 1194, 1365}) {
+    SCOPED_TRACE("H " + std::to_string(h));
+    EXPECT_NE(prnn_mma_kernel(gru_backward(h, 8)), nullptr);
+    EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(h, 8)), 8u);
+    // Fewer fragments in shared memory than the sets of 16 rows' kernel, which keeps none.
+    if (h >= 854)
+      EXPECT_LT(prnn_mma_shared_bytes(gru_backward(h, 8)),
+                prnn_mma_shared_bytes(gru_backward(h, 16)));
+    EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(h, 16)), 0u);
+  }
+  // 10 k-tiles (all in registers, no spill) and 17-22 (none kept) are not allowed any.
+  for (const int h : {800, 1400, 1800})
+    EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(h, 8)), 0u) << "H " << h;
+}
+
 }  // namespace
 }  // namespace ds2::kernels
