@@ -211,12 +211,17 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // 10>` 2-6 4-96, `<1, 12>` 2-12 8-108, 0 none; `<1, 8>` 4, `<1, 6>` and below all, none.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
                                                         MmaCell cell = MmaCell::kRelu) {
+  // `<3, 5>` at two n-tiles keeps 3 (1 before session 63's ptxas-try --where: with 3 it spills 8
+  // bytes, before the step loop only).
   if (cell == MmaCell::kGruForward && nt == 2)
-    return kpw == 4 || kpw == 6 ? 3 : kpw == 5 ? 1 : kpw == 8 ? 0 : kpw;
+    return kpw == 4 || kpw == 5 || kpw == 6 ? 3 : kpw == 8 ? 0 : kpw;
   if (cell == MmaCell::kGruBackward && nt == 2 && kpw == 10) return 6;
   if (cell == MmaCell::kGruForward && nt == 4)
     return mt == 2 && kpw <= 5 ? kpw : kpw < 3 ? kpw : mt == 3 && kpw == 6 ? 2 : 3;
-  if (cell == MmaCell::kGruBackward && nt == 4) return kpw <= 6 ? kpw : kpw == 8 ? 4 : 0;
+  // Four n-tiles at 10 and 12 k-tiles keep 2 (0 before; 4 and 8 bytes spilled before the step
+  // loop only, ptxas-try --where, session 63).
+  if (cell == MmaCell::kGruBackward && nt == 4)
+    return kpw <= 6 ? kpw : kpw == 8 ? 4 : kpw == 10 || kpw == 12 ? 2 : 0;
   // One n-tile (sets of 8 rows) at 8 and 12-16 k-tiles: all 8 and the first 4, spilling 4 bytes
   // before the step loop only (prnn_mma_prologue_local_bytes; ptxas-try --where, session 63).
   if (cell == MmaCell::kGruBackward && nt == 1 && mt == 1 && (kpw == 8 || (kpw >= 12 && kpw <= 16)))
@@ -1371,11 +1376,19 @@ size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t) {
                                  kernel_k_tiles(t) == 6;
   // The GRU's backward-data in sets of 8 rows at 16 neurons a CTA with 8 or 12-16 k-tiles a warp
   // (bf16_register_k_tiles keeps fragments in registers there that spill 4 bytes before the loop).
+  // And, on the same evidence, the GRU forward's `<3, 5>` at two n-tiles (3 kept) and its
+  // backward-data at four n-tiles at 10 and 12 k-tiles (2 kept).
   const int kpw = kernel_k_tiles(t);
-  const bool gru_backward_one_tile = t.tensor_cores && t.bf16_weights && t.gru && t.gru_backward &&
-                                     t.batch_tile == 8 && t.rows_per_cta == 16 &&
-                                     (kpw == 8 || (kpw >= 12 && kpw <= 16));
-  return gru_forward_3_6_4 || gru_backward_one_tile ? 8 : 0;
+  const bool bf16_gru = t.tensor_cores && t.bf16_weights && t.gru;
+  const bool gru_backward_one_tile = bf16_gru && t.gru_backward && t.batch_tile == 8 &&
+                                     t.rows_per_cta == 16 && (kpw == 8 || (kpw >= 12 && kpw <= 16));
+  const bool gru_forward_3_5_2 =
+      bf16_gru && !t.gru_backward && t.batch_tile == 16 && t.rows_per_cta == 48 && kpw == 5;
+  const bool gru_backward_four_tiles = bf16_gru && t.gru_backward && t.batch_tile == 32 &&
+                                       t.rows_per_cta == 16 && (kpw == 10 || kpw == 12);
+  return gru_forward_3_6_4 || gru_backward_one_tile || gru_forward_3_5_2 || gru_backward_four_tiles
+             ? 8
+             : 0;
 }
 
 size_t prnn_mma_shared_bytes(const PrnnTiling& t) {

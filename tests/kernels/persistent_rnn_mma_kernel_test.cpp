@@ -134,6 +134,24 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardInSetsOf8KeepsFragmentsThatSpillInTh
   // 10 k-tiles (all in registers, no spill) and 17-22 (none kept) are not allowed any.
   for (const int h : {800, 1400, 1800})
     EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(h, 8)), 0u) << "H " << h;
+  // Sets of 32 rows at 10 and 12 k-tiles keep 2 (H 800, 1024), at 16 none (H 1300).
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(800, 32)), 8u);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(1024, 32)), 8u);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(1300, 32)), 0u);
+  EXPECT_LT(prnn_mma_shared_bytes(gru_backward(1024, 32)),
+            prnn_mma_shared_bytes(gru_backward(1100, 32)));
+}
+
+TEST(PersistentRnnMmaKernel, Bf16GruForwardInSetsOf16AtFiveKTilesKeepsThree) {
+  // H 1025-1280 at 16 neurons a CTA (48 rows), 5 k-tiles a warp, sets of 16 rows.
+  PrnnTiling t = tagged_mma_tiling(1200, 16, 48, 75);
+  t.bf16_weights = true;
+  t.gru = true;
+  t.batch_tile = 16;
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(1200), 5);
+  EXPECT_NE(prnn_mma_kernel(t), nullptr);
+  EXPECT_EQ(prnn_mma_bf16_shared_k_tiles(t), 2);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
 }
 
 }  // namespace
