@@ -1367,28 +1367,21 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
 }
 
 size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t) {
-  // ptxas: an 8-byte stack frame, 4 bytes spilled, at 2 k-tiles' fragments in registers (3
-  // spilled 48 bytes in the step loop; fewer than 2 pass 227 KB of shared memory). H200, one set
-  // of 32 rows, forward us a step: H 1536 batch 32 6.07 (the GEMM recurrence 10.79), H 1400
-  // batch 24 4.76.
-  const bool gru_forward_3_6_4 = t.tensor_cores && t.bf16_weights && t.gru && !t.gru_backward &&
-                                 t.batch_tile == 32 && t.rows_per_cta == 48 &&
-                                 kernel_k_tiles(t) == 6;
-  // The GRU's backward-data in sets of 8 rows at 16 neurons a CTA with 8 or 12-16 k-tiles a warp
-  // (bf16_register_k_tiles keeps fragments in registers there that spill 4 bytes before the loop).
-  // And, on the same evidence, the GRU forward's `<3, 5>` at two n-tiles (3 kept) and its
-  // backward-data at four n-tiles at 10 and 12 k-tiles (2 kept).
+  // Each an 8-byte stack frame, 4-8 bytes spilled and reloaded before the step loop (ptxas-try
+  // --where, session 63): the forward's `<3, 6>` at four n-tiles with 2 k-tiles in registers (3
+  // spilled 48 bytes in the loop; fewer than 2 pass 227 KB of shared memory; H200, forward us a
+  // step: H 1536 batch 32 6.07, the GEMM recurrence 10.79) and `<3, 5>` at two with 3;
+  // backward-data in sets of 8 rows at 8 and 12-16 k-tiles (8 and 4 kept) and in sets of 32 at
+  // 10 and 12 (2 kept).
+  if (!(t.tensor_cores && t.bf16_weights && t.gru)) return 0;
   const int kpw = kernel_k_tiles(t);
-  const bool bf16_gru = t.tensor_cores && t.bf16_weights && t.gru;
-  const bool gru_backward_one_tile = bf16_gru && t.gru_backward && t.batch_tile == 8 &&
-                                     t.rows_per_cta == 16 && (kpw == 8 || (kpw >= 12 && kpw <= 16));
-  const bool gru_forward_3_5_2 =
-      bf16_gru && !t.gru_backward && t.batch_tile == 16 && t.rows_per_cta == 48 && kpw == 5;
-  const bool gru_backward_four_tiles = bf16_gru && t.gru_backward && t.batch_tile == 32 &&
-                                       t.rows_per_cta == 16 && (kpw == 10 || kpw == 12);
-  return gru_forward_3_6_4 || gru_backward_one_tile || gru_forward_3_5_2 || gru_backward_four_tiles
-             ? 8
-             : 0;
+  const bool allowed =
+      t.gru_backward ? t.rows_per_cta == 16 &&
+                           ((t.batch_tile == 8 && (kpw == 8 || (kpw >= 12 && kpw <= 16))) ||
+                            (t.batch_tile == 32 && (kpw == 10 || kpw == 12)))
+                     : t.rows_per_cta == 48 &&
+                           ((t.batch_tile == 32 && kpw == 6) || (t.batch_tile == 16 && kpw == 5));
+  return allowed ? 8 : 0;
 }
 
 size_t prnn_mma_shared_bytes(const PrnnTiling& t) {
