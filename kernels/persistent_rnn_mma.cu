@@ -212,12 +212,20 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // 10>` 2-6 4-96, `<1, 12>` 2-12 8-108, 0 none; `<1, 8>` 4, `<1, 6>` and below all, none.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
                                                         MmaCell cell = MmaCell::kRelu) {
-  if (cell == MmaCell::kGruForward && nt == 2)
-    return kpw == 4 || kpw == 6 || kpw == 8 ? 3 : kpw == 5 ? 1 : kpw;
+  // `<3, 5>` at two n-tiles keeps 3 (1 before session 63's ptxas-try --where: with 3 it spills 8
+  // bytes, before the step loop only).
+  if (cell == MmaCell::kGruForward && nt == 2) return kpw >= 4 && kpw <= 8 && kpw != 7 ? 3 : kpw;
   if (cell == MmaCell::kGruBackward && nt == 2 && kpw == 10) return 6;
   if (cell == MmaCell::kGruForward && nt == 4)
     return mt == 2 && kpw <= 5 ? kpw : kpw < 3 ? kpw : mt == 3 && kpw == 6 ? 2 : 3;
-  if (cell == MmaCell::kGruBackward && nt == 4) return kpw <= 6 ? kpw : kpw == 8 ? 4 : 0;
+  // Four n-tiles at 10 and 12 k-tiles keep 2 (0 before; 4 and 8 bytes spilled before the step
+  // loop only, ptxas-try --where, session 63).
+  if (cell == MmaCell::kGruBackward && nt == 4)
+    return kpw <= 6 ? kpw : kpw == 8 ? 4 : kpw == 10 || kpw == 12 ? 2 : 0;
+  // One n-tile (sets of 8 rows) at 8 and 12-16 k-tiles: all 8 and the first 4, spilling 4 bytes
+  // before the step loop only (prnn_mma_prologue_local_bytes; ptxas-try --where, session 63).
+  if (cell == MmaCell::kGruBackward && nt == 1 && mt == 1 && (kpw == 8 || (kpw >= 12 && kpw <= 16)))
+    return kpw == 8 ? 8 : 4;
   if (cell == MmaCell::kGruBackward)
     return mt == 1 ? (kpw == 8 ? 6 : kpw >= 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
   const bool spills = mt == 3   ? kpw >= 8 || (kpw == 6 && (tags || nt >= 2))
@@ -1358,17 +1366,22 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
 }
 
 size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t) {
-  // ptxas: an 8-byte stack frame, 4 bytes spilled, at 2 k-tiles' fragments in registers (3
-  // spilled 48 bytes in the step loop; fewer than 2 pass 227 KB of shared memory). H200, one set
-  // of 32 rows, forward us a step: H 1536 batch 32 6.07 (the GEMM recurrence 10.79), H 1400
-  // batch 24 4.76.
-  // `<3, 8>` at two n-tiles (H 1537-2048 in sets of 16 rows) likewise with 3 k-tiles kept (8
-  // bytes spilled, stored and reloaded before the step loop: ptxas-try --where, session 63), where
-  // all 8 in shared memory need 256 KB.
-  if (!(t.tensor_cores && t.bf16_weights && t.gru && !t.gru_backward && t.rows_per_cta == 48))
-    return 0;
+  // Each an 8-byte stack frame, 4-8 bytes spilled and reloaded before the step loop (ptxas-try
+  // --where, session 63): the forward's `<3, 6>` at four n-tiles with 2 k-tiles in registers (3
+  // spilled 48 bytes in the loop; fewer than 2 pass 227 KB of shared memory; H200, forward us a
+  // step: H 1536 batch 32 6.07, the GEMM recurrence 10.79), `<3, 5>` at two with 3 and `<3, 8>`
+  // at two with 3 (all 8 in shared memory need 256 KB);
+  // backward-data in sets of 8 rows at 8 and 12-16 k-tiles (8 and 4 kept) and in sets of 32 at
+  // 10 and 12 (2 kept).
+  if (!(t.tensor_cores && t.bf16_weights && t.gru)) return 0;
   const int kpw = kernel_k_tiles(t);
-  return (t.batch_tile == 32 && kpw == 6) || (t.batch_tile == 16 && kpw == 8) ? 8 : 0;
+  const bool allowed =
+      t.gru_backward ? t.rows_per_cta == 16 &&
+                           ((t.batch_tile == 8 && (kpw == 8 || (kpw >= 12 && kpw <= 16))) ||
+                            (t.batch_tile == 32 && (kpw == 10 || kpw == 12)))
+                     : t.rows_per_cta == 48 && ((t.batch_tile == 32 && kpw == 6) ||
+                                                (t.batch_tile == 16 && (kpw == 5 || kpw == 8)));
+  return allowed ? 8 : 0;
 }
 
 size_t prnn_mma_shared_bytes(const PrnnTiling& t) {

@@ -116,7 +116,8 @@ TEST(PersistentRnnMmaKernel, Bf16GruForwardsThatSpillInTheirProloguesOnly) {
   EXPECT_NE(prnn_mma_kernel(t), nullptr);
   EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
   // And `<3, 8>` in sets of 16 rows (H 1537-2048), within the shared memory an SM has; no other
-  // kernel: sets of 16 rows at 6 k-tiles, 5 k-tiles, backward-data, the fp32-math kernel (the plans
+  // kernel: sets of 16 rows at 6 k-tiles, sets of 32 at 5, backward-data past 16 k-tiles, the
+  // fp32-math kernel (the plans
   // ask of every tiling).
   const PrnnTiling eight = gru_forward(1700, 16);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(1700), 7);
@@ -129,6 +130,42 @@ TEST(PersistentRnnMmaKernel, Bf16GruForwardsThatSpillInTheirProloguesOnly) {
   PrnnTiling fp32_math = t;
   fp32_math.tensor_cores = false;
   EXPECT_EQ(prnn_mma_prologue_local_bytes(fp32_math), 0u);
+}
+
+TEST(PersistentRnnMmaKernel, Bf16GruBackwardInSetsOf8KeepsFragmentsThatSpillInThePrologueOnly) {
+  // K = 3H: H 640 8 k-tiles a warp, H 854 11 (on 12's kernel), H 1024 12, H 1194 14, H 1365 16;
+  // sets of 8 rows keep 8 and 4 of them in registers, spilling 4 bytes before the step loop.
+  for (const int h : {640, 854, 1024, 1194, 1365}) {
+    SCOPED_TRACE("H " + std::to_string(h));
+    EXPECT_NE(prnn_mma_kernel(gru_backward(h, 8)), nullptr);
+    EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(h, 8)), 8u);
+    // Fewer fragments in shared memory than the sets of 16 rows' kernel, which keeps none.
+    if (h >= 854)
+      EXPECT_LT(prnn_mma_shared_bytes(gru_backward(h, 8)),
+                prnn_mma_shared_bytes(gru_backward(h, 16)));
+    EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(h, 16)), 0u);
+  }
+  // 10 k-tiles (all in registers, no spill) and 17-22 (none kept) are not allowed any.
+  for (const int h : {800, 1400, 1800})
+    EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(h, 8)), 0u) << "H " << h;
+  // Sets of 32 rows at 10 and 12 k-tiles keep 2 (H 800, 1024), at 16 none (H 1300).
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(800, 32)), 8u);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(1024, 32)), 8u);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(1300, 32)), 0u);
+  EXPECT_LT(prnn_mma_shared_bytes(gru_backward(1024, 32)),
+            prnn_mma_shared_bytes(gru_backward(1100, 32)));
+}
+
+TEST(PersistentRnnMmaKernel, Bf16GruForwardInSetsOf16AtFiveKTilesKeepsThree) {
+  // H 1025-1280 at 16 neurons a CTA (48 rows), 5 k-tiles a warp, sets of 16 rows.
+  PrnnTiling t = tagged_mma_tiling(1200, 16, 48, 75);
+  t.bf16_weights = true;
+  t.gru = true;
+  t.batch_tile = 16;
+  ASSERT_EQ(prnn_mma_k_tiles_per_warp(1200), 5);
+  EXPECT_NE(prnn_mma_kernel(t), nullptr);
+  EXPECT_EQ(prnn_mma_bf16_shared_k_tiles(t), 2);
+  EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
 }
 
 }  // namespace
