@@ -117,8 +117,7 @@ TEST(PersistentRnnMmaKernel, Bf16GruForwardsThatSpillInTheirProloguesOnly) {
   EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
   // And `<3, 8>` in sets of 16 rows (H 1537-2048), within the shared memory an SM has; no other
   // kernel: sets of 16 rows at 6 k-tiles, sets of 32 at 5, backward-data past 16 k-tiles, the
-  // fp32-math kernel (the plans
-  // ask of every tiling).
+  // fp32-math kernel (the plans ask of every tiling).
   const PrnnTiling eight = gru_forward(1700, 16);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(1700), 7);
   EXPECT_NE(prnn_mma_kernel(eight), nullptr);
