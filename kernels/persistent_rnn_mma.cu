@@ -222,10 +222,9 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
   // loop only, ptxas-try --where, session 63).
   if (cell == MmaCell::kGruBackward && nt == 4)
     return kpw <= 6 ? kpw : kpw == 8 ? 4 : kpw == 10 || kpw == 12 ? 2 : 0;
-  // One n-tile (sets of 8 rows) at 8 and 12-16 k-tiles: all 8 and the first 4, spilling 4 bytes
-  // before the step loop only (prnn_mma_prologue_local_bytes; ptxas-try --where, session 63).
-  if (cell == MmaCell::kGruBackward && nt == 1 && mt == 1 && (kpw == 8 || (kpw >= 12 && kpw <= 16)))
-    return kpw == 8 ? 8 : 4;
+  // One n-tile (sets of 8 rows) keeps 6 at 8 k-tiles and none from 12: all 8 and 4 (4 bytes
+  // spilled before the step loop only) measured level or 1% slower at H 1194 and 1365 batch 8
+  // (H200, session 64).
   if (cell == MmaCell::kGruBackward)
     return mt == 1 ? (kpw == 8 ? 6 : kpw >= 12 ? 0 : kpw) : kpw < 4 ? kpw : 4;
   const bool spills = mt == 3   ? kpw >= 8 || (kpw == 6 && (tags || nt >= 2))
@@ -1370,15 +1369,12 @@ size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t) {
   // --where, session 63): the forward's `<3, 6>` at four n-tiles with 2 k-tiles in registers (3
   // spilled 48 bytes in the loop; fewer than 2 pass 227 KB of shared memory; H200, forward us a
   // step: H 1536 batch 32 6.07, the GEMM recurrence 10.79), `<3, 5>` at two with 3 and `<3, 8>`
-  // at two with 3 (all 8 in shared memory need 256 KB);
-  // backward-data in sets of 8 rows at 8 and 12-16 k-tiles (8 and 4 kept) and in sets of 32 at
-  // 10 and 12 (2 kept).
+  // at two with 3 (all 8 in shared memory need 256 KB); backward-data in sets of 32 rows at 10
+  // and 12 (2 kept).
   if (!(t.tensor_cores && t.bf16_weights && t.gru)) return 0;
   const int kpw = kernel_k_tiles(t);
   const bool allowed =
-      t.gru_backward ? t.rows_per_cta == 16 &&
-                           ((t.batch_tile == 8 && (kpw == 8 || (kpw >= 12 && kpw <= 16))) ||
-                            (t.batch_tile == 32 && (kpw == 10 || kpw == 12)))
+      t.gru_backward ? t.rows_per_cta == 16 && t.batch_tile == 32 && (kpw == 10 || kpw == 12)
                      : t.rows_per_cta == 48 && ((t.batch_tile == 32 && kpw == 6) ||
                                                 (t.batch_tile == 16 && (kpw == 5 || kpw == 8)));
   return allowed ? 8 : 0;
