@@ -248,7 +248,7 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
 __host__ __device__ constexpr bool gru_backward_bf16_built(int mt, int kpw, int nt) {
   return (nt <= 2 && ((mt == 1 && kpw <= 16) || (mt == 2 && kpw <= 5))) ||
          (nt == 4 && mt == 1 && kpw <= 16 && kpw != 14) ||
-         (mt == 1 && nt <= 2 && kpw >= 18 && kpw <= 22);
+         (mt == 1 && ((nt <= 2 && kpw >= 18 && kpw <= 22) || (nt == 1 && kpw == 24)));
 }
 
 // The k-tiles per warp of the kernel that runs t (0: none): where its fragments live follows from
@@ -258,7 +258,7 @@ __host__ __device__ constexpr bool gru_backward_bf16_built(int mt, int kpw, int 
 int kernel_k_tiles(const PrnnTiling& t) {
   const int kpw = prnn_mma_k_tiles_per_warp(t.inputs());
   if (!(t.gru && t.gru_backward && t.bf16_weights)) return prnn_mma_kernel_k_tiles(kpw);
-  for (int k : {2, 4, 5, 6, 8, 10, 12, 14, 16, 18, 20, 22})
+  for (int k : {2, 4, 5, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24})
     if (k >= kpw && gru_backward_bf16_built(t.rows_per_cta / 16, k, t.batch_tile / 8)) return k;
   return 0;
 }
@@ -1291,6 +1291,8 @@ const void* kernel_for_kpw(int kpw, bool tags, MmaForm form, MmaCell cell = MmaC
       return kernel_for_exchange<MT, 20, NT>(tags, form, cell);
     case 22:
       return kernel_for_exchange<MT, 22, NT>(tags, form, cell);
+    case 24:
+      return kernel_for_exchange<MT, 24, NT>(tags, form, cell);
     default:
       return nullptr;
   }
@@ -1374,7 +1376,8 @@ size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t) {
   if (!(t.tensor_cores && t.bf16_weights && t.gru)) return 0;
   const int kpw = kernel_k_tiles(t);
   const bool allowed =
-      t.gru_backward ? t.rows_per_cta == 16 && t.batch_tile == 32 && (kpw == 10 || kpw == 12)
+      t.gru_backward ? t.rows_per_cta == 16 && ((t.batch_tile == 32 && (kpw == 10 || kpw == 12)) ||
+                                                (t.batch_tile == 8 && kpw == 24))
                      : t.rows_per_cta == 48 && ((t.batch_tile == 32 && kpw == 6) ||
                                                 (t.batch_tile == 16 && (kpw == 5 || kpw == 8)));
   return allowed ? 8 : 0;

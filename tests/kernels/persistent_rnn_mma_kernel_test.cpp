@@ -62,7 +62,7 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwent
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1800), 22);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1877), 22);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1878), 23);
-  // One n-tile: 18, 20 and 22, each for the k-tiles up to it.
+  // One n-tile: 18, 20, 22 and 24, each for the k-tiles up to it.
   const void* eighteen = prnn_mma_kernel(gru_backward(1536, 8));
   const void* twenty = prnn_mma_kernel(gru_backward(1706, 8));
   const void* twenty_two = prnn_mma_kernel(gru_backward(1877, 8));
@@ -74,7 +74,7 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwent
   EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 8)), eighteen);
   EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 8)), twenty);
   EXPECT_EQ(prnn_mma_kernel(gru_backward(1800, 8)), twenty_two);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1878, 8)), nullptr);
+  EXPECT_NE(prnn_mma_kernel(gru_backward(1878, 8)), twenty_two);  // 24's (below)
   // Two n-tiles: their own 18, 20 and 22.
   const void* two_tiles = prnn_mma_kernel(gru_backward(1536, 16));
   ASSERT_NE(two_tiles, nullptr);
@@ -141,6 +141,21 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardInSetsOf32KeepsFragmentsThatSpillInT
   // Sets of 8 rows spill nothing: keeping more there measured no faster (session 64).
   for (const int h : {640, 1024, 1194, 1365, 1800})
     EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(h, 8)), 0u) << "H " << h;
+}
+
+TEST(PersistentRnnMmaKernel, Bf16GruBackwardOfH2048InSetsOf8) {
+  // K = 3H: 23-24 k-tiles a warp (H 1878-2048) on 24's kernel in sets of 8 rows, its fragments all
+  // in shared memory within what an SM has, its one spilled register allowed; none in sets of 16.
+  for (const int h : {1900, 2048}) {
+    SCOPED_TRACE("H " + std::to_string(h));
+    const PrnnTiling t = gru_backward(h, 8);
+    EXPECT_NE(prnn_mma_kernel(t), nullptr);
+    EXPECT_EQ(prnn_mma_bf16_shared_k_tiles(t), 24);
+    EXPECT_LE(prnn_mma_shared_bytes(t), 227u * 1024);
+    EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
+    EXPECT_EQ(prnn_mma_kernel(gru_backward(h, 16)), nullptr);
+  }
+  EXPECT_EQ(prnn_mma_kernel(gru_backward(2100, 8)), nullptr);
 }
 
 TEST(PersistentRnnMmaKernel, Bf16GruForwardInSetsOf16AtFiveKTilesKeepsThree) {

@@ -382,19 +382,21 @@ TEST(PersistentGru, MatchesFloat64Recurrence) {
 // 16), H 1150 batch 20 (14 on 16's kernel, sets of 32), H 1400 batch 24 and H 1536 batch 32 (the
 // forward in one set of 32 rows at 16 neurons a CTA, 6 k-tiles a warp), H 1700 batch 12 and H 1877
 // batch 16 (plans without the fp32-math kernel: backward-data at 20 and 22 k-tiles in sets of 16),
-// and through plans for a wider batch.
+// H 2048 batch 7 and H 1900 batch 8 (backward-data at 24 and 23 k-tiles on 24's kernel, sets of
+// 8), and through plans for a wider batch.
 TEST(PersistentGru, Bf16PassesMatchFloat64GivenTheirRounding) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   int bf16_plans = 0;
-  for (const Case& c : {Case{9, 32, 512},  Case{8, 16, 1000}, Case{5, 24, 401},  Case{6, 16, 400},
-                        Case{7, 11, 1000}, Case{5, 32, 400},  Case{5, 64, 256},  Case{4, 9, 1024},
-                        Case{3, 1, 1024},  Case{4, 27, 768},  Case{3, 32, 1024}, Case{3, 64, 512},
-                        Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},  Case{3, 12, 1300},
-                        Case{3, 24, 1300}, Case{3, 32, 1280}, Case{2, 20, 1310}, Case{2, 64, 1040},
-                        Case{3, 17, 1100}, Case{3, 5, 1400},  Case{2, 3, 1700},  Case{2, 5, 1800},
-                        Case{2, 12, 1500}, Case{2, 24, 1400}, Case{2, 20, 1150}, Case{2, 32, 1536},
-                        Case{2, 12, 1700}, Case{2, 16, 1877}}) {
+  for (const Case& c :
+       {Case{9, 32, 512},  Case{8, 16, 1000}, Case{5, 24, 401},  Case{6, 16, 400},
+        Case{7, 11, 1000}, Case{5, 32, 400},  Case{5, 64, 256},  Case{4, 9, 1024},
+        Case{3, 1, 1024},  Case{4, 27, 768},  Case{3, 32, 1024}, Case{3, 64, 512},
+        Case{3, 40, 1024}, Case{2, 64, 1000}, Case{4, 6, 1100},  Case{3, 12, 1300},
+        Case{3, 24, 1300}, Case{3, 32, 1280}, Case{2, 20, 1310}, Case{2, 64, 1040},
+        Case{3, 17, 1100}, Case{3, 5, 1400},  Case{2, 3, 1700},  Case{2, 5, 1800},
+        Case{2, 12, 1500}, Case{2, 24, 1400}, Case{2, 20, 1150}, Case{2, 32, 1536},
+        Case{2, 12, 1700}, Case{2, 16, 1877}, Case{2, 7, 2048},  Case{2, 8, 1900}}) {
     for (int directions : {1, 2}) {
       const PersistentGruPlan plan(c.H, c.B, directions, -1, Precision::kBf16);
       bf16_plans += plan.pass_in_bf16(false) || plan.pass_in_bf16(true);
@@ -595,7 +597,12 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
       EXPECT_EQ(wide.mma_forward_tiling().batch_tile, 32);
       EXPECT_EQ(wide.mma_forward_tiling().batch_groups, 1);
     }
-    EXPECT_FALSE(PersistentGruPlan(1900, 8, 1, -1, Precision::kBf16).pass_in_bf16(true));
+    // Backward-data of H 1878-2048 (23-24 k-tiles a warp) in sets of 8 rows only.
+    for (const int h : {1900, 2048}) {
+      EXPECT_TRUE(PersistentGruPlan(h, 8, 1, -1, Precision::kBf16).pass_in_bf16(true)) << "H " << h;
+      EXPECT_FALSE(PersistentGruPlan(h, 16, 1, -1, Precision::kBf16).pass_in_bf16(true))
+          << "H " << h;
+    }
     // At batch 1 the fp32-math backward-data (U on chip) was the faster: it stays.
     const PersistentGruPlan one_row(1400, 1, 1, -1, Precision::kBf16);
     EXPECT_TRUE(one_row.pass_in_bf16(false) && !one_row.backward_on_tensor_cores())
