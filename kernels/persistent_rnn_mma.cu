@@ -242,9 +242,10 @@ __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt,
 // warp; fragments in shared memory from 12), 32 to H 426 (5; past those they spilled,
 // bf16_register_k_tiles); at four n-tiles not 14 (8 bytes spilled with none kept); at one and two
 // n-tiles 18, 20 and 22 (H 1366-1877), 22 at one and 18-22 at two zeroed first (kZeroFirst), which
-// they spill without. Not built, though they compile without spills zeroed first: 14 and 18 at
-// four (18 measured 17.8 us a step at H 1536 batch 32 against the GEMM recurrence's 14.4; ptxas
-// and H200, sessions 62-63).
+// they spill without; 24 at one (H 1878-2048, zeroed first; one register reloaded in the loop,
+// prnn_mma_allowed_local_bytes; at two it spills 84 bytes). Not built, though they compile without
+// spills zeroed first: 14 and 18 at four (18 measured 17.8 us a step at H 1536 batch 32 against the
+// GEMM recurrence's 14.4; ptxas and H200, sessions 62-63).
 __host__ __device__ constexpr bool gru_backward_bf16_built(int mt, int kpw, int nt) {
   return (nt <= 2 && ((mt == 1 && kpw <= 16) || (mt == 2 && kpw <= 5))) ||
          (nt == 4 && mt == 1 && kpw <= 16 && kpw != 14) ||
@@ -1212,7 +1213,7 @@ const void* kernel_for_exchange(bool tags, MmaForm form, MmaCell cell) {
     // bf16, sets of 16 or 32 batch rows (two or four n-tiles): 16 neurons a CTA, where sets of 8
     // need more CTAs than the SMs (H 1024 batch 32, H 768 batch 24, H 512 batch 64 on 132; 32 rows:
     // H 1024 batch 64 and H 1025-1056 at batch 33-64, and one set of H 1321-1536, whose `<3, 6>`
-    // spills 4 bytes in its prologue only: prnn_mma_prologue_local_bytes); sets of 32 at 10
+    // spills 4 bytes in its prologue only: prnn_mma_allowed_local_bytes); sets of 32 at 10
     // neurons a CTA, one set of H 1057-1320.
     if constexpr ((MT == 3 && ((NT == 2 && KPW <= 8) || (NT == 4 && KPW <= 6))) ||
                   (MT == 2 && NT == 4 && (KPW == 5 || KPW == 6)))
@@ -1366,13 +1367,16 @@ const void* prnn_mma_kernel(const PrnnTiling& t) {
   }
 }
 
-size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t) {
+size_t prnn_mma_allowed_local_bytes(const PrnnTiling& t) {
   // Each an 8-byte stack frame, 4-8 bytes spilled and reloaded before the step loop (ptxas-try
   // --where, session 63): the forward's `<3, 6>` at four n-tiles with 2 k-tiles in registers (3
   // spilled 48 bytes in the loop; fewer than 2 pass 227 KB of shared memory; H200, forward us a
   // step: H 1536 batch 32 6.07, the GEMM recurrence 10.79), `<3, 5>` at two with 3 and `<3, 8>`
   // at two with 3 (all 8 in shared memory need 256 KB); backward-data in sets of 32 rows at 10
-  // and 12 (2 kept).
+  // and 12 (2 kept). And backward-data's `<1, 24>` at one n-tile (fragments all in shared memory),
+  // whose 4 bytes are stored before the step loop and reloaded in it (an mma operand): at H
+  // 2048 batch 8 5.73 us a step against the fp32-math kernel's 19.7 and cuDNN's best 16-bit 13.5
+  // (H200, session 64).
   if (!(t.tensor_cores && t.bf16_weights && t.gru)) return 0;
   const int kpw = kernel_k_tiles(t);
   const bool allowed =

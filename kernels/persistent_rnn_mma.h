@@ -137,11 +137,12 @@ int prnn_mma_bf16_shared_k_tiles(const PrnnTiling& t);
 // The kernel instantiation for t (nullptr when none: the m-tiles or the k-tiles per warp
 // or the batch tile outside what is instantiated).
 const void* prnn_mma_kernel(const PrnnTiling& t);
-// Local memory (bytes a thread) that t's kernel uses only before its first step, so a plan may
-// take it (plans refuse kernels that spill): the GRU forward's `<3, 6>` at four n-tiles and `<3,
-// 8>` at two store a register or two before loading their fragments and reload them once (nvdisasm,
-// session 63). 0 for every other tiling, the fp32-math kernel's included.
-size_t prnn_mma_prologue_local_bytes(const PrnnTiling& t);
+// Local memory (bytes a thread) a plan may take t's kernel with (plans refuse kernels that spill),
+// each case measured: bf16 GRU kernels that store a register or two before loading their
+// fragments and reload them before the first step (nvdisasm, sessions 63-64), and backward-data's
+// `<1, 24>` (H 1878-2048 in sets of 8 rows), whose one spilled register is reloaded in the loop.
+// 0 for every other tiling, the fp32-math kernel's included.
+size_t prnn_mma_allowed_local_bytes(const PrnnTiling& t);
 size_t prnn_mma_shared_bytes(const PrnnTiling& t);
 size_t prnn_mma_workspace_bytes(const PrnnTiling& t);
 void prnn_mma_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,

@@ -18,7 +18,8 @@ each rule there was found this way (kernels/NOTES.md, sessions 61-62).
 --where needs nvdisasm (CUDA's, not on this machine's toolkit): PyPI's nvidia-cuda-nvdisasm wheel
 has it (`pip install --target .tools/nvdisasm nvidia-cuda-nvdisasm`; found there, on PATH, in
 /usr/local/cuda/bin or by --nvdisasm). A spill outside the step loop costs once a launch, which is
-how the GRU forward's `<3, 6>` at four n-tiles came to run (prnn_mma_prologue_local_bytes).
+how the GRU forward's `<3, 6>` at four n-tiles came to run (prnn_mma_allowed_local_bytes, which
+names each kernel allowed local memory).
 
 A kernel is <MT, KPW, NT, tags, form, cell>: form kBf16, kFp16Split or kStackedSplit, cell kRelu,
 kGruForward or kGruBackward (the template arguments of prnn_mma_kernel_t). The copy is compiled
@@ -95,7 +96,7 @@ def report(log):
         m = re.search(r"Used (\d+) registers", line)
         if m and current:
             # The stack frame is the local memory a launch reports (cudaFuncAttributes::
-            # localSizeBytes), which the plans compare with prnn_mma_prologue_local_bytes.
+            # localSizeBytes), which the plans compare with prnn_mma_allowed_local_bytes.
             rows.append((current, f"{current:52} {m.group(1):>4} registers  {spill:>4} bytes "
                                   f"spilled  {frame:>4} bytes stack frame"))
             current = None

@@ -114,33 +114,33 @@ TEST(PersistentRnnMmaKernel, Bf16GruForwardsThatSpillInTheirProloguesOnly) {
   const PrnnTiling t = gru_forward(1536, 32);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(1536), 6);
   EXPECT_NE(prnn_mma_kernel(t), nullptr);
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(t), 8u);
   // And `<3, 8>` in sets of 16 rows (H 1537-2048), within the shared memory an SM has; no other
   // kernel: sets of 16 rows at 6 k-tiles, sets of 32 at 5, backward-data past 16 k-tiles, the
   // fp32-math kernel (the plans ask of every tiling).
   const PrnnTiling eight = gru_forward(1700, 16);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(1700), 7);
   EXPECT_NE(prnn_mma_kernel(eight), nullptr);
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(eight), 8u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(eight), 8u);
   EXPECT_LE(prnn_mma_shared_bytes(eight), 227u * 1024);
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_forward(1536, 16)), 0u);
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_forward(1280, 32)), 0u);
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(1536, 32)), 0u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(gru_forward(1536, 16)), 0u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(gru_forward(1280, 32)), 0u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(gru_backward(1536, 32)), 0u);
   PrnnTiling fp32_math = t;
   fp32_math.tensor_cores = false;
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(fp32_math), 0u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(fp32_math), 0u);
 }
 
 TEST(PersistentRnnMmaKernel, Bf16GruBackwardInSetsOf32KeepsFragmentsThatSpillInThePrologueOnly) {
   // K = 3H: sets of 32 rows at 10 and 12 k-tiles a warp keep 2 (H 800, 1024), at 16 none (H 1300).
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(800, 32)), 8u);
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(1024, 32)), 8u);
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(1300, 32)), 0u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(gru_backward(800, 32)), 8u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(gru_backward(1024, 32)), 8u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(gru_backward(1300, 32)), 0u);
   EXPECT_LT(prnn_mma_shared_bytes(gru_backward(1024, 32)),
             prnn_mma_shared_bytes(gru_backward(1100, 32)));
   // Sets of 8 rows spill nothing: keeping more there measured no faster (session 64).
   for (const int h : {640, 1024, 1194, 1365, 1800})
-    EXPECT_EQ(prnn_mma_prologue_local_bytes(gru_backward(h, 8)), 0u) << "H " << h;
+    EXPECT_EQ(prnn_mma_allowed_local_bytes(gru_backward(h, 8)), 0u) << "H " << h;
 }
 
 TEST(PersistentRnnMmaKernel, Bf16GruBackwardOfH2048InSetsOf8) {
@@ -152,7 +152,7 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardOfH2048InSetsOf8) {
     EXPECT_NE(prnn_mma_kernel(t), nullptr);
     EXPECT_EQ(prnn_mma_bf16_shared_k_tiles(t), 24);
     EXPECT_LE(prnn_mma_shared_bytes(t), 227u * 1024);
-    EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
+    EXPECT_EQ(prnn_mma_allowed_local_bytes(t), 8u);
     EXPECT_EQ(prnn_mma_kernel(gru_backward(h, 16)), nullptr);
   }
   EXPECT_EQ(prnn_mma_kernel(gru_backward(2100, 8)), nullptr);
@@ -167,7 +167,7 @@ TEST(PersistentRnnMmaKernel, Bf16GruForwardInSetsOf16AtFiveKTilesKeepsThree) {
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(1200), 5);
   EXPECT_NE(prnn_mma_kernel(t), nullptr);
   EXPECT_EQ(prnn_mma_bf16_shared_k_tiles(t), 2);
-  EXPECT_EQ(prnn_mma_prologue_local_bytes(t), 8u);
+  EXPECT_EQ(prnn_mma_allowed_local_bytes(t), 8u);
 }
 
 }  // namespace

@@ -517,7 +517,7 @@ bool tensor_tiling_runs(const kernels::PrnnTiling& c, size_t smem_optin, int sm_
   const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
   const bool resident = c.cluster ? info.max_clusters >= c.directions
                                   : int64_t{info.blocks_per_sm} * sm_count >= c.ctas();
-  if (info.local_bytes > kernels::prnn_mma_prologue_local_bytes(c) || info.blocks_per_sm < 1 ||
+  if (info.local_bytes > kernels::prnn_mma_allowed_local_bytes(c) || info.blocks_per_sm < 1 ||
       !resident)
     return false;
   *registers = info.registers;
