@@ -51,19 +51,22 @@ int gru_fma_bf16_backward_max_batch(int hidden) {
 // 67.87 / 65.02; H 1152 batch 17 37.69 / 45.70, batch 24 42.39 / 44.30, batch 32 53.07 / 49.86;
 // H 1216 batch 20 40.66 / 44.53; H 1280 batch 17 39.28 / 40.28, batch 24 44.28 / 44.40, batch 32
 // 55.87 / 54.34; H 1320 batch 24 53.32 / 54.73.
-// Backward-data past 16 k-tiles a warp (H 1366-1536) in sets of more than 8 rows runs the kernel of
-// 18 zeroed first, 8.6-8.8 us a step (ds2 bench rnn, H 1400 batch 12, H 1536 batch 16): two in
-// turn lose to the GEMM recurrence's side by side (H 1536 batch 16, ms a step: 45.53 with it, 38.71
-// with backward-data on the GEMM recurrence; session 63).
+// Backward-data at 17-18 k-tiles a warp (H 1366-1536) in sets of more than 8 rows runs the kernel
+// of 18 zeroed first, 8.6-8.8 us a step (ds2 bench rnn, H 1400 batch 12, H 1536 batch 16): two in
+// turn lose to the GEMM recurrence's side by side (ms a step, in turn / GEMM recurrence, session
+// 64, two rounds: H 1536 batch 16 45.60-45.62 / 38.65-38.73, H 1400 batch 12 41.53-41.59 /
+// 39.80). Past 18 (H 1537-1877 in sets of 16, 10.3-10.9 us a step) two in turn win: H 1700 batch
+// 16 60.74-60.88 / 68.93-69.05, H 1877 batch 12 69.73-69.80 / 89.19-89.29.
 constexpr int kGruInTurnBf16MaxSetRows = 24;
-constexpr int kGruInTurnBf16BackwardMaxSetRowsPast16KTiles = 8;
+constexpr int kGruInTurnBf16BackwardMaxSetRowsAt18KTiles = 8;
 bool gru_in_turn_on_gemm(const PersistentGruPlan& plan, int directions, bool backward, int batch) {
   if (directions != 2 || !plan.fits() || plan.directions() != 1 || !plan.pass_in_bf16(backward))
     return false;
   const kernels::PrnnTiling& m = backward ? plan.mma_backward_tiling() : plan.mma_forward_tiling();
   const int rows = m.group_rows(batch);
-  if (backward && kernels::prnn_mma_k_tiles_per_warp(m.inputs()) > 16)
-    return rows > kGruInTurnBf16BackwardMaxSetRowsPast16KTiles;
+  const int k_tiles = kernels::prnn_mma_k_tiles_per_warp(m.inputs());
+  if (backward && k_tiles > 16 && k_tiles <= 18)
+    return rows > kGruInTurnBf16BackwardMaxSetRowsAt18KTiles;
   return rows > kGruInTurnBf16MaxSetRows;
 }
 

@@ -910,10 +910,10 @@ TEST(PersistentGru, Bf16DirectionsInTurnPast24RowsASetTakeTheGemmRecurrence) {
   }
 }
 
-// Backward-data past H 1365 runs in turn on the GEMM recurrence in sets of more than 8 rows (H
+// Backward-data of H 1366-1536 runs in turn on the GEMM recurrence in sets of more than 8 rows (H
 // 1400: sets of 16 rows, 12 of them filled, at batch 12), its forward staying persistent; in sets
-// of 8 (batch 8) both passes are persistent.
-TEST(PersistentGru, Bf16BackwardDataInTurnPastH1365BeyondSetsOf8TakesTheGemmRecurrence) {
+// of 8 (batch 8) both passes are persistent, and past H 1536 in sets of 16 too (H 1700 batch 16).
+TEST(PersistentGru, Bf16BackwardDataInTurnAtH1366To1536BeyondSetsOf8TakesTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
   const int H = 1400, in = 16, T = 5;
   const PersistentGruPlan one(H, 12, 1, -1, Precision::kBf16);
@@ -937,6 +937,16 @@ TEST(PersistentGru, Bf16BackwardDataInTurnPastH1365BeyondSetsOf8TakesTheGemmRecu
         batch == 12)
         << gpu.recurrence_path();
   }
+  const int wide_h = 1700;
+  const PersistentGruPlan wide_one(wide_h, 16, 1, -1, Precision::kBf16);
+  if (!wide_one.pass_in_bf16(false) || !wide_one.pass_in_bf16(true)) {
+    std::cout << "skipped H 1700 batch 16: " << wide_one.describe() << "\n";
+    return;
+  }
+  RnnLayerPair wide(ctx, rng, "gru", in, wide_h, RnnType::kGru, /*bidirectional=*/true);
+  EXPECT_TRUE(forward_and_backward(ctx, wide.gpu, rng, T, 16, in, wide_h))
+      << wide.gpu.recurrence_path();
+  EXPECT_TRUE(wide.gpu.ran_persistent()) << wide.gpu.recurrence_path();
 }
 
 // bf16 layers past the fp32 split's batch groups run both passes on bf16 tensor cores (H 512 at
