@@ -55,18 +55,21 @@ int gru_fma_bf16_backward_max_batch(int hidden) {
 // of 18 zeroed first, 8.6-8.8 us a step (ds2 bench rnn, H 1400 batch 12, H 1536 batch 16): two in
 // turn lose to the GEMM recurrence's side by side (ms a step, in turn / GEMM recurrence, session
 // 64, two rounds: H 1536 batch 16 45.60-45.62 / 38.65-38.73, H 1400 batch 12 41.53-41.59 /
-// 39.80). Past 18 (H 1537-1877 in sets of 16, 10.3-10.9 us a step) two in turn win: H 1700 batch
-// 16 60.74-60.88 / 68.93-69.05, H 1877 batch 12 69.73-69.80 / 89.19-89.29.
+// 39.80). Past 18 (H 1537-1877 in sets of 16, 10.3-10.9 us a step) two in turn win where H is
+// not a multiple of 8, whose bf16 rows (2H bytes) leave cuBLAS's GEMMs unaligned: H 1700 batch 16
+// 60.45-60.88 / 68.62-69.05, H 1877 batch 12 69.73-69.80 / 89.19-89.29, H 1550 batch 12
+// 52.62-53.00 / 57.46-57.47; and lose where it is: H 1600 batch 16 50.62-50.72 / 41.87-41.97.
 constexpr int kGruInTurnBf16MaxSetRows = 24;
-constexpr int kGruInTurnBf16BackwardMaxSetRowsAt18KTiles = 8;
+constexpr int kGruInTurnBf16BackwardMaxSetRowsPast16KTiles = 8;
 bool gru_in_turn_on_gemm(const PersistentGruPlan& plan, int directions, bool backward, int batch) {
   if (directions != 2 || !plan.fits() || plan.directions() != 1 || !plan.pass_in_bf16(backward))
     return false;
   const kernels::PrnnTiling& m = backward ? plan.mma_backward_tiling() : plan.mma_forward_tiling();
   const int rows = m.group_rows(batch);
   const int k_tiles = kernels::prnn_mma_k_tiles_per_warp(m.inputs());
-  if (backward && k_tiles > 16 && k_tiles <= 18)
-    return rows > kGruInTurnBf16BackwardMaxSetRowsAt18KTiles;
+  const bool gemm_aligned = plan.hidden() % 8 == 0;
+  if (backward && k_tiles > 16 && (k_tiles <= 18 || gemm_aligned))
+    return rows > kGruInTurnBf16BackwardMaxSetRowsPast16KTiles;
   return rows > kGruInTurnBf16MaxSetRows;
 }
 

@@ -910,10 +910,13 @@ TEST(PersistentGru, Bf16DirectionsInTurnPast24RowsASetTakeTheGemmRecurrence) {
   }
 }
 
-// Backward-data of H 1366-1536 runs in turn on the GEMM recurrence in sets of more than 8 rows (H
-// 1400: sets of 16 rows, 12 of them filled, at batch 12), its forward staying persistent; in sets
-// of 8 (batch 8) both passes are persistent, and past H 1536 in sets of 16 too (H 1700 batch 16).
-TEST(PersistentGru, Bf16BackwardDataInTurnAtH1366To1536BeyondSetsOf8TakesTheGemmRecurrence) {
+// Backward-data of H 1366-1536 (and past it where H is a multiple of 8) runs in turn on the GEMM
+// recurrence in sets of more than 8 rows (H 1400: sets of 16 rows, 12 of them filled, at batch 12),
+// its forward staying persistent; in sets of 8 (batch 8) both passes are persistent, and past H
+// 1536 in sets of 16 too where H is not a multiple of 8 (H 1700 batch 16), but not where it is (H
+// 1600 batch 16).
+TEST(PersistentGru,
+     Bf16BackwardDataInTurnPastH1365BeyondSetsOf8TakesTheGemmRecurrenceWhereAligned) {
   DS2_REQUIRE_GPU();
   const int H = 1400, in = 16, T = 5;
   const PersistentGruPlan one(H, 12, 1, -1, Precision::kBf16);
@@ -947,6 +950,10 @@ TEST(PersistentGru, Bf16BackwardDataInTurnAtH1366To1536BeyondSetsOf8TakesTheGemm
   EXPECT_TRUE(forward_and_backward(ctx, wide.gpu, rng, T, 16, in, wide_h))
       << wide.gpu.recurrence_path();
   EXPECT_TRUE(wide.gpu.ran_persistent()) << wide.gpu.recurrence_path();
+  RnnLayerPair aligned(ctx, rng, "gru", in, 1600, RnnType::kGru, /*bidirectional=*/true);
+  EXPECT_TRUE(forward_and_backward(ctx, aligned.gpu, rng, T, 16, in, 1600))
+      << aligned.gpu.recurrence_path();
+  EXPECT_FALSE(aligned.gpu.ran_persistent()) << aligned.gpu.recurrence_path();
 }
 
 // bf16 layers past the fp32 split's batch groups run both passes on bf16 tensor cores (H 512 at
