@@ -42,33 +42,35 @@ int gru_fma_bf16_backward_max_batch(int hidden) {
 
 // A bidirectional bf16 GRU layer whose pass runs its directions one after the other on bf16
 // tensor cores (both do not fit the SMs at once) runs that pass on the GEMM recurrence past this
-// many batch rows a set: every CTA reads its set's whole state from L2 every step, and the GEMM
-// recurrence runs the two directions side by side. H200, `ds2 bench step configs/ds2-large.yaml
-// run.device=cuda train.precision=bf16 model.rnn_type=gru model.rnn_hidden=H --batch B`, seven
-// bidirectional layers, ms a step persistent (in turn) / GEMM recurrence, rows a set in brackets
-// (session 62): H 1024 batch 40 (20) 45.54 / 50.05, batch 48 (24) 49.18 / 56.10, batch 56 (28)
-// 59.11 / 56.78, batch 64 (32) 63.05 / 60.78; H 1056 batch 48 (24) 52.89 / 63.34, batch 64 (32)
-// 67.87 / 65.02; H 1152 batch 17 37.69 / 45.70, batch 24 42.39 / 44.30, batch 32 53.07 / 49.86;
-// H 1216 batch 20 40.66 / 44.53; H 1280 batch 17 39.28 / 40.28, batch 24 44.28 / 44.40, batch 32
-// 55.87 / 54.34; H 1320 batch 24 53.32 / 54.73.
-// Backward-data at 17-18 k-tiles a warp (H 1366-1536) in sets of more than 8 rows runs the kernel
-// of 18 zeroed first, 8.6-8.8 us a step (ds2 bench rnn, H 1400 batch 12, H 1536 batch 16): two in
-// turn lose to the GEMM recurrence's side by side (ms a step, in turn / GEMM recurrence, session
-// 64, two rounds: H 1536 batch 16 45.60-45.62 / 38.65-38.73, H 1400 batch 12 41.53-41.59 /
-// 39.80). Past 18 (H 1537-1877 in sets of 16, 10.3-10.9 us a step) two in turn win where H is
-// not a multiple of 8, whose bf16 rows (2H bytes) leave cuBLAS's GEMMs unaligned: H 1700 batch 16
-// 60.45-60.88 / 68.62-69.05, H 1877 batch 12 69.73-69.80 / 89.19-89.29, H 1550 batch 12
-// 52.62-53.00 / 57.46-57.47; and lose where it is: H 1600 batch 16 50.62-50.72 / 41.87-41.97.
+// many batch rows a set, where H is a multiple of 8: every CTA reads its set's whole state from L2
+// every step, and the GEMM recurrence runs the two directions side by side. H200, `ds2 bench step
+// configs/ds2-large.yaml run.device=cuda train.precision=bf16 model.rnn_type=gru
+// model.rnn_hidden=H --batch B`, seven bidirectional layers, ms a step persistent (in turn) / GEMM
+// recurrence, rows a set in brackets (session 62): H 1024 batch 40 (20) 45.54 / 50.05, batch 48
+// (24) 49.18 / 56.10, batch 56 (28) 59.11 / 56.78, batch 64 (32) 63.05 / 60.78; H 1056 batch 48
+// (24) 52.89 / 63.34, batch 64 (32) 67.87 / 65.02; H 1152 batch 17 37.69 / 45.70, batch 24 42.39 /
+// 44.30, batch 32 53.07 / 49.86; H 1216 batch 20 40.66 / 44.53; H 1280 batch 17 39.28 / 40.28,
+// batch 24 44.28 / 44.40, batch 32 55.87 / 54.34; H 1320 batch 24 53.32 / 54.73.
+// Backward-data past 16 k-tiles a warp (H 1366-1877) in sets of more than 8 rows runs the kernels
+// of 18-22 zeroed first, 8.6-10.9 us a step: two in turn lose to the GEMM recurrence's side by side
+// (session 64, two rounds: H 1536 batch 16 45.60-45.62 / 38.65-38.73, H 1400 batch 12 41.53-41.59
+// / 39.80, H 1600 batch 16 50.62-50.72 / 41.87-41.97).
+// Where H is not a multiple of 8, a bf16 row (2H bytes) leaves cuBLAS's GEMMs unaligned and ~1.7x
+// slower (ds2 bench rnn, the GEMM recurrence's forward / backward-data us a step: H 1700 batch 16
+// 19.76 / 23.55 against H 1696's 11.41 / 14.07 and H 1704's 10.68 / 13.64), and every pass runs in
+// turn (session 64, in turn / GEMM recurrence: H 1100 batch 32 58.45 / 75.43, H 1300 batch 28
+// 62.87 / 88.61, H 1020 batch 64 74.46 / 103.63, H 1150 batch 32 60.96 / 86.36, H 1700 batch 16
+// 60.45-60.88 / 68.62-69.05, H 1877 batch 12 69.73-69.80 / 89.19-89.83, H 1550 batch 12
+// 52.62-53.00 / 57.46-57.47).
 constexpr int kGruInTurnBf16MaxSetRows = 24;
 constexpr int kGruInTurnBf16BackwardMaxSetRowsPast16KTiles = 8;
 bool gru_in_turn_on_gemm(const PersistentGruPlan& plan, int directions, bool backward, int batch) {
   if (directions != 2 || !plan.fits() || plan.directions() != 1 || !plan.pass_in_bf16(backward))
     return false;
+  if (plan.hidden() % 8 != 0) return false;
   const kernels::PrnnTiling& m = backward ? plan.mma_backward_tiling() : plan.mma_forward_tiling();
   const int rows = m.group_rows(batch);
-  const int k_tiles = kernels::prnn_mma_k_tiles_per_warp(m.inputs());
-  const bool gemm_aligned = plan.hidden() % 8 == 0;
-  if (backward && k_tiles > 16 && (k_tiles <= 18 || gemm_aligned))
+  if (backward && kernels::prnn_mma_k_tiles_per_warp(m.inputs()) > 16)
     return rows > kGruInTurnBf16BackwardMaxSetRowsPast16KTiles;
   return rows > kGruInTurnBf16MaxSetRows;
 }

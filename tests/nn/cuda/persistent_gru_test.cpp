@@ -880,7 +880,8 @@ bool forward_and_backward(CudaContext& ctx, CudaRnnLayer& gpu, Rng& rng, int T, 
 
 // Bidirectional bf16 GRU layers whose passes run their directions one after the other take the
 // GEMM recurrence past 24 batch rows a set (H 1280: one set of 32 rows at batch 32 and 25), and
-// stay persistent up to it (batch 24).
+// stay persistent up to it (batch 24); where H is not a multiple of 8 (the GEMMs' rows unaligned)
+// they stay persistent past it too (H 1100 batch 32).
 TEST(PersistentGru, Bf16DirectionsInTurnPast24RowsASetTakeTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
   const int H = 1280, in = 16, T = 5;
@@ -908,9 +909,18 @@ TEST(PersistentGru, Bf16DirectionsInTurnPast24RowsASetTakeTheGemmRecurrence) {
                 std::string::npos)
           << gpu.recurrence_path();
   }
+  const PersistentGruPlan unaligned(1100, 32, 1, -1, Precision::kBf16);
+  if (!unaligned.pass_in_bf16(false) || !unaligned.pass_in_bf16(true)) {
+    std::cout << "skipped H 1100 batch 32: " << unaligned.describe() << "\n";
+    return;
+  }
+  RnnLayerPair odd(ctx, rng, "gru", in, 1100, RnnType::kGru, /*bidirectional=*/true);
+  EXPECT_TRUE(forward_and_backward(ctx, odd.gpu, rng, T, 32, in, 1100))
+      << odd.gpu.recurrence_path();
+  EXPECT_TRUE(odd.gpu.ran_persistent()) << odd.gpu.recurrence_path();
 }
 
-// Backward-data of H 1366-1536 (and past it where H is a multiple of 8) runs in turn on the GEMM
+// Backward-data past H 1365 where H is a multiple of 8 runs in turn on the GEMM
 // recurrence in sets of more than 8 rows (H 1400: sets of 16 rows, 12 of them filled, at batch 12),
 // its forward staying persistent; in sets of 8 (batch 8) both passes are persistent, and past H
 // 1536 in sets of 16 too where H is not a multiple of 8 (H 1700 batch 16), but not where it is (H
