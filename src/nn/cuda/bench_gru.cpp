@@ -61,8 +61,9 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
             "bench rnn --cell gru: --precision must be fp32 or bf16, not '" << o.precision << "'");
   DS2_CHECK(o.density == 1.0, "bench rnn --cell gru: --density is for --cell relu");
   const int H = o.hidden, B = o.batch, T = o.steps, GH = 3 * H;
-  // bf16 as a bf16 GRU layer runs: the persistent recurrence on fp32 weights (its kernels hold no
-  // others), the GEMM recurrence on bf16 operands; cuDNN with 16-bit data and weights.
+  // bf16 as a bf16 GRU layer runs: the persistent recurrence on fp32 master weights (its passes on
+  // bf16 copies where the plan has them, "plan with bf16 passes"), the GEMM recurrence on bf16
+  // operands; cuDNN with 16-bit data and weights.
   const bool bf16 = o.precision == "bf16";
   CudaContext ctx(o.device);
   cudaStream_t s = ctx.stream();
@@ -70,8 +71,9 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   rep << "ds2 bench rnn: hidden " << H << ", batch " << B << ", " << T << " steps, " << o.precision
       << ", one direction, GRU; " << ctx.description() << "\n";
   if (bf16)
-    rep << "bf16 as a bf16 layer runs it: the persistent GRU on fp32 weights, the GEMM recurrence "
-           "on bf16 operands\n";
+    rep << "bf16 as a bf16 layer runs it: the persistent GRU on fp32 master weights (bf16 copies "
+           "for the passes its bf16 plan runs on tensor cores), the GEMM recurrence on bf16 "
+           "operands\n";
 
   // U ~ U(-1/sqrt(H), 1/sqrt(H)) (the layer's init), x and dL/dh ~ U(-1, 1), the same x in the
   // three gates' input columns (cuDNN's skip-input), zero biases, every utterance T frames long.
