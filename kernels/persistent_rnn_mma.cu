@@ -212,9 +212,9 @@ __host__ __device__ constexpr bool split_products_ahead(bool stacked, int mt, in
 // 10>` 2-6 4-96, `<1, 12>` 2-12 8-108, 0 none; `<1, 8>` 4, `<1, 6>` and below all, none.
 __host__ __device__ constexpr int bf16_register_k_tiles(int mt, int kpw, int nt, bool tags,
                                                         MmaCell cell = MmaCell::kRelu) {
-  // `<3, 5>` at two n-tiles keeps 3 (1 before session 63's ptxas-try --where: with 3 it spills 8
-  // bytes, before the step loop only).
-  if (cell == MmaCell::kGruForward && nt == 2) return kpw >= 4 && kpw <= 8 && kpw != 7 ? 3 : kpw;
+  // Two n-tiles (built to 8 k-tiles) keep 3 from 4; `<3, 5>` kept 1 before session 63's
+  // ptxas-try --where (with 3 it spills 8 bytes, before the step loop only).
+  if (cell == MmaCell::kGruForward && nt == 2) return kpw >= 4 ? 3 : kpw;
   if (cell == MmaCell::kGruBackward && nt == 2 && kpw == 10) return 6;
   if (cell == MmaCell::kGruForward && nt == 4)
     return mt == 2 && kpw <= 5 ? kpw : kpw < 3 ? kpw : mt == 3 && kpw == 6 ? 2 : 3;

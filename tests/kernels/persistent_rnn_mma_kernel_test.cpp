@@ -62,32 +62,33 @@ TEST(PersistentRnnMmaKernel, Bf16GruBackwardPastSixteenKTilesRunsEighteenToTwent
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1800), 22);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1877), 22);
   ASSERT_EQ(prnn_mma_k_tiles_per_warp(3 * 1878), 23);
-  // One n-tile: 18, 20, 22 and 24, each for the k-tiles up to it.
-  const void* eighteen = prnn_mma_kernel(gru_backward(1536, 8));
-  const void* twenty = prnn_mma_kernel(gru_backward(1706, 8));
-  const void* twenty_two = prnn_mma_kernel(gru_backward(1877, 8));
-  ASSERT_NE(eighteen, nullptr);
-  ASSERT_NE(twenty, nullptr);
-  ASSERT_NE(twenty_two, nullptr);
-  EXPECT_NE(eighteen, twenty);
-  EXPECT_NE(twenty, twenty_two);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 8)), eighteen);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 8)), twenty);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1800, 8)), twenty_two);
-  EXPECT_NE(prnn_mma_kernel(gru_backward(1878, 8)), twenty_two);  // 24's (below)
-  // Two n-tiles: their own 18, 20 and 22.
-  const void* two_tiles = prnn_mma_kernel(gru_backward(1536, 16));
-  ASSERT_NE(two_tiles, nullptr);
-  EXPECT_NE(two_tiles, eighteen);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, 16)), two_tiles);
-  const void* two_twenty = prnn_mma_kernel(gru_backward(1706, 16));
-  const void* two_twenty_two = prnn_mma_kernel(gru_backward(1877, 16));
-  ASSERT_NE(two_twenty, nullptr);
-  ASSERT_NE(two_twenty_two, nullptr);
-  EXPECT_NE(two_twenty, twenty);
-  EXPECT_NE(two_twenty, two_twenty_two);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, 16)), two_twenty);
-  EXPECT_EQ(prnn_mma_kernel(gru_backward(1878, 16)), nullptr);
+  // One and two n-tiles (sets of 8 and 16 rows): each its own 18, 20 and 22, each for the
+  // k-tiles up to it; past 22 one n-tile has 24's (below), two none.
+  const void* one_tile[3] = {};
+  for (const int rows : {8, 16}) {
+    SCOPED_TRACE("sets of " + std::to_string(rows) + " rows");
+    const void* eighteen = prnn_mma_kernel(gru_backward(1536, rows));
+    const void* twenty = prnn_mma_kernel(gru_backward(1706, rows));
+    const void* twenty_two = prnn_mma_kernel(gru_backward(1877, rows));
+    ASSERT_NE(eighteen, nullptr);
+    ASSERT_NE(twenty, nullptr);
+    ASSERT_NE(twenty_two, nullptr);
+    EXPECT_NE(eighteen, twenty);
+    EXPECT_NE(twenty, twenty_two);
+    EXPECT_EQ(prnn_mma_kernel(gru_backward(1400, rows)), eighteen);
+    EXPECT_EQ(prnn_mma_kernel(gru_backward(1600, rows)), twenty);
+    EXPECT_EQ(prnn_mma_kernel(gru_backward(1800, rows)), twenty_two);
+    const void* past = prnn_mma_kernel(gru_backward(1878, rows));
+    if (rows == 8) {
+      EXPECT_NE(past, twenty_two);
+      one_tile[0] = eighteen, one_tile[1] = twenty, one_tile[2] = twenty_two;
+    } else {
+      EXPECT_EQ(past, nullptr);
+      EXPECT_NE(eighteen, one_tile[0]);
+      EXPECT_NE(twenty, one_tile[1]);
+      EXPECT_NE(twenty_two, one_tile[2]);
+    }
+  }
   // Four n-tiles: 13-14 k-tiles run 16's kernel (14's spilled), whose fragments' shared memory
   // follows its 16 k-tiles; none past 16 (18 was slower than the GEMM recurrence).
   const void* sixteen = prnn_mma_kernel(gru_backward(1300, 32));

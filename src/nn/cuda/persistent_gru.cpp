@@ -276,20 +276,20 @@ std::string PersistentGruPlan::describe() const {
   if (!fits_) return why_not_;
   const kernels::PgruTiling& t = tiling_;
   std::ostringstream s;
-  s << "persistent GRU hidden " << t.hidden << ", batch <= " << t.max_batch << ", ";
-  if (!fp32_math_fits_) {
-    s << "fp32 weights (a bf16 copy for both passes; the fp32-math kernel does not fit), "
-      << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << " on " << sm_count_
-      << " SMs";
-  } else {
-    s << (pass_in_bf16(false) && pass_in_bf16(true) ? "fp32 weights (a bf16 copy for both passes)"
-          : pass_in_bf16(false)                     ? "fp32 weights (a bf16 copy for the forward)"
-          : pass_in_bf16(true)                      ? "fp32 weights (a bf16 copy for backward-data)"
+  s << "persistent GRU hidden " << t.hidden << ", batch <= " << t.max_batch << ", "
+    << (!fp32_math_fits_ ? "fp32 weights (a bf16 copy for both passes; the fp32-math kernel does "
+                           "not fit)"
+        : pass_in_bf16(false) && pass_in_bf16(true) ? "fp32 weights (a bf16 copy for both passes)"
+        : pass_in_bf16(false)                       ? "fp32 weights (a bf16 copy for the forward)"
+        : pass_in_bf16(true)                        ? "fp32 weights (a bf16 copy for backward-data)"
                                                     : "fp32 weights")
-      << ", " << (t.directions == 1 ? "1 direction" : "2 directions in one launch") << ": "
-      << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs), "
+    << ", " << (t.directions == 1 ? "1 direction" : "2 directions in one launch");
+  // The fp32-math kernel's tiling, where it has one.
+  if (fp32_math_fits_)
+    s << ": " << t.directions * t.ctas_per_direction << " CTAs (of " << sm_count_ << " SMs), "
       << t.neurons_per_cta << " neurons per CTA, batch tile " << t.batch_tile;
-  }
+  else
+    s << " on " << sm_count_ << " SMs";
   for (bool bwd : {false, true}) {
     const kernels::PrnnTiling& m = mma_tiling_[bwd ? 1 : 0];
     if (!m.gru) continue;

@@ -555,8 +555,8 @@ bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
   // H 512 batch 32 13.02 / 10.19, H 768 batch 24 13.23 / 11.19, H 1024 batch 16 10.87 / 12.30,
   // batch 33 20.82 / 12.88, H 1536 batch 12 14.29 / 12.88). So does a bidirectional layer's pass
   // that runs its directions one after the other in sets of more than 24 batch rows, 8 for
-  // backward-data past H 1365 (gru_in_turn_on_gemm). The two passes decide apart: they read and
-  // write the same arrays either way.
+  // backward-data past H 1365, where H is a multiple of 8 (gru_in_turn_on_gemm). The two passes
+  // decide apart: they read and write the same arrays either way.
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const Precision precision = bf16 ? Precision::kBf16 : Precision::kFp32;
   const bool replan = needs_replan(gru_plan_.get(), batch, precision);

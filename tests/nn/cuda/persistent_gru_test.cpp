@@ -878,6 +878,18 @@ bool forward_and_backward(CudaContext& ctx, CudaRnnLayer& gpu, Rng& rng, int T, 
   return forward_persistent;
 }
 
+// A fresh bidirectional bf16 GRU layer of H through one training step at `batch` (ctx in bf16):
+// its forward persistent, and its backward-data too or not.
+void expect_bidirectional_bf16_gru(CudaContext& ctx, Rng& rng, int H, int batch,
+                                   bool backward_persistent) {
+  SCOPED_TRACE("H " + std::to_string(H) + " batch " + std::to_string(batch));
+  const int in = 16, T = 5;
+  RnnLayerPair layer(ctx, rng, "gru", in, H, RnnType::kGru, /*bidirectional=*/true);
+  EXPECT_TRUE(forward_and_backward(ctx, layer.gpu, rng, T, batch, in, H))
+      << layer.gpu.recurrence_path();
+  EXPECT_EQ(layer.gpu.ran_persistent(), backward_persistent) << layer.gpu.recurrence_path();
+}
+
 // Bidirectional bf16 GRU layers whose passes run their directions one after the other take the
 // GEMM recurrence past 24 batch rows a set (H 1280: one set of 32 rows at batch 32 and 25), and
 // stay persistent up to it (batch 24); where H is not a multiple of 8 (the GEMMs' rows unaligned)
@@ -914,10 +926,7 @@ TEST(PersistentGru, Bf16DirectionsInTurnPast24RowsASetTakeTheGemmRecurrence) {
     std::cout << "skipped H 1100 batch 32: " << unaligned.describe() << "\n";
     return;
   }
-  RnnLayerPair odd(ctx, rng, "gru", in, 1100, RnnType::kGru, /*bidirectional=*/true);
-  EXPECT_TRUE(forward_and_backward(ctx, odd.gpu, rng, T, 32, in, 1100))
-      << odd.gpu.recurrence_path();
-  EXPECT_TRUE(odd.gpu.ran_persistent()) << odd.gpu.recurrence_path();
+  expect_bidirectional_bf16_gru(ctx, rng, 1100, 32, /*backward_persistent=*/true);
 }
 
 // Backward-data past H 1365 where H is a multiple of 8 runs in turn on the GEMM
@@ -950,20 +959,13 @@ TEST(PersistentGru,
         batch == 12)
         << gpu.recurrence_path();
   }
-  const int wide_h = 1700;
-  const PersistentGruPlan wide_one(wide_h, 16, 1, -1, Precision::kBf16);
+  const PersistentGruPlan wide_one(1700, 16, 1, -1, Precision::kBf16);
   if (!wide_one.pass_in_bf16(false) || !wide_one.pass_in_bf16(true)) {
     std::cout << "skipped H 1700 batch 16: " << wide_one.describe() << "\n";
     return;
   }
-  RnnLayerPair wide(ctx, rng, "gru", in, wide_h, RnnType::kGru, /*bidirectional=*/true);
-  EXPECT_TRUE(forward_and_backward(ctx, wide.gpu, rng, T, 16, in, wide_h))
-      << wide.gpu.recurrence_path();
-  EXPECT_TRUE(wide.gpu.ran_persistent()) << wide.gpu.recurrence_path();
-  RnnLayerPair aligned(ctx, rng, "gru", in, 1600, RnnType::kGru, /*bidirectional=*/true);
-  EXPECT_TRUE(forward_and_backward(ctx, aligned.gpu, rng, T, 16, in, 1600))
-      << aligned.gpu.recurrence_path();
-  EXPECT_FALSE(aligned.gpu.ran_persistent()) << aligned.gpu.recurrence_path();
+  expect_bidirectional_bf16_gru(ctx, rng, 1700, 16, /*backward_persistent=*/true);
+  expect_bidirectional_bf16_gru(ctx, rng, 1600, 16, /*backward_persistent=*/false);
 }
 
 // bf16 layers past the fp32 split's batch groups run both passes on bf16 tensor cores (H 512 at
@@ -1029,8 +1031,8 @@ TEST(PersistentGru, Bf16LayersOnTensorCoresMatchTheGemmRecurrence) {
 }
 
 // Past H 1568 at batch 9-16 the fp32-math kernel does not fit; a bf16 layer runs both passes on
-// bf16 tensor cores without it (one direction: two in turn would take the GEMM recurrence for
-// backward-data, gru_in_turn_on_gemm).
+// bf16 tensor cores without it (one direction here; bidirectional layers' passes in turn are
+// Bf16BackwardDataInTurn...'s).
 TEST(PersistentGru, Bf16LayersWhereTheFp32KernelDoesNotFitRunOnTensorCores) {
   DS2_REQUIRE_GPU();
   const PersistentGruPlan plan(1700, 16, 1, -1, Precision::kBf16);
