@@ -43,7 +43,7 @@ __global__ void relu_step_forward_kernel(const float* __restrict__ pre, int ld_p
 }
 
 __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
-                                        const float* __restrict__ hidden_gates,
+                                        const float* __restrict__ hidden_gates, int ld_gates,
                                         const float* __restrict__ bias_h,
                                         const float* __restrict__ h_prev, float* __restrict__ h,
                                         uint16_t* __restrict__ h_bf16,
@@ -57,7 +57,7 @@ __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
       continue;
     }
     float* p = pre + int64_t{b} * ld_pre;
-    const float* g = hidden_gates + int64_t{b} * 3 * H;
+    const float* g = hidden_gates + int64_t{b} * ld_gates;
     // Sums in the CPU reference's order: (a + g) + b_h.
     const GruGates c =
         gru_cell_forward({p[k], p[H + k], p[2 * H + k]}, {g[k], g[H + k], g[2 * H + k]},
@@ -163,13 +163,14 @@ void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, uint16_t* h_b
   DS2_CUDA_CHECK_LAUNCH();
 }
 
-void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, const float* bias_h,
-                          const float* h_prev, float* h, uint16_t* h_bf16, float* candidate, int B,
-                          int H, int t, const int* lengths, cudaStream_t stream) {
+void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, int ld_gates,
+                          const float* bias_h, const float* h_prev, float* h, uint16_t* h_bf16,
+                          float* candidate, int B, int H, int t, const int* lengths,
+                          cudaStream_t stream) {
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
   gru_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      pre, ld_pre, hidden_gates, bias_h, h_prev, h, h_bf16, candidate, B, H, t, lengths);
+      pre, ld_pre, hidden_gates, ld_gates, bias_h, h_prev, h, h_bf16, candidate, B, H, t, lengths);
   DS2_CUDA_CHECK_LAUNCH();
 }
 

@@ -20,6 +20,15 @@
 
 namespace ds2::kernels {
 
+// Row pitch of the GRU GEMM recurrence's hidden-side gates (one step's U h_prev, {B, 3H}): 3H
+// rounded up to a multiple of 8. The bf16 GEMM fills every column, from U's copy with the rows
+// past 3H zero, because cuBLAS's bf16 GEMM picks its slow kernels where N is not a multiple of 8
+// (H200, scripts/dev/bf16-gemm-pitch.sh, batch 16, us a call: N 5100 16.6, N 5104 11.9; the
+// operands' row pitch and the summed dimension made no difference).
+constexpr int rnn_gru_gates_ld(int hidden) {
+  return (3 * hidden + 7) / 8 * 8;
+}
+
 // pre[r, c] += (c < cols ? bias0[c] : bias1[c - cols]) for a {rows, D * cols} array (D = 1 when
 // bias1 is null): the input-side biases of both directions in one pass.
 void rnn_add_input_bias(float* pre, int64_t rows, int cols, const float* bias0, const float* bias1,
@@ -31,15 +40,16 @@ void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, uint16_t* h_b
                            int t, const int* lengths, float clip, cudaStream_t stream);
 
 // GRU step (gate order r, z, n): with a = pre row (input side, 3H) and g = hidden_gates row
-// (U h_prev, 3H, ld 3H) plus bias_h,
+// (U h_prev, 3H, rows ld_gates apart) plus bias_h,
 //   r = sigmoid(a_r + g_r + b_hr), z = sigmoid(a_z + g_z + b_hz), hn = g_n + b_hn,
 //   n = tanh(a_n + r * hn), h = (1 - z) n + z h_prev.
 // On valid rows writes r, z, n over `pre` (what backward needs), hn to candidate {B, H} and h;
 // on invalid rows only h = 0 (hidden_gates of rows past the GEMM's are not read). h_bf16: h
 // rounded, or null.
-void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, const float* bias_h,
-                          const float* h_prev, float* h, uint16_t* h_bf16, float* candidate, int B,
-                          int H, int t, const int* lengths, cudaStream_t stream);
+void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, int ld_gates,
+                          const float* bias_h, const float* h_prev, float* h, uint16_t* h_bf16,
+                          float* candidate, int B, int H, int t, const int* lengths,
+                          cudaStream_t stream);
 
 // Clipped ReLU backward step: dpre[b, k] = (0 < h < clip) ? dy + carry : 0 on valid rows, 0 on
 // invalid ones, where also next[b, :] = 0 (the recurrent GEMM next = dpre U fills valid rows).

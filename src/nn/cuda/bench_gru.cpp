@@ -87,8 +87,8 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   for (int64_t r = 0; r < int64_t{T} * B; ++r)
     for (int g = 0; g < 3; ++g) std::copy(&hx[r * H], &hx[r * H] + H, &ha[(r * 3 + g) * H]);
   DeviceArray<float> u(int64_t{GH} * H), bias(GH), a(3 * n), gates(3 * n), cand(n), h(n), dy(n),
-      dpre(3 * n), dg(3 * n), step_g(int64_t{B} * GH), zero(int64_t{B} * H), carry(int64_t{B} * H),
-      next(int64_t{B} * H);
+      dpre(3 * n), dg(3 * n), step_g(int64_t{B} * kernels::rnn_gru_gates_ld(H)),
+      zero(int64_t{B} * H), carry(int64_t{B} * H), next(int64_t{B} * H);
   DeviceArray<int> lengths(B);
   upload(hu.data(), hu.size(), u.data(), s);
   upload(ha.data(), ha.size(), a.data(), s);

@@ -25,16 +25,28 @@ void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int 
 
 }  // namespace
 
+int64_t recurrent_weight_bf16_size(int gates, int hidden) {
+  const int rows = gates == 3 ? kernels::rnn_gru_gates_ld(hidden) : gates * hidden;
+  return int64_t{rows} * hidden;
+}
+
+void round_recurrent_weight(const float* u, int gates, int hidden, uint16_t* out,
+                            cudaStream_t stream) {
+  const int64_t n = int64_t{gates} * hidden * hidden;
+  kernels::to_bf16(u, out, n, stream);
+  const int64_t padding = recurrent_weight_bf16_size(gates, hidden) - n;
+  if (padding > 0) DS2_CUDA_CHECK(cudaMemsetAsync(out + n, 0, sizeof(uint16_t) * padding, stream));
+}
+
 GemmRecurrenceBf16::GemmRecurrenceBf16(bool bf16, const float* u, int gates, int hidden, int T,
                                        int B, cudaStream_t stream)
     : bf16_(bf16), T_(T), row_(int64_t{B} * hidden) {
   if (!bf16) return;
-  const int64_t u_size = int64_t{gates} * hidden * hidden;
-  u_.reserve(std::max<int64_t>(1, u_size));
+  u_.reserve(std::max<int64_t>(1, recurrent_weight_bf16_size(gates, hidden)));
   states_.reserve(std::max<int64_t>(1, T * row_));
   zero_.reserve(std::max<int64_t>(1, row_));
   step_grad_.reserve(std::max<int64_t>(1, gates * row_));
-  kernels::to_bf16(u, u_.data(), u_size, stream);
+  round_recurrent_weight(u, gates, hidden, u_.data(), stream);
   DS2_CUDA_CHECK(cudaMemsetAsync(zero_.data(), 0, sizeof(uint16_t) * zero_.capacity(), stream));
 }
 
@@ -65,9 +77,11 @@ void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const flo
 void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                            const uint16_t* h_prev_bf16, float* p, int ld_p, float* g,
                            const float* bias_h, float* h, uint16_t* h_bf16, float* candidate) {
-  const int H = r.hidden;
-  recurrent_gemm(r, true, rows, 3 * H, H, h_prev, h_prev_bf16, H, 0.0f, g, 3 * H);
-  kernels::rnn_gru_step_forward(p, ld_p, g, bias_h, h_prev, h, r.bf16() ? h_bf16 : nullptr,
+  const int H = r.hidden, ld_g = kernels::rnn_gru_gates_ld(H);
+  // In bf16 every column of g's rows, against U's zero padding rows past 3H (cuBLAS's fast kernels
+  // want N a multiple of 8); fp32 reads U itself, which has no padding.
+  recurrent_gemm(r, true, rows, r.bf16() ? ld_g : 3 * H, H, h_prev, h_prev_bf16, H, 0.0f, g, ld_g);
+  kernels::rnn_gru_step_forward(p, ld_p, g, ld_g, bias_h, h_prev, h, r.bf16() ? h_bf16 : nullptr,
                                 candidate, r.batch, H, t, r.lengths, r.stream);
 }
 

@@ -24,14 +24,22 @@ namespace ds2 {
 
 struct GemmRecurrence {
   cublasHandle_t blas;
-  cudaStream_t stream;     // blas's stream: the step kernels follow its GEMMs
-  const float* u;          // {G*H, H}: the hidden-side weights, G = 1 (ReLU) or 3 (GRU)
-  const uint16_t* u_bf16;  // U rounded (bf16 GEMMs), or null (fp32 GEMMs, state copies unused)
+  cudaStream_t stream;  // blas's stream: the step kernels follow its GEMMs
+  const float* u;       // {G*H, H}: the hidden-side weights, G = 1 (ReLU) or 3 (GRU)
+  // U rounded by round_recurrent_weight (bf16 GEMMs), or null (fp32 GEMMs, state copies unused).
+  const uint16_t* u_bf16;
   int hidden;
   int batch;
   const int* lengths;  // device, {batch}: row b is valid at t < lengths[b]
   bool bf16() const { return u_bf16 != nullptr; }
 };
+
+// Elements of U's bf16 copy ({G*H, H}, G = 1 or 3): for the GRU, U's rows followed by zero rows up
+// to kernels::rnn_gru_gates_ld(H), so that the forward's GEMM computes N a multiple of 8 columns.
+int64_t recurrent_weight_bf16_size(int gates, int hidden);
+// U rounded into out (recurrent_weight_bf16_size elements), the padding rows zeroed.
+void round_recurrent_weight(const float* u, int gates, int hidden, uint16_t* out,
+                            cudaStream_t stream);
 
 // The bf16 copies one direction's GEMM recurrence reads, for code that runs it outside
 // CudaRnnLayer (the benchmarks, the tests' references; the layer keeps its own for both
@@ -76,7 +84,8 @@ void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const flo
                              const float* dy, const float* carry, float* dp, int ld_p,
                              uint16_t* dp_bf16, float* next, float clip);
 
-// GRU step: g = h_prev U^T ({B, 3H}), then the cell (kernels::rnn_gru_step_forward).
+// GRU step: g = h_prev U^T ({B, 3H}, rows kernels::rnn_gru_gates_ld(H) apart), then the cell
+// (kernels::rnn_gru_step_forward).
 void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                            const uint16_t* h_prev_bf16, float* p, int ld_p, float* g,
                            const float* bias_h, float* h, uint16_t* h_bf16, float* candidate);

@@ -218,7 +218,7 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   kernels::fill(zero_state_.data(), zero_state_.numel(), 0.0f, main);
   if (type_ == RnnType::kGru) {
     hidden_candidate_.resize({directions_, T, B, H});
-    step_hidden_gates_.resize({directions_, B, GH});
+    step_hidden_gates_.resize({directions_, B, kernels::rnn_gru_gates_ld(H)});
   }
   ran_persistent_ = plan_persistent(B, /*backward=*/false);
   forward_ran_persistent_ = ran_persistent_;
@@ -275,16 +275,16 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
 }
 
 void CudaRnnLayer::round_recurrent_weights(cudaStream_t stream) {
-  const int64_t u_size = int64_t{gates()} * hidden_ * hidden_;
+  const int64_t u_size = recurrent_weight_bf16_size(gates(), hidden_);
   recurrent_weight_bf16_.reserve(directions_ * u_size);
   for (int d = 0; d < directions_; ++d)
-    kernels::to_bf16(params_.value(u_[d]), recurrent_weight_bf16_.data() + d * u_size, u_size,
-                     stream);
+    round_recurrent_weight(params_.value(u_[d]), gates(), hidden_,
+                           recurrent_weight_bf16_.data() + d * u_size, stream);
 }
 
 GemmRecurrence CudaRnnLayer::gemm_recurrence(int d, int B, const int* lengths) const {
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
-  const int64_t u_size = int64_t{gates()} * hidden_ * hidden_;
+  const int64_t u_size = recurrent_weight_bf16_size(gates(), hidden_);
   return GemmRecurrence{blas(d),
                         stream(d),
                         params_.value(u_[d]),
@@ -303,7 +303,8 @@ void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
   uint16_t* hs16 = r.bf16() ? states_bf16_.data() + int64_t{d} * T * B * H : nullptr;
   const bool gru = type_ == RnnType::kGru;
   const float* bias_h = gru ? params_.value(hidden_bias_[d]) : nullptr;
-  float* g = gru ? step_hidden_gates_.data() + int64_t{d} * B * GH : nullptr;
+  float* g =
+      gru ? step_hidden_gates_.data() + int64_t{d} * B * kernels::rnn_gru_gates_ld(H) : nullptr;
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
     const int m = active_rows_[t];
