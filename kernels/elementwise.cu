@@ -129,6 +129,14 @@ __global__ void to_bf16_x4_kernel(const float4* x, uint2* y, int64_t n4) {
   }
 }
 
+__global__ void to_bf16_rows_kernel(const float* x, int cols, uint16_t* y, int ld_y, int64_t n) {
+  DS2_GRID_STRIDE(i, n) {
+    const int64_t r = i / ld_y;
+    const int c = static_cast<int>(i - r * ld_y);
+    y[i] = c < cols ? float_to_bf16(x[r * cols + c]) : 0;
+  }
+}
+
 __global__ void from_bf16_kernel(const uint16_t* x, float* y, int64_t n) {
   DS2_GRID_STRIDE(i, n) y[i] = bf16_to_float(x[i]);
 }
@@ -229,6 +237,15 @@ void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
                                                                     n - 4 * n4);
     DS2_CUDA_CHECK_LAUNCH();
   }
+}
+
+void to_bf16_rows(const float* x, int64_t rows, int cols, uint16_t* y, int ld_y,
+                  cudaStream_t stream) {
+  if (ld_y == cols) return to_bf16(x, y, rows * cols, stream);
+  const int64_t n = rows * ld_y;
+  if (n <= 0) return;
+  to_bf16_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, cols, y, ld_y, n);
+  DS2_CUDA_CHECK_LAUNCH();
 }
 
 void from_bf16(const uint16_t* x, float* y, int64_t n, cudaStream_t stream) {

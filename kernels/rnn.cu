@@ -20,6 +20,13 @@ int blocks_for(int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
+// Zeros row b's padding columns [cols, ld) of a padded array (kernels/rnn.h), spread over the
+// threads of columns k = 0, 1, ... (a loop: the padding may be wider than cols when cols < 8).
+template <class T>
+__device__ void zero_padding_of_row(T* x, int64_t b, int k, int cols, int ld) {
+  for (int j = cols + k; j < ld; j += cols) x[b * ld + j] = T{0};
+}
+
 __global__ void add_input_bias_kernel(float* pre, int64_t rows, int cols, int directions,
                                       const float* __restrict__ bias0,
                                       const float* __restrict__ bias1) {
@@ -32,28 +39,32 @@ __global__ void add_input_bias_kernel(float* pre, int64_t rows, int cols, int di
 
 __global__ void relu_step_forward_kernel(const float* __restrict__ pre, int ld_pre,
                                          float* __restrict__ h, uint16_t* __restrict__ h_bf16,
-                                         int B, int H, int t, const int* __restrict__ lengths,
-                                         float clip) {
+                                         int ld16, int B, int H, int t,
+                                         const int* __restrict__ lengths, float clip) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
     const float v = t < lengths[b] ? clipped_relu(pre[int64_t{b} * ld_pre + k], clip) : 0.0f;
     h[i] = v;
-    if (h_bf16) h_bf16[i] = float_to_bf16(v);
+    if (h_bf16) {
+      h_bf16[int64_t{b} * ld16 + k] = float_to_bf16(v);
+      zero_padding_of_row(h_bf16, b, k, H, ld16);
+    }
   }
 }
 
 __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
-                                        const float* __restrict__ hidden_gates, int ld_gates,
+                                        const float* __restrict__ hidden_gates,
                                         const float* __restrict__ bias_h,
                                         const float* __restrict__ h_prev, float* __restrict__ h,
-                                        uint16_t* __restrict__ h_bf16,
+                                        uint16_t* __restrict__ h_bf16, int ld16, int ld_gates,
                                         float* __restrict__ candidate, int B, int H, int t,
                                         const int* __restrict__ lengths) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
+    if (h_bf16) zero_padding_of_row(h_bf16, b, k, H, ld16);
     if (t >= lengths[b]) {
       h[i] = 0.0f;
-      if (h_bf16) h_bf16[i] = 0;
+      if (h_bf16) h_bf16[int64_t{b} * ld16 + k] = 0;
       continue;
     }
     float* p = pre + int64_t{b} * ld_pre;
@@ -67,26 +78,30 @@ __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
     p[2 * H + k] = c.n;
     candidate[i] = c.hn;
     h[i] = c.h;
-    if (h_bf16) h_bf16[i] = float_to_bf16(c.h);
+    if (h_bf16) h_bf16[int64_t{b} * ld16 + k] = float_to_bf16(c.h);
   }
 }
 
 __global__ void relu_step_backward_kernel(const float* __restrict__ h, const float* __restrict__ dy,
                                           const float* __restrict__ carry, float* __restrict__ dpre,
                                           int ld_pre, uint16_t* __restrict__ dpre_bf16,
-                                          float* __restrict__ next, int B, int H, int t,
+                                          float* __restrict__ next, int ld, int B, int H, int t,
                                           const int* __restrict__ lengths, float clip) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
     float* dp = dpre + int64_t{b} * ld_pre + k;
     float v = 0.0f;
     if (t >= lengths[b]) {
-      next[i] = 0.0f;
+      next[int64_t{b} * ld + k] = 0.0f;
     } else {
-      v = clipped_relu_grad(h[i], dy[i] + carry[i], clip);
+      v = clipped_relu_grad(h[i], dy[i] + carry[int64_t{b} * ld + k], clip);
     }
+    zero_padding_of_row(next, b, k, H, ld);
     *dp = v;
-    if (dpre_bf16) dpre_bf16[i] = float_to_bf16(v);
+    if (dpre_bf16) {
+      dpre_bf16[int64_t{b} * ld + k] = float_to_bf16(v);
+      zero_padding_of_row(dpre_bf16, b, k, H, ld);
+    }
   }
 }
 
@@ -94,7 +109,8 @@ __global__ void gru_step_backward_kernel(
     const float* __restrict__ gates, int ld_pre, const float* __restrict__ candidate,
     const float* __restrict__ h_prev, const float* __restrict__ dy, const float* __restrict__ carry,
     float* __restrict__ dpre, float* __restrict__ dgates, uint16_t* __restrict__ dgates_bf16,
-    float* __restrict__ next, int B, int H, int t, const int* __restrict__ lengths) {
+    int ld_gates, float* __restrict__ next, int ld, int B, int H, int t,
+    const int* __restrict__ lengths) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
     float* dp = dpre + int64_t{b} * ld_pre;
@@ -102,17 +118,19 @@ __global__ void gru_step_backward_kernel(
     if (t >= lengths[b]) {
       dp[k] = dp[H + k] = dp[2 * H + k] = 0.0f;
       dg[k] = dg[H + k] = dg[2 * H + k] = 0.0f;
-      next[i] = 0.0f;
+      next[int64_t{b} * ld + k] = 0.0f;
     } else {
       const float* p = gates + int64_t{b} * ld_pre;
-      const GruGrads c = gru_cell_backward(dy[i] + carry[i], p[k], p[H + k], p[2 * H + k],
-                                           candidate[i], h_prev[i]);
+      const GruGrads c = gru_cell_backward(dy[i] + carry[int64_t{b} * ld + k], p[k], p[H + k],
+                                           p[2 * H + k], candidate[i], h_prev[i]);
       store_gate_grads(c, dp + k, dg + k, H);
-      next[i] = c.dh_prev;
+      next[int64_t{b} * ld + k] = c.dh_prev;
     }
+    zero_padding_of_row(next, b, k, H, ld);
     if (dgates_bf16) {
-      uint16_t* dg16 = dgates_bf16 + int64_t{b} * 3 * H + k;
+      uint16_t* dg16 = dgates_bf16 + int64_t{b} * ld_gates + k;
       for (int g = 0; g < 3; ++g) dg16[g * H] = float_to_bf16(dg[g * H + k]);
+      zero_padding_of_row(dgates_bf16, b, k, 3 * H, ld_gates);
     }
   }
 }
@@ -158,19 +176,19 @@ void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, uint16_t* h_b
                            int t, const int* lengths, float clip, cudaStream_t stream) {
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
-  relu_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(pre, ld_pre, h, h_bf16, B, H, t,
-                                                                   lengths, clip);
+  relu_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      pre, ld_pre, h, h_bf16, rnn_padded_ld(H), B, H, t, lengths, clip);
   DS2_CUDA_CHECK_LAUNCH();
 }
 
-void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, int ld_gates,
-                          const float* bias_h, const float* h_prev, float* h, uint16_t* h_bf16,
-                          float* candidate, int B, int H, int t, const int* lengths,
-                          cudaStream_t stream) {
+void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, const float* bias_h,
+                          const float* h_prev, float* h, uint16_t* h_bf16, float* candidate, int B,
+                          int H, int t, const int* lengths, cudaStream_t stream) {
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
   gru_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      pre, ld_pre, hidden_gates, ld_gates, bias_h, h_prev, h, h_bf16, candidate, B, H, t, lengths);
+      pre, ld_pre, hidden_gates, bias_h, h_prev, h, h_bf16, rnn_padded_ld(H), rnn_padded_ld(3 * H),
+      candidate, B, H, t, lengths);
   DS2_CUDA_CHECK_LAUNCH();
 }
 
@@ -180,7 +198,7 @@ void rnn_relu_step_backward(const float* h, const float* dy, const float* carry,
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
   relu_step_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      h, dy, carry, dpre, ld_pre, dpre_bf16, next, B, H, t, lengths, clip);
+      h, dy, carry, dpre, ld_pre, dpre_bf16, next, rnn_padded_ld(H), B, H, t, lengths, clip);
   DS2_CUDA_CHECK_LAUNCH();
 }
 
@@ -191,8 +209,8 @@ void rnn_gru_step_backward(const float* gates, int ld_pre, const float* candidat
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
   gru_step_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      gates, ld_pre, candidate, h_prev, dy, carry, dpre, dgates, dgates_bf16, next, B, H, t,
-      lengths);
+      gates, ld_pre, candidate, h_prev, dy, carry, dpre, dgates, dgates_bf16, rnn_padded_ld(3 * H),
+      next, rnn_padded_ld(H), B, H, t, lengths);
   DS2_CUDA_CHECK_LAUNCH();
 }
 

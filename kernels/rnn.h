@@ -9,7 +9,13 @@
 // valid when t < lengths[b]. Invalid rows get h = 0 and zero gradients, so padding never reaches
 // a valid frame. The `*_bf16` outputs, where not null, receive a bf16 copy (nearest even, as
 // core/bf16.h) of what the next step's recurrent GEMM multiplies, so that in bf16 precision it
-// reads half the bytes (nn/cuda/gemm_recurrence.h); they are compact: ld H, or 3H for gates.
+// reads half the bytes (nn/cuda/gemm_recurrence.h).
+//
+// What a recurrent GEMM reads or writes has rows rnn_padded_ld(cols) apart, the padding columns
+// zero: the `*_bf16` copies ({B, H}, or {B, 3H} for the GRU's gates), the GRU's hidden gates, and
+// the backward's carry and next ({B, H} each). The step kernels write zeros into the padding of
+// what they write (next's as well), so that cuBLAS can run every dimension padded to a multiple
+// of 8 (nn/cuda/gemm_recurrence.cpp).
 //
 //   kernels::rnn_relu_step_forward(pre_t, P, h_t, nullptr, B, H, t, lengths, clip, stream);
 #pragma once
@@ -20,13 +26,13 @@
 
 namespace ds2::kernels {
 
-// Row pitch of the GRU GEMM recurrence's hidden-side gates (one step's U h_prev, {B, 3H}): 3H
-// rounded up to a multiple of 8. The bf16 GEMM fills every column, from U's copy with the rows
-// past 3H zero, because cuBLAS's bf16 GEMM picks its slow kernels where N is not a multiple of 8
-// (H200, scripts/dev/bf16-gemm-pitch.sh, batch 16, us a call: N 5100 16.6, N 5104 11.9; the
-// operands' row pitch and the summed dimension made no difference).
-constexpr int rnn_gru_gates_ld(int hidden) {
-  return (3 * hidden + 7) / 8 * 8;
+// `cols` rounded up to a multiple of 8. cuBLAS's bf16 GEMMs run 2.6-3.7x slower where a dimension
+// is not a multiple of 8 (H200, CUDA graphs, scripts/dev/bf16-gemm-pitch.sh: at H 1700 batch 16
+// the GRU step's forward GEMM 13.64 us, 5.18 with N and K padded to 5104 and 1704, as at H 1704;
+// backward-data's 16.98 / 8.35). Padding only the rows' pitch, or only one of N and K, did not
+// help.
+constexpr int rnn_padded_ld(int cols) {
+  return (cols + 7) / 8 * 8;
 }
 
 // pre[r, c] += (c < cols ? bias0[c] : bias1[c - cols]) for a {rows, D * cols} array (D = 1 when
@@ -40,20 +46,19 @@ void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, uint16_t* h_b
                            int t, const int* lengths, float clip, cudaStream_t stream);
 
 // GRU step (gate order r, z, n): with a = pre row (input side, 3H) and g = hidden_gates row
-// (U h_prev, 3H, rows ld_gates apart) plus bias_h,
+// (U h_prev, 3H, rows rnn_padded_ld(3H) apart) plus bias_h,
 //   r = sigmoid(a_r + g_r + b_hr), z = sigmoid(a_z + g_z + b_hz), hn = g_n + b_hn,
 //   n = tanh(a_n + r * hn), h = (1 - z) n + z h_prev.
 // On valid rows writes r, z, n over `pre` (what backward needs), hn to candidate {B, H} and h;
 // on invalid rows only h = 0 (hidden_gates of rows past the GEMM's are not read). h_bf16: h
 // rounded, or null.
-void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, int ld_gates,
-                          const float* bias_h, const float* h_prev, float* h, uint16_t* h_bf16,
-                          float* candidate, int B, int H, int t, const int* lengths,
-                          cudaStream_t stream);
+void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, const float* bias_h,
+                          const float* h_prev, float* h, uint16_t* h_bf16, float* candidate, int B,
+                          int H, int t, const int* lengths, cudaStream_t stream);
 
 // Clipped ReLU backward step: dpre[b, k] = (0 < h < clip) ? dy + carry : 0 on valid rows, 0 on
 // invalid ones, where also next[b, :] = 0 (the recurrent GEMM next = dpre U fills valid rows).
-// dpre_bf16: dpre rounded ({B, H}), or null.
+// dpre_bf16: dpre rounded, or null. carry and next: rows rnn_padded_ld(H) apart.
 void rnn_relu_step_backward(const float* h, const float* dy, const float* carry, float* dpre,
                             int ld_pre, uint16_t* dpre_bf16, float* next, int B, int H, int t,
                             const int* lengths, float clip, cudaStream_t stream);
@@ -61,7 +66,7 @@ void rnn_relu_step_backward(const float* h, const float* dy, const float* carry,
 // GRU backward step, with dh = dy + carry and r, z, n read from `gates` (the forward's `pre`):
 //   dn = dh (1 - z)(1 - n^2), dz = dh (h_prev - n) z (1 - z), dr = dn hn r (1 - r),
 //   dpre = (dr, dz, dn) [input side], dgates = (dr, dz, dn r) [hidden side, ld 3H],
-//   next = dh z (the GEMM then adds dgates U).
+//   next = dh z (the GEMM then adds dgates U); carry and next rows rnn_padded_ld(H) apart.
 // Invalid rows: dpre = dgates = next = 0. dgates_bf16: dgates rounded, or null.
 void rnn_gru_step_backward(const float* gates, int ld_pre, const float* candidate,
                            const float* h_prev, const float* dy, const float* carry, float* dpre,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/bf16.h"
@@ -262,6 +263,41 @@ TEST_P(ElementwiseTest, ApplyMaskMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ElementwiseTest, ::testing::Values(1, 31, 1000, 65537));
+
+// Rows rounded at a wider pitch: every element as to_bf16 rounds it, the padding exactly 0 (over
+// a poisoned output), and nothing written past the last row; at an equal pitch, the plain path.
+TEST(ElementwiseRows, Bf16RowsMatchCpuBitForBitWithZeroPadding) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  struct Shape {
+    int64_t rows;
+    int cols, ld;
+  };
+  for (const Shape sh : {Shape{1, 1, 8}, Shape{3, 37, 40}, Shape{5, 1700, 1704}, Shape{7, 13, 13},
+                         Shape{2, 3, 16}, Shape{1, 1, 1}}) {
+    Rng rng(sh.rows * 1000 + sh.cols);
+    Tensor x({sh.rows * sh.cols});
+    fill_uniform(x, rng, -40, 40);
+    const int64_t n = sh.rows * sh.ld, guard = 8;
+    DeviceTensor xd;
+    upload(x, xd, ctx.stream());
+    DeviceArray<uint16_t> y(n + guard);
+    DS2_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xFF, (n + guard) * sizeof(uint16_t), ctx.stream()));
+    kernels::to_bf16_rows(xd.data(), sh.rows, sh.cols, y.data(), sh.ld, ctx.stream());
+    std::vector<uint16_t> got(n + guard);
+    DS2_CUDA_CHECK(cudaMemcpyAsync(got.data(), y.data(), got.size() * sizeof(uint16_t),
+                                   cudaMemcpyDeviceToHost, ctx.stream()));
+    ctx.synchronize();
+    const std::string where = std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + " at " +
+                              std::to_string(sh.ld) + ", ";
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int c = 0; c < sh.ld; ++c) {
+        const uint16_t want = c < sh.cols ? float_to_bf16(x[r * sh.cols + c]) : 0;
+        ASSERT_EQ(got[r * sh.ld + c], want) << where << "row " << r << " column " << c;
+      }
+    for (int64_t i = n; i < n + guard; ++i) ASSERT_EQ(got[i], 0xFFFF) << where << "wrote past rows";
+  }
+}
 
 }  // namespace
 }  // namespace ds2

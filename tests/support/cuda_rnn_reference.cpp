@@ -84,16 +84,18 @@ void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h,
   }
 }
 
-// CudaRnnLayer::backprop_direction's loop (relu), on the same step functions: dpre for every t;
-// carry/next {B, H} each. `round_state`: the bf16 GEMM recurrence (U and each dpre rounded).
+// CudaRnnLayer::backprop_direction's loop (relu), on the same step functions: dpre for every t.
+// `round_state`: the bf16 GEMM recurrence (U and each dpre rounded).
 void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const float* dy,
-                        float* dpre, int P, float* carry, float* next, const int* dlen,
-                        const std::vector<int>& len, int T, int B, int H, bool reverse, float clip,
-                        bool round_state) {
+                        float* dpre, int P, const int* dlen, const std::vector<int>& len, int T,
+                        int B, int H, bool reverse, float clip, bool round_state) {
   const std::vector<int> m = active_rows(len, T);
   GemmRecurrenceBf16 ops(round_state, u, 1, H, T, B, ctx.stream());
   const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, ops.u(), H, B, dlen};
-  kernels::fill(carry, int64_t{B} * H, 0.0f, ctx.stream());
+  DeviceArray<float> carry_next(2 * gemm_recurrence_carry_size(B, H));
+  float* carry = carry_next.data();
+  float* next = carry + gemm_recurrence_carry_size(B, H);
+  kernels::fill(carry, carry_next.capacity(), 0.0f, ctx.stream());
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
     relu_gemm_step_backward(r, t, m[t], h + int64_t{t} * B * H, dy + int64_t{t} * B * H, carry,

@@ -32,11 +32,10 @@ void upload_lengths(const std::vector<int>& len, DeviceArray<int>& dev, cudaStre
 void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h, const float* zero,
                   const int* dlen, const std::vector<int>& len, int T, int B, int H, bool reverse,
                   float clip, bool round_state = false);
-// CudaRnnLayer::backprop_direction's loop (relu): dpre for every t; carry/next {B, H} each.
+// CudaRnnLayer::backprop_direction's loop (relu): dpre for every t.
 void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const float* dy,
-                        float* dpre, int P, float* carry, float* next, const int* dlen,
-                        const std::vector<int>& len, int T, int B, int H, bool reverse, float clip,
-                        bool round_state = false);
+                        float* dpre, int P, const int* dlen, const std::vector<int>& len, int T,
+                        int B, int H, bool reverse, float clip, bool round_state = false);
 
 // float64 references of the same recurrences (direction column offset already applied).
 // `round_state`: the state carried to the next step is rounded to bf16 first (tensor-core plans).

@@ -87,8 +87,8 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   for (int64_t r = 0; r < int64_t{T} * B; ++r)
     for (int g = 0; g < 3; ++g) std::copy(&hx[r * H], &hx[r * H] + H, &ha[(r * 3 + g) * H]);
   DeviceArray<float> u(int64_t{GH} * H), bias(GH), a(3 * n), gates(3 * n), cand(n), h(n), dy(n),
-      dpre(3 * n), dg(3 * n), step_g(int64_t{B} * kernels::rnn_gru_gates_ld(H)),
-      zero(int64_t{B} * H), carry(int64_t{B} * H), next(int64_t{B} * H);
+      dpre(3 * n), dg(3 * n), step_g(int64_t{B} * kernels::rnn_padded_ld(GH)), zero(int64_t{B} * H),
+      carry(gemm_recurrence_carry_size(B, H)), next(gemm_recurrence_carry_size(B, H));
   DeviceArray<int> lengths(B);
   upload(hu.data(), hu.size(), u.data(), s);
   upload(ha.data(), ha.size(), a.data(), s);
@@ -246,7 +246,7 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     auto backward = [&] {
       float* c = carry.data();
       float* nx = next.data();
-      kernels::fill(c, int64_t{B} * H, 0.0f, s);
+      kernels::fill(c, carry.capacity(), 0.0f, s);
       for (int t = T - 1; t >= 0; --t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
         gru_gemm_step_backward(

@@ -158,7 +158,8 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   for (auto& v : hx) v = rng.uniform(-1.0f, 1.0f);
   for (auto& v : hdy) v = rng.uniform(-1.0f, 1.0f);
   DeviceArray<float> u(int64_t{H} * H), x(n), dy(n), h(n), dpre(n), pre_work(n), hg(n), dpre_g(n);
-  DeviceArray<float> zero(int64_t{B} * H), carry(int64_t{B} * H), next(int64_t{B} * H);
+  DeviceArray<float> zero(int64_t{B} * H), carry(gemm_recurrence_carry_size(B, H)),
+      next(gemm_recurrence_carry_size(B, H));
   DeviceArray<int> lengths(B);
   upload(hu.data(), hu.size(), u.data(), s);
   upload(hx.data(), n, x.data(), s);
@@ -344,7 +345,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     auto backward = [&] {
       float* c = carry.data();
       float* nx = next.data();
-      kernels::fill(c, int64_t{B} * H, 0.0f, s);
+      kernels::fill(c, carry.capacity(), 0.0f, s);
       for (int t = T - 1; t >= 0; --t) {
         relu_gemm_step_backward(r, t, B, hb + int64_t{t} * B * H, dy.data() + int64_t{t} * B * H, c,
                                 dpre_g.data() + int64_t{t} * B * H, H, ops.step_grad(), nx, kClip);

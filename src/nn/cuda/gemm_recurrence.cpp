@@ -11,12 +11,17 @@ namespace ds2 {
 
 namespace {
 
-// C {rows, n} (+)= A {rows, k} op(U): in fp32 on the fp32 arrays, in bf16 on their rounded copies.
+// C {rows, n} (+)= A {rows, k} op(U): in fp32 on the fp32 arrays (A's rows lda apart), in bf16
+// on their rounded copies, whose rows are kernels::rnn_padded_ld(k) apart with zero padding, as
+// are U's rows and columns: the bf16 GEMM runs k padded to a multiple of 8, and n too where
+// `pad_n` (C then has rnn_padded_ld(n) columns; the padding ones receive zeros, plus C's own
+// where beta is 1).
 void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int k, const float* a,
-                    const uint16_t* a_bf16, int lda, float beta, float* c, int ldc) {
+                    const uint16_t* a_bf16, int lda, float beta, float* c, int ldc, bool pad_n) {
   if (r.bf16()) {
-    gemm_bf16(r.blas, false, trans_u, rows, n, k, 1.0f, a_bf16, lda, r.u_bf16, r.hidden, beta, c,
-              ldc);
+    const int k16 = kernels::rnn_padded_ld(k);
+    gemm_bf16(r.blas, false, trans_u, rows, pad_n ? kernels::rnn_padded_ld(n) : n, k16, 1.0f,
+              a_bf16, k16, r.u_bf16, kernels::rnn_padded_ld(r.hidden), beta, c, ldc);
   } else {
     gemm(r.blas, Precision::kFp32, false, trans_u, rows, n, k, 1.0f, a, lda, r.u, r.hidden, beta, c,
          ldc);
@@ -26,26 +31,32 @@ void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int 
 }  // namespace
 
 int64_t recurrent_weight_bf16_size(int gates, int hidden) {
-  const int rows = gates == 3 ? kernels::rnn_gru_gates_ld(hidden) : gates * hidden;
-  return int64_t{rows} * hidden;
+  return int64_t{kernels::rnn_padded_ld(gates * hidden)} * kernels::rnn_padded_ld(hidden);
 }
 
 void round_recurrent_weight(const float* u, int gates, int hidden, uint16_t* out,
                             cudaStream_t stream) {
-  const int64_t n = int64_t{gates} * hidden * hidden;
-  kernels::to_bf16(u, out, n, stream);
-  const int64_t padding = recurrent_weight_bf16_size(gates, hidden) - n;
-  if (padding > 0) DS2_CUDA_CHECK(cudaMemsetAsync(out + n, 0, sizeof(uint16_t) * padding, stream));
+  const int ld = kernels::rnn_padded_ld(hidden);
+  const int64_t rows = int64_t{gates} * hidden;
+  kernels::to_bf16_rows(u, rows, hidden, out, ld, stream);
+  const int64_t padding_rows = kernels::rnn_padded_ld(gates * hidden) - rows;
+  if (padding_rows > 0)
+    DS2_CUDA_CHECK(
+        cudaMemsetAsync(out + rows * ld, 0, sizeof(uint16_t) * padding_rows * ld, stream));
+}
+
+int64_t gemm_recurrence_carry_size(int B, int hidden) {
+  return int64_t{B} * kernels::rnn_padded_ld(hidden);
 }
 
 GemmRecurrenceBf16::GemmRecurrenceBf16(bool bf16, const float* u, int gates, int hidden, int T,
                                        int B, cudaStream_t stream)
-    : bf16_(bf16), T_(T), row_(int64_t{B} * hidden) {
+    : bf16_(bf16), T_(T), row_(int64_t{B} * kernels::rnn_padded_ld(hidden)) {
   if (!bf16) return;
-  u_.reserve(std::max<int64_t>(1, recurrent_weight_bf16_size(gates, hidden)));
+  u_.reserve(recurrent_weight_bf16_size(gates, hidden));
   states_.reserve(std::max<int64_t>(1, T * row_));
   zero_.reserve(std::max<int64_t>(1, row_));
-  step_grad_.reserve(std::max<int64_t>(1, gates * row_));
+  step_grad_.reserve(std::max<int64_t>(1, int64_t{B} * kernels::rnn_padded_ld(gates * hidden)));
   round_recurrent_weight(u, gates, hidden, u_.data(), stream);
   DS2_CUDA_CHECK(cudaMemsetAsync(zero_.data(), 0, sizeof(uint16_t) * zero_.capacity(), stream));
 }
@@ -54,7 +65,8 @@ void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const floa
                             const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,
                             uint16_t* h_bf16, float clip) {
   const int H = r.hidden;
-  recurrent_gemm(r, true, rows, H, H, h_prev, h_prev_bf16, H, 1.0f, p, ld_p);
+  // p belongs to the layer's projection, its columns past H to the other direction: N unpadded.
+  recurrent_gemm(r, true, rows, H, H, h_prev, h_prev_bf16, H, 1.0f, p, ld_p, false);
   kernels::rnn_relu_step_forward(p, ld_p, h, r.bf16() ? h_bf16 : nullptr, r.batch, H, t, r.lengths,
                                  clip, r.stream);
 }
@@ -67,21 +79,16 @@ void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const flo
   kernels::rnn_relu_step_backward(h, dy, carry, dp, ld_p, dp16, next, r.batch, H, t, r.lengths,
                                   clip, r.stream);
   // The kernel zeroed `next` on the rows past `rows` (invalid at t); the GEMM fills the others.
-  if (r.bf16()) {
-    recurrent_gemm(r, false, rows, H, H, nullptr, dp16, H, 0.0f, next, H);
-  } else {
-    recurrent_gemm(r, false, rows, H, H, dp, nullptr, ld_p, 0.0f, next, H);
-  }
+  recurrent_gemm(r, false, rows, H, H, dp, dp16, ld_p, 0.0f, next, kernels::rnn_padded_ld(H), true);
 }
 
 void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                            const uint16_t* h_prev_bf16, float* p, int ld_p, float* g,
                            const float* bias_h, float* h, uint16_t* h_bf16, float* candidate) {
-  const int H = r.hidden, ld_g = kernels::rnn_gru_gates_ld(H);
-  // In bf16 every column of g's rows, against U's zero padding rows past 3H (cuBLAS's fast kernels
-  // want N a multiple of 8); fp32 reads U itself, which has no padding.
-  recurrent_gemm(r, true, rows, r.bf16() ? ld_g : 3 * H, H, h_prev, h_prev_bf16, H, 0.0f, g, ld_g);
-  kernels::rnn_gru_step_forward(p, ld_p, g, ld_g, bias_h, h_prev, h, r.bf16() ? h_bf16 : nullptr,
+  const int H = r.hidden;
+  recurrent_gemm(r, true, rows, 3 * H, H, h_prev, h_prev_bf16, H, 0.0f, g,
+                 kernels::rnn_padded_ld(3 * H), true);
+  kernels::rnn_gru_step_forward(p, ld_p, g, bias_h, h_prev, h, r.bf16() ? h_bf16 : nullptr,
                                 candidate, r.batch, H, t, r.lengths, r.stream);
 }
 
@@ -94,7 +101,8 @@ void gru_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const floa
                                  r.bf16() ? dg_bf16 : nullptr, next, r.batch, H, t, r.lengths,
                                  r.stream);
   // dL/dh_prev = dh z (from the kernel) + dG U.
-  recurrent_gemm(r, false, rows, H, 3 * H, dg, dg_bf16, 3 * H, 1.0f, next, H);
+  recurrent_gemm(r, false, rows, H, 3 * H, dg, dg_bf16, 3 * H, 1.0f, next,
+                 kernels::rnn_padded_ld(H), true);
 }
 
 }  // namespace ds2

@@ -8,6 +8,9 @@
 // products and sums stay fp32, as in the tensor-core persistent kernels. Until session 58 they
 // ran cuBLAS's FAST_16BF on the fp32 arrays, which cuBLAS serves with TF32 kernels reading 4 bytes
 // an element: U of H 4096 is 64 MB from HBM every step that way, 32 MB (within an H200's L2) now.
+// The bf16 copies, U's and what the step kernels write, have their rows and columns padded to
+// multiples of 8 with zeros (kernels/rnn.h's rnn_padded_ld): the GEMMs then run those dimensions
+// padded, which at H not a multiple of 8 halves their time.
 //
 //   GemmRecurrence r{handle, stream, u, u16, H, B, lengths};        // u16 null: fp32 GEMMs
 //   for (t...) relu_gemm_step_forward(r, t, rows_valid[t], h_prev, h_prev16, p, P, h, h16, clip);
@@ -34,12 +37,14 @@ struct GemmRecurrence {
   bool bf16() const { return u_bf16 != nullptr; }
 };
 
-// Elements of U's bf16 copy ({G*H, H}, G = 1 or 3): for the GRU, U's rows followed by zero rows up
-// to kernels::rnn_gru_gates_ld(H), so that the forward's GEMM computes N a multiple of 8 columns.
+// Elements of U's bf16 copy {G*H, H} (G = 1 or 3) with its rows and columns padded
+// (kernels::rnn_padded_ld).
 int64_t recurrent_weight_bf16_size(int gates, int hidden);
-// U rounded into out (recurrent_weight_bf16_size elements), the padding rows zeroed.
+// U rounded into out (recurrent_weight_bf16_size elements), the padding zero.
 void round_recurrent_weight(const float* u, int gates, int hidden, uint16_t* out,
                             cudaStream_t stream);
+// Elements of the backward's carry and next ({B, H} each, rows kernels::rnn_padded_ld(H) apart).
+int64_t gemm_recurrence_carry_size(int B, int hidden);
 
 // The bf16 copies one direction's GEMM recurrence reads, for code that runs it outside
 // CudaRnnLayer (the benchmarks, the tests' references; the layer keeps its own for both
@@ -80,11 +85,12 @@ void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const floa
                             uint16_t* h_bf16, float clip);
 // Clipped ReLU backward step: dp = dL/dpre from dy + carry (kernels::rnn_relu_step_backward),
 // then next = dp U over the valid rows. In bf16 dp is rounded into dp_bf16 ({B, H}) for the GEMM.
+// carry and next: gemm_recurrence_carry_size elements each, carry zero before the first step.
 void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* h,
                              const float* dy, const float* carry, float* dp, int ld_p,
                              uint16_t* dp_bf16, float* next, float clip);
 
-// GRU step: g = h_prev U^T ({B, 3H}, rows kernels::rnn_gru_gates_ld(H) apart), then the cell
+// GRU step: g = h_prev U^T ({B, 3H}, rows kernels::rnn_padded_ld(3H) apart), then the cell
 // (kernels::rnn_gru_step_forward).
 void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                            const uint16_t* h_prev_bf16, float* p, int ld_p, float* g,

@@ -185,6 +185,7 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
             name_ << ": input " << shape_str(in.data.shape()) << " is not " << input_size_
                   << " features per frame");
   const int H = hidden_, P = projection_size(), GH = gates() * H;
+  const int H16 = kernels::rnn_padded_ld(H);
   cudaStream_t main = ctx_.stream();
 
   // Input projection of every timestep and both directions: one {T*B, in} x {in, D*G*H} GEMM.
@@ -218,7 +219,7 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   kernels::fill(zero_state_.data(), zero_state_.numel(), 0.0f, main);
   if (type_ == RnnType::kGru) {
     hidden_candidate_.resize({directions_, T, B, H});
-    step_hidden_gates_.resize({directions_, B, kernels::rnn_gru_gates_ld(H)});
+    step_hidden_gates_.resize({directions_, B, kernels::rnn_padded_ld(GH)});
   }
   ran_persistent_ = plan_persistent(B, /*backward=*/false);
   forward_ran_persistent_ = ran_persistent_;
@@ -231,8 +232,8 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
       // pass (backward reuses it), the states by the step kernels into states_bf16_, which dU's
       // product reads as well.
       round_recurrent_weights(main);
-      states_bf16_.reserve(std::max<int64_t>(1, int64_t{directions_} * T * B * H));
-      zero_state_bf16_.reserve(std::max(1, B * H));
+      states_bf16_.reserve(std::max<int64_t>(1, int64_t{directions_} * T * B * H16));
+      zero_state_bf16_.reserve(std::max(1, B * H16));
       DS2_CUDA_CHECK(cudaMemsetAsync(zero_state_bf16_.data(), 0,
                                      sizeof(uint16_t) * zero_state_bf16_.capacity(), main));
     }
@@ -296,15 +297,16 @@ GemmRecurrence CudaRnnLayer::gemm_recurrence(int d, int B, const int* lengths) c
 
 void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
   const int H = hidden_, P = projection_size(), GH = gates() * H;
+  const int H16 = kernels::rnn_padded_ld(H);
   const bool reverse = d == 1;
   const GemmRecurrence r = gemm_recurrence(d, B, lengths);
   float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
   float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
-  uint16_t* hs16 = r.bf16() ? states_bf16_.data() + int64_t{d} * T * B * H : nullptr;
+  uint16_t* hs16 = r.bf16() ? states_bf16_.data() + int64_t{d} * T * B * H16 : nullptr;
   const bool gru = type_ == RnnType::kGru;
   const float* bias_h = gru ? params_.value(hidden_bias_[d]) : nullptr;
   float* g =
-      gru ? step_hidden_gates_.data() + int64_t{d} * B * kernels::rnn_gru_gates_ld(H) : nullptr;
+      gru ? step_hidden_gates_.data() + int64_t{d} * B * kernels::rnn_padded_ld(GH) : nullptr;
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
     const int m = active_rows_[t];
@@ -315,9 +317,9 @@ void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
     const float* h_prev = first ? zero_state_.data() : hs + int64_t{t_prev} * B * H;
     const uint16_t* h_prev16 = !hs16   ? nullptr
                                : first ? zero_state_bf16_.data()
-                                       : hs16 + int64_t{t_prev} * B * H;
+                                       : hs16 + int64_t{t_prev} * B * H16;
     float* h = hs + int64_t{t} * B * H;
-    uint16_t* h16 = hs16 ? hs16 + int64_t{t} * B * H : nullptr;
+    uint16_t* h16 = hs16 ? hs16 + int64_t{t} * B * H16 : nullptr;
     float* p = pre + int64_t{t} * B * P + d * GH;  // row b at p + b * P
     if (!gru) {
       relu_gemm_step_forward(r, t, m, h_prev, h_prev16, p, P, h, h16, relu_clip_);
@@ -339,7 +341,7 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   grad_preactivation_.data.resize({T, B, P});
   grad_preactivation_.copy_lengths(in, main);
   if (type_ == RnnType::kGru) grad_hidden_gates_.resize({directions_, T, B, GH});
-  carry_.resize({directions_, 2, B, hidden_});
+  carry_.resize({directions_, 2, gemm_recurrence_carry_size(B, hidden_)});
 
   const bool persistent = plan_persistent(B, /*backward=*/true);
   ran_persistent_ = persistent;
@@ -349,7 +351,7 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
     // bf16: each step's gradient rounded for its GEMM; U's copy is the forward's, unless the
     // forward ran persistent (a bf16 GRU forward on tensor cores, plan_persistent_gru).
     if (ctx_.matmul_precision() == Precision::kBf16) {
-      step_grad_bf16_.reserve(std::max(1, directions_ * B * GH));
+      step_grad_bf16_.reserve(std::max(1, directions_ * B * kernels::rnn_padded_ld(GH)));
       if (forward_ran_persistent_) round_recurrent_weights(main);
     }
     auto backprop = [&] {
@@ -396,9 +398,12 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
     rounded_to_bf16(da, n_da, grad_bf16_, main);
     // dU's operands: the states, and the gradient it multiplies where that is not dA itself.
     // After a GEMM-recurrence forward its step kernels rounded the states into states_bf16_.
-    if (forward_ran_persistent_)
-      rounded_to_bf16(hidden_states_.data(), int64_t{directions_} * T * B * hidden_, states_bf16_,
-                      main);
+    if (forward_ran_persistent_) {
+      const int ld = kernels::rnn_padded_ld(hidden_);
+      states_bf16_.reserve(std::max<int64_t>(1, int64_t{directions_} * T * B * ld));
+      kernels::to_bf16_rows(hidden_states_.data(), int64_t{directions_} * T * B, hidden_,
+                            states_bf16_.data(), ld, main);
+    }
     if (type_ == RnnType::kGru) {
       rounded_to_bf16(grad_hidden_gates_.data(), int64_t{directions_} * T * B * gates() * hidden_,
                       grad_recurrent_bf16_, main);
@@ -444,10 +449,12 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
   const float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
   float* dpre = grad_preactivation_.data.data();
   float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
-  uint16_t* step16 = r.bf16() ? step_grad_bf16_.data() + int64_t{d} * B * GH : nullptr;
-  float* carry = carry_.data() + int64_t{d} * 2 * B * H;  // dL/dh_t from the step before
-  float* next = carry + int64_t{B} * H;                   // dL/dh_prev leaving this step
-  kernels::fill(carry, int64_t{B} * H, 0.0f, r.stream);
+  uint16_t* step16 =
+      r.bf16() ? step_grad_bf16_.data() + int64_t{d} * B * kernels::rnn_padded_ld(GH) : nullptr;
+  const int64_t carry_size = gemm_recurrence_carry_size(B, H);
+  float* carry = carry_.data() + d * 2 * carry_size;  // dL/dh_t from the step before
+  float* next = carry + carry_size;                   // dL/dh_prev leaving this step
+  kernels::fill(carry, carry_size, 0.0f, r.stream);
 
   // Backpropagation visits timesteps in the opposite order of the forward recurrence.
   for (int step = 0; step < T; ++step) {
@@ -476,8 +483,7 @@ void CudaRnnLayer::accumulate_recurrent_gradients(int d, int T, int B, bool bf16
   const int H = hidden_, P = projection_size(), GH = gates() * H;
   const bool reverse = d == 1;
   const bool gru = type_ == RnnType::kGru;
-  const int64_t states_offset = int64_t{d} * T * B * H;
-  const float* hs = hidden_states_.data() + states_offset;
+  const float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
   const float* dpre = grad_preactivation_.data.data();
   // dU {G*H, H} += sum_t dG_t^T h_prev(t): one GEMM with the states shifted by one timestep (the
   // first step's h_prev is zero and contributes nothing). dG: the GRU's hidden gates {D, T, B, GH},
@@ -489,14 +495,18 @@ void CudaRnnLayer::accumulate_recurrent_gradients(int d, int T, int B, bool bf16
     const int rows = (T - 1) * B;
     // The later factor starts one timestep after the earlier (in memory) one.
     const int64_t dg_shift = reverse ? 0 : int64_t{B} * ldg;
-    const int64_t h_shift = reverse ? int64_t{B} * H : 0;
     if (bf16) {
+      // The states' copy has rows kernels::rnn_padded_ld(H) apart (the GEMM recurrence's layout).
+      const int ld = kernels::rnn_padded_ld(H);
+      const int64_t h_shift = reverse ? int64_t{B} * ld : 0;
       // Rounded by backward(); without BN or gates, dG is dA and grad_bf16_ holds it.
       const uint16_t* dg16 =
           (gru || batch_norm_ ? grad_recurrent_bf16_.data() : grad_bf16_.data()) + dg_offset;
       gemm_bf16(handle, true, false, GH, H, rows, 1.0f, dg16 + dg_shift, ldg,
-                states_bf16_.data() + states_offset + h_shift, H, 1.0f, params_.grad(u_[d]), H);
+                states_bf16_.data() + int64_t{d} * T * B * ld + h_shift, ld, 1.0f,
+                params_.grad(u_[d]), H);
     } else {
+      const int64_t h_shift = reverse ? int64_t{B} * H : 0;
       gemm(handle, ctx_.matmul_precision(), true, false, GH, H, rows, 1.0f, dg_all + dg_shift, ldg,
            hs + h_shift, H, 1.0f, params_.grad(u_[d]), H);
     }

@@ -129,7 +129,7 @@ class CudaRnnLayer : public CudaLayer {
   DeviceSequences preactivation_;   // BN(W x); relu: + U h in place; gru: then gates r, z, n
   DeviceTensor hidden_states_;      // {D, T, B, H}; padding rows are zero
   DeviceTensor hidden_candidate_;   // gru: {D, T, B, H}, U_n h + b_hn
-  DeviceTensor step_hidden_gates_;  // gru: {D, B, rnn_gru_gates_ld(H)}, U h of a step a direction
+  DeviceTensor step_hidden_gates_;  // gru: {D, B, rnn_padded_ld(3H)}, U h of a step a direction
   DeviceTensor zero_state_;         // {B, H} zeros: h before the first step
   std::vector<int> active_rows_;    // per t: 1 + last batch row valid at t (rows beyond skip GEMMs)
 
@@ -137,15 +137,15 @@ class CudaRnnLayer : public CudaLayer {
   DeviceSequences grad_preactivation_;  // {T, B, D*G*H}: dL/d(BN output)
   DeviceSequences grad_projection_;     // {T, B, D*G*H}: dL/d(W x) through the batch norm
   DeviceTensor grad_hidden_gates_;      // gru: {D, T, B, 3H}: dL/d(U h + b_h)
-  DeviceTensor carry_;                  // {D, 2, B, H}: dL/dh ping-pong per direction
+  DeviceTensor carry_;  // {D, 2, gemm_recurrence_carry_size}: dL/dh ping-pong per direction
 
   // bf16 matmul precision: the projection's operands rounded once per pass (the forward's input
   // and W serve the backward's dX and dW products too), and dL/d(W x); for dU, the states and
   // the gradient it multiplies (dL/d(BN output), or the GRU's hidden gates).
   DeviceArray<uint16_t> input_bf16_, weight_bf16_, grad_bf16_, states_bf16_, grad_recurrent_bf16_;
   // The GEMM recurrence's bf16 operands besides states_bf16_ (which its forward fills): U of each
-  // direction (recurrent_weight_bf16_size each: the GRU's with zero rows), the zero state {B, H},
-  // and one step's gradient per direction {D, B, GH}.
+  // direction, the zero state {B, H}, and one step's gradient per direction {D, B, GH}. These and
+  // states_bf16_ are padded as kernels/rnn.h says (rnn_padded_ld).
   DeviceArray<uint16_t> recurrent_weight_bf16_, zero_state_bf16_, step_grad_bf16_;
 
   // Persistent recurrence.

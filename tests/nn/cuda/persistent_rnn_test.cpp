@@ -86,8 +86,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   const std::vector<float> pre = random_vector(int64_t{T} * B * P, rng, -1.0f, 1.0f);
   const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
 
-  DeviceArray<float> du[2], du_ref[2], dpre_in, ddy, zero, hp[2], hg, dpre_p, dpre_g, carry, next,
-      ws;
+  DeviceArray<float> du[2], du_ref[2], dpre_in, ddy, zero, hp[2], hg, dpre_p, dpre_g, ws;
   DeviceArray<int> dlen;
   for (int d = 0; d < 2; ++d) {
     to_device(u[d], du[d], s);
@@ -101,8 +100,6 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   dpre_p.reserve(np);
   dpre_g.reserve(np);
   zero.reserve(std::max(1, B * H));
-  carry.reserve(std::max(1, B * H));
-  next.reserve(std::max(1, B * H));
   kernels::fill(zero.data(), int64_t{B} * H, 0.0f, s);
 
   PersistentRnnPlan plan(H, B, 1, -1, c.precision);
@@ -148,8 +145,8 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
     DS2_CUDA_CHECK(cudaGetLastError());
     poison(dpre_g.data(), np, ctx);
     gemm_backward_data(ctx, du_ref[d].data(), hp[d].data(), ddy.data(),
-                       dpre_g.data() + int64_t{d} * H, P, carry.data(), next.data(), dlen.data(),
-                       len, T, B, H, reverse, clip, tensor);
+                       dpre_g.data() + int64_t{d} * H, P, dlen.data(), len, T, B, H, reverse, clip,
+                       tensor);
     const std::vector<float> all_p = to_host(dpre_p.data(), int64_t{T} * B * P, s);
     const std::vector<float> dp_p = columns(all_p, int64_t{T} * B, P, d, H);
     const std::vector<float> dp_g =

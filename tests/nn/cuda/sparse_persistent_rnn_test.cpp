@@ -94,7 +94,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   upload_layout(plan.layout(mask.data(), false, &stats), lay_f, s);
   upload_layout(plan.layout(mask.data(), true), lay_b, s);
 
-  DeviceArray<float> du, du_ref, dpre_in, ddy, zero, hs, hg, hd, dpre_s, dpre_g, carry, next, ws;
+  DeviceArray<float> du, du_ref, dpre_in, ddy, zero, hs, hg, hd, dpre_s, dpre_g, ws;
   DeviceArray<int> dlen;
   to_device(u, du, s);
   to_device(u_ref, du_ref, s);
@@ -105,7 +105,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
   for (auto* arr : {&hs, &hg, &hd}) arr->reserve(nh);
   dpre_s.reserve(np);
   dpre_g.reserve(np);
-  for (auto* arr : {&zero, &carry, &next}) arr->reserve(std::max(1, B * H));
+  zero.reserve(std::max(1, B * H));
   kernels::fill(zero.data(), int64_t{B} * H, 0.0f, s);
   PersistentRnnPlan dense(H, B, 1, -1, c.precision);
   SparsePersistentRnnPlan plan2(H, B, fullest, 2, -1, c.precision);
@@ -165,7 +165,7 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, bool with_cpu) {
     DS2_CUDA_CHECK(cudaGetLastError());
     poison(dpre_g.data(), np, ctx);
     gemm_backward_data(ctx, du_ref.data(), hs.data(), ddy.data(), dpre_g.data() + int64_t{d} * H, P,
-                       carry.data(), next.data(), dlen.data(), len, T, B, H, reverse, clip);
+                       dlen.data(), len, T, B, H, reverse, clip);
     const std::vector<float> all_s = to_host(dpre_s.data(), int64_t{T} * B * P, s);
     const std::vector<float> dp_s = columns(all_s, int64_t{T} * B, P, d, H);
     expect_close(columns(to_host(dpre_g.data(), int64_t{T} * B * P, s), int64_t{T} * B, P, d, H),
