@@ -42,8 +42,8 @@ int gru_fma_bf16_backward_max_batch(int hidden) {
 
 // A bidirectional bf16 GRU layer whose pass runs its directions one after the other on bf16
 // tensor cores (both do not fit the SMs at once) runs that pass on the GEMM recurrence past this
-// many batch rows a set, where H is a multiple of 8: every CTA reads its set's whole state from L2
-// every step, and the GEMM recurrence runs the two directions side by side. H200, `ds2 bench step
+// many batch rows a set: every CTA reads its set's whole state from L2 every step, and the GEMM
+// recurrence runs the two directions side by side. H200, `ds2 bench step
 // configs/ds2-large.yaml run.device=cuda train.precision=bf16 model.rnn_type=gru
 // model.rnn_hidden=H --batch B`, seven bidirectional layers, ms a step persistent (in turn) / GEMM
 // recurrence, rows a set in brackets (session 62): H 1024 batch 40 (20) 45.54 / 50.05, batch 48
@@ -55,19 +55,17 @@ int gru_fma_bf16_backward_max_batch(int hidden) {
 // of 18-22 zeroed first, 8.6-10.9 us a step: two in turn lose to the GEMM recurrence's side by side
 // (session 64, two rounds: H 1536 batch 16 45.60-45.62 / 38.65-38.73, H 1400 batch 12 41.53-41.59
 // / 39.80, H 1600 batch 16 50.62-50.72 / 41.87-41.97).
-// Where H is not a multiple of 8, a bf16 row (2H bytes) leaves cuBLAS's GEMMs unaligned and ~1.7x
-// slower (ds2 bench rnn, the GEMM recurrence's forward / backward-data us a step: H 1700 batch 16
-// 19.76 / 23.55 against H 1696's 11.41 / 14.07 and H 1704's 10.68 / 13.64), and every pass runs in
-// turn (session 64, in turn / GEMM recurrence: H 1100 batch 32 58.45 / 75.43, H 1300 batch 28
-// 62.87 / 88.61, H 1020 batch 64 74.46 / 103.63, H 1150 batch 32 60.96 / 86.36, H 1700 batch 16
-// 60.45-60.88 / 68.62-69.05, H 1877 batch 12 69.73-69.80 / 89.19-89.83, H 1550 batch 12
-// 52.62-53.00 / 57.46-57.47).
+// The same holds where H is not a multiple of 8 since the GEMM recurrence pads its bf16 GEMMs'
+// dimensions (session 65, in turn / GEMM recurrence: H 1100 batch 32 59.62 / 58.43, H 1700 batch
+// 16 61.35 / 56.57, H 1877 batch 12 70.47 / 66.75, H 1550 batch 12 53.27 / 48.57, H 1450 batch 12
+// 46.61 / 43.28, H 1020 batch 64 76.14 / 73.45, H 1150 batch 32 61.61 / 59.17; one loss at the
+// edge, H 1300 batch 28, 63.94 / 65.38). Unpadded, in session 64, those GEMMs ran 2-2.6x slower
+// and every pass at such H ran in turn.
 constexpr int kGruInTurnBf16MaxSetRows = 24;
 constexpr int kGruInTurnBf16BackwardMaxSetRowsPast16KTiles = 8;
 bool gru_in_turn_on_gemm(const PersistentGruPlan& plan, int directions, bool backward, int batch) {
   if (directions != 2 || !plan.fits() || plan.directions() != 1 || !plan.pass_in_bf16(backward))
     return false;
-  if (plan.hidden() % 8 != 0) return false;
   const kernels::PrnnTiling& m = backward ? plan.mma_backward_tiling() : plan.mma_forward_tiling();
   const int rows = m.group_rows(batch);
   if (backward && kernels::prnn_mma_k_tiles_per_warp(m.inputs()) > 16)
@@ -566,8 +564,8 @@ bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
   // H 512 batch 32 13.02 / 10.19, H 768 batch 24 13.23 / 11.19, H 1024 batch 16 10.87 / 12.30,
   // batch 33 20.82 / 12.88, H 1536 batch 12 14.29 / 12.88). So does a bidirectional layer's pass
   // that runs its directions one after the other in sets of more than 24 batch rows, 8 for
-  // backward-data past H 1365, where H is a multiple of 8 (gru_in_turn_on_gemm). The two passes
-  // decide apart: they read and write the same arrays either way.
+  // backward-data past H 1365 (gru_in_turn_on_gemm). The two passes decide apart: they read and
+  // write the same arrays either way.
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const Precision precision = bf16 ? Precision::kBf16 : Precision::kFp32;
   const bool replan = needs_replan(gru_plan_.get(), batch, precision);

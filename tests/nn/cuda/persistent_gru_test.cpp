@@ -879,21 +879,21 @@ bool forward_and_backward(CudaContext& ctx, CudaRnnLayer& gpu, Rng& rng, int T, 
 }
 
 // A fresh bidirectional bf16 GRU layer of H through one training step at `batch` (ctx in bf16):
-// its forward persistent, and its backward-data too or not.
+// which of its passes ran persistent.
 void expect_bidirectional_bf16_gru(CudaContext& ctx, Rng& rng, int H, int batch,
-                                   bool backward_persistent) {
+                                   bool forward_persistent, bool backward_persistent) {
   SCOPED_TRACE("H " + std::to_string(H) + " batch " + std::to_string(batch));
   const int in = 16, T = 5;
   RnnLayerPair layer(ctx, rng, "gru", in, H, RnnType::kGru, /*bidirectional=*/true);
-  EXPECT_TRUE(forward_and_backward(ctx, layer.gpu, rng, T, batch, in, H))
+  EXPECT_EQ(forward_and_backward(ctx, layer.gpu, rng, T, batch, in, H), forward_persistent)
       << layer.gpu.recurrence_path();
   EXPECT_EQ(layer.gpu.ran_persistent(), backward_persistent) << layer.gpu.recurrence_path();
 }
 
 // Bidirectional bf16 GRU layers whose passes run their directions one after the other take the
 // GEMM recurrence past 24 batch rows a set (H 1280: one set of 32 rows at batch 32 and 25), and
-// stay persistent up to it (batch 24); where H is not a multiple of 8 (the GEMMs' rows unaligned)
-// they stay persistent past it too (H 1100 batch 32).
+// stay persistent up to it (batch 24); also where H is not a multiple of 8 (H 1100 batch 32), on
+// the GEMM recurrence's padded dimensions.
 TEST(PersistentGru, Bf16DirectionsInTurnPast24RowsASetTakeTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
   const int H = 1280, in = 16, T = 5;
@@ -926,16 +926,15 @@ TEST(PersistentGru, Bf16DirectionsInTurnPast24RowsASetTakeTheGemmRecurrence) {
     std::cout << "skipped H 1100 batch 32: " << unaligned.describe() << "\n";
     return;
   }
-  expect_bidirectional_bf16_gru(ctx, rng, 1100, 32, /*backward_persistent=*/true);
+  expect_bidirectional_bf16_gru(ctx, rng, 1100, 32, /*forward_persistent=*/false,
+                                /*backward_persistent=*/false);
 }
 
-// Backward-data past H 1365 where H is a multiple of 8 runs in turn on the GEMM
-// recurrence in sets of more than 8 rows (H 1400: sets of 16 rows, 12 of them filled, at batch 12),
-// its forward staying persistent; in sets of 8 (batch 8) both passes are persistent, and past H
-// 1536 in sets of 16 too where H is not a multiple of 8 (H 1700 batch 16), but not where it is (H
-// 1600 batch 16).
-TEST(PersistentGru,
-     Bf16BackwardDataInTurnPastH1365BeyondSetsOf8TakesTheGemmRecurrenceWhereAligned) {
+// Backward-data past H 1365 that would run in turn takes the GEMM recurrence in sets of more than
+// 8 rows (H 1400: sets of 16 rows, 12 of them filled, at batch 12), its forward staying
+// persistent; in sets of 8 (batch 8) both passes are persistent. Past H 1536 in sets of 16 alike,
+// where H is a multiple of 8 (H 1600 batch 16) or not (H 1700).
+TEST(PersistentGru, Bf16BackwardDataInTurnPastH1365BeyondSetsOf8TakesTheGemmRecurrence) {
   DS2_REQUIRE_GPU();
   const int H = 1400, in = 16, T = 5;
   const PersistentGruPlan one(H, 12, 1, -1, Precision::kBf16);
@@ -964,8 +963,9 @@ TEST(PersistentGru,
     std::cout << "skipped H 1700 batch 16: " << wide_one.describe() << "\n";
     return;
   }
-  expect_bidirectional_bf16_gru(ctx, rng, 1700, 16, /*backward_persistent=*/true);
-  expect_bidirectional_bf16_gru(ctx, rng, 1600, 16, /*backward_persistent=*/false);
+  for (const int wide : {1700, 1600})
+    expect_bidirectional_bf16_gru(ctx, rng, wide, 16, /*forward_persistent=*/true,
+                                  /*backward_persistent=*/false);
 }
 
 // bf16 layers past the fp32 split's batch groups run both passes on bf16 tensor cores (H 512 at
