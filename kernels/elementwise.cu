@@ -28,6 +28,14 @@ __global__ void fill_kernel(float* x, int64_t n, float v) {
 __global__ void scale_kernel(float* x, int64_t n, float a) {
   DS2_GRID_STRIDE(i, n) x[i] *= a;
 }
+__global__ void add_rows_kernel(float* y, int ld_y, const float* x, int ld_x, int cols, int64_t n) {
+  DS2_GRID_STRIDE(i, n) {
+    const int64_t r = i / cols;
+    const int c = static_cast<int>(i - r * cols);
+    y[r * ld_y + c] += x[r * ld_x + c];
+  }
+}
+
 __global__ void axpy_kernel(float* y, const float* x, int64_t n, float a) {
   DS2_GRID_STRIDE(i, n) y[i] += a * x[i];
 }
@@ -164,6 +172,14 @@ void axpy(float* y, const float* x, int64_t n, float alpha, cudaStream_t stream)
   axpy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, x, n, alpha);
   DS2_CUDA_CHECK_LAUNCH();
 }
+void add_rows(float* y, int ld_y, const float* x, int ld_x, int64_t rows, int cols,
+              cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return;
+  add_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, ld_y, x, ld_x, cols, n);
+  DS2_CUDA_CHECK_LAUNCH();
+}
+
 void zero_padding(float* data, int T, int B, int64_t frame, const int* lengths,
                   cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(T) * B * frame;

@@ -18,6 +18,10 @@ void fill(float* x, int64_t n, float value, cudaStream_t stream);
 void scale(float* x, int64_t n, float alpha, cudaStream_t stream);
 // y[i] += alpha * x[i].
 void axpy(float* y, const float* x, int64_t n, float alpha, cudaStream_t stream);
+// y[r * ld_y + c] += x[r * ld_x + c] for r < rows, c < cols: a result computed at padded
+// dimensions added into its unpadded place.
+void add_rows(float* y, int ld_y, const float* x, int ld_x, int64_t rows, int cols,
+              cudaStream_t stream);
 
 // Rows t*B+b with t >= lengths[b] of a {T, B, frame} array set to zero (nn/sequences.h's
 // zero_padding). `lengths` is a device array of B ints.

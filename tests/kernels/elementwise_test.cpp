@@ -299,5 +299,35 @@ TEST(ElementwiseRows, Bf16RowsMatchCpuBitForBitWithZeroPadding) {
   }
 }
 
+// A padded result added into its unpadded place: y's columns < cols become y + x exactly, its
+// padding columns and x untouched.
+TEST(ElementwiseRows, AddRowsMatchesCpuAndLeavesPaddingAlone) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  struct Shape {
+    int64_t rows;
+    int cols, ld_y, ld_x;
+  };
+  for (const Shape sh : {Shape{1, 1, 1, 8}, Shape{3, 37, 40, 41}, Shape{5, 1700, 1700, 1704},
+                         Shape{7, 13, 16, 13}}) {
+    Rng rng(sh.rows * 100 + sh.cols);
+    Tensor y({sh.rows * sh.ld_y}), x({sh.rows * sh.ld_x});
+    fill_uniform(y, rng, -3, 3);
+    fill_uniform(x, rng, -3, 3);
+    DeviceTensor yd, xd;
+    upload(y, yd, ctx.stream());
+    upload(x, xd, ctx.stream());
+    kernels::add_rows(yd.data(), sh.ld_y, xd.data(), sh.ld_x, sh.rows, sh.cols, ctx.stream());
+    const Tensor got = download_tensor(yd, ctx), x_after = download_tensor(xd, ctx);
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int c = 0; c < sh.ld_y; ++c) {
+        const int64_t i = r * sh.ld_y + c;
+        const float want = c < sh.cols ? y[i] + x[r * sh.ld_x + c] : y[i];
+        ASSERT_EQ(got[i], want) << "row " << r << " column " << c << " of " << sh.cols;
+      }
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(x_after[i], x[i]) << "x changed at " << i;
+  }
+}
+
 }  // namespace
 }  // namespace ds2

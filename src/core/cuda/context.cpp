@@ -106,6 +106,11 @@ void CudaContext::record_gradients_final(cudaEvent_t event) {
   DS2_CUDA_CHECK(cudaEventRecord(event, fork_weight_gradients()));
 }
 
+float* CudaContext::weight_gradient_scratch(int64_t n) {
+  weight_scratch_.reserve(n);
+  return weight_scratch_.data();
+}
+
 void CudaContext::join_weight_gradients() {
   DS2_CUDA_CHECK(cudaEventRecord(weight_join_event_, weight_stream_));
   DS2_CUDA_CHECK(cudaStreamWaitEvent(stream_, weight_join_event_, 0));

@@ -66,6 +66,10 @@ class CudaContext {
   }
   void record_gradients_final(cudaEvent_t event);
   void join_weight_gradients();
+  // At least n floats of scratch for work queued on the weight-gradient stream, which orders
+  // every layer's use of it (nn/cuda/rnn_layer_cuda.cpp's padded weight gradients). Grows on
+  // first use of a larger n (cudaFree waits for the device), then is reused.
+  float* weight_gradient_scratch(int64_t n);
 
  private:
   int device_;
@@ -76,6 +80,7 @@ class CudaContext {
   bool defer_weight_gradients_ = false;
   Precision matmul_precision_ = Precision::kFp32;
   DeviceArray<uint8_t> workspace_, side_workspace_, weight_workspace_;
+  DeviceArray<float> weight_scratch_;
   std::string description_;
   int sm_count_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "nn/cuda/rnn_layer_cuda.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "core/cuda/check.h"
@@ -14,13 +15,39 @@ namespace ds2 {
 
 namespace {
 
-// x[0, n) rounded to bf16 into `out` (grown to n on first use, then reused): the operand copy a
-// bf16 GEMM reads.
-const uint16_t* rounded_to_bf16(const float* x, int64_t n, DeviceArray<uint16_t>& out,
-                                cudaStream_t stream) {
-  out.reserve(std::max<int64_t>(1, n));
-  kernels::to_bf16(x, out.data(), n, stream);
+// x {rows, cols} rounded to bf16 into `out` (grown on first use, then reused) with rows
+// kernels::rnn_padded_ld(cols) apart and zero padding: the operand copy a bf16 GEMM reads, which
+// can then run its dimension along the rows padded (accumulate_weight_gradient_bf16).
+const uint16_t* rounded_rows_to_bf16(const float* x, int64_t rows, int cols,
+                                     DeviceArray<uint16_t>& out, cudaStream_t stream) {
+  const int ld = kernels::rnn_padded_ld(cols);
+  out.reserve(std::max<int64_t>(1, rows * ld));
+  kernels::to_bf16_rows(x, rows, cols, out.data(), ld, stream);
   return out.data();
+}
+
+bool aligned_16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// A weight gradient, c {m, n} (rows n apart) += a^T b over k rows of a {k, m} and b {k, n} (bf16,
+// rows lda and ldb apart). cuBLAS's bf16 GEMM runs 2.6-3.7x slower where m or n is not a multiple
+// of 8 (H200, scripts/dev/bf16-gemm-pitch.sh: dU of H 1700 at 3200 rows 331 us, of H 1704 90).
+// Where a and b allow it (16-byte aligned, rows of at least m and n rounded up to 8 readable),
+// the product runs at the rounded dimensions into the weight-gradient scratch and is added in.
+void accumulate_weight_gradient_bf16(CudaContext& ctx, cublasHandle_t handle, cudaStream_t stream,
+                                     int m, int n, int k, const uint16_t* a, int lda,
+                                     const uint16_t* b, int ldb, float* c) {
+  const int m8 = kernels::rnn_padded_ld(m), n8 = kernels::rnn_padded_ld(n);
+  const bool pad = (m8 != m || n8 != n) && lda >= m8 && ldb >= n8 && aligned_16(a) &&
+                   aligned_16(b) && lda % 8 == 0 && ldb % 8 == 0;
+  if (!pad) {
+    gemm_bf16(handle, true, false, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, n);
+    return;
+  }
+  float* product = ctx.weight_gradient_scratch(int64_t{m8} * n8);
+  gemm_bf16(handle, true, false, m8, n8, k, 1.0f, a, lda, b, ldb, 0.0f, product, n8);
+  kernels::add_rows(c, n, product, n8, m, n, stream);
 }
 
 // Whether `plan` (null: none yet) must be rebuilt for `batch` at `precision`: for a larger batch,
@@ -190,12 +217,14 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   projection_.data.resize({T, B, P});
   projection_.copy_lengths(in, main);
   if (ctx_.matmul_precision() == Precision::kBf16) {
+    // Both copies zero-padded to ld_in columns: the GEMM sums over all of them (K a multiple of 8).
+    const int ld_in = kernels::rnn_padded_ld(input_size_);
     const uint16_t* x16 =
-        rounded_to_bf16(in.data.data(), int64_t{T} * B * input_size_, input_bf16_, main);
+        rounded_rows_to_bf16(in.data.data(), int64_t{T} * B, input_size_, input_bf16_, main);
     const uint16_t* w16 =
-        rounded_to_bf16(params_.value(w_[0]), int64_t{P} * input_size_, weight_bf16_, main);
-    gemm_bf16(ctx_.cublas(), false, true, T * B, P, input_size_, 1.0f, x16, input_size_, w16,
-              input_size_, 0.0f, projection_.data.data(), P);
+        rounded_rows_to_bf16(params_.value(w_[0]), P, input_size_, weight_bf16_, main);
+    gemm_bf16(ctx_.cublas(), false, true, T * B, P, ld_in, 1.0f, x16, ld_in, w16, ld_in, 0.0f,
+              projection_.data.data(), P);
   } else {
     gemm(ctx_, false, true, T * B, P, input_size_, 1.0f, in.data.data(), input_size_,
          params_.value(w_[0]), input_size_, 0.0f, projection_.data.data(), P);
@@ -391,9 +420,9 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   // bf16: dA rounded once for dW and dX (before the fork: the weight-gradient stream reads it);
   // X and W were rounded by the forward.
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
+  const int ld_in = kernels::rnn_padded_ld(input_size_), ld_p = kernels::rnn_padded_ld(P);
   if (bf16) {
-    const int64_t n_da = int64_t{T} * B * P;
-    rounded_to_bf16(da, n_da, grad_bf16_, main);
+    rounded_rows_to_bf16(da, int64_t{T} * B, P, grad_bf16_, main);
     // dU's operands: the states, and the gradient it multiplies where that is not dA itself.
     // After a GEMM-recurrence forward its step kernels rounded the states into states_bf16_.
     if (forward_ran_persistent_) {
@@ -403,10 +432,11 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
                             states_bf16_.data(), ld, main);
     }
     if (type_ == RnnType::kGru) {
-      rounded_to_bf16(grad_hidden_gates_.data(), int64_t{directions_} * T * B * gates() * hidden_,
-                      grad_recurrent_bf16_, main);
+      rounded_rows_to_bf16(grad_hidden_gates_.data(), int64_t{directions_} * T * B, GH,
+                           grad_recurrent_bf16_, main);
     } else if (batch_norm_) {
-      rounded_to_bf16(grad_preactivation_.data.data(), n_da, grad_recurrent_bf16_, main);
+      rounded_rows_to_bf16(grad_preactivation_.data.data(), int64_t{T} * B, P, grad_recurrent_bf16_,
+                           main);
     }
   }
   const cudaStream_t ws = ctx_.fork_weight_gradients();
@@ -414,8 +444,8 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   for (int d = 0; d < directions_; ++d) accumulate_recurrent_gradients(d, T, B, bf16, ws, wh);
   // dW {D*G*H, in} += dA^T {D*G*H, T*B} X {T*B, in}; padding rows of dA are zero.
   if (bf16) {
-    gemm_bf16(wh, true, false, P, input_size_, T * B, 1.0f, grad_bf16_.data(), P,
-              input_bf16_.data(), input_size_, 1.0f, params_.grad(w_[0]), input_size_);
+    accumulate_weight_gradient_bf16(ctx_, wh, ws, P, input_size_, T * B, grad_bf16_.data(), ld_p,
+                                    input_bf16_.data(), ld_in, params_.grad(w_[0]));
   } else {
     gemm(wh, ctx_.matmul_precision(), true, false, P, input_size_, T * B, 1.0f, da, P,
          in.data.data(), input_size_, 1.0f, params_.grad(w_[0]), input_size_);
@@ -424,8 +454,8 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   grad_in.data.resize(in.data.shape());
   grad_in.copy_lengths(in, main);
   if (bf16) {
-    gemm_bf16(ctx_.cublas(), false, false, T * B, input_size_, P, 1.0f, grad_bf16_.data(), P,
-              weight_bf16_.data(), input_size_, 0.0f, grad_in.data.data(), input_size_);
+    gemm_bf16(ctx_.cublas(), false, false, T * B, input_size_, P, 1.0f, grad_bf16_.data(), ld_p,
+              weight_bf16_.data(), ld_in, 0.0f, grad_in.data.data(), input_size_);
   } else {
     gemm(ctx_, false, false, T * B, input_size_, P, 1.0f, da, P, params_.value(w_[0]), input_size_,
          0.0f, grad_in.data.data(), input_size_);
@@ -491,20 +521,22 @@ void CudaRnnLayer::accumulate_recurrent_gradients(int d, int T, int B, bool bf16
   const int ldg = gru ? GH : P;
   if (T > 1) {
     const int rows = (T - 1) * B;
+    // In bf16 the operands are the rounded copies, whose rows are kernels::rnn_padded_ld apart:
+    // the states (the GEMM recurrence's layout) and dG, rounded by backward() (without BN or
+    // gates, dG is dA and grad_bf16_ holds it).
+    const int ldh = bf16 ? kernels::rnn_padded_ld(H) : H;
+    const int ldg_op = bf16 ? kernels::rnn_padded_ld(ldg) : ldg;
     // The later factor starts one timestep after the earlier (in memory) one.
-    const int64_t dg_shift = reverse ? 0 : int64_t{B} * ldg;
+    const int64_t dg_shift = reverse ? 0 : int64_t{B} * ldg_op;
+    const int64_t h_shift = reverse ? int64_t{B} * ldh : 0;
     if (bf16) {
-      // The states' copy has rows kernels::rnn_padded_ld(H) apart (the GEMM recurrence's layout).
-      const int ld = kernels::rnn_padded_ld(H);
-      const int64_t h_shift = reverse ? int64_t{B} * ld : 0;
-      // Rounded by backward(); without BN or gates, dG is dA and grad_bf16_ holds it.
+      const int64_t dg16_offset = gru ? int64_t{d} * T * B * ldg_op : int64_t{d} * GH;
       const uint16_t* dg16 =
-          (gru || batch_norm_ ? grad_recurrent_bf16_.data() : grad_bf16_.data()) + dg_offset;
-      gemm_bf16(handle, true, false, GH, H, rows, 1.0f, dg16 + dg_shift, ldg,
-                states_bf16_.data() + int64_t{d} * T * B * ld + h_shift, ld, 1.0f,
-                params_.grad(u_[d]), H);
+          (gru || batch_norm_ ? grad_recurrent_bf16_.data() : grad_bf16_.data()) + dg16_offset;
+      accumulate_weight_gradient_bf16(ctx_, handle, s, GH, H, rows, dg16 + dg_shift, ldg_op,
+                                      states_bf16_.data() + int64_t{d} * T * B * ldh + h_shift, ldh,
+                                      params_.grad(u_[d]));
     } else {
-      const int64_t h_shift = reverse ? int64_t{B} * H : 0;
       gemm(handle, ctx_.matmul_precision(), true, false, GH, H, rows, 1.0f, dg_all + dg_shift, ldg,
            hs + h_shift, H, 1.0f, params_.grad(u_[d]), H);
     }
