@@ -1,6 +1,7 @@
 // Thin, checked wrapper over CBLAS sgemm (OpenBLAS) for row-major matrices. A large product is
 // split into row (or column) blocks run on the CPU compute threads (core/cpu_threads.h), each a
-// single-threaded sgemm; every element still sums over K in one call, as unsplit.
+// single-threaded sgemm summing over all of K; the blocks depend on the shape only, so every
+// thread count gives the same bits.
 //
 //   // C[M,N] = A[M,K] * B[K,N]^T ... with B stored [N,K]:
 //   ds2::gemm(false, true, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);

@@ -213,7 +213,11 @@ TEST(RnnLayer, UtteranceAloneEqualsUtteranceInBatch) {
 
 // The recurrence runs as (direction, batch slice) parts on the compute threads: every thread count
 // must give what one thread gives, outputs and all gradients (unsorted lengths, an empty
-// utterance, odd sizes; 5 threads cut a direction's 7 rows into 2 or 5 slices).
+// utterance, odd sizes; 5 threads cut a direction's 7 rows into 2 or 5 slices), up to the
+// rounding of another summation order. OpenBLAS picks its kernels by shape (core/blas.cpp: on
+// AVX-512 a product of 334 rows and one of 1001 round differently), and the slices' products have
+// other shapes at other thread counts: 7.6e-6 relative in a BN layer's dW at 5 threads on an
+// AVX-512 machine, 1e-6 held elsewhere.
 TEST(RnnLayer, AnyThreadCountGivesTheOneThreadResult) {
   struct DefaultThreadsAfter {
     ~DefaultThreadsAfter() { set_cpu_threads(0); }
@@ -246,7 +250,7 @@ TEST(RnnLayer, AnyThreadCountGivesTheOneThreadResult) {
       const char* what[] = {"output", "input gradient", "parameter gradients"};
       for (int k = 0; k < 3; ++k)
         for (size_t i = 0; i < got[k].size(); ++i)
-          ASSERT_NEAR(got[k][i], first[k][i], 1e-6 * (1.0 + std::fabs(first[k][i])))
+          ASSERT_NEAR(got[k][i], first[k][i], 2e-5 * (1.0 + std::fabs(first[k][i])))
               << spec_name(s) << ", " << threads << " threads, " << what[k] << " " << i;
     }
   }
