@@ -229,7 +229,8 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   }
 
   // Ours, the GEMM recurrence: CudaRnnLayer's per-step loop (nn/cuda/gemm_recurrence.h).
-  Row gemm_row(std::string("ours: GEMM GRU (") + o.precision + " GEMMs, cuBLAS/step)");
+  Row gemm_row(std::string("ours: GEMM GRU (") + o.precision +
+               " GEMMs, cuBLAS/step, one CUDA graph)");
   if (!o.ours_only) {
     DeviceArray<float> hg(n), candg(n), dpre_g(3 * n), dg_g(3 * n);
     GemmRecurrenceBf16 ops(bf16, u.data(), 3, H, T, B, s);
@@ -256,8 +257,8 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
         std::swap(c, nx);
       }
     };
-    gemm_row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore, forward) / T;
-    gemm_row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    gemm_row.fwd_us = 1e3 * median_graph_ms(s, o.warmup, o.repeats, restore, forward) / T;
+    gemm_row.bwd_us = 1e3 * median_graph_ms(s, o.warmup, o.repeats, nothing, backward) / T;
     if (!h_ours.empty())
       gemm_row.note = check_note(
           download_vector(hg.data(), n, s), h_ours,
@@ -274,6 +275,8 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
                    "math; the 16-bit rows are the reference for 'x cuDNN'\n"
                  : "fp32 data; 'fp32' rows use CUDNN_FMA_MATH (no TF32, as ours; the reference "
                    "for 'x cuDNN'), 'default math' rows may use TF32\n");
+    rep << "cuDNN's calls and our GEMM recurrence's steps are each replayed as one CUDA graph, as "
+           "the layers replay theirs (no launch from the host timed)\n";
     const std::pair<cudnnRNNAlgo_t, const char*> algos[] = {
         {CUDNN_RNN_ALGO_STANDARD, "STANDARD"},
         {CUDNN_RNN_ALGO_PERSIST_STATIC, "PERSIST_STATIC"},
@@ -330,9 +333,17 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
             }
             auto forward = [&] { r.forward(c, x_dev.data(), y.data()); };
             auto backward = [&] { r.backward_data(c, y.data(), dy_dev.data(), dx.data()); };
-            row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
+            bool fwd_graph = false, bwd_graph = false;
+            row.fwd_us = 1e3 *
+                         median_graph_ms_if_capturable(s, o.warmup, o.repeats, nothing, forward,
+                                                       &fwd_graph) /
+                         T;
             forward();
-            row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+            row.bwd_us = 1e3 *
+                         median_graph_ms_if_capturable(s, o.warmup, o.repeats, nothing, backward,
+                                                       &bwd_graph) /
+                         T;
+            if (!fwd_graph || !bwd_graph) row.note += "launched: not capturable; ";
             // Checked after one forward and one backward-data (backward-data alone repeated
             // reads a reserve space the previous one wrote).
             forward();

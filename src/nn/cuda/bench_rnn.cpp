@@ -89,9 +89,14 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       auto forward = [&] { r.forward(c, x, y.data()); };
       auto backward = [&] { r.backward_data(c, y.data(), dy, dx.data()); };
       const auto nothing = [] {};
-      row.fwd_us = 1e3 * median_ms(stream, warmup, repeats, nothing, forward) / T;
+      bool fwd_graph = false, bwd_graph = false;
+      row.fwd_us =
+          1e3 *
+          median_graph_ms_if_capturable(stream, warmup, repeats, nothing, forward, &fwd_graph) / T;
       forward();  // the reserve space backward-data reads
-      row.bwd_us = 1e3 * median_ms(stream, warmup, repeats, nothing, backward) / T;
+      row.bwd_us =
+          1e3 *
+          median_graph_ms_if_capturable(stream, warmup, repeats, nothing, backward, &bwd_graph) / T;
       // The outputs checked: one forward and one backward-data. Repeated backward-data calls
       // without a forward between them gave a dx 0.9-1.0 (scaled) away from ours at every shape:
       // cuDNN's backward-data writes into the reserve space that the next one reads.
@@ -104,6 +109,8 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       if (bias_mode != CUDNN_RNN_NO_BIAS)
         row.note +=
             std::string(row.note.empty() ? "" : "; ") + "with (zero) biases: no-bias refused";
+      if (!fwd_graph || !bwd_graph)
+        row.note += std::string(row.note.empty() ? "" : "; ") + "launched: not capturable";
       return;
     } catch (const Error& e) {
       (void)cudaGetLastError();
@@ -324,7 +331,8 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   // Ours, the GEMM RNN: CudaRnnLayer's per-step loop (nn/cuda/gemm_recurrence.h), its GEMMs at the
   // layer's precision as the layer runs them (bf16: U rounded once, each state and gradient by the
   // step kernel that writes it, fp32 sums).
-  Row gemm_row(std::string("ours: GEMM RNN (") + o.precision + " GEMMs, cuBLAS/step)");
+  Row gemm_row(std::string("ours: GEMM RNN (") + o.precision +
+               " GEMMs, cuBLAS/step, one CUDA graph)");
   if (!o.ours_only) {
     GemmRecurrenceBf16 ops(bf16, u.data(), 1, H, T, B, s);
     const GemmRecurrence r{ctx.cublas(), s, u.data(), ops.u(), H, B, lengths.data()};
@@ -352,8 +360,8 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         std::swap(c, nx);
       }
     };
-    gemm_row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore, forward) / T;
-    gemm_row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    gemm_row.fwd_us = 1e3 * median_graph_ms(s, o.warmup, o.repeats, restore, forward) / T;
+    gemm_row.bwd_us = 1e3 * median_graph_ms(s, o.warmup, o.repeats, nothing, backward) / T;
     if (plan.fits()) {
       std::ostringstream note;
       note << "check vs persistent: h " << std::scientific << std::setprecision(1)
@@ -373,6 +381,8 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
                    "math; the 16-bit rows are the reference for 'x cuDNN'\n"
                  : "fp32 data; 'fp32' rows use CUDNN_FMA_MATH (no TF32, as ours), 'default "
                    "math' rows may use TF32\n");
+    rep << "cuDNN's calls and our GEMM recurrence's steps are each replayed as one CUDA graph, as "
+           "the layers replay theirs (no launch from the host timed)\n";
     const std::pair<cudnnRNNAlgo_t, const char*> algos[] = {
         {CUDNN_RNN_ALGO_STANDARD, "STANDARD"},
         {CUDNN_RNN_ALGO_PERSIST_STATIC, "PERSIST_STATIC"},

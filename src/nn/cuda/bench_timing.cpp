@@ -5,6 +5,8 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/device_tensor.h"
+#include "core/cuda/step_graph.h"
+#include "core/error.h"
 
 namespace ds2 {
 namespace {
@@ -47,6 +49,31 @@ double median_ms(cudaStream_t stream, int warmup, int repeats, const std::functi
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+double median_graph_ms(cudaStream_t stream, int warmup, int repeats,
+                       const std::function<void()>& setup, const std::function<void()>& run) {
+  StepGraph graph(1);
+  auto replay = [&] { graph.run({0}, stream, run); };
+  // StepGraph runs a key eagerly the first time and captures it the second.
+  for (int i = 0; i < 2; ++i) {
+    setup();
+    replay();
+  }
+  return median_ms(stream, warmup, repeats, setup, replay);
+}
+
+double median_graph_ms_if_capturable(cudaStream_t stream, int warmup, int repeats,
+                                     const std::function<void()>& setup,
+                                     const std::function<void()>& run, bool* captured) {
+  try {
+    *captured = true;
+    return median_graph_ms(stream, warmup, repeats, setup, run);
+  } catch (const Error&) {
+    (void)cudaGetLastError();  // StepGraph ended the capture; clear its error
+    *captured = false;
+    return median_ms(stream, warmup, repeats, setup, run);
+  }
 }
 
 std::vector<float> download_vector(const float* device, int64_t n, cudaStream_t stream) {

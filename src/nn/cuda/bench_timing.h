@@ -18,6 +18,16 @@ namespace ds2 {
 // `setup`, following `warmup` untimed rounds.
 double median_ms(cudaStream_t stream, int warmup, int repeats, const std::function<void()>& setup,
                  const std::function<void()>& run);
+// The same with `run` captured once (untimed) and replayed as one CUDA graph, as CudaRnnLayer
+// replays the GEMM recurrence's per-step launches (core/cuda/step_graph.h): the time on the GPU,
+// without the host's launches. `run` must meet StepGraph's rules (no synchronization).
+double median_graph_ms(cudaStream_t stream, int warmup, int repeats,
+                       const std::function<void()>& setup, const std::function<void()>& run);
+// median_graph_ms, or median_ms where `run` cannot be captured (a library call that synchronizes
+// or allocates fails under capture); *captured says which.
+double median_graph_ms_if_capturable(cudaStream_t stream, int warmup, int repeats,
+                                     const std::function<void()>& setup,
+                                     const std::function<void()>& run, bool* captured);
 
 // n device floats on the host (waits for `stream`).
 std::vector<float> download_vector(const float* device, int64_t n, cudaStream_t stream);
