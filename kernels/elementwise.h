@@ -63,8 +63,8 @@ void apply_mask(const float* x, const uint8_t* mask, float* y, int64_t n, cudaSt
 // y[i] = bf16(x[i]) rounded to nearest even, as 16-bit words (core/bf16.h's float_to_bf16).
 void to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 // The rows of x {rows, cols} rounded as to_bf16 into y, whose rows are ld_y >= cols apart; the
-// padding columns [cols, ld_y) are set to 0. For GEMM operands whose row pitch must be a multiple
-// of 16 bytes (kernels/rnn.h's rnn_padded_ld).
+// padding columns [cols, ld_y) are set to 0. For GEMM operands that cuBLAS then reads with the
+// summed or output dimension padded (kernels/rnn.h's rnn_padded_ld).
 void to_bf16_rows(const float* x, int64_t rows, int cols, uint16_t* y, int ld_y,
                   cudaStream_t stream);
 // y[i] = float(x[i]) (core/bf16.h's bf16_to_float).

@@ -343,12 +343,12 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
                          median_graph_ms_if_capturable(s, o.warmup, o.repeats, nothing, backward,
                                                        &bwd_graph) /
                          T;
-            if (!fwd_graph || !bwd_graph) row.note += "launched: not capturable; ";
             // Checked after one forward and one backward-data (backward-data alone repeated
             // reads a reserve space the previous one wrote).
             forward();
             backward();
             if (linear) row.note = "skip-input refused: time includes an input GEMM (W = I); ";
+            if (!fwd_graph || !bwd_graph) row.note += "launched: not capturable; ";
             if (!h_ours.empty())
               row.note += check_note(download_as(y.data(), n, v.dtype, s), h_ours,
                                      download_as(dx.data(), n, v.dtype, s), dx_ours);

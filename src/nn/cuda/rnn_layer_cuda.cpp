@@ -1,13 +1,13 @@
 #include "nn/cuda/rnn_layer_cuda.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <utility>
 
 #include "core/cuda/check.h"
 #include "core/cuda/gemm.h"
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/grid.h"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/rnn.h"
 
@@ -26,10 +26,6 @@ const uint16_t* rounded_rows_to_bf16(const float* x, int64_t rows, int cols,
   return out.data();
 }
 
-bool aligned_16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // A weight gradient, c {m, n} (rows n apart) += a^T b over k rows of a {k, m} and b {k, n} (bf16,
 // rows lda and ldb apart). cuBLAS's bf16 GEMM runs 2.6-3.7x slower where m or n is not a multiple
 // of 8 (H200, scripts/dev/bf16-gemm-pitch.sh: dU of H 1700 at 3200 rows 331 us, of H 1704 90).
@@ -39,8 +35,8 @@ void accumulate_weight_gradient_bf16(CudaContext& ctx, cublasHandle_t handle, cu
                                      int m, int n, int k, const uint16_t* a, int lda,
                                      const uint16_t* b, int ldb, float* c) {
   const int m8 = kernels::rnn_padded_ld(m), n8 = kernels::rnn_padded_ld(n);
-  const bool pad = (m8 != m || n8 != n) && lda >= m8 && ldb >= n8 && aligned_16(a) &&
-                   aligned_16(b) && lda % 8 == 0 && ldb % 8 == 0;
+  const bool pad = (m8 != m || n8 != n) && lda >= m8 && ldb >= n8 && kernels::aligned_to(a, 16) &&
+                   kernels::aligned_to(b, 16) && lda % 8 == 0 && ldb % 8 == 0;
   if (!pad) {
     gemm_bf16(handle, true, false, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, n);
     return;
@@ -425,12 +421,9 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
     rounded_rows_to_bf16(da, int64_t{T} * B, P, grad_bf16_, main);
     // dU's operands: the states, and the gradient it multiplies where that is not dA itself.
     // After a GEMM-recurrence forward its step kernels rounded the states into states_bf16_.
-    if (forward_ran_persistent_) {
-      const int ld = kernels::rnn_padded_ld(hidden_);
-      states_bf16_.reserve(std::max<int64_t>(1, int64_t{directions_} * T * B * ld));
-      kernels::to_bf16_rows(hidden_states_.data(), int64_t{directions_} * T * B, hidden_,
-                            states_bf16_.data(), ld, main);
-    }
+    if (forward_ran_persistent_)
+      rounded_rows_to_bf16(hidden_states_.data(), int64_t{directions_} * T * B, hidden_,
+                           states_bf16_, main);
     if (type_ == RnnType::kGru) {
       rounded_rows_to_bf16(grad_hidden_gates_.data(), int64_t{directions_} * T * B, GH,
                            grad_recurrent_bf16_, main);
