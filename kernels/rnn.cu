@@ -21,10 +21,11 @@ int blocks_for(int64_t n) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // Zeros row b's padding columns [cols, ld) of a padded array (kernels/rnn.h), spread over the
-// threads of columns k = 0, 1, ... (a loop: the padding may be wider than cols when cols < 8).
+// row's `threads` threads k = 0, 1, ... (a loop: the padding may be wider than the thread count,
+// when H < 8, and a GRU's gate rows are 3H wide with H threads).
 template <class T>
-__device__ void zero_padding_of_row(T* x, int64_t b, int k, int cols, int ld) {
-  for (int j = cols + k; j < ld; j += cols) x[b * ld + j] = T{0};
+__device__ void zero_padding_of_row(T* x, int64_t b, int k, int threads, int cols, int ld) {
+  for (int j = cols + k; j < ld; j += threads) x[b * ld + j] = T{0};
 }
 
 __global__ void add_input_bias_kernel(float* pre, int64_t rows, int cols, int directions,
@@ -47,7 +48,7 @@ __global__ void relu_step_forward_kernel(const float* __restrict__ pre, int ld_p
     h[i] = v;
     if (h_bf16) {
       h_bf16[int64_t{b} * ld16 + k] = float_to_bf16(v);
-      zero_padding_of_row(h_bf16, b, k, H, ld16);
+      zero_padding_of_row(h_bf16, b, k, H, H, ld16);
     }
   }
 }
@@ -61,7 +62,7 @@ __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
                                         const int* __restrict__ lengths) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
-    if (h_bf16) zero_padding_of_row(h_bf16, b, k, H, ld16);
+    if (h_bf16) zero_padding_of_row(h_bf16, b, k, H, H, ld16);
     if (t >= lengths[b]) {
       h[i] = 0.0f;
       if (h_bf16) h_bf16[int64_t{b} * ld16 + k] = 0;
@@ -96,11 +97,11 @@ __global__ void relu_step_backward_kernel(const float* __restrict__ h, const flo
     } else {
       v = clipped_relu_grad(h[i], dy[i] + carry[int64_t{b} * ld + k], clip);
     }
-    zero_padding_of_row(next, b, k, H, ld);
+    zero_padding_of_row(next, b, k, H, H, ld);
     *dp = v;
     if (dpre_bf16) {
       dpre_bf16[int64_t{b} * ld + k] = float_to_bf16(v);
-      zero_padding_of_row(dpre_bf16, b, k, H, ld);
+      zero_padding_of_row(dpre_bf16, b, k, H, H, ld);
     }
   }
 }
@@ -126,11 +127,11 @@ __global__ void gru_step_backward_kernel(
       store_gate_grads(c, dp + k, dg + k, H);
       next[int64_t{b} * ld + k] = c.dh_prev;
     }
-    zero_padding_of_row(next, b, k, H, ld);
+    zero_padding_of_row(next, b, k, H, H, ld);
     if (dgates_bf16) {
       uint16_t* dg16 = dgates_bf16 + int64_t{b} * ld_gates + k;
       for (int g = 0; g < 3; ++g) dg16[g * H] = float_to_bf16(dg[g * H + k]);
-      zero_padding_of_row(dgates_bf16, b, k, 3 * H, ld_gates);
+      zero_padding_of_row(dgates_bf16, b, k, H, 3 * H, ld_gates);
     }
   }
 }
