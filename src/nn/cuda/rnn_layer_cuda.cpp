@@ -55,12 +55,41 @@ bool needs_replan(const Plan* plan, int batch, Precision precision) {
          (!plan->fits() && batch < plan->max_batch());
 }
 
-// bf16 GRU layers run a pass that is off the tensor cores (the fp32-math kernel) on the GEMM
-// recurrence past these batches (CudaRnnLayer::plan_persistent_gru says why): the forward past 8,
-// backward-data past 16 to H 1024 and past 8 above.
-constexpr int kGruFmaBf16MaxBatch = 8;
-int gru_fma_bf16_backward_max_batch(int hidden) {
-  return hidden <= 1024 ? 16 : 8;
+// GRU layers run a pass that is off the tensor cores (the fp32-math kernel, 4 batch rows a pass)
+// on the GEMM recurrence past these batches (CudaRnnLayer::plan_persistent_gru says why). bf16: the
+// forward past 8, backward-data past 16 to H 1024 and past 8 above. fp32 (where the fp16 split's
+// batch groups end: one direction past batch 8-32, both past 16), from `ds2 bench step
+// configs/ds2-large.yaml run.device=cuda model.rnn_layers=2 model.rnn_type=gru
+// model.rnn_hidden=H model.bidirectional=D --batch B --seconds 2 --steps 4 --warmup 1`, rnn1's ms
+// a step (forward + backward, projections and weight gradients included), persistent / GEMM
+// recurrence (H200, session 66): one direction H 512 batch 24 2.54 / 2.84, batch 32 3.32 / 3.09;
+// H 768 batch 24 3.78 / 4.00, batch 32 4.78 / 4.39, batch 64 9.22 / 5.86; H 1024 batch 24 4.44 /
+// 5.16, batch 32 5.71 / 5.68, batch 48 8.30 / 7.23; H 1536 batch 32 10.02 / 10.90, batch 48 14.56
+// / 13.86; H 256 batch 48 (past the split) 3.80 / 2.32. Both directions: H 512 batch 32 4.17 /
+// 4.24, batch 48 6.09 / 5.27; H 1024 batch 32 8.89 / 9.17, batch 48 12.85 / 11.87, batch 64 17.06
+// / 14.31; H 1536 (in turn) batch 24 15.34 / 15.71, batch 32 19.55 / 17.69, batch 64 37.64 /
+// 27.31. Before, graph-timed GEMM rows were not measured (session 65) and fp32 layers stayed
+// persistent at every batch.
+int gru_fma_max_batch(Precision precision, int hidden, int directions, bool backward) {
+  if (precision == Precision::kBf16) return backward && hidden <= 1024 ? 16 : 8;
+  if (directions == 2) return hidden <= 1024 ? 40 : 24;
+  return hidden <= 768 ? 28 : hidden <= 1024 ? 32 : 40;
+}
+
+// fp32 clipped-ReLU layers on the fp32-math kernel (past the fp16 split's batch groups: one
+// direction past batch 32, both past 16) run on the GEMM recurrence where it was faster: the
+// fp32-math kernel's time grows with every pass of 4 batch rows, the GEMM recurrence's much less.
+// `ds2 bench step configs/ds2-large.yaml run.device=cuda model.rnn_layers=2
+// model.rnn_hidden=H model.bidirectional=D --batch B --seconds 2 --steps 4 --warmup 1`, rnn1's ms
+// a step, persistent / GEMM recurrence (H200, session 66): one direction H 512 batch 48 2.56 /
+// 2.33, batch 64 3.32 / 2.48; H 1024 batch 64 4.20 / 4.25; H 1536 batch 64 6.72 / 7.71; H 2048
+// batch 48 7.81 / 8.45, batch 56 8.86 / 8.86, batch 64 10.38 / 9.80; H 2560 batch 56 13.75 /
+// 14.05, batch 64 15.26 / 14.75; H 3072 batch 56 17.06 / 16.76, batch 64 19.78 / 18.51. Both
+// directions: H 512 batch 64 3.38 / 3.34; H 1024 batch 48 5.54 / 5.76, batch 64 7.14 / 6.63; H
+// 1920 batch 48 13.72 / 13.89, batch 64 17.67 / 15.89; H 2560 (in turn) batch 64 30.30 / 26.91.
+bool relu_fp32_math_on_gemm(int hidden, int directions, int batch) {
+  if (directions == 2) return hidden >= 1024 && batch > 56;
+  return (hidden <= 512 && batch > 44) || (hidden >= 1792 && batch > 56);
 }
 
 // A bidirectional bf16 GRU layer whose pass runs its directions one after the other on bf16
@@ -560,8 +589,15 @@ bool CudaRnnLayer::plan_persistent(int B, bool backward) {
     plan_sparse(batch);
     replanned = true;
   }
+  // Judged per call: a plan serves every batch up to its own.
+  const bool gemm = !sparse_chosen_ && prnn_plan_->fits() && precision == Precision::kFp32 &&
+                    !prnn_plan_->tiling().tensor_cores &&
+                    relu_fp32_math_on_gemm(hidden_, directions_, batch);
+  const int gemm_batch = gemm ? batch : 0;
+  if (gemm_batch != relu_gemm_batch_) replanned = true;
+  relu_gemm_batch_ = gemm_batch;
   if (replanned) describe_choice();  // not per call: this runs in every forward and backward
-  if (!sparse_chosen_ && !prnn_plan_->fits()) return false;
+  if (!sparse_chosen_ && (!prnn_plan_->fits() || gemm)) return false;
   // The cluster kernel needs no workspace (its exchange lives in shared memory): 0 bytes is a
   // plan that runs, not one that does not.
   const size_t bytes =
@@ -602,10 +638,11 @@ bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
   }
   // Judged per call: a plan serves every batch up to its own.
   const PersistentGruPlan& backward_plan = gru_backward_plan_ ? *gru_backward_plan_ : *gru_plan_;
-  const bool fma_forward = bf16 && gru_plan_->fits() && batch > kGruFmaBf16MaxBatch &&
+  const bool fma_forward = gru_plan_->fits() &&
+                           batch > gru_fma_max_batch(precision, hidden_, directions_, false) &&
                            !gru_plan_->forward_on_tensor_cores();
-  const bool fma_backward = bf16 && gru_plan_->fits() &&
-                            batch > gru_fma_bf16_backward_max_batch(hidden_) &&
+  const bool fma_backward = gru_plan_->fits() &&
+                            batch > gru_fma_max_batch(precision, hidden_, directions_, true) &&
                             !backward_plan.backward_on_tensor_cores();
   const bool gemm_forward =
       fma_forward || gru_in_turn_on_gemm(*gru_plan_, directions_, false, batch);
@@ -629,9 +666,10 @@ bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
                    : "forward" + forward_reason + " and backward-data" + backward_reason)
         : gemm_forward ? "forward" + forward_reason
                        : "backward-data" + backward_reason;
-    const std::string why = "bf16 at batch " + std::to_string(batch) +
-                            " with the persistent GRU's " + passes +
-                            ": the GEMM recurrence on bf16 operands is faster";
+    const std::string why = std::string(precision_name(precision)) + " at batch " +
+                            std::to_string(batch) + " with the persistent GRU's " + passes +
+                            (bf16 ? ": the GEMM recurrence on bf16 operands is faster"
+                                  : ": the GEMM recurrence is faster");
     recurrence_path_ = recurrence_of(*gru_plan_, directions_, gru_backward_plan_.get());
     if (gemm_forward && gemm_backward) {
       recurrence_path_ = "GEMM recurrence (" + why + ")";
@@ -693,6 +731,9 @@ void CudaRnnLayer::describe_choice() {
   std::string choice;
   if (sparse_chosen_)
     choice = sparse_path_;
+  else if (relu_gemm_batch_ > 0)
+    choice = "GEMM recurrence (fp32 at batch " + std::to_string(relu_gemm_batch_) +
+             " with the persistent RNN off the tensor cores: the GEMM recurrence is faster)";
   else
     choice = recurrence_of(*prnn_plan_, directions_);
   if (!sparse_chosen_ && !sparse_path_.empty()) choice += "; " + sparse_path_;

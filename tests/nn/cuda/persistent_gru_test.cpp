@@ -824,11 +824,11 @@ TEST(PersistentGru, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
                 "forward one direction after the other, backward-data in one launch");
 }
 
-// bf16 GRU layers past batch 8 whose persistent forward is off the tensor cores take the GEMM
-// recurrence on bf16 operands (2-2.5x faster there on an H200, session 58), and say so; at batch 4
-// (on the plan for 48, which has no bf16 pass), and in fp32 at the same batch, the persistent
-// recurrence stays.
-TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) {
+// GRU layers whose persistent passes are off the tensor cores take the GEMM recurrence past a
+// batch, and say so: bf16 past batch 8 (on bf16 operands, 2-2.5x faster there on an H200, session
+// 58), fp32 past batch 40 at this H (session 66). At batch 4 in bf16 (on the plan for 48, which has
+// no bf16 pass) and at batch 40 in fp32 the persistent recurrence stays.
+TEST(PersistentGru, LayersOffTheTensorCoresTakeTheGemmRecurrencePastTheirBatch) {
   DS2_REQUIRE_GPU();
   // H 1280 batch 48: the bf16 passes' sets exceed 132 SMs too (two sets of 32 rows, at least 80
   // CTAs a set).
@@ -859,7 +859,15 @@ TEST(PersistentGru, Bf16LayersPastBatch8OffTheTensorCoresTakeTheGemmRecurrence) 
   EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
   EXPECT_NE(gpu.recurrence_path().find("keeps fp32 weights"), std::string::npos)
       << gpu.recurrence_path();
+  // fp32 (the fp16 split's batch groups end at 32 rows): past batch 40 at this H.
   run(big, Precision::kFp32);
+  EXPECT_FALSE(gpu.ran_persistent());
+  EXPECT_NE(gpu.recurrence_path().find(
+                "GEMM recurrence (fp32 at batch 48 with the persistent GRU's forward and "
+                "backward-data off the tensor cores: the GEMM recurrence is faster)"),
+            std::string::npos)
+      << gpu.recurrence_path();
+  run(40, Precision::kFp32);
   EXPECT_TRUE(gpu.ran_persistent()) << gpu.recurrence_path();
 }
 

@@ -1208,6 +1208,41 @@ TEST(PersistentRnn, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
   check_layer(ctx, true, false, 2112, {12, 1, 16}, {9}, false, 81, "persistent recurrence (");
 }
 
+// fp32 clipped-ReLU layers on the fp32-math kernel take the GEMM recurrence where it is faster
+// (nn/cuda/rnn_layer_cuda.cpp, relu_fp32_math_on_gemm): one direction of H 512 past batch 44, and
+// stay persistent at batch 44 and on the fp16 split (batch 32). Forward and backward each time.
+TEST(PersistentRnn, Fp32LayersOffTheTensorCoresTakeTheGemmRecurrencePastTheirBatch) {
+  DS2_REQUIRE_GPU();
+  const int H = 512, in = 16, T = 5;
+  const PersistentRnnPlan wide(H, 48, 1), narrow(H, 32, 1);
+  if (!wide.fits() || wide.tiling().tensor_cores || !narrow.tiling().tensor_cores)
+    GTEST_SKIP() << "H 512 batch 48 is not an fp32-math plan here: " << wide.describe();
+  CudaContext ctx;
+  Rng rng(66);
+  RnnLayerPair layer(ctx, rng, "rnn", in, H, RnnType::kRelu, /*bidirectional=*/false);
+  CudaRnnLayer& gpu = layer.gpu;
+  for (const int batch : {48, 44, 32, 45}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const bool gemm = batch > 44;
+    const std::vector<int> lengths(batch, T);
+    DeviceSequences xd, yd, dyd, dxd;
+    upload(random_sequences({T, batch, in}, lengths, rng), xd, ctx.stream());
+    upload(random_sequences({T, batch, H}, lengths, rng), dyd, ctx.stream());
+    yd.data.resize({T, batch, H});
+    gpu.forward(xd, yd, true);
+    EXPECT_EQ(gpu.ran_persistent(), !gemm) << gpu.recurrence_path();
+    gpu.backward(xd, yd, dyd, dxd);
+    DS2_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+    EXPECT_EQ(gpu.ran_persistent(), !gemm) << gpu.recurrence_path();
+    if (gemm)
+      EXPECT_NE(
+          gpu.recurrence_path().find("GEMM recurrence (fp32 at batch " + std::to_string(batch) +
+                                     " with the persistent RNN off the tensor cores"),
+          std::string::npos)
+          << gpu.recurrence_path();
+  }
+}
+
 // Small bf16 layers (batch <= 8) run the tensor-core kernel with the tagged exchange inside
 // CudaRnnLayer (the cluster kernel's plan, which needs no workspace, once read as "does not run"
 // and silently sent every such layer to the GEMM recurrence). Forward, then backward twice from
