@@ -1,0 +1,159 @@
+// Dev measurement, not part of the build: whether cuBLASLt's other algorithms run the GEMM
+// recurrence's per-step products (nn/cuda/gemm_recurrence.h) faster than cuBLAS's default choice.
+// For each step shape, the default cublasSgemm / cublasGemmEx call and every algorithm
+// cublasLtMatmulAlgoGetHeuristic offers (up to 32, 32 MiB workspace) are timed as a CUDA graph of
+// 200 calls, as the layers replay their steps. Run on the GPU machine: bash gemm-algos.sh.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#define CHECK(x)                                                                       \
+  do {                                                                                 \
+    auto e = (x);                                                                      \
+    if (static_cast<int>(e) != 0) {                                                    \
+      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, (int)e); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+constexpr int kCalls = 200;
+
+// Microseconds a call, `call` captured kCalls times into one graph, median of 5 replays.
+float graph_us(cudaStream_t s, const std::function<bool()>& call) {
+  cudaGraph_t g;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  bool ok = true;
+  for (int i = 0; i < kCalls && ok; ++i) ok = call();
+  CHECK(cudaStreamEndCapture(s, &g));
+  if (!ok) {
+    cudaGraphDestroy(g);
+    return -1.0f;
+  }
+  cudaGraphExec_t ge;
+  CHECK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  CHECK(cudaGraphLaunch(ge, s));
+  std::vector<float> t;
+  for (int r = 0; r < 5; ++r) {
+    CHECK(cudaEventRecord(a, s));
+    CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0f / kCalls);
+  }
+  std::sort(t.begin(), t.end());
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t[2];
+}
+
+// Column-major C[m, n] = op(U) * X with U stored as H x GH (the row-major [GH, H] array):
+// forward m = GH, k = H, op T; backward-data m = H, k = GH, op N. X is k x n (ld k).
+void run(cublasHandle_t handle, cublasLtHandle_t lt, cudaStream_t s, bool bf16, const char* name,
+         int H, int G, int B, bool backward) {
+  const int GH = G * H;
+  const int m = backward ? H : GH, k = backward ? GH : H, n = B;
+  const cublasOperation_t op_u = backward ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const size_t esize = bf16 ? 2 : 4;
+  void *u, *x, *c, *ws;
+  const size_t ws_bytes = 32u << 20;
+  CHECK(cudaMalloc(&u, size_t(GH) * H * esize));
+  CHECK(cudaMalloc(&x, size_t(k) * n * esize));
+  CHECK(cudaMalloc(&c, size_t(m) * n * 4));
+  CHECK(cudaMalloc(&ws, ws_bytes));
+  CHECK(cudaMemset(u, 0x3c, size_t(GH) * H * esize));
+  CHECK(cudaMemset(x, 0x3c, size_t(k) * n * esize));
+  const float alpha = 1.0f, beta = 0.0f;
+  const cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const float def = graph_us(s, [&] {
+    if (bf16)
+      return cublasGemmEx(handle, op_u, CUBLAS_OP_N, m, n, k, &alpha, u, t, H, x, t, k, &beta, c,
+                          CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+    return cublasSgemm(handle, op_u, CUBLAS_OP_N, m, n, k, &alpha, static_cast<float*>(u), H,
+                       static_cast<float*>(x), k, &beta, static_cast<float*>(c),
+                       m) == CUBLAS_STATUS_SUCCESS;
+  });
+  cublasLtMatmulDesc_t desc;
+  CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_n = CUBLAS_OP_N;
+  CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_u, sizeof(op_u)));
+  CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
+  cublasLtMatrixLayout_t la, lb, lc;
+  CHECK(cublasLtMatrixLayoutCreate(&la, t, H, GH, H));  // stored H x GH either way
+  CHECK(cublasLtMatrixLayoutCreate(&lb, t, k, n, k));
+  CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, m));
+  cublasLtMatmulPreference_t pref;
+  CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t wsb = ws_bytes;
+  CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                             sizeof(wsb)));
+  cublasLtMatmulHeuristicResult_t res[32];
+  int returned = 0;
+  CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 32, res, &returned));
+  float best = 1e9f, first = -1.0f;
+  int best_i = -1;
+  for (int i = 0; i < returned; ++i) {
+    const float us = graph_us(s, [&] {
+      return cublasLtMatmul(lt, desc, &alpha, u, la, x, lb, &beta, c, lc, c, lc, &res[i].algo, ws,
+                            ws_bytes, s) == CUBLAS_STATUS_SUCCESS;
+    });
+    if (i == 0) first = us;
+    if (us > 0 && us < best) {
+      best = us;
+      best_i = i;
+    }
+  }
+  std::printf(
+      "%-5s %-4s H %5d B %3d %-8s default %7.2f  lt[0] %7.2f  best lt[%2d of %2d] %7.2f  x%.2f\n",
+      bf16 ? "bf16" : "fp32", name, H, B, backward ? "bwd-data" : "forward", def, first, best_i,
+      returned, best, def / best);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(desc);
+  cudaFree(u);
+  cudaFree(x);
+  cudaFree(c);
+  cudaFree(ws);
+}
+
+int main() {
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cublasHandle_t handle;
+  CHECK(cublasCreate(&handle));
+  CHECK(cublasSetStream(handle, s));
+  cublasLtHandle_t lt;
+  CHECK(cublasLtCreate(&lt));
+  struct Shape {
+    bool bf16;
+    const char* name;
+    int H, G, B;
+  };
+  const Shape shapes[] = {
+      {false, "relu", 512, 1, 64},  {false, "relu", 2048, 1, 64}, {false, "relu", 3072, 1, 64},
+      {false, "relu", 1920, 1, 64}, {false, "relu", 1536, 1, 64}, {false, "relu", 2048, 1, 48},
+      {false, "gru", 256, 3, 64},   {false, "gru", 512, 3, 32},   {false, "gru", 1024, 3, 64},
+      {false, "gru", 1536, 3, 48},  {true, "relu", 4096, 1, 64},  {true, "relu", 3328, 1, 24},
+      {true, "gru", 1104, 3, 48},   {true, "gru", 1704, 3, 16},   {true, "gru", 2048, 3, 16},
+  };
+  for (const Shape& sh : shapes)
+    for (bool backward : {false, true})
+      run(handle, lt, s, sh.bf16, sh.name, sh.H, sh.G, sh.B, backward);
+  return 0;
+}
