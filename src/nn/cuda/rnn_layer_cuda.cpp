@@ -92,6 +92,25 @@ bool relu_fp32_math_on_gemm(int hidden, int directions, int batch) {
   return (hidden <= 512 && batch > 44) || (hidden >= 1792 && batch > 56);
 }
 
+// bf16 clipped-ReLU layers on tensor cores at H 2304-3072 run on the GEMM recurrence past batch 56,
+// and bidirectional ones from H 2688 past batch 40: there every CTA's share of the products takes
+// passes of at most 32 batch columns (past H 3072 kBf16WidestMaxBatch refuses the plan beyond
+// batch 48). `ds2 bench rnn --precision bf16 --hidden H --batch B --repeats 5 --warmup 1`
+// (graph-timed, one direction), us a step forward / backward-data, persistent against the GEMM
+// recurrence (H200, session 66): H 2304 batch 48 7.28 / 7.36 against 7.46 / 8.05, batch 64 8.55 /
+// 8.65 against 7.58 / 8.18; H 2560 batch 64 8.84 / 8.96 against 8.12 / 8.59; H 2688 batch 33 9.04
+// / 9.18 against 9.23 / 9.24, batch 48 10.26 / 10.31 against 9.45 / 9.25, batch 64 12.53 / 12.70
+// against 8.42 / 8.94; H 3072 batch 33 9.34 / 9.44 against 10.19 / 10.16, batch 64 13.06 / 13.20
+// against 9.10 / 9.58. Seven layers (`ds2 bench step configs/ds2-large.yaml run.device=cuda
+// train.precision=bf16 model.rnn_hidden=H --batch B`), ms a step, persistent / GEMM recurrence:
+// one direction H 2304 batch 64 46.24 / 45.16, H 3072 batch 64 63.47 / 54.15, but H 2816 batch 48
+// 48.39 / 48.83 (so one direction waits for batch 57); both directions H 2560 batch 64 81.35 /
+// 64.74, H 2816 batch 48 (in turn) 83.12 / 66.61.
+bool relu_bf16_tensor_on_gemm(int hidden, int directions, int batch) {
+  if (hidden < 2304 || hidden > 3072) return false;
+  return batch > (directions == 2 && hidden >= 2688 ? 40 : 56);
+}
+
 // A bidirectional bf16 GRU layer whose pass runs its directions one after the other on bf16
 // tensor cores (both do not fit the SMs at once) runs that pass on the GEMM recurrence past this
 // many batch rows a set: every CTA reads its set's whole state from L2 every step, and the GEMM
@@ -590,9 +609,11 @@ bool CudaRnnLayer::plan_persistent(int B, bool backward) {
     replanned = true;
   }
   // Judged per call: a plan serves every batch up to its own.
-  const bool gemm = !sparse_chosen_ && prnn_plan_->fits() && precision == Precision::kFp32 &&
-                    !prnn_plan_->tiling().tensor_cores &&
-                    relu_fp32_math_on_gemm(hidden_, directions_, batch);
+  const bool tensor_cores = prnn_plan_->tiling().tensor_cores;
+  const bool gemm = !sparse_chosen_ && prnn_plan_->fits() &&
+                    (precision == Precision::kFp32
+                         ? !tensor_cores && relu_fp32_math_on_gemm(hidden_, directions_, batch)
+                         : tensor_cores && relu_bf16_tensor_on_gemm(hidden_, directions_, batch));
   const int gemm_batch = gemm ? batch : 0;
   if (gemm_batch != relu_gemm_batch_) replanned = true;
   relu_gemm_batch_ = gemm_batch;
@@ -732,8 +753,13 @@ void CudaRnnLayer::describe_choice() {
   if (sparse_chosen_)
     choice = sparse_path_;
   else if (relu_gemm_batch_ > 0)
-    choice = "GEMM recurrence (fp32 at batch " + std::to_string(relu_gemm_batch_) +
-             " with the persistent RNN off the tensor cores: the GEMM recurrence is faster)";
+    choice = ctx_.matmul_precision() == Precision::kFp32
+                 ? "GEMM recurrence (fp32 at batch " + std::to_string(relu_gemm_batch_) +
+                       " with the persistent RNN off the tensor cores: the GEMM recurrence is "
+                       "faster)"
+                 : "GEMM recurrence (bf16 at batch " + std::to_string(relu_gemm_batch_) +
+                       " and hidden " + std::to_string(hidden_) +
+                       " on tensor cores: the GEMM recurrence on bf16 operands is faster)";
   else
     choice = recurrence_of(*prnn_plan_, directions_);
   if (!sparse_chosen_ && !sparse_path_.empty()) choice += "; " + sparse_path_;

@@ -161,8 +161,9 @@ class CudaRnnLayer : public CudaLayer {
   // recurrence instead of a persistent kernel off the tensor cores (plan_persistent_gru).
   bool gru_gemm_forward_ = false;
   bool gru_gemm_backward_ = false;
-  // Likewise for a clipped-ReLU layer: the batch at which an fp32 plan on the fp32-math kernel
-  // runs the GEMM recurrence instead, as it is faster (plan_persistent); 0: it does not.
+  // Likewise for a clipped-ReLU layer: the batch at which an fp32 plan on the fp32-math kernel,
+  // or a bf16 one on tensor cores, runs the GEMM recurrence instead, as it is faster
+  // (plan_persistent); 0: it does not.
   int relu_gemm_batch_ = 0;
   DeviceArray<float> prnn_workspace_;
   // Sparse persistent recurrence (pruned U).

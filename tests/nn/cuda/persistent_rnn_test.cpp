@@ -1208,22 +1208,20 @@ TEST(PersistentRnn, BidirectionalLayersRunInTurnWhereOneLaunchIsSlower) {
   check_layer(ctx, true, false, 2112, {12, 1, 16}, {9}, false, 81, "persistent recurrence (");
 }
 
-// fp32 clipped-ReLU layers on the fp32-math kernel take the GEMM recurrence where it is faster
-// (nn/cuda/rnn_layer_cuda.cpp, relu_fp32_math_on_gemm): one direction of H 512 past batch 44, and
-// stay persistent at batch 44 and on the fp16 split (batch 32). Forward and backward each time.
-TEST(PersistentRnn, Fp32LayersOffTheTensorCoresTakeTheGemmRecurrencePastTheirBatch) {
-  DS2_REQUIRE_GPU();
-  const int H = 512, in = 16, T = 5;
-  const PersistentRnnPlan wide(H, 48, 1), narrow(H, 32, 1);
-  if (!wide.fits() || wide.tiling().tensor_cores || !narrow.tiling().tensor_cores)
-    GTEST_SKIP() << "H 512 batch 48 is not an fp32-math plan here: " << wide.describe();
+// A fresh one-direction clipped-ReLU layer of H through a training forward and backward at each
+// of `batches` (ctx in `precision`): the GEMM recurrence past batch `last_persistent`, saying
+// "GEMM recurrence (<precision> at batch B" and `why`, the persistent recurrence up to it.
+void expect_gemm_past(Precision precision, int H, std::initializer_list<int> batches,
+                      int last_persistent, const std::string& why) {
+  const int in = 16, T = 5;
   CudaContext ctx;
+  ctx.set_matmul_precision(precision);
   Rng rng(66);
   RnnLayerPair layer(ctx, rng, "rnn", in, H, RnnType::kRelu, /*bidirectional=*/false);
   CudaRnnLayer& gpu = layer.gpu;
-  for (const int batch : {48, 44, 32, 45}) {
+  for (const int batch : batches) {
     SCOPED_TRACE("batch " + std::to_string(batch));
-    const bool gemm = batch > 44;
+    const bool gemm = batch > last_persistent;
     const std::vector<int> lengths(batch, T);
     DeviceSequences xd, yd, dyd, dxd;
     upload(random_sequences({T, batch, in}, lengths, rng), xd, ctx.stream());
@@ -1236,11 +1234,33 @@ TEST(PersistentRnn, Fp32LayersOffTheTensorCoresTakeTheGemmRecurrencePastTheirBat
     EXPECT_EQ(gpu.ran_persistent(), !gemm) << gpu.recurrence_path();
     if (gemm)
       EXPECT_NE(
-          gpu.recurrence_path().find("GEMM recurrence (fp32 at batch " + std::to_string(batch) +
-                                     " with the persistent RNN off the tensor cores"),
+          gpu.recurrence_path().find("GEMM recurrence (" + std::string(precision_name(precision)) +
+                                     " at batch " + std::to_string(batch) + why),
           std::string::npos)
           << gpu.recurrence_path();
   }
+}
+
+// fp32 clipped-ReLU layers on the fp32-math kernel take the GEMM recurrence where it is faster
+// (nn/cuda/rnn_layer_cuda.cpp, relu_fp32_math_on_gemm): one direction of H 512 past batch 44, and
+// stay persistent at batch 44 and on the fp16 split (batch 32).
+TEST(PersistentRnn, Fp32LayersOffTheTensorCoresTakeTheGemmRecurrencePastTheirBatch) {
+  DS2_REQUIRE_GPU();
+  const PersistentRnnPlan wide(512, 48, 1), narrow(512, 32, 1);
+  if (!wide.fits() || wide.tiling().tensor_cores || !narrow.tiling().tensor_cores)
+    GTEST_SKIP() << "H 512 batch 48 is not an fp32-math plan here: " << wide.describe();
+  expect_gemm_past(Precision::kFp32, 512, {48, 44, 32, 45}, 44,
+                   " with the persistent RNN off the tensor cores");
+}
+
+// One-direction bf16 clipped-ReLU layers on tensor cores at H 2304-3072 take the GEMM recurrence
+// past batch 56 (relu_bf16_tensor_on_gemm): H 2816 at batch 64 and 57, persistent at 56.
+TEST(PersistentRnn, Bf16LayersOfH2304To3072TakeTheGemmRecurrencePastBatch56) {
+  DS2_REQUIRE_GPU();
+  const PersistentRnnPlan plan(2816, 64, 1, -1, Precision::kBf16);
+  if (!plan.fits() || !plan.tiling().tensor_cores)
+    GTEST_SKIP() << "H 2816 batch 64 is not on bf16 tensor cores here: " << plan.describe();
+  expect_gemm_past(Precision::kBf16, 2816, {64, 56, 57}, 56, " and hidden 2816 on tensor cores");
 }
 
 // Small bf16 layers (batch <= 8) run the tensor-core kernel with the tagged exchange inside
