@@ -551,15 +551,10 @@ bool CudaRnnLayer::plan_persistent_gru(int batch, bool backward) {
   // recurrence runs on them (the projections and weight gradients stay bf16): more exact than the
   // bf16 GEMM recurrence, and without its per-step launches (kernels/NOTES.md, session 56) --
   // except where a pass is on the fp32-math kernel, which redoes its products every pass of 4 rows:
-  // past batch 8 (the forward) or 16 (backward-data, 8 above H 1024) the GEMM recurrence on bf16
-  // operands ran faster (H200, bf16, us a step, fp32-math kernel / GEMM recurrence; forward,
-  // session 58: H 256 batch 64 24.77 / 11.04, H 512 batch 33 15.56 / 12.39, H 1024 batch 48 25.63
-  // / 10.36, H 1536 batch 24 22.05 / 11.02; backward-data, session 60: H 401 batch 24 9.83 / 12.47,
-  // H 512 batch 32 13.02 / 10.19, H 768 batch 24 13.23 / 11.19, H 1024 batch 16 10.87 / 12.30,
-  // batch 33 20.82 / 12.88, H 1536 batch 12 14.29 / 12.88). So does a bidirectional layer's pass
-  // that runs its directions one after the other in sets of more than 24 batch rows, 8 for
-  // backward-data past H 1365 (gru_in_turn_on_gemm). The two passes decide apart: they read and
-  // write the same arrays either way.
+  // past gru_fma_max_batch the GEMM recurrence is faster, in bf16 and in fp32. So does a
+  // bidirectional layer's bf16 pass that runs its directions one after the other in sets too wide
+  // (gru_in_turn_on_gemm). Both rules, with their measurements: nn/cuda/recurrence_choice.h. The
+  // two passes decide apart: they read and write the same arrays either way.
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const Precision precision = bf16 ? Precision::kBf16 : Precision::kFp32;
   const bool replan = needs_replan(gru_plan_.get(), batch, precision);
