@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/gpu_bench_commands.h"
 #include "cli/number_validators.h"
+#include "core/blas_kernels.h"
 #include "core/error.h"
 #include "dist/world.h"
 #include "train/config.h"
@@ -66,6 +67,7 @@ void add_decode_options(CLI::App* cmd, ds2::cli::DecodeArgs* d, bool tuning = fa
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds2::rerun_with_better_blas_kernels(argv);
   CLI::App app{"ds2: Deep Speech 2-style speech recognition trainer"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 
+#include "core/blas_kernels.h"
 #include "core/cpu_threads.h"
 #include "core/device.h"
 #include "core/dropout_mask.h"
@@ -22,7 +23,7 @@ CpuStepEngine::CpuStepEngine(const Config& cfg, AcousticModel& am, bool use_aver
 }
 
 std::string CpuStepEngine::describe() const {
-  return "cpu, " + std::to_string(cpu_threads()) + " threads";
+  return "cpu, " + std::to_string(cpu_threads()) + " threads, " + blas_kernels();
 }
 
 namespace {
