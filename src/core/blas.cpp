@@ -16,9 +16,12 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
               trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Blocks narrower than this leave the microkernel's register tile (16 x 2 floats on AVX-512)
-// mostly empty.
-constexpr int kMinBlock = 32;
+// Blocks narrower than this cost more than they share: each block's sgemm packs the whole other
+// operand again. The digits recipe's weight gradients (384 x 192 over K 8000, TN) took 0.754-0.993
+// s of sgemm time in `ds2 bench step configs/fsdd.yaml --steps 3 --warmup 1` in 12 blocks of 32
+// rows, 0.556-0.715 in 6 of 64 (four rounds each, 2 cores, SkylakeX kernels, summed over both
+// threads: scripts/dev/sgemm-shapes.sh); 3 blocks of 128 left one thread idle a third of the time.
+constexpr int kMinBlock = 64;
 // A split product has this many blocks (fewer where they would be narrower than kMinBlock) at any
 // thread count, the threads taking them in turn: OpenBLAS picks its kernels by shape, and on
 // AVX-512 a block of 334 rows sums K in another order than one of 1001 rows, so blocks that
