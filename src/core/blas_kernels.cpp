@@ -1,6 +1,7 @@
 #include "core/blas_kernels.h"
 
 #include <cblas.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -39,6 +40,7 @@ constexpr const char* kIsaNames[] = {"sse", "avx", "avx2", "avx512"};
 }  // namespace
 
 std::string cpu_vector_isa() {
+#if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
@@ -47,12 +49,16 @@ std::string cpu_vector_isa() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
   if (__builtin_cpu_supports("avx")) return "avx";
   return "sse";
+#else
+  return "";  // not x86: OpenBLAS's own pick stands
+#endif
 }
 
 std::string wider_openblas_core(const std::string& current, const std::string& cpu_isa) {
-  Level can = kSse;
+  Level can = kUnknown;
   for (int i = 0; i < 4; ++i)
     if (cpu_isa == kIsaNames[i]) can = static_cast<Level>(i);
+  if (can == kUnknown) return "";
   const Level have = level_of_core(current);
   if (have == kUnknown || can <= have) return "";
   switch (can) {

@@ -17,13 +17,13 @@
 namespace ds2 {
 
 // This CPU's widest vector instructions as OpenBLAS's kernels use them: "avx512" (F, CD, BW, DQ
-// and VL), "avx2" (with FMA), "avx" or "sse".
+// and VL), "avx2" (with FMA), "avx" or "sse"; "" off x86.
 std::string cpu_vector_isa();
 
 // The OPENBLAS_CORETYPE for a CPU of `cpu_isa` (cpu_vector_isa()'s names) where its vectors are
 // wider than those of `current` (OpenBLAS's name for the kernels it picked): "SkylakeX"
-// (avx512), "Haswell" (avx2) or "Sandybridge" (avx). "" where `current` is no narrower, or is a
-// name this table does not know (a newer OpenBLAS's, left to it).
+// (avx512), "Haswell" (avx2) or "Sandybridge" (avx). "" where `current` is no narrower, or
+// either name is one this table does not know (a newer OpenBLAS's core, a CPU off x86).
 std::string wider_openblas_core(const std::string& current, const std::string& cpu_isa);
 
 // OpenBLAS's name for the kernels it runs ("Prescott", "SkylakeX", ...).

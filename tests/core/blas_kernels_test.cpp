@@ -24,6 +24,8 @@ TEST(BlasKernels, WiderCoreOnlyWhereOpenBlasPickedNarrowerVectors) {
   EXPECT_EQ(wider_openblas_core("Prescott", "sse"), "");
   // Names this table does not know (a newer OpenBLAS's) are left to OpenBLAS.
   EXPECT_EQ(wider_openblas_core("Zen5", "avx512"), "");
+  EXPECT_EQ(wider_openblas_core("Prescott", ""), "");  // off x86
+  EXPECT_EQ(wider_openblas_core("ARMV8", ""), "");
 }
 
 // ds2_tests' main (tests/support/test_main.cpp) reruns itself as ds2's does: this process runs
