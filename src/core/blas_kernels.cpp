@@ -5,20 +5,27 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
+#include <iterator>
 
 namespace ds2 {
 namespace {
 
-// Instruction-set levels, narrowest first.
-enum Level { kSse = 0, kAvx = 1, kAvx2 = 2, kAvx512 = 3, kUnknown = 99 };
+// Vector widths, narrowest first, by cpu_vector_isa()'s name, with the OpenBLAS kernels that use
+// them (none for SSE: nothing narrower is ever asked for).
+struct Level {
+  const char* isa;
+  const char* core;
+};
+constexpr Level kLevels[] = {
+    {"sse", ""}, {"avx", "Sandybridge"}, {"avx2", "Haswell"}, {"avx512", "SkylakeX"}};
+constexpr int kSse = 0, kAvx = 1, kAvx2 = 2, kAvx512 = 3, kUnknown = -1;
 
 // OpenBLAS's x86-64 core names (driver/others/dynamic.c's list) by the widest vector instructions
-// their sgemm kernels use.
-Level level_of_core(const std::string& name) {
+// their sgemm kernels use; kUnknown for names not listed.
+int level_of_core(const std::string& name) {
   static const struct {
     const char* name;
-    Level level;
+    int level;
   } kCores[] = {
       {"Prescott", kSse},    {"Core2", kSse},         {"Penryn", kSse},
       {"Dunnington", kSse},  {"Nehalem", kSse},       {"Atom", kSse},
@@ -35,7 +42,14 @@ Level level_of_core(const std::string& name) {
   return kUnknown;
 }
 
-constexpr const char* kIsaNames[] = {"sse", "avx", "avx2", "avx512"};
+int level_of_isa(const std::string& isa) {
+  for (int i = 0; i < static_cast<int>(std::size(kLevels)); ++i)
+    if (isa == kLevels[i].isa) return i;
+  return kUnknown;
+}
+
+// Set before the exec: OpenBLAS's own pick, for blas_kernels() in the process that follows.
+constexpr const char* kOwnPick = "DS2_OPENBLAS_OWN_CORE";
 
 }  // namespace
 
@@ -55,33 +69,15 @@ std::string cpu_vector_isa() {
 }
 
 std::string wider_openblas_core(const std::string& current, const std::string& cpu_isa) {
-  Level can = kUnknown;
-  for (int i = 0; i < 4; ++i)
-    if (cpu_isa == kIsaNames[i]) can = static_cast<Level>(i);
-  if (can == kUnknown) return "";
-  const Level have = level_of_core(current);
-  if (have == kUnknown || can <= have) return "";
-  switch (can) {
-    case kAvx512:
-      return "SkylakeX";
-    case kAvx2:
-      return "Haswell";
-    case kAvx:
-      return "Sandybridge";
-    default:
-      return "";
-  }
+  const int can = level_of_isa(cpu_isa), have = level_of_core(current);
+  if (can == kUnknown || have == kUnknown || can <= have) return "";
+  return kLevels[can].core;
 }
 
 std::string openblas_core() {
   const char* name = openblas_get_corename();
   return name ? name : "";
 }
-
-namespace {
-// Set before the exec: OpenBLAS's own pick, for blas_kernels() in the process that follows.
-constexpr const char* kOwnPick = "DS2_OPENBLAS_OWN_CORE";
-}  // namespace
 
 std::string blas_kernels() {
   std::string s = "OpenBLAS " + openblas_core() + " kernels";
@@ -97,9 +93,9 @@ std::string blas_kernels() {
 void rerun_with_better_blas_kernels(char** argv) {
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
   if (forced && *forced) return;  // chosen by the user, or by the run before this exec
-  const std::string core = wider_openblas_core(openblas_core(), cpu_vector_isa());
-  if (core.empty()) return;
   const std::string own = openblas_core();
+  const std::string core = wider_openblas_core(own, cpu_vector_isa());
+  if (core.empty()) return;
   if (setenv("OPENBLAS_CORETYPE", core.c_str(), 1) != 0) return;
   setenv(kOwnPick, own.c_str(), 1);
   execv("/proc/self/exe", argv);
