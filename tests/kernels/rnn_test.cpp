@@ -17,6 +17,7 @@
 #include "core/cuda/device_array.h"
 #include "core/gru_cell_backward.h"
 #include "support/cuda_compare.h"
+#include "support/cuda_rnn_reference.h"
 
 namespace ds2 {
 namespace {
@@ -32,12 +33,6 @@ const Shape kShapes[] = {{3, 3}, {3, 37}, {3, 8}, {1, 37}};
 
 std::vector<int> lengths_for(int B) {
   return B == 1 ? std::vector<int>{5} : std::vector<int>{5, 1, 3};  // row 1 invalid at kT
-}
-
-std::vector<float> random_floats(int64_t n, Rng& rng, float lo, float hi) {
-  std::vector<float> v(n);
-  for (float& x : v) x = rng.uniform(lo, hi);
-  return v;
 }
 
 // Rows of `cols` values `ld` apart, the padding NaN.
@@ -104,7 +99,7 @@ TEST(RnnStepKernels, ReluForwardMatchesCpuWithPaddedBf16Rows) {
     const int B = sh.B, H = sh.H, ld_pre = H + 5, ld16 = kernels::rnn_padded_ld(H);
     Rng rng(B * 100 + H);
     const std::vector<int> len = lengths_for(B);
-    const std::vector<float> pre = random_floats(int64_t{B} * ld_pre, rng, -5.0f, 25.0f);
+    const std::vector<float> pre = random_vector(int64_t{B} * ld_pre, rng, -5.0f, 25.0f);
     std::vector<float> want(static_cast<size_t>(B) * H);
     for (int b = 0; b < B; ++b)
       for (int k = 0; k < H; ++k)
@@ -132,10 +127,10 @@ TEST(RnnStepKernels, GruForwardMatchesCpuReadingPaddedGates) {
     const int ld_gates = kernels::rnn_padded_ld(3 * H);
     Rng rng(B * 100 + H + 1);
     const std::vector<int> len = lengths_for(B);
-    const std::vector<float> pre = random_floats(int64_t{B} * ld_pre, rng, -2.0f, 2.0f);
+    const std::vector<float> pre = random_vector(int64_t{B} * ld_pre, rng, -2.0f, 2.0f);
     const std::vector<float> gates = padded_rows(B, 3 * H, ld_gates, rng, -2.0f, 2.0f);
-    const std::vector<float> bias = random_floats(3 * H, rng, -0.5f, 0.5f);
-    const std::vector<float> h_prev = random_floats(int64_t{B} * H, rng, -1.0f, 1.0f);
+    const std::vector<float> bias = random_vector(3 * H, rng, -0.5f, 0.5f);
+    const std::vector<float> h_prev = random_vector(int64_t{B} * H, rng, -1.0f, 1.0f);
     // float64 reference of the cell (kernels/gru_cell.cuh's formulas).
     std::vector<float> want_h(static_cast<size_t>(B) * H, 0.0f), want_pre = pre,
                                                                  want_hn(want_h.size(), 0.0f);
@@ -190,8 +185,8 @@ TEST(RnnStepKernels, ReluBackwardMatchesCpuWithPaddedCarryAndNext) {
     Rng rng(B * 100 + H + 2);
     const std::vector<int> len = lengths_for(B);
     // h outside (0, clip) too, where the mask stops the gradient.
-    const std::vector<float> h = random_floats(int64_t{B} * H, rng, -2.0f, 22.0f);
-    const std::vector<float> dy = random_floats(int64_t{B} * H, rng, -1.0f, 1.0f);
+    const std::vector<float> h = random_vector(int64_t{B} * H, rng, -2.0f, 22.0f);
+    const std::vector<float> dy = random_vector(int64_t{B} * H, rng, -1.0f, 1.0f);
     const std::vector<float> carry = padded_rows(B, H, ld, rng, -1.0f, 1.0f);
     std::vector<float> want(static_cast<size_t>(B) * H, 0.0f);
     for (int b = 0; b < B; ++b)
@@ -234,12 +229,12 @@ TEST(RnnStepKernels, GruBackwardMatchesCpuWithPaddedRows) {
     Rng rng(B * 100 + H + 3);
     const std::vector<int> len = lengths_for(B);
     // r, z in (0, 1) and n in (-1, 1), as the forward leaves them.
-    std::vector<float> gates = random_floats(int64_t{B} * ld_pre, rng, 0.05f, 0.95f);
+    std::vector<float> gates = random_vector(int64_t{B} * ld_pre, rng, 0.05f, 0.95f);
     for (int b = 0; b < B; ++b)
       for (int k = 0; k < H; ++k) gates[b * ld_pre + 2 * H + k] = rng.uniform(-0.95f, 0.95f);
-    const std::vector<float> hn = random_floats(int64_t{B} * H, rng, -1.0f, 1.0f);
-    const std::vector<float> h_prev = random_floats(int64_t{B} * H, rng, -1.0f, 1.0f);
-    const std::vector<float> dy = random_floats(int64_t{B} * H, rng, -1.0f, 1.0f);
+    const std::vector<float> hn = random_vector(int64_t{B} * H, rng, -1.0f, 1.0f);
+    const std::vector<float> h_prev = random_vector(int64_t{B} * H, rng, -1.0f, 1.0f);
+    const std::vector<float> dy = random_vector(int64_t{B} * H, rng, -1.0f, 1.0f);
     const std::vector<float> carry = padded_rows(B, H, ld, rng, -1.0f, 1.0f);
     // The CPU layer's cell backward (core/gru_cell_backward.h); invalid rows all 0.
     std::vector<float> want_dpre(static_cast<size_t>(B) * GH, 0.0f),
