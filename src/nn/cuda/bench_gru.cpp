@@ -333,22 +333,13 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
             }
             auto forward = [&] { r.forward(c, x_dev.data(), y.data()); };
             auto backward = [&] { r.backward_data(c, y.data(), dy_dev.data(), dx.data()); };
-            bool fwd_graph = false, bwd_graph = false;
-            row.fwd_us = 1e3 *
-                         median_graph_ms_if_capturable(s, o.warmup, o.repeats, nothing, forward,
-                                                       &fwd_graph) /
-                         T;
-            forward();
-            row.bwd_us = 1e3 *
-                         median_graph_ms_if_capturable(s, o.warmup, o.repeats, nothing, backward,
-                                                       &bwd_graph) /
-                         T;
-            // Checked after one forward and one backward-data (backward-data alone repeated
-            // reads a reserve space the previous one wrote).
-            forward();
-            backward();
+            // Checked after the pair of calls time_rnn_passes ends on.
+            const RnnPassTimes times =
+                time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward);
+            row.fwd_us = times.fwd_us;
+            row.bwd_us = times.bwd_us;
             if (linear) row.note = "skip-input refused: time includes an input GEMM (W = I); ";
-            if (!fwd_graph || !bwd_graph) row.note += "launched: not capturable; ";
+            if (!times.captured) row.note += "launched: not capturable; ";
             if (!h_ours.empty())
               row.note += check_note(download_as(y.data(), n, v.dtype, s), h_ours,
                                      download_as(dx.data(), n, v.dtype, s), dx_ours);

@@ -88,20 +88,12 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       }
       auto forward = [&] { r.forward(c, x, y.data()); };
       auto backward = [&] { r.backward_data(c, y.data(), dy, dx.data()); };
-      const auto nothing = [] {};
-      bool fwd_graph = false, bwd_graph = false;
-      row.fwd_us =
-          1e3 *
-          median_graph_ms_if_capturable(stream, warmup, repeats, nothing, forward, &fwd_graph) / T;
-      forward();  // the reserve space backward-data reads
-      row.bwd_us =
-          1e3 *
-          median_graph_ms_if_capturable(stream, warmup, repeats, nothing, backward, &bwd_graph) / T;
-      // The outputs checked: one forward and one backward-data. Repeated backward-data calls
-      // without a forward between them gave a dx 0.9-1.0 (scaled) away from ours at every shape:
-      // cuDNN's backward-data writes into the reserve space that the next one reads.
-      forward();
-      backward();
+      // Repeated backward-data calls without a forward between them gave a dx 0.9-1.0 (scaled)
+      // away from ours at every shape: cuDNN's backward-data writes into the reserve space that the
+      // next one reads. time_rnn_passes ends on one forward and one backward-data.
+      const RnnPassTimes times = time_rnn_passes(stream, warmup, repeats, T, forward, backward);
+      row.fwd_us = times.fwd_us;
+      row.bwd_us = times.bwd_us;
       out.y = download_as(y.data(), int64_t{T} * B * H, dtype, stream);
       out.dx = download_as(dx.data(), int64_t{T} * B * H, dtype, stream);
       out.linear_input = linear;
@@ -109,7 +101,7 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       if (bias_mode != CUDNN_RNN_NO_BIAS)
         row.note +=
             std::string(row.note.empty() ? "" : "; ") + "with (zero) biases: no-bias refused";
-      if (!fwd_graph || !bwd_graph)
+      if (!times.captured)
         row.note += std::string(row.note.empty() ? "" : "; ") + "launched: not capturable";
       return;
     } catch (const Error& e) {

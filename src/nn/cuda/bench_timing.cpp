@@ -63,6 +63,9 @@ double median_graph_ms(cudaStream_t stream, int warmup, int repeats,
   return median_ms(stream, warmup, repeats, setup, replay);
 }
 
+namespace {
+
+// median_graph_ms, or median_ms where `run` cannot be captured; *captured says which.
 double median_graph_ms_if_capturable(cudaStream_t stream, int warmup, int repeats,
                                      const std::function<void()>& setup,
                                      const std::function<void()>& run, bool* captured) {
@@ -74,6 +77,27 @@ double median_graph_ms_if_capturable(cudaStream_t stream, int warmup, int repeat
     *captured = false;
     return median_ms(stream, warmup, repeats, setup, run);
   }
+}
+
+}  // namespace
+
+RnnPassTimes time_rnn_passes(cudaStream_t stream, int warmup, int repeats, int T,
+                             const std::function<void()>& forward,
+                             const std::function<void()>& backward) {
+  const auto nothing = [] {};
+  bool fwd_graph = false, bwd_graph = false;
+  RnnPassTimes times{};
+  times.fwd_us =
+      1e3 * median_graph_ms_if_capturable(stream, warmup, repeats, nothing, forward, &fwd_graph) /
+      T;
+  forward();
+  times.bwd_us =
+      1e3 * median_graph_ms_if_capturable(stream, warmup, repeats, nothing, backward, &bwd_graph) /
+      T;
+  forward();
+  backward();
+  times.captured = fwd_graph && bwd_graph;
+  return times;
 }
 
 std::vector<float> download_vector(const float* device, int64_t n, cudaStream_t stream) {
