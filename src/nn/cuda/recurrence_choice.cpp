@@ -11,8 +11,8 @@ namespace ds2 {
 // 24.77 / 11.04, H 512 batch 33 15.56 / 12.39, H 1024 batch 48 25.63 / 10.36, H 1536 batch 24
 // 22.05 / 11.02; backward-data, session 60: H 401 batch 24 9.83 / 12.47, H 512 batch 32 13.02 /
 // 10.19, H 768 batch 24 13.23 / 11.19, H 1024 batch 16 10.87 / 12.30, batch 33 20.82 / 12.88, H
-// 1536 batch 12 14.29 / 12.88). fp32 (where the fp16 split's
-// batch groups end: one direction past batch 8-32, both past 16), from `ds2 bench step
+// 1536 batch 12 14.29 / 12.88). fp32 (where the fp16 split's batch groups end: one direction past
+// batch 8-32, both past 16), from `ds2 bench step
 // configs/ds2-large.yaml run.device=cuda model.rnn_layers=2 model.rnn_type=gru
 // model.rnn_hidden=H model.bidirectional=D --batch B --seconds 2 --steps 4 --warmup 1`, rnn1's ms
 // a step (forward + backward, projections and weight gradients included), persistent / GEMM

@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/grid.h"
-#include "kernels/persistent_rnn_mma.h"
 #include "kernels/rnn.h"
 #include "nn/cuda/recurrence_choice.h"
 

@@ -1242,7 +1242,7 @@ void expect_gemm_past(Precision precision, int H, std::initializer_list<int> bat
 }
 
 // fp32 clipped-ReLU layers on the fp32-math kernel take the GEMM recurrence where it is faster
-// (nn/cuda/rnn_layer_cuda.cpp, relu_fp32_math_on_gemm): one direction of H 512 past batch 44, and
+// (nn/cuda/recurrence_choice.h, relu_fp32_math_on_gemm): one direction of H 512 past batch 44, and
 // stay persistent at batch 44 and on the fp16 split (batch 32).
 TEST(PersistentRnn, Fp32LayersOffTheTensorCoresTakeTheGemmRecurrencePastTheirBatch) {
   DS2_REQUIRE_GPU();
