@@ -103,7 +103,6 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     DS2_CUDA_CHECK(cudaMemcpyAsync(gates.data(), a.data(), 3 * n * sizeof(float),
                                    cudaMemcpyDeviceToDevice, s));
   };
-  const auto nothing = [] {};
   std::vector<Row> rows;
 
   Row persistent(bf16 ? "ours: persistent GRU (fp32 weights)" : "ours: persistent GRU (fp32)");
@@ -154,8 +153,11 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
       for (int i = 0; i < directions; i += per_launch)
         persistent_gru_backward_data(p, dirs + i, lengths.data(), T, B, ws.data(), ws_bytes, s);
     };
-    row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, restore_all, forward) / T;
-    row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    const RnnPassTimes times =
+        time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward, restore_all);
+    row.fwd_us = times.fwd_us;
+    row.bwd_us = times.bwd_us;
+    row.add_note(times.note());
     if (h_out) *h_out = download_vector(h.data(), n, s);
     if (dx_out) *dx_out = input_gradient(download_vector(dpre.data(), 3 * n, s), int64_t{T} * B, H);
   };
@@ -171,7 +173,7 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     Row row("ours: persistent GRU, fp32-math kernel");
     std::vector<float> h_other, dx_other;
     time_plan(fp32_math, row, &h_other, &dx_other);
-    row.note = check_note(h_other, h_ours, dx_other, dx_ours);
+    row.add_note(check_note(h_other, h_ours, dx_other, dx_ours));
     rows.push_back(row);
   }
 
@@ -196,7 +198,7 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
       if (plan.fits()) {
         std::vector<float> h_other, dx_other;
         time_plan(layer_plan, row, &h_other, &dx_other);
-        row.note = check_note(h_other, h_ours, dx_other, dx_ours);
+        row.add_note(check_note(h_other, h_ours, dx_other, dx_ours));
       } else {
         time_plan(layer_plan, row, &h_ours, &dx_ours);
       }
@@ -257,12 +259,15 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
         std::swap(c, nx);
       }
     };
-    gemm_row.fwd_us = 1e3 * median_graph_ms(s, o.warmup, o.repeats, restore, forward) / T;
-    gemm_row.bwd_us = 1e3 * median_graph_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    const RnnPassTimes times =
+        time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward, restore);
+    gemm_row.fwd_us = times.fwd_us;
+    gemm_row.bwd_us = times.bwd_us;
+    gemm_row.add_note(times.note());
     if (!h_ours.empty())
-      gemm_row.note = check_note(
+      gemm_row.add_note(check_note(
           download_vector(hg.data(), n, s), h_ours,
-          input_gradient(download_vector(dpre_g.data(), 3 * n, s), int64_t{T} * B, H), dx_ours);
+          input_gradient(download_vector(dpre_g.data(), 3 * n, s), int64_t{T} * B, H), dx_ours));
     rows.push_back(gemm_row);
   }
 
@@ -338,11 +343,11 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
                 time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward);
             row.fwd_us = times.fwd_us;
             row.bwd_us = times.bwd_us;
-            if (linear) row.note = "skip-input refused: time includes an input GEMM (W = I); ";
-            if (!times.captured) row.note += "launched: not capturable; ";
+            if (linear) row.add_note("skip-input refused: time includes an input GEMM (W = I)");
+            row.add_note(times.note());
             if (!h_ours.empty())
-              row.note += check_note(download_as(y.data(), n, v.dtype, s), h_ours,
-                                     download_as(dx.data(), n, v.dtype, s), dx_ours);
+              row.add_note(check_note(download_as(y.data(), n, v.dtype, s), h_ours,
+                                      download_as(dx.data(), n, v.dtype, s), dx_ours));
             break;
           } catch (const Error& e) {
             (void)cudaGetLastError();

@@ -97,12 +97,9 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       out.y = download_as(y.data(), int64_t{T} * B * H, dtype, stream);
       out.dx = download_as(dx.data(), int64_t{T} * B * H, dtype, stream);
       out.linear_input = linear;
-      if (linear) row.note = "skip-input refused: time includes an input GEMM with W = I";
-      if (bias_mode != CUDNN_RNN_NO_BIAS)
-        row.note +=
-            std::string(row.note.empty() ? "" : "; ") + "with (zero) biases: no-bias refused";
-      if (!times.captured)
-        row.note += std::string(row.note.empty() ? "" : "; ") + "launched: not capturable";
+      if (linear) row.add_note("skip-input refused: time includes an input GEMM with W = I");
+      if (bias_mode != CUDNN_RNN_NO_BIAS) row.add_note("with (zero) biases: no-bias refused");
+      row.add_note(times.note());
       return;
     } catch (const Error& e) {
       (void)cudaGetLastError();
@@ -167,7 +164,6 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   const std::vector<int> host_lengths(B, T);
   DS2_CUDA_CHECK(cudaMemcpyAsync(lengths.data(), host_lengths.data(), B * sizeof(int),
                                  cudaMemcpyHostToDevice, s));
-  const auto nothing = [] {};
   std::vector<Row> rows;
 
   // Ours, persistent.
@@ -211,8 +207,10 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         persistent_rnn_backward_data(p, bwd + d, lengths.data(), T, B, kClip, ws.data(), ws_bytes,
                                      s);
     };
-    row.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
-    row.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    const RnnPassTimes times = time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward);
+    row.fwd_us = times.fwd_us;
+    row.bwd_us = times.bwd_us;
+    row.add_note(times.note());
   };
   Row grid_row(std::string("ours: persistent, grid-wide (") + o.precision + ")");
   Row other_row("");
@@ -305,14 +303,16 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         sparse_persistent_rnn_backward_data(splan, &bd, lengths.data(), T, B, kClip, ws.data(),
                                             ws_bytes, s);
       };
-      sparse.fwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, forward) / T;
-      sparse.bwd_us = 1e3 * median_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+      const RnnPassTimes times = time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward);
+      sparse.fwd_us = times.fwd_us;
+      sparse.bwd_us = times.bwd_us;
+      sparse.add_note(times.note());
       if (plan.fits()) {
         std::ostringstream note;
         note << "check vs persistent: h " << std::scientific << std::setprecision(1)
              << scaled_max_diff(download_vector(hs.data(), n, s), h_ours) << ", dpre "
              << scaled_max_diff(download_vector(dps.data(), n, s), dpre_ours);
-        sparse.note = note.str();
+        sparse.add_note(note.str());
       }
     } else {
       sparse.note = "does not fit";
@@ -352,14 +352,17 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         std::swap(c, nx);
       }
     };
-    gemm_row.fwd_us = 1e3 * median_graph_ms(s, o.warmup, o.repeats, restore, forward) / T;
-    gemm_row.bwd_us = 1e3 * median_graph_ms(s, o.warmup, o.repeats, nothing, backward) / T;
+    const RnnPassTimes times =
+        time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward, restore);
+    gemm_row.fwd_us = times.fwd_us;
+    gemm_row.bwd_us = times.bwd_us;
+    gemm_row.add_note(times.note());
     if (plan.fits()) {
       std::ostringstream note;
       note << "check vs persistent: h " << std::scientific << std::setprecision(1)
            << scaled_max_diff(download_vector(hg.data(), n, s), h_ours) << ", dpre "
            << scaled_max_diff(download_vector(dpre_g.data(), n, s), dpre_ours);
-      gemm_row.note = note.str();
+      gemm_row.add_note(note.str());
     }
     rows.push_back(gemm_row);
   }

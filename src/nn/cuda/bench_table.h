@@ -17,6 +17,10 @@ struct BenchRow {
   std::string name;
   double fwd_us = -1.0, bwd_us = -1.0;  // per timestep; < 0: not run
   std::string note;
+  // Appends `more` to the note, "; " between them; an empty `more` changes nothing.
+  void add_note(const std::string& more) {
+    if (!more.empty()) note += (note.empty() ? "" : "; ") + more;
+  }
   bool reference = false;  // a cuDNN row at the benchmark's precision: the ratio's reference
   bool sparse = false;     // ours, sparse persistent (bench rnn --density)
 };

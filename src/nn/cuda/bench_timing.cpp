@@ -63,12 +63,9 @@ double median_graph_ms(cudaStream_t stream, int warmup, int repeats,
   return median_ms(stream, warmup, repeats, setup, replay);
 }
 
-namespace {
-
-// median_graph_ms, or median_ms where `run` cannot be captured; *captured says which.
-double median_graph_ms_if_capturable(cudaStream_t stream, int warmup, int repeats,
-                                     const std::function<void()>& setup,
-                                     const std::function<void()>& run, bool* captured) {
+double median_graph_ms_or_launched(cudaStream_t stream, int warmup, int repeats,
+                                   const std::function<void()>& setup,
+                                   const std::function<void()>& run, bool* captured) {
   try {
     *captured = true;
     return median_graph_ms(stream, warmup, repeats, setup, run);
@@ -79,21 +76,25 @@ double median_graph_ms_if_capturable(cudaStream_t stream, int warmup, int repeat
   }
 }
 
-}  // namespace
+std::string RnnPassTimes::note() const {
+  return captured ? std::string() : "launched: not capturable";
+}
 
 RnnPassTimes time_rnn_passes(cudaStream_t stream, int warmup, int repeats, int T,
                              const std::function<void()>& forward,
-                             const std::function<void()>& backward) {
+                             const std::function<void()>& backward,
+                             const std::function<void()>& before_forward) {
+  const std::function<void()> setup = before_forward ? before_forward : [] {};
   const auto nothing = [] {};
   bool fwd_graph = false, bwd_graph = false;
   RnnPassTimes times{};
   times.fwd_us =
-      1e3 * median_graph_ms_if_capturable(stream, warmup, repeats, nothing, forward, &fwd_graph) /
-      T;
+      1e3 * median_graph_ms_or_launched(stream, warmup, repeats, setup, forward, &fwd_graph) / T;
+  setup();
   forward();
   times.bwd_us =
-      1e3 * median_graph_ms_if_capturable(stream, warmup, repeats, nothing, backward, &bwd_graph) /
-      T;
+      1e3 * median_graph_ms_or_launched(stream, warmup, repeats, nothing, backward, &bwd_graph) / T;
+  setup();
   forward();
   backward();
   times.captured = fwd_graph && bwd_graph;

@@ -41,9 +41,14 @@ int gru_fma_max_batch(Precision precision, int hidden, int directions, bool back
 // 14.05, batch 64 15.26 / 14.75; H 3072 batch 56 17.06 / 16.76, batch 64 19.78 / 18.51. Both
 // directions: H 512 batch 64 3.38 / 3.34; H 1024 batch 48 5.54 / 5.76, batch 64 7.14 / 6.63; H
 // 1920 batch 48 13.72 / 13.89, batch 64 17.67 / 15.89; H 2560 (in turn) batch 64 30.30 / 26.91.
+// One direction between H 512 and 1024 (session 67, the same command): H 640 batch 48 2.77 /
+// 2.97, batch 56 3.14 / 3.05, batch 64 3.52 / 3.15; H 768 batch 48 2.96 / 3.00, batch 56 3.35 /
+// 3.14, batch 64 3.88 / 3.36; H 896 batch 48 3.11 / 3.59, batch 56 3.67 / 3.94, batch 64 4.11 /
+// 3.93.
 bool relu_fp32_math_on_gemm(int hidden, int directions, int batch) {
   if (directions == 2) return hidden >= 1024 && batch > 56;
-  return (hidden <= 512 && batch > 44) || (hidden >= 1792 && batch > 56);
+  if (hidden <= 512 && batch > 44) return true;
+  return batch > 56 && (hidden < 1024 || hidden >= 1792);
 }
 
 // bf16 clipped-ReLU layers on tensor cores at H 2304-3072 run on the GEMM recurrence past batch 56,

@@ -1242,14 +1242,18 @@ void expect_gemm_past(Precision precision, int H, std::initializer_list<int> bat
 }
 
 // fp32 clipped-ReLU layers on the fp32-math kernel take the GEMM recurrence where it is faster
-// (nn/cuda/recurrence_choice.h, relu_fp32_math_on_gemm): one direction of H 512 past batch 44, and
-// stay persistent at batch 44 and on the fp16 split (batch 32).
+// (nn/cuda/recurrence_choice.h, relu_fp32_math_on_gemm): one direction of H 512 past batch 44 and
+// of H 768 past 56, and stay persistent up to there and on the fp16 split (batch 32).
 TEST(PersistentRnn, Fp32LayersOffTheTensorCoresTakeTheGemmRecurrencePastTheirBatch) {
   DS2_REQUIRE_GPU();
-  const PersistentRnnPlan wide(512, 48, 1), narrow(512, 32, 1);
+  const PersistentRnnPlan wide(512, 48, 1), narrow(512, 32, 1), wider(768, 56, 1);
   if (!wide.fits() || wide.tiling().tensor_cores || !narrow.tiling().tensor_cores)
     GTEST_SKIP() << "H 512 batch 48 is not an fp32-math plan here: " << wide.describe();
   expect_gemm_past(Precision::kFp32, 512, {48, 44, 32, 45}, 44,
+                   " with the persistent RNN off the tensor cores");
+  if (!wider.fits() || wider.tiling().tensor_cores)
+    GTEST_SKIP() << "H 768 batch 56 is not an fp32-math plan here: " << wider.describe();
+  expect_gemm_past(Precision::kFp32, 768, {64, 56, 57}, 56,
                    " with the persistent RNN off the tensor cores");
 }
 

@@ -41,13 +41,14 @@ TEST(RecurrenceChoice, GruFmaMaxBatchByPrecisionSizeAndDirections) {
 }
 
 TEST(RecurrenceChoice, Fp32ReluOnTheFp32MathKernelTakesTheGemmRecurrencePastItsBatch) {
-  // One direction: H <= 512 past batch 44, H >= 1792 past 56, in between never. Both directions:
-  // H >= 1024 past batch 56.
+  // One direction: H <= 512 past batch 44, H < 1024 and H >= 1792 past 56, H 1024-1791 never.
+  // Both directions: H >= 1024 past batch 56.
   for (const Edge& e : {Edge{512, 1, 44, false}, Edge{512, 1, 45, true}, Edge{256, 1, 64, true},
-                        Edge{513, 1, 64, false}, Edge{1536, 1, 64, false}, Edge{1792, 1, 56, false},
-                        Edge{1792, 1, 57, true}, Edge{3072, 1, 64, true}, Edge{1023, 2, 64, false},
-                        Edge{1024, 2, 56, false}, Edge{1024, 2, 57, true}, Edge{2560, 2, 64, true},
-                        Edge{512, 2, 64, false}})
+                        Edge{513, 1, 56, false}, Edge{513, 1, 57, true}, Edge{1023, 1, 64, true},
+                        Edge{1024, 1, 64, false}, Edge{1536, 1, 64, false},
+                        Edge{1791, 1, 64, false}, Edge{1792, 1, 56, false}, Edge{1792, 1, 57, true},
+                        Edge{3072, 1, 64, true}, Edge{1023, 2, 64, false}, Edge{1024, 2, 56, false},
+                        Edge{1024, 2, 57, true}, Edge{2560, 2, 64, true}, Edge{512, 2, 64, false}})
     EXPECT_EQ(relu_fp32_math_on_gemm(e.hidden, e.directions, e.batch), e.gemm) << edge_name(e);
 }
 
