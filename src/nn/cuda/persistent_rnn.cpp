@@ -167,7 +167,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   m.threads = kernels::kPrnnMmaThreads;
   spread_tensor_rows(m, ctas_max, 16);
   m.register_groups = m.rows_per_cta / kRowGroup;
-  // fp32 at batch 2-4, and at batch 1 from H 513: the tensor-core kernel with U and the
+  // fp32 at batch 1-4: the tensor-core kernel with U and the
   // state split into fp16 halves, tagged exchange, with the fp32-math kernel as its fallback
   // (kernels/NOTES.md, versions 6-8, sessions 28, 40-42). H100, forward us a step: batch 4 H
   // 512-1024 1.15-1.50 (then on the tf32 split) against the step barrier's 1.75-2.09; at batch 1
@@ -196,6 +196,12 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // rows a CTA; kernels::PrnnTiling::batch_groups). H200, us a step forward, the fp32-math
   // kernel against this (session 51): H 1152 batch 8 3.30 -> 1.31, H 2048 batch 8 4.52 -> 2.07,
   // H 512 batch 16 4.01 -> 0.98, both directions of H 192 batch 16 3.82 -> 0.94.
+  // Batch 1 at H <= 512 ran the fp32-math tagged kernel until session 67, which measured the split
+  // faster there (H200, `ds2 bench rnn --hidden H --batch 1 --ours-only`, graph-timed, forward /
+  // backward-data us a step, fp32-math tagged against the split): H 128 0.96 / 1.00 against 0.78
+  // / 0.82, H 192 1.39 / 1.41 against 0.85 / 0.87, H 256 1.00 / 1.03 against 0.86 / 0.89, H 384
+  // 1.01 / 1.03 against 0.87 / 0.89, H 512 1.04 / 1.07 against 0.91 / 0.93. Fewer CTAs with more
+  // rows each were no faster (H 256 on 8 CTAs of 32 rows 0.85 / 0.89, H 512 on 16 1.03 / 1.05).
   auto take_fp16_split = [&](int groups) {
     kernels::PrnnTiling c = m;
     c.batch_groups = groups;
@@ -207,7 +213,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     stacked.register_groups = stacked.rows_per_cta / kRowGroup;
     const bool try_stacked = allowed.stacked_split && stacked.rows_per_cta < c.rows_per_cta;
     const bool hi_shared = !try_stacked && kernels::prnn_mma_hi_in_shared(c);  // 32-row CTAs
-    const bool wins = groups > 1 || (hi_shared ? max_batch >= 3 : max_batch >= 2 || hidden > 512);
+    const bool wins = groups > 1 || !hi_shared || max_batch >= 3;
     if (!wins) return false;
     c.batch_tile = stacked.batch_tile = kernels::kPrnnSplitSetRows;
     c.tagged_exchange = stacked.tagged_exchange = true;
@@ -319,7 +325,8 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
       threads_reason = s.str();
       return;
     }
-    // fp32 at batch 1 and H <= 512: the tagged exchange (H200, forward / backward-data us a step
+    // fp32 at batch 1 and H <= 512 where the fp16 split is not allowed (session 67 measured the
+    // split faster there): the tagged exchange (H200, forward / backward-data us a step
     // against the step barrier: H 512 1.10 / 1.12-1.13 vs 1.52-1.55 / 1.56-1.59 on three machine
     // starts). At H 1152 two starts gave 1.19 / 1.26 and a third 2.09-2.10 / 2.13-2.17 against
     // 1.69-1.74; at H 2048 its backward-data lost (2.68 vs 2.04); on bf16 weights it lost to the

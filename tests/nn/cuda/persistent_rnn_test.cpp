@@ -555,17 +555,19 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
                 wide.tiling().rows_per_cta == 32 && wide.tiling().batch_tile == 32)
         << wide.describe();
   }
-  // fp32 at batch 1 up to H 512: the fp32-math kernel with the tagged exchange; at batch 2-4,
-  // and batch 1 from H 513, the tensor-core kernel with split operands (tagged); else the step
-  // barrier.
+  // fp32 at batch 1-4: the tensor-core kernel with split operands (tagged), at batch 1 down to
+  // the smallest layers (session 67); else the step barrier.
   if (prop.multiProcessorCount >= 100 && prop.major >= 8) {
     auto split = [](const PersistentRnnPlan& p) {
       return p.fits() && p.tiling().tensor_cores && !p.tiling().state_in_bf16() &&
              p.tiling().tagged_exchange;
     };
     const PersistentRnnPlan b1(512, 1), b1_mid(1152, 1), b1_1536(1536, 1), b1_large(1792, 1);
+    const PersistentRnnPlan b1_small(128, 1), b1_both(192, 1, 2);
     const PersistentRnnPlan b2(512, 2), b2_large(1536, 2), b4(1152, 4), b4_large(2048, 4);
-    EXPECT_TRUE(b1.tiling().tagged_exchange && !b1.tiling().tensor_cores) << b1.describe();
+    EXPECT_TRUE(split(b1)) << b1.describe();
+    EXPECT_TRUE(split(b1_small)) << b1_small.describe();
+    EXPECT_TRUE(split(b1_both)) << b1_both.describe();
     EXPECT_TRUE(split(b1_mid)) << b1_mid.describe();
     EXPECT_TRUE(split(b1_1536)) << b1_1536.describe();
     EXPECT_TRUE(split(b1_large)) << b1_large.describe();
@@ -804,6 +806,21 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "this GPU plans no fp32 tensor-core layer (sm_80+, 100+ SMs)";
+}
+
+// The fp32-math kernel with the tagged exchange, which fp32 plans at batch 1 and H <= 512 take
+// only where the fp16 split is not allowed (session 67 measured the split faster there): odd and
+// even sizes, both orders, against float64.
+TEST(PersistentRnn, Fp32MathTaggedKernelMatchesFloat64AtBatch1) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  const PersistentRnnKernels no_split{true, true, false};
+  for (const int H : {37, 300, 512}) {
+    const PersistentRnnPlan plan(H, 1, 1, -1, Precision::kFp32, no_split);
+    ASSERT_TRUE(plan.fits() && plan.tiling().tagged_exchange && !plan.tiling().tensor_cores)
+        << plan.describe();
+    check_plan_against_float64(ctx, plan, 1, 40, H % 2 == 1, 1100 + H);
+  }
 }
 
 // fp32 past batch 4 on the fp16 split: batch groups of at most 4 rows, each set of CTAs on its
