@@ -13,6 +13,7 @@
 #include "kernels/persistent_rnn_math.cuh"
 #include "kernels/persistent_rnn_mma.h"
 #include "kernels/persistent_rnn_operands.h"
+#include "kernels/persistent_rnn_single.h"
 #include "kernels/reduce_scatter_order.h"
 #include "kernels/step_barrier.cuh"
 #include "kernels/tagged_exchange.cuh"
@@ -437,6 +438,7 @@ KernelFn kernel_for(const PrnnTiling& t) {
 
 // The kernel t selects: the fp32-math kernel or the tensor-core one.
 const void* kernel_ptr(const PrnnTiling& t) {
+  if (t.single_cta) return prnn_single_kernel(t);
   if (t.cluster) return prnn_cluster_kernel(t);
   return t.tensor_cores ? prnn_mma_kernel(t) : reinterpret_cast<const void*>(kernel_for(t));
 }
@@ -455,7 +457,8 @@ void check_tiling(const PrnnTiling& t) {
   const int owners = t.gru ? pgru_mma_neurons(t) : t.rows_per_cta;
   const bool covered = !t.tensor_cores || !t.tagged_exchange || t.cluster ||
                        int64_t{t.ctas_per_direction} * owners >= prnn_mma_state_owners(t);
-  const bool own = t.tensor_cores
+  const bool own = t.single_cta ? true  // prnn_single_kernel checked the rest
+                   : t.tensor_cores
                        ? t.threads == kPrnnMmaThreads &&
                              t.rows_per_cta % prnn_mma_tile_rows(t) == 0 &&
                              // one pass: one n-tile, or the GRU's set of 8, 16 or 32 rows
@@ -500,12 +503,13 @@ int prnn_padded_hidden(const PrnnTiling& t) {
 }
 
 size_t prnn_shared_bytes(const PrnnTiling& t) {
+  if (t.single_cta) return prnn_single_shared_bytes(t);
   if (t.cluster) return prnn_cluster_shared_bytes(t);
   return t.tensor_cores ? prnn_mma_shared_bytes(t) : smem_layout(t).total;
 }
 
 size_t prnn_workspace_bytes(const PrnnTiling& t) {
-  if (t.cluster) return 0;  // the exchange lives in the cluster's shared memory
+  if (t.cluster || t.single_cta) return 0;  // the exchange lives in shared memory
   if (t.tensor_cores) return prnn_mma_workspace_bytes(t);
   // The exchange arrays of the directions, their two barrier counters, then the streamed rows.
   return streamed_offset(t) + streamed_bytes(t);
@@ -535,8 +539,12 @@ void prnn_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs, 
                  int T, int B, float clip, void* workspace, cudaStream_t stream,
                  const unsigned int* run_if) {
   if (!prnn_launch_checks(t, T, B, lengths, workspace)) return;
-  DS2_CHECK(run_if == nullptr || (!t.cluster && !t.tensor_cores),
+  DS2_CHECK(run_if == nullptr || (!t.cluster && !t.tensor_cores && !t.single_cta),
             "persistent RNN: a conditional launch (run_if) runs the fp32-math kernel only");
+  if (t.single_cta) {
+    prnn_single_launch(t, backward, dirs, lengths, T, B, clip, stream);
+    return;
+  }
   if (t.cluster) {
     prnn_cluster_launch(t, backward, dirs, lengths, T, B, clip, stream);
     return;

@@ -1,6 +1,7 @@
 // Persistent clipped-ReLU RNN recurrence (version 2; bf16 plans that fit use the tensor-core kernel
 // of kernels/persistent_rnn_mma.h, version 3, or its cluster form,
-// kernels/persistent_rnn_cluster.h, version 4, through the same calls): ONE cooperative kernel runs
+// kernels/persistent_rnn_cluster.h, version 4, and small fp32 layers the single-CTA form of
+// kernels/persistent_rnn_single.h, through the same calls): ONE cooperative kernel runs
 // all T timesteps of one or both directions of a layer. Each CTA owns `rows_per_cta` consecutive
 // output neurons and keeps their rows of U (forward) or of U^T (backward-data) on chip for the
 // whole launch, in fp32 or in bf16 (`bf16_weights`: half the bytes, so more rows fit; products and
@@ -86,6 +87,10 @@ struct PrnnTiling {
   // the state through distributed shared memory and synchronizes with the cluster barrier
   // (kernels/persistent_rnn_cluster.h); batch_tile 8, max_batch <= 8.
   bool cluster = false;
+  // fp32 small layers (kernels/persistent_rnn_single.h; the kernel runs H <= 192 at batch <= 4,
+  // plans take it at H <= 128 and batch 1): one CTA per direction holds all of U in registers and
+  // the state in its shared memory; no exchange between CTAs, no workspace.
+  bool single_cta = false;
   // Grid-wide tensor-core plans only: the state exchange synchronizes through its data (each
   // bf16 travels with the step that wrote it; kernels/tagged_exchange.cuh) instead of a step
   // barrier per direction. Twice the exchange's bytes and more registers per thread.

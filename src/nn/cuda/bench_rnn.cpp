@@ -215,10 +215,13 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   Row grid_row(std::string("ours: persistent, grid-wide (") + o.precision + ")");
   Row other_row("");
   if (plan.fits()) {
-    // Beside the kernel the plan picked, in the same run: the grid-wide tensor-core kernel when
-    // it picked the cluster one; the cluster or step-barrier kernel when it picked the tagged one.
-    if (plan.tiling().cluster) {
-      const PersistentRnnPlan grid(H, B, 1, o.device, precision, PersistentRnnKernels{false});
+    // Beside the kernel the plan picked, in the same run: the grid-wide kernel when it picked the
+    // cluster or the single-CTA one; the cluster or step-barrier kernel when it picked the tagged
+    // one.
+    if (plan.tiling().cluster || plan.tiling().single_cta) {
+      PersistentRnnKernels grid_wide{false};
+      grid_wide.single_cta = false;
+      const PersistentRnnPlan grid(H, B, 1, o.device, precision, grid_wide);
       if (grid.fits()) time_plan(grid, grid_row, h.data(), dpre.data());
     }
     if (plan.tiling().tagged_exchange) {

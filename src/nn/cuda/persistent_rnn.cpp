@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/persistent_rnn_cluster.h"
 #include "kernels/persistent_rnn_mma.h"
+#include "kernels/persistent_rnn_single.h"
 #include "nn/cuda/streamed_rows_search.h"
 
 namespace ds2 {
@@ -27,6 +28,10 @@ constexpr int kFmaBf16MaxBatch = 16;
 constexpr int kBf16WidestMaxBatch = 48;
 // ... and the tagged exchange at 14 k-tiles a warp up to this batch (measured in the constructor).
 constexpr int kBf16WideTaggedMaxBatch = 3;
+// fp32 small layers run on one CTA per direction up to this batch and hidden size (measured in the
+// constructor).
+constexpr int kSingleCtaMaxBatch = 1;
+constexpr int kSingleCtaMaxHidden = 128;
 
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
@@ -162,6 +167,29 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   //    6.81-6.87 -> 6.69, H 1024 6.31 -> 5.95-5.96.
   // Tests of the streamed rows ask for them at sizes that fit on chip: the fp32-math kernel only.
   const bool forced_stream = allowed.min_streamed_groups > 0;
+  // fp32 layers of H <= 128 at batch 1: one CTA per direction holds all of U in registers and
+  // the state in shared memory, so a step ends with one CTA barrier instead of an exchange through
+  // L2 (kernels/persistent_rnn_single.h). H200, `ds2 bench rnn --hidden H --batch B --ours-only`,
+  // graph-timed, forward / backward-data us a step, this kernel against the grid-wide fp16 split
+  // (session 67): batch 1 H 32 0.64 / 0.73 against 0.77 / 0.82, H 64 0.62 / 0.71 against 0.77 /
+  // 0.82, H 96 0.69 / 0.81 against 0.78 / 0.83, H 128 0.71 / 0.83 against 0.78 / 0.83; but H 160
+  // 0.95 / 1.08 against 0.81 / 0.84, and at batch 2 from H 64 (0.74-1.31 against 0.75-0.86), at
+  // batch 3-4 from H 32. One SM's products and its warps' reductions set its pace as H or the batch
+  // grow. Tests may ask for it wherever it runs (PersistentRnnKernels::force_single_cta).
+  const bool single_measured = max_batch <= kSingleCtaMaxBatch && hidden <= kSingleCtaMaxHidden;
+  if (!forced_stream && !t.bf16_weights && allowed.single_cta &&
+      (single_measured || allowed.force_single_cta)) {
+    const kernels::PrnnTiling c = kernels::prnn_single_tiling(hidden, max_batch, directions);
+    if (kernels::prnn_has_kernel(c)) {
+      const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
+      if (info.local_bytes == 0 && info.blocks_per_sm >= 1 && sm_count_ >= directions) {
+        t = c;
+        registers_ = info.registers;
+        fits_ = true;
+        return;
+      }
+    }
+  }
   kernels::PrnnTiling m = t;
   m.tensor_cores = true;
   m.threads = kernels::kPrnnMmaThreads;
@@ -220,6 +248,7 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
     // The fp16 split only with a fallback that fits (it is an fp32-math plan of this shape).
     PersistentRnnKernels fp32_math{allowed.cluster, false, false};
     fp32_math.streamed_rows = false;
+    fp32_math.single_cta = false;  // the rerun is a conditional launch (run_if)
     auto fallback = std::make_shared<const PersistentRnnPlan>(hidden, max_batch, directions, device,
                                                               precision, fp32_math);
     if (!fallback->fits() ||
@@ -459,7 +488,9 @@ std::string PersistentRnnPlan::describe() const {
     << ") x " << t.threads << " threads"
     << (t.chunks > 1 ? " of " + std::to_string(4 * t.chunks) + " columns" : "") << ", "
     << t.rows_per_cta << " rows per CTA ("
-    << (kernels::prnn_mma_stacked_split(t)
+    << (t.single_cta ? std::string("all in registers; the state in shared memory, no exchange "
+                                   "between CTAs")
+        : kernels::prnn_mma_stacked_split(t)
             ? std::string("8-row tiles of hi over lo parts, some in registers, the rest in shared "
                           "memory")
         : kernels::prnn_mma_hi_in_shared(t)

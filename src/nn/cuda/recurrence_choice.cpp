@@ -52,8 +52,8 @@ bool relu_fp32_math_on_gemm(int hidden, int directions, int batch) {
 }
 
 // bf16 clipped-ReLU layers on tensor cores at H 2304-3072 run on the GEMM recurrence past batch 56,
-// and bidirectional ones from H 2688 past batch 40: there every CTA's share of the products takes
-// passes of at most 32 batch columns (past H 3072 kBf16WidestMaxBatch refuses the plan beyond
+// from H 2688 past batch 48 (bidirectional ones past 40): there every CTA's share of the products
+// takes passes of at most 32 batch columns (past H 3072 kBf16WidestMaxBatch refuses the plan beyond
 // batch 48). `ds2 bench rnn --precision bf16 --hidden H --batch B --repeats 5 --warmup 1`
 // (graph-timed, one direction), us a step forward / backward-data, persistent against the GEMM
 // recurrence (H200, session 66): H 2304 batch 48 7.28 / 7.36 against 7.46 / 8.05, batch 64 8.55 /
@@ -63,11 +63,17 @@ bool relu_fp32_math_on_gemm(int hidden, int directions, int batch) {
 // against 9.10 / 9.58. Seven layers (`ds2 bench step configs/ds2-large.yaml run.device=cuda
 // train.precision=bf16 model.rnn_hidden=H --batch B`), ms a step, persistent / GEMM recurrence:
 // one direction H 2304 batch 64 46.24 / 45.16, H 3072 batch 64 63.47 / 54.15, but H 2816 batch 48
-// 48.39 / 48.83 (so one direction waits for batch 57); both directions H 2560 batch 64 81.35 /
-// 64.74, H 2816 batch 48 (in turn) 83.12 / 66.61.
+// 48.39 / 48.83 (so one direction waited for batch 57 until session 67); both directions H 2560
+// batch 64 81.35 / 64.74, H 2816 batch 48 (in turn) 83.12 / 66.61. One direction from H 2688 at
+// batch 49-56 (session 67, `ds2 bench step configs/ds2-large.yaml run.device=cuda
+// train.precision=bf16 model.rnn_layers=2 model.rnn_hidden=H model.bidirectional=false --batch B
+// --seconds 2 --steps 4 --warmup 1`, rnn1's ms a step persistent / GEMM recurrence): H 2816 batch
+// 49 3.24 / 2.66, batch 52 3.29 / 2.71, batch 56 3.32 / 2.75; H 2688 batch 56 3.27 / 2.69; H 3072
+// batch 52 3.43 / 2.95, batch 56 3.48 / 3.11. So one direction there leaves past batch 48.
 bool relu_bf16_tensor_on_gemm(int hidden, int directions, int batch) {
   if (hidden < 2304 || hidden > 3072) return false;
-  return batch > (directions == 2 && hidden >= 2688 ? 40 : 56);
+  if (hidden >= 2688) return batch > (directions == 2 ? 40 : 48);
+  return batch > 56;
 }
 
 // A bidirectional bf16 GRU layer whose pass runs its directions one after the other on bf16

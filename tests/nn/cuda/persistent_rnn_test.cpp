@@ -26,6 +26,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -563,11 +564,21 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
              p.tiling().tagged_exchange;
     };
     const PersistentRnnPlan b1(512, 1), b1_mid(1152, 1), b1_1536(1536, 1), b1_large(1792, 1);
-    const PersistentRnnPlan b1_small(128, 1), b1_both(192, 1, 2);
+    const PersistentRnnPlan b1_small(256, 1), b1_both(384, 1, 2);
     const PersistentRnnPlan b2(512, 2), b2_large(1536, 2), b4(1152, 4), b4_large(2048, 4);
     EXPECT_TRUE(split(b1)) << b1.describe();
     EXPECT_TRUE(split(b1_small)) << b1_small.describe();
     EXPECT_TRUE(split(b1_both)) << b1_both.describe();
+    // Up to H 128 at batch 1: one CTA per direction.
+    for (const auto& [H, B, D] :
+         {std::tuple{128, 1, 1}, std::tuple{64, 1, 2}, std::tuple{33, 1, 1}, std::tuple{1, 1, 2}}) {
+      const PersistentRnnPlan single(H, B, D);
+      EXPECT_TRUE(single.fits() && single.tiling().single_cta && single.workspace_bytes() == 0)
+          << single.describe();
+    }
+    EXPECT_FALSE(PersistentRnnPlan(129, 1).tiling().single_cta);
+    EXPECT_FALSE(PersistentRnnPlan(64, 2).tiling().single_cta);
+    EXPECT_FALSE(PersistentRnnPlan(128, 5).tiling().single_cta);
     EXPECT_TRUE(split(b1_mid)) << b1_mid.describe();
     EXPECT_TRUE(split(b1_1536)) << b1_1536.describe();
     EXPECT_TRUE(split(b1_large)) << b1_large.describe();
@@ -787,8 +798,10 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
   CudaContext ctx;
   int checked = 0;
   constexpr PersistentRnnKernels kSixteenRowSplit{true, true, true, false};
+  PersistentRnnKernels grid_wide;  // not the single-CTA kernel small layers take
+  grid_wide.single_cta = false;
   for (const auto& [H, kernels] :
-       std::vector<std::pair<int, PersistentRnnKernels>>{{37, {}},
+       std::vector<std::pair<int, PersistentRnnKernels>>{{37, grid_wide},
                                                          {300, {}},
                                                          {1000, {}},
                                                          {1150, {}},
@@ -808,13 +821,38 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
   if (checked == 0) GTEST_SKIP() << "this GPU plans no fp32 tensor-core layer (sm_80+, 100+ SMs)";
 }
 
+// The single-CTA kernel (small fp32 layers; kernels/persistent_rnn_single.h) at every
+// columns-a-lane count it has (H 1-32 .. 161-192) and batch tile (1, 2, 4), odd sizes, every batch
+// up to its plan's, both orders, against float64; and both directions in one launch give the bits
+// of one launch each. Plans take it at H <= 128 and batch 1; the rest is asked for.
+TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  PersistentRnnKernels forced;
+  forced.force_single_cta = true;
+  for (const auto& [H, max_batch] : std::vector<std::pair<int, int>>{
+           {1, 1}, {5, 4}, {33, 2}, {64, 4}, {97, 3}, {160, 4}, {161, 1}, {192, 2}}) {
+    const PersistentRnnPlan plan(H, max_batch, 1, -1, Precision::kFp32, forced);
+    ASSERT_TRUE(plan.fits() && plan.tiling().single_cta) << plan.describe();
+    for (int B = 1; B <= max_batch; ++B)
+      check_plan_against_float64(ctx, plan, B, B == 2 ? 1 : 45, (H + B) % 2 == 1, 1300 + H + B);
+    const PersistentRnnPlan both(H, max_batch, 2, -1, Precision::kFp32, forced);
+    ASSERT_TRUE(both.fits() && both.tiling().single_cta) << both.describe();
+    BothDirections layer(ctx, 30, max_batch, H, 1400 + H);
+    std::vector<float> h[2], dp;
+    layer.run(plan, h, &dp);
+    layer.expect_same(both, h, dp, "both directions on one CTA each in one launch");
+  }
+}
+
 // The fp32-math kernel with the tagged exchange, which fp32 plans at batch 1 and H <= 512 take
 // only where the fp16 split is not allowed (session 67 measured the split faster there): odd and
 // even sizes, both orders, against float64.
 TEST(PersistentRnn, Fp32MathTaggedKernelMatchesFloat64AtBatch1) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
-  const PersistentRnnKernels no_split{true, true, false};
+  PersistentRnnKernels no_split{true, true, false};
+  no_split.single_cta = false;
   for (const int H : {37, 300, 512}) {
     const PersistentRnnPlan plan(H, 1, 1, -1, Precision::kFp32, no_split);
     ASSERT_TRUE(plan.fits() && plan.tiling().tagged_exchange && !plan.tiling().tensor_cores)
@@ -1275,13 +1313,13 @@ TEST(PersistentRnn, Fp32LayersOffTheTensorCoresTakeTheGemmRecurrencePastTheirBat
 }
 
 // One-direction bf16 clipped-ReLU layers on tensor cores at H 2304-3072 take the GEMM recurrence
-// past batch 56 (relu_bf16_tensor_on_gemm): H 2816 at batch 64 and 57, persistent at 56.
-TEST(PersistentRnn, Bf16LayersOfH2304To3072TakeTheGemmRecurrencePastBatch56) {
+// at large batch (relu_bf16_tensor_on_gemm): H 2816 at batch 64 and 49, persistent at 48.
+TEST(PersistentRnn, Bf16LayersOfH2304To3072TakeTheGemmRecurrenceAtLargeBatch) {
   DS2_REQUIRE_GPU();
   const PersistentRnnPlan plan(2816, 64, 1, -1, Precision::kBf16);
   if (!plan.fits() || !plan.tiling().tensor_cores)
     GTEST_SKIP() << "H 2816 batch 64 is not on bf16 tensor cores here: " << plan.describe();
-  expect_gemm_past(Precision::kBf16, 2816, {64, 56, 57}, 56, " and hidden 2816 on tensor cores");
+  expect_gemm_past(Precision::kBf16, 2816, {64, 48, 49}, 48, " and hidden 2816 on tensor cores");
 }
 
 // Small bf16 layers (batch <= 8) run the tensor-core kernel with the tagged exchange inside

@@ -58,9 +58,10 @@ TEST(RecurrenceChoice, Bf16ReluOnTensorCoresTakesTheGemmRecurrenceOnlyAtH2304To3
          {Edge{2303, d, 64, false}, Edge{3073, d, 64, false}, Edge{2304, d, 56, false},
           Edge{2304, d, 57, true}, Edge{3072, d, 64, true}, Edge{2048, d, 64, false}})
       EXPECT_EQ(relu_bf16_tensor_on_gemm(e.hidden, e.directions, e.batch), e.gemm) << edge_name(e);
-  // From H 2688 both directions leave it past batch 40; one direction still waits for 57.
+  // From H 2688 both directions leave it past batch 40, one direction past 48.
   for (const Edge& e : {Edge{2688, 2, 40, false}, Edge{2688, 2, 41, true}, Edge{2687, 2, 41, false},
-                        Edge{2816, 1, 48, false}})
+                        Edge{2816, 1, 48, false}, Edge{2688, 1, 49, true}, Edge{2687, 1, 56, false},
+                        Edge{3072, 1, 49, true}})
     EXPECT_EQ(relu_bf16_tensor_on_gemm(e.hidden, e.directions, e.batch), e.gemm) << edge_name(e);
 }
 
