@@ -88,8 +88,8 @@ struct PrnnTiling {
   // (kernels/persistent_rnn_cluster.h); batch_tile 8, max_batch <= 8.
   bool cluster = false;
   // fp32 small layers (kernels/persistent_rnn_single.h; the kernel runs H <= 192 at batch <= 4,
-  // plans take it at H <= 128 and batch 1): one CTA per direction holds all of U in registers and
-  // the state in its shared memory; no exchange between CTAs, no workspace.
+  // plans take it where H times the batch tile is at most 128): one CTA per direction holds all of
+  // U in registers and the state in its shared memory; no exchange between CTAs, no workspace.
   bool single_cta = false;
   // Grid-wide tensor-core plans only: the state exchange synchronizes through its data (each
   // bf16 travels with the step that wrote it; kernels/tagged_exchange.cuh) instead of a step

@@ -14,8 +14,9 @@ namespace {
 
 // The state lives in shared memory; the device view's xbuf is unused.
 using SingleDir = PrnnDeviceDirection<float>;
-// Steps whose epilogue inputs are in flight or landed at once (the rings' length).
-constexpr int kAhead = 8;
+// Steps a chunk of the epilogue's staged inputs and outputs holds (32 batch rows' worth).
+template <int BT>
+constexpr int kChunk = 32 / BT;
 
 struct SingleArgs {
   SingleDir dir[2];
@@ -89,7 +90,7 @@ template <int KC, int BT>
 __global__ void __launch_bounds__(1024, 1) prnn_single_kernel_t(const SingleArgs a) {
   constexpr int HP = 32 * KC;  // the state's padded row
   constexpr int V = KC * BT, VP = pow2_at_least(V);
-  extern __shared__ __align__(16) float state[];  // [2 buffers][BT][HP], then the rings
+  extern __shared__ __align__(16) float state[];  // [2 buffers][BT][HP], then the chunks
   const SingleDir d = blockIdx.x ? a.dir[1] : a.dir[0];
   const int H = a.H, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int row0 = warp * KC;
@@ -112,56 +113,81 @@ __global__ void __launch_bounds__(1024, 1) prnn_single_kernel_t(const SingleArgs
   const int my_row = row0 + mine / BT, my_b = mine % BT;
   const bool writer = mine < V && (lane & (32 / VP - 1)) == 0 && my_row < H && my_b < a.B;
   const int my_len = writer ? a.lengths[my_b] : 0;
-  const int T = a.T;
-  // The epilogue's inputs (x, and h for backward-data) copied kAhead - 1 steps ahead into rings of
-  // kAhead steps: a step here is shorter than a load from L2, so a load one step ahead would set
-  // the pace (measured: H 32 at 0.50 us a step). Each writer copies and reads its own element.
-  float* x_ring = state + 2 * BT * HP;        // [kAhead][BT * HP]
-  float* h_ring = x_ring + kAhead * BT * HP;  // [kAhead][BT * HP], backward-data
-  const int slot = my_b * HP + my_row;
+  const int T = a.T, B = a.B;
+  // The epilogue's inputs (x, and h for backward-data) and its outputs y move between global and
+  // shared memory kChunk steps at a time, by every thread: the next chunk's inputs are copied
+  // (cp.async) while this one runs, the last chunk's outputs stored while this one runs. A step
+  // then touches shared memory only; copies or stores a step of their own set the pace
+  // (kernels/NOTES.md, session 67: H 32 0.63 us a step that way, 0.33 without the per-step global
+  // traffic, the reduction and the barrier).
+  constexpr int C = kChunk<BT>, kStage = C * BT * HP;  // floats a chunk
+  float* x_stage = state + 2 * BT * HP;                // [2 chunks][C][BT][HP]
+  float* h_stage = x_stage + 2 * kStage;               // backward-data's h, the same
+  float* y_stage = h_stage + 2 * kStage;               // [2 chunks][C][BT][HP]
   auto step_time = [&](int s) { return d.descending ? T - 1 - s : s; };
-  auto copy_inputs = [&](int s) {
-    if (s < T) {
-      const int64_t row = int64_t{step_time(s)} * a.B + my_b;
-      cp_async4(x_ring + (s % kAhead) * BT * HP + slot, d.x + row * d.ld_x + my_row);
-      if (a.backward)
-        cp_async4(h_ring + (s % kAhead) * BT * HP + slot, d.h + row * d.ld_h + my_row);
+  // Element e of chunk k's C * B * H values: step k C + e / (B H), batch row, column.
+  auto chunk_inputs = [&](int k) {
+    const int steps = min(C, T - k * C);
+    float* xs = x_stage + (k & 1) * kStage;
+    float* hs = h_stage + (k & 1) * kStage;
+    for (int e = threadIdx.x; e < steps * B * H; e += blockDim.x) {
+      const int i = e / (B * H), b = (e / H) % B, r = e % H;
+      const int64_t row = int64_t{step_time(k * C + i)} * B + b;
+      const int at = (i * BT + b) * HP + r;
+      cp_async4(xs + at, d.x + row * d.ld_x + r);
+      if (a.backward) cp_async4(hs + at, d.h + row * d.ld_h + r);
     }
-    cp_async_commit();  // one group a step, empty past T, so the wait below counts steps
+    cp_async_commit();
   };
-  if (writer)
-    for (int s = 0; s < kAhead - 1; ++s) copy_inputs(s);
+  auto chunk_outputs = [&](int k) {
+    const int steps = min(C, T - k * C);
+    const float* ys = y_stage + (k & 1) * kStage;
+    for (int e = threadIdx.x; e < steps * B * H; e += blockDim.x) {
+      const int i = e / (B * H), b = (e / H) % B, r = e % H;
+      const int64_t row = int64_t{step_time(k * C + i)} * B + b;
+      d.y[row * d.ld_y + r] = ys[(i * BT + b) * HP + r];
+    }
+  };
+  chunk_inputs(0);
+  cp_async_wait_all();
   __syncthreads();
 
   for (int s = 0; s < T; ++s) {
+    const int k = s / C, i = s - k * C;
+    if (i == 0) {
+      // Chunk k's inputs have landed (waited for before the last barrier); chunk k + 1's go into
+      // the buffer chunk k - 1 read, and chunk k - 1's outputs leave.
+      if ((k + 1) * C < T) chunk_inputs(k + 1);
+      if (k > 0) chunk_outputs(k - 1);
+    }
     const float* cur = state + (s & 1) * BT * HP;
     float* nxt = state + ((s & 1) ^ 1) * BT * HP;
-    if (writer) copy_inputs(s + kAhead - 1);  // into the slot step s - 1 read
     float v[VP];
 #pragma unroll
-    for (int k = 0; k < VP; ++k) v[k] = 0.0f;
+    for (int q = 0; q < VP; ++q) v[q] = 0.0f;
 #pragma unroll
     for (int j = 0; j < KC; ++j)
 #pragma unroll
       for (int b = 0; b < BT; ++b) {
         const float hv = cur[b * HP + lane + 32 * j];
 #pragma unroll
-        for (int i = 0; i < KC; ++i) v[i * BT + b] = fmaf(w[i][j], hv, v[i * BT + b]);
+        for (int q = 0; q < KC; ++q) v[q * BT + b] = fmaf(w[q][j], hv, v[q * BT + b]);
       }
     reduce_scatter<VP>(v, lane);
     if (writer) {
-      cp_async_wait_pending<kAhead - 1>();  // step s's copies have landed
-      const float x = x_ring[(s % kAhead) * BT * HP + slot];
-      const float h = a.backward ? h_ring[(s % kAhead) * BT * HP + slot] : 0.0f;
-      const int t = step_time(s);
+      const int at = (k & 1) * kStage + (i * BT + my_b) * HP + my_row;
+      const float x = x_stage[at];
+      const float h = a.backward ? h_stage[at] : 0.0f;
       float y = 0.0f;
-      if (t < my_len)
+      if (step_time(s) < my_len)
         y = a.backward ? clipped_relu_grad(h, x + v[0], a.clip) : clipped_relu(x + v[0], a.clip);
       nxt[my_b * HP + my_row] = y;
-      d.y[(int64_t{t} * a.B + my_b) * d.ld_y + my_row] = y;
+      y_stage[at] = y;
     }
+    if (i == C - 1) cp_async_wait_all();  // chunk k + 1's inputs, before the barrier shows them
     __syncthreads();
   }
+  chunk_outputs((T - 1) / C);  // the last chunk's (the loop left each earlier one as it went)
 }
 
 template <int KC>
@@ -220,8 +246,9 @@ const void* prnn_single_kernel(const PrnnTiling& t) {
 }
 
 size_t prnn_single_shared_bytes(const PrnnTiling& t) {
-  // Two state buffers and the x and h rings, each {BT, 32 KC} floats a step.
-  return size_t(2 + 2 * kAhead) * t.batch_tile * 32 * columns_per_lane(t.hidden) * sizeof(float);
+  // Two state buffers, then two chunks each of x, h and y, each {BT, 32 KC} floats a step.
+  const size_t step = size_t(t.batch_tile) * 32 * columns_per_lane(t.hidden) * sizeof(float);
+  return (2 + 3 * 2 * size_t(32 / t.batch_tile)) * step;
 }
 
 void prnn_single_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,

@@ -6,11 +6,12 @@
 // registers, so a step exchanges nothing between CTAs: the state lives in the CTA's shared memory
 // (two buffers), and one __syncthreads ends a step. Warp w owns rows [w KC, w KC + KC) and lane l
 // the columns l + 32 j (j < KC), KC = ceil(H / 32) (so at most 32 warps); each lane's partial sums
-// are reduce-scattered across the warp, and the epilogue's inputs arrive by cp.async some steps
-// ahead. Products and sums are fp32; the order of the sums differs from the GEMM recurrence's, as
-// every persistent kernel's does. Measured (kernels/NOTES.md, session 67): 0.62-0.71 us a step at
-// batch 1 and H <= 128 against the grid-wide split's 0.77-0.78, slower past that or past batch 1,
-// where one SM's reductions and the per-step global copies set the pace; plans take it there only.
+// are reduce-scattered across the warp. The epilogue's inputs and outputs move between global and
+// shared memory a chunk of steps at a time, so a step touches shared memory only. Products and sums
+// are fp32; the order of the sums differs from the GEMM recurrence's, as every persistent kernel's
+// does. Measured (kernels/NOTES.md, session 67): batch 1 H 32-128 0.45-0.74 us a step against the
+// grid-wide split's 0.83-0.86; past H times the batch tile 128 one SM's products and reductions
+// make it the slower, and plans take it only below.
 //
 //   PrnnTiling t = prnn_single_tiling(/*hidden=*/192, /*max_batch=*/1, /*directions=*/2);
 //   if (prnn_single_kernel(t) != nullptr)   // a kernel for this H and batch (fp32)

@@ -28,10 +28,9 @@ constexpr int kFmaBf16MaxBatch = 16;
 constexpr int kBf16WidestMaxBatch = 48;
 // ... and the tagged exchange at 14 k-tiles a warp up to this batch (measured in the constructor).
 constexpr int kBf16WideTaggedMaxBatch = 3;
-// fp32 small layers run on one CTA per direction up to this batch and hidden size (measured in the
-// constructor).
-constexpr int kSingleCtaMaxBatch = 1;
-constexpr int kSingleCtaMaxHidden = 128;
+// fp32 small layers run on one CTA per direction up to this hidden size times batch tile (measured
+// in the constructor).
+constexpr int kSingleCtaMaxWork = 128;
 
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
@@ -167,16 +166,20 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   //    6.81-6.87 -> 6.69, H 1024 6.31 -> 5.95-5.96.
   // Tests of the streamed rows ask for them at sizes that fit on chip: the fp32-math kernel only.
   const bool forced_stream = allowed.min_streamed_groups > 0;
-  // fp32 layers of H <= 128 at batch 1: one CTA per direction holds all of U in registers and
-  // the state in shared memory, so a step ends with one CTA barrier instead of an exchange through
-  // L2 (kernels/persistent_rnn_single.h). H200, `ds2 bench rnn --hidden H --batch B --ours-only`,
-  // graph-timed, forward / backward-data us a step, this kernel against the grid-wide fp16 split
-  // (session 67): batch 1 H 32 0.64 / 0.73 against 0.77 / 0.82, H 64 0.62 / 0.71 against 0.77 /
-  // 0.82, H 96 0.69 / 0.81 against 0.78 / 0.83, H 128 0.71 / 0.83 against 0.78 / 0.83; but H 160
-  // 0.95 / 1.08 against 0.81 / 0.84, and at batch 2 from H 64 (0.74-1.31 against 0.75-0.86), at
-  // batch 3-4 from H 32. One SM's products and its warps' reductions set its pace as H or the batch
-  // grow. Tests may ask for it wherever it runs (PersistentRnnKernels::force_single_cta).
-  const bool single_measured = max_batch <= kSingleCtaMaxBatch && hidden <= kSingleCtaMaxHidden;
+  // fp32 layers of H * (batch rounded to 1, 2 or 4) <= 128: one CTA per direction holds all of U
+  // in registers and the state in shared memory, so a step ends with one CTA barrier instead of an
+  // exchange through L2 (kernels/persistent_rnn_single.h). H200, `ds2 bench rnn --hidden H --batch
+  // B --ours-only`, graph-timed, forward / backward-data us a step, this kernel (x and y staged a
+  // chunk of steps at a time) against the grid-wide fp16 split (session 67): batch 1 H 32 0.45 /
+  // 0.45 against 0.86 / 0.92, H 64 0.54 / 0.55 against 0.86 / 0.92, H 96 0.68 / 0.70 against 0.84
+  // / 0.91, H 128 0.74 / 0.78 against 0.83 / 0.87, but H 160 0.92 / 0.98 against 0.83 / 0.89;
+  // batch 2 H 32 0.54 / 0.55, H 64 0.75 / 0.76 against 0.82-0.84 / 0.86-0.90, but H 96 0.92 / 0.95
+  // against 0.81 / 0.83; batch 3-4 H 32 0.68-0.75 against 0.88-0.89, but H 64 0.95-1.03 against
+  // 0.84-0.85. One SM's products and its warps' reductions set its pace as H or the batch grow.
+  // Tests may ask for it wherever it runs (PersistentRnnKernels::force_single_cta).
+  const int single_rows = max_batch <= 2 ? max_batch : 4;
+  const bool single_measured =
+      max_batch <= kernels::kPrnnSingleMaxBatch && hidden * single_rows <= kSingleCtaMaxWork;
   if (!forced_stream && !t.bf16_weights && allowed.single_cta &&
       (single_measured || allowed.force_single_cta)) {
     const kernels::PrnnTiling c = kernels::prnn_single_tiling(hidden, max_batch, directions);

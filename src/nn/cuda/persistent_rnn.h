@@ -82,7 +82,7 @@ struct PersistentRnnKernels {
   // state in its shared memory (kernels/persistent_rnn_single.h)
   bool single_cta = true;
   // Tests: that kernel wherever one runs (H <= 192, batch <= 4 without spills), not only where it
-  // was measured faster (H <= 128 at batch 1)
+  // was measured faster (H times the batch tile <= 128)
   bool force_single_cta = false;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront

@@ -569,15 +569,16 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_TRUE(split(b1)) << b1.describe();
     EXPECT_TRUE(split(b1_small)) << b1_small.describe();
     EXPECT_TRUE(split(b1_both)) << b1_both.describe();
-    // Up to H 128 at batch 1: one CTA per direction.
-    for (const auto& [H, B, D] :
-         {std::tuple{128, 1, 1}, std::tuple{64, 1, 2}, std::tuple{33, 1, 1}, std::tuple{1, 1, 2}}) {
+    // H times the batch tile up to 128: one CTA per direction.
+    for (const auto& [H, B, D] : {std::tuple{128, 1, 1}, std::tuple{64, 2, 2}, std::tuple{33, 1, 1},
+                                  std::tuple{32, 3, 1}, std::tuple{1, 1, 2}}) {
       const PersistentRnnPlan single(H, B, D);
       EXPECT_TRUE(single.fits() && single.tiling().single_cta && single.workspace_bytes() == 0)
           << single.describe();
     }
     EXPECT_FALSE(PersistentRnnPlan(129, 1).tiling().single_cta);
-    EXPECT_FALSE(PersistentRnnPlan(64, 2).tiling().single_cta);
+    EXPECT_FALSE(PersistentRnnPlan(65, 2).tiling().single_cta);
+    EXPECT_FALSE(PersistentRnnPlan(33, 3).tiling().single_cta);
     EXPECT_FALSE(PersistentRnnPlan(128, 5).tiling().single_cta);
     EXPECT_TRUE(split(b1_mid)) << b1_mid.describe();
     EXPECT_TRUE(split(b1_1536)) << b1_1536.describe();
@@ -824,7 +825,8 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
 // The single-CTA kernel (small fp32 layers; kernels/persistent_rnn_single.h) at every
 // columns-a-lane count it has (H 1-32 .. 161-192) and batch tile (1, 2, 4), odd sizes, every batch
 // up to its plan's, both orders, against float64; and both directions in one launch give the bits
-// of one launch each. Plans take it at H <= 128 and batch 1; the rest is asked for.
+// of one launch each. T 64 (two whole chunks of staged steps at batch 1), 45 (a partial last
+// chunk) and 1. Plans take it where H times the batch tile is at most 128; the rest is asked for.
 TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -835,7 +837,11 @@ TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
     const PersistentRnnPlan plan(H, max_batch, 1, -1, Precision::kFp32, forced);
     ASSERT_TRUE(plan.fits() && plan.tiling().single_cta) << plan.describe();
     for (int B = 1; B <= max_batch; ++B)
-      check_plan_against_float64(ctx, plan, B, B == 2 ? 1 : 45, (H + B) % 2 == 1, 1300 + H + B);
+      check_plan_against_float64(ctx, plan, B,
+                                 B == 2   ? 1
+                                 : B == 1 ? 64
+                                          : 45,
+                                 (H + B) % 2 == 1, 1300 + H + B);
     const PersistentRnnPlan both(H, max_batch, 2, -1, Precision::kFp32, forced);
     ASSERT_TRUE(both.fits() && both.tiling().single_cta) << both.describe();
     BothDirections layer(ctx, 30, max_batch, H, 1400 + H);
