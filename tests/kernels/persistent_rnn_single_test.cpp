@@ -1,0 +1,69 @@
+// The host side of the single-CTA kernel (kernels/persistent_rnn_single.h): which tilings it runs,
+// how its threads cover the rows, what shared memory a CTA needs, and that it needs no workspace.
+// No GPU needed: nothing is launched. tests/nn/cuda/persistent_rnn_test.cpp runs it against
+// float64 (PersistentRnn.Fp32SingleCtaKernelMatchesFloat64).
+#include "kernels/persistent_rnn_single.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace ds2::kernels {
+namespace {
+
+constexpr size_t kHopperSharedPerBlock = 227 * 1024;  // sm_90's opt-in limit a CTA
+
+TEST(PersistentRnnSingle, RunsEveryHiddenSizeTo192AndBatchFour) {
+  for (int h = 1; h <= 32 * kPrnnSingleMaxColumnsPerLane; ++h)
+    for (int b = 1; b <= kPrnnSingleMaxBatch; ++b)
+      for (int dirs : {1, 2}) {
+        const PrnnTiling t = prnn_single_tiling(h, b, dirs);
+        const std::string where = "H " + std::to_string(h) + ", batch " + std::to_string(b);
+        ASSERT_NE(prnn_single_kernel(t), nullptr) << where;
+        // ceil(H / 32) columns a lane and as many rows a warp: every row owned, at most 32 warps.
+        const int kc = (h + 31) / 32;
+        EXPECT_EQ(t.threads % 32, 0) << where;
+        EXPECT_LE(t.threads, 1024) << where;
+        EXPECT_GE(t.threads / 32 * kc, h) << where;
+        EXPECT_LT((t.threads / 32 - 1) * kc, h) << where << ": a warp without rows";
+        EXPECT_EQ(t.ctas(), dirs) << where;
+        EXPECT_EQ(t.batch_tile, b <= 2 ? b : 4) << where;
+        EXPECT_EQ(prnn_workspace_bytes(t), 0u) << where << ": the state lives in shared memory";
+        EXPECT_LE(prnn_shared_bytes(t), kHopperSharedPerBlock) << where;
+      }
+}
+
+TEST(PersistentRnnSingle, RefusesWhatItDoesNotRun) {
+  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(193, 1, 1)), nullptr);
+  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(64, 5, 1)), nullptr);
+  const PrnnTiling t = prnn_single_tiling(100, 3, 1);
+  ASSERT_NE(prnn_single_kernel(t), nullptr);
+  auto without = [&](auto change) {
+    PrnnTiling c = t;
+    change(c);
+    return prnn_single_kernel(c);
+  };
+  EXPECT_EQ(without([](PrnnTiling& c) { c.single_cta = false; }), nullptr);
+  EXPECT_EQ(without([](PrnnTiling& c) { c.bf16_weights = true; }), nullptr);
+  EXPECT_EQ(without([](PrnnTiling& c) { c.tensor_cores = true; }), nullptr);
+  EXPECT_EQ(without([](PrnnTiling& c) { c.tagged_exchange = true; }), nullptr);
+  EXPECT_EQ(without([](PrnnTiling& c) { c.batch_tile = 2; }), nullptr);
+  EXPECT_EQ(without([](PrnnTiling& c) { c.threads = 1024; }), nullptr);
+  EXPECT_EQ(without([](PrnnTiling& c) { c.ctas_per_direction = 2; }), nullptr);
+  EXPECT_EQ(without([](PrnnTiling& c) { c.streamed_groups = 1; }), nullptr);
+}
+
+TEST(PersistentRnnSingle, SharedMemoryIsTheStateAndThreeStagedChunks) {
+  // H 100: 4 columns a lane, rows of 128 floats. Batch tile 4: chunks of 8 steps. Two state
+  // buffers, then two chunks each of x, h and y.
+  const PrnnTiling t = prnn_single_tiling(100, 3, 2);
+  const size_t step = 4 * 128 * sizeof(float);  // {4 batch rows, 128 columns}
+  EXPECT_EQ(prnn_single_shared_bytes(t), 2 * step + 3 * 2 * 8 * step);
+  EXPECT_EQ(prnn_shared_bytes(t), prnn_single_shared_bytes(t));
+  // Batch 1: chunks of 32 steps of one row.
+  const PrnnTiling one = prnn_single_tiling(192, 1, 1);
+  EXPECT_EQ(prnn_single_shared_bytes(one), (2 + 3 * 2 * 32) * 192 * sizeof(float));
+}
+
+}  // namespace
+}  // namespace ds2::kernels
