@@ -153,11 +153,7 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
       for (int i = 0; i < directions; i += per_launch)
         persistent_gru_backward_data(p, dirs + i, lengths.data(), T, B, ws.data(), ws_bytes, s);
     };
-    const RnnPassTimes times =
-        time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward, restore_all);
-    row.fwd_us = times.fwd_us;
-    row.bwd_us = times.bwd_us;
-    row.add_note(times.note());
+    time_rnn_row(row, s, o.warmup, o.repeats, T, forward, backward, restore_all);
     if (h_out) *h_out = download_vector(h.data(), n, s);
     if (dx_out) *dx_out = input_gradient(download_vector(dpre.data(), 3 * n, s), int64_t{T} * B, H);
   };
@@ -259,11 +255,7 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
         std::swap(c, nx);
       }
     };
-    const RnnPassTimes times =
-        time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward, restore);
-    gemm_row.fwd_us = times.fwd_us;
-    gemm_row.bwd_us = times.bwd_us;
-    gemm_row.add_note(times.note());
+    time_rnn_row(gemm_row, s, o.warmup, o.repeats, T, forward, backward, restore);
     if (!h_ours.empty())
       gemm_row.add_note(check_note(
           download_vector(hg.data(), n, s), h_ours,
@@ -338,13 +330,10 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
             }
             auto forward = [&] { r.forward(c, x_dev.data(), y.data()); };
             auto backward = [&] { r.backward_data(c, y.data(), dy_dev.data(), dx.data()); };
-            // Checked after the pair of calls time_rnn_passes ends on.
-            const RnnPassTimes times =
-                time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward);
-            row.fwd_us = times.fwd_us;
-            row.bwd_us = times.bwd_us;
+            row.note.clear();  // the skip-input attempt's "n/a", where it threw
             if (linear) row.add_note("skip-input refused: time includes an input GEMM (W = I)");
-            row.add_note(times.note());
+            // Checked after the pair of calls time_rnn_row ends on.
+            time_rnn_row(row, s, o.warmup, o.repeats, T, forward, backward);
             if (!h_ours.empty())
               row.add_note(check_note(download_as(y.data(), n, v.dtype, s), h_ours,
                                       download_as(dx.data(), n, v.dtype, s), dx_ours));

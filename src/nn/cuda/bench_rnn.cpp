@@ -88,18 +88,16 @@ void run_cudnn(CudnnShared& c, Row& row, CudnnOutputs& out, cudnnRNNAlgo_t algo,
       }
       auto forward = [&] { r.forward(c, x, y.data()); };
       auto backward = [&] { r.backward_data(c, y.data(), dy, dx.data()); };
+      row.note.clear();  // an earlier attempt's, where its timing threw
+      if (linear) row.add_note("skip-input refused: time includes an input GEMM with W = I");
+      if (bias_mode != CUDNN_RNN_NO_BIAS) row.add_note("with (zero) biases: no-bias refused");
       // Repeated backward-data calls without a forward between them gave a dx 0.9-1.0 (scaled)
       // away from ours at every shape: cuDNN's backward-data writes into the reserve space that the
-      // next one reads. time_rnn_passes ends on one forward and one backward-data.
-      const RnnPassTimes times = time_rnn_passes(stream, warmup, repeats, T, forward, backward);
-      row.fwd_us = times.fwd_us;
-      row.bwd_us = times.bwd_us;
+      // next one reads. time_rnn_row ends on one forward and one backward-data.
+      time_rnn_row(row, stream, warmup, repeats, T, forward, backward);
       out.y = download_as(y.data(), int64_t{T} * B * H, dtype, stream);
       out.dx = download_as(dx.data(), int64_t{T} * B * H, dtype, stream);
       out.linear_input = linear;
-      if (linear) row.add_note("skip-input refused: time includes an input GEMM with W = I");
-      if (bias_mode != CUDNN_RNN_NO_BIAS) row.add_note("with (zero) biases: no-bias refused");
-      row.add_note(times.note());
       return;
     } catch (const Error& e) {
       (void)cudaGetLastError();
@@ -207,10 +205,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         persistent_rnn_backward_data(p, bwd + d, lengths.data(), T, B, kClip, ws.data(), ws_bytes,
                                      s);
     };
-    const RnnPassTimes times = time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward);
-    row.fwd_us = times.fwd_us;
-    row.bwd_us = times.bwd_us;
-    row.add_note(times.note());
+    time_rnn_row(row, s, o.warmup, o.repeats, T, forward, backward);
   };
   Row grid_row(std::string("ours: persistent, grid-wide (") + o.precision + ")");
   Row other_row("");
@@ -306,10 +301,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         sparse_persistent_rnn_backward_data(splan, &bd, lengths.data(), T, B, kClip, ws.data(),
                                             ws_bytes, s);
       };
-      const RnnPassTimes times = time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward);
-      sparse.fwd_us = times.fwd_us;
-      sparse.bwd_us = times.bwd_us;
-      sparse.add_note(times.note());
+      time_rnn_row(sparse, s, o.warmup, o.repeats, T, forward, backward);
       if (plan.fits()) {
         std::ostringstream note;
         note << "check vs persistent: h " << std::scientific << std::setprecision(1)
@@ -355,11 +347,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
         std::swap(c, nx);
       }
     };
-    const RnnPassTimes times =
-        time_rnn_passes(s, o.warmup, o.repeats, T, forward, backward, restore);
-    gemm_row.fwd_us = times.fwd_us;
-    gemm_row.bwd_us = times.bwd_us;
-    gemm_row.add_note(times.note());
+    time_rnn_row(gemm_row, s, o.warmup, o.repeats, T, forward, backward, restore);
     if (plan.fits()) {
       std::ostringstream note;
       note << "check vs persistent: h " << std::scientific << std::setprecision(1)

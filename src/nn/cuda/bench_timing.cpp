@@ -63,6 +63,9 @@ double median_graph_ms(cudaStream_t stream, int warmup, int repeats,
   return median_ms(stream, warmup, repeats, setup, replay);
 }
 
+namespace {
+
+// median_graph_ms where `run` captures, else median_ms; *captured says which.
 double median_graph_ms_or_launched(cudaStream_t stream, int warmup, int repeats,
                                    const std::function<void()>& setup,
                                    const std::function<void()>& run, bool* captured) {
@@ -76,29 +79,24 @@ double median_graph_ms_or_launched(cudaStream_t stream, int warmup, int repeats,
   }
 }
 
-std::string RnnPassTimes::note() const {
-  return captured ? std::string() : "launched: not capturable";
-}
+}  // namespace
 
-RnnPassTimes time_rnn_passes(cudaStream_t stream, int warmup, int repeats, int T,
-                             const std::function<void()>& forward,
-                             const std::function<void()>& backward,
-                             const std::function<void()>& before_forward) {
+void time_rnn_row(BenchRow& row, cudaStream_t stream, int warmup, int repeats, int T,
+                  const std::function<void()>& forward, const std::function<void()>& backward,
+                  const std::function<void()>& before_forward) {
   const std::function<void()> setup = before_forward ? before_forward : [] {};
   const auto nothing = [] {};
   bool fwd_graph = false, bwd_graph = false;
-  RnnPassTimes times{};
-  times.fwd_us =
+  row.fwd_us =
       1e3 * median_graph_ms_or_launched(stream, warmup, repeats, setup, forward, &fwd_graph) / T;
   setup();
   forward();
-  times.bwd_us =
+  row.bwd_us =
       1e3 * median_graph_ms_or_launched(stream, warmup, repeats, nothing, backward, &bwd_graph) / T;
   setup();
   forward();
   backward();
-  times.captured = fwd_graph && bwd_graph;
-  return times;
+  if (!fwd_graph || !bwd_graph) row.add_note("launched: not capturable");
 }
 
 std::vector<float> download_vector(const float* device, int64_t n, cudaStream_t stream) {

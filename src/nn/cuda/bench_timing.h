@@ -10,8 +10,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <vector>
+
+#include "nn/cuda/bench_table.h"
 
 namespace ds2 {
 
@@ -24,28 +25,17 @@ double median_ms(cudaStream_t stream, int warmup, int repeats, const std::functi
 // without the host's launches. `run` must meet StepGraph's rules (no synchronization).
 double median_graph_ms(cudaStream_t stream, int warmup, int repeats,
                        const std::function<void()>& setup, const std::function<void()>& run);
-// median_graph_ms where `run` captures, else median_ms (a call that synchronizes or allocates
-// fails under capture); *captured says which.
-double median_graph_ms_or_launched(cudaStream_t stream, int warmup, int repeats,
-                                   const std::function<void()>& setup,
-                                   const std::function<void()>& run, bool* captured);
-// An RNN's forward and backward-data (cuDNN's, or our persistent kernels'), us a timestep over T,
-// each as a graph (median_graph_ms) where it captures, else launched (a library call that
-// synchronizes or allocates fails under capture). `before_forward`, where given, runs untimed
-// before every forward (a forward that overwrites its input). Backward-data is timed after one
-// forward (the reserve space it reads), and one forward and one backward-data run last: repeated
-// backward-data calls read a reserve space the previous one wrote, so the outputs to check are
-// those of a pair.
-struct RnnPassTimes {
-  double fwd_us, bwd_us;
-  bool captured;  // both passes timed as graphs
-  // "launched: not capturable" where either pass was launched, else empty.
-  std::string note() const;
-};
-RnnPassTimes time_rnn_passes(cudaStream_t stream, int warmup, int repeats, int T,
-                             const std::function<void()>& forward,
-                             const std::function<void()>& backward,
-                             const std::function<void()>& before_forward = {});
+// An RNN's forward and backward-data (cuDNN's, our persistent kernels', our GEMM recurrence's) into
+// row.fwd_us and row.bwd_us, us a timestep over T, each as a graph (median_graph_ms) where it
+// captures, else launched (a library call that synchronizes or allocates fails under capture),
+// "launched: not capturable" then joining the row's note. `before_forward`, where given, runs
+// untimed before every forward (a forward that overwrites its input). Backward-data is timed after
+// one forward (the reserve space it reads), and one forward and one backward-data run last:
+// repeated backward-data calls read a reserve space the previous one wrote, so the outputs to
+// check are those of a pair.
+void time_rnn_row(BenchRow& row, cudaStream_t stream, int warmup, int repeats, int T,
+                  const std::function<void()>& forward, const std::function<void()>& backward,
+                  const std::function<void()>& before_forward = {});
 
 // n device floats on the host (waits for `stream`).
 std::vector<float> download_vector(const float* device, int64_t n, cudaStream_t stream);
