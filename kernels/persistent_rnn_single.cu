@@ -8,6 +8,7 @@
 #include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn_operands.h"
 #include "kernels/persistent_rnn_single.h"
+#include "kernels/reduce_scatter_order.h"
 
 namespace ds2::kernels {
 namespace {
@@ -74,6 +75,10 @@ __device__ __forceinline__ void reduce_scatter_level(float (&v)[VP], int lane) {
 // lane keeps at each of the first log2(VP) levels (the upper half where the level's lane bit is
 // set) and adding whole at the rest; v[0] ends as the sum of value reduce_scatter_index<VP>(lane).
 // About VP + 5 shuffles instead of 5 VP. The order of the additions is the same on every launch.
+// Not the fp32-math kernel's select-free reduce-scatter (kernels/reduce_scatter_order.h, for 4-16
+// values): that one has each lane hold its values in a lane-permuted order, which here would mean
+// weight rows permuted per lane and padded to a power of two (48 weights a thread instead of 36 at
+// 6 columns a lane, past the 64 registers 1024 threads leave); selects by bit mask cost less.
 template <int VP>
 __device__ __forceinline__ void reduce_scatter(float (&v)[VP], int lane) {
   reduce_scatter_level<VP, VP, 16>(v, lane);
@@ -111,7 +116,7 @@ __global__ void __launch_bounds__(1024, 1) prnn_single_kernel_t(const SingleArgs
   // The output this lane writes each step: value `mine` = i * BT + b of the reduce-scatter.
   const int mine = reduce_scatter_index<VP>(lane);
   const int my_row = row0 + mine / BT, my_b = mine % BT;
-  const bool writer = mine < V && (lane & (32 / VP - 1)) == 0 && my_row < H && my_b < a.B;
+  const bool writer = mine < V && reduce_scatter_stores<VP>(lane) && my_row < H && my_b < a.B;
   const int my_len = writer ? a.lengths[my_b] : 0;
   const int T = a.T, B = a.B;
   // The epilogue's inputs (x, and h for backward-data) and its outputs y move between global and

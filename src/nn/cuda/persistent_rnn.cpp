@@ -177,15 +177,12 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // against 0.81 / 0.83; batch 3-4 H 32 0.68-0.75 against 0.88-0.89, but H 64 0.95-1.03 against
   // 0.84-0.85. One SM's products and its warps' reductions set its pace as H or the batch grow.
   // Tests may ask for it wherever it runs (PersistentRnnKernels::force_single_cta).
-  const int single_rows = max_batch <= 2 ? max_batch : 4;
-  const bool single_measured =
-      max_batch <= kernels::kPrnnSingleMaxBatch && hidden * single_rows <= kSingleCtaMaxWork;
-  if (!forced_stream && !t.bf16_weights && allowed.single_cta &&
-      (single_measured || allowed.force_single_cta)) {
+  if (!forced_stream && !t.bf16_weights && allowed.single_cta) {
     const kernels::PrnnTiling c = kernels::prnn_single_tiling(hidden, max_batch, directions);
-    if (kernels::prnn_has_kernel(c)) {
+    const bool measured_faster = hidden * c.batch_tile <= kSingleCtaMaxWork;
+    if ((measured_faster || allowed.force_single_cta) && kernels::prnn_has_kernel(c)) {
       const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
-      if (info.local_bytes == 0 && info.blocks_per_sm >= 1 && sm_count_ >= directions) {
+      if (info.local_bytes == 0 && info.blocks_per_sm >= 1) {
         t = c;
         registers_ = info.registers;
         fits_ = true;

@@ -836,12 +836,10 @@ TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
            {1, 1}, {5, 4}, {33, 2}, {64, 4}, {97, 3}, {160, 4}, {161, 1}, {192, 2}}) {
     const PersistentRnnPlan plan(H, max_batch, 1, -1, Precision::kFp32, forced);
     ASSERT_TRUE(plan.fits() && plan.tiling().single_cta) << plan.describe();
-    for (int B = 1; B <= max_batch; ++B)
-      check_plan_against_float64(ctx, plan, B,
-                                 B == 2   ? 1
-                                 : B == 1 ? 64
-                                          : 45,
-                                 (H + B) % 2 == 1, 1300 + H + B);
+    for (int B = 1; B <= max_batch; ++B) {
+      const int T = B == 1 ? 64 : B == 2 ? 1 : 45;
+      check_plan_against_float64(ctx, plan, B, T, (H + B) % 2 == 1, 1300 + H + B);
+    }
     const PersistentRnnPlan both(H, max_batch, 2, -1, Precision::kFp32, forced);
     ASSERT_TRUE(both.fits() && both.tiling().single_cta) << both.describe();
     BothDirections layer(ctx, 30, max_batch, H, 1400 + H);
