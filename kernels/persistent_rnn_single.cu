@@ -8,13 +8,14 @@
 #include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn_operands.h"
 #include "kernels/persistent_rnn_single.h"
-#include "kernels/reduce_scatter_order.h"
 
 namespace ds2::kernels {
 namespace {
 
 // The state lives in shared memory; the device view's xbuf is unused.
 using SingleDir = PrnnDeviceDirection<float>;
+// Lanes that share a thread's rows, each summing a slice of the columns.
+constexpr int kLanesPerRow = 8;
 // Steps a chunk of the epilogue's staged inputs and outputs holds (32 batch rows' worth).
 template <int BT>
 constexpr int kChunk = 32 / BT;
@@ -27,130 +28,151 @@ struct SingleArgs {
   int backward;
 };
 
-int columns_per_lane(int hidden) {
-  return std::max(1, (hidden + 31) / 32);
-}
-int warps_for(int hidden) {
-  const int kc = columns_per_lane(hidden);
-  return (hidden + kc - 1) / kc;
+// Float4 column groups a lane: lane q of a row group reads columns 4 (q + 8 m) + e, m < G.
+int column_groups(int hidden) {
+  return std::max(1, (hidden + 4 * kLanesPerRow - 1) / (4 * kLanesPerRow));
 }
 int batch_tile_for(int max_batch) {
   return max_batch <= 2 ? max_batch : 4;
 }
 
-// Lane `lane`'s value after reduce_scatter<VP>: which of the VP values it ends up holding the
-// warp's sum of (lanes that differ only in their low 5 - log2(VP) bits hold the same one).
-template <int VP>
-__device__ __forceinline__ int reduce_scatter_index(int lane) {
+// Reduces v[0, VP) over lane bits O, O / 2, ..., 1: halving while more than one value is kept
+// (the upper half where the level's bit is set), adding whole after. A lane ends with
+// max(1, VP / (2 O)) values, from first_group_value<VP, 2 O>(lane) on. Recursive per level so
+// that every index is a constant (a loop with level-dependent bounds left v in local memory).
+template <int VP, int N, int O>
+__device__ __forceinline__ void reduce_group_level(float (&v)[VP], int lane) {
+  if constexpr (O >= 1) {
+    if constexpr (N > 1) {
+      // Bit masks, not `upper ? v[k] : v[k + N / 2]`, which the compiler may turn into an index.
+      const int upper = (lane & O) != 0 ? -1 : 0;
+#pragma unroll
+      for (int k = 0; k < N / 2; ++k) {
+        const int lo = __float_as_int(v[k]), hi = __float_as_int(v[k + N / 2]);
+        const float send = __int_as_float((lo & upper) | (hi & ~upper));
+        const float keep = __int_as_float((hi & upper) | (lo & ~upper));
+        v[k] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+      }
+      reduce_group_level<VP, N / 2, O / 2>(v, lane);
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+      reduce_group_level<VP, 1, O / 2>(v, lane);
+    }
+  }
+}
+template <int VP, int Q>
+__device__ __forceinline__ int first_group_value(int lane) {
   int index = 0;
 #pragma unroll
-  for (int n = VP, o = 16; n > 1; n >>= 1, o >>= 1)
+  for (int n = VP, o = Q / 2; n > 1 && o >= 1; n >>= 1, o >>= 1)
     if (lane & o) index += n / 2;
   return index;
 }
 
-// One halving level of reduce_scatter: N values kept so far, lane bit O choosing the half.
-// Recursive per level, so that every index is a constant (a loop with level-dependent bounds left
-// v in local memory, as kernels/persistent_rnn_math.cuh found for its own reduce-scatter).
-template <int VP, int N, int O>
-__device__ __forceinline__ void reduce_scatter_level(float (&v)[VP], int lane) {
-  if constexpr (N > 1) {
-    // Bit masks, not `upper ? v[k] : v[k + N / 2]`, which the compiler may turn into an index.
-    const int upper = (lane & O) != 0 ? -1 : 0;
-#pragma unroll
-    for (int k = 0; k < N / 2; ++k) {
-      const int lo = __float_as_int(v[k]), hi = __float_as_int(v[k + N / 2]);
-      const float send = __int_as_float((lo & upper) | (hi & ~upper));
-      const float keep = __int_as_float((hi & upper) | (lo & ~upper));
-      v[k] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+// A chunk's elements e = threadIdx.x, + blockDim.x, ... of its steps * B * H, walked as (step i,
+// batch row b, column r) by adding the stride's own (i, b, r): a division by a run-time divisor
+// is a chain of ~20 instructions, and three an element made the chunk loops cost 190-840 cycles
+// a step (kernels/NOTES.md, session 68).
+struct ChunkWalk {
+  int i, b, r;     // the element
+  int di, db, dr;  // the stride, blockDim.x
+  __device__ ChunkWalk(int start, int stride, int B, int H)
+      : i(start / (B * H)),
+        b(start / H % B),
+        r(start % H),
+        di(stride / (B * H)),
+        db(stride / H % B),
+        dr(stride % H) {}
+  __device__ void next(int B, int H) {
+    i += di;
+    b += db;
+    r += dr;
+    if (r >= H) {
+      r -= H;
+      ++b;
     }
-    reduce_scatter_level<VP, N / 2, O / 2>(v, lane);
-  } else if constexpr (O >= 1) {
-    v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
-    reduce_scatter_level<VP, 1, O / 2>(v, lane);
+    if (b >= B) {
+      b -= B;
+      ++i;
+    }
   }
+};
+
+template <int R, int G, int BT>
+constexpr int threads_max() {
+  constexpr int t = (32 * G + R - 1) / R * kLanesPerRow;
+  return t > 1024 ? 1024 : (t + 31) / 32 * 32;
 }
 
-// Sums v[i] over the warp's 32 lanes for VP (a power of two <= 32) values, halving the values a
-// lane keeps at each of the first log2(VP) levels (the upper half where the level's lane bit is
-// set) and adding whole at the rest; v[0] ends as the sum of value reduce_scatter_index<VP>(lane).
-// About VP + 5 shuffles instead of 5 VP. The order of the additions is the same on every launch.
-// Not the fp32-math kernel's select-free reduce-scatter (kernels/reduce_scatter_order.h, for 4-16
-// values): that one has each lane hold its values in a lane-permuted order, which here would mean
-// weight rows permuted per lane and padded to a power of two (48 weights a thread instead of 36 at
-// 6 columns a lane, past the 64 registers 1024 threads leave); selects by bit mask cost less.
-template <int VP>
-__device__ __forceinline__ void reduce_scatter(float (&v)[VP], int lane) {
-  reduce_scatter_level<VP, VP, 16>(v, lane);
-}
-
-__host__ __device__ constexpr int pow2_at_least(int v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-
-// KC: columns a lane and rows a warp; BT: batch rows a launch (1, 2 or 4).
-template <int KC, int BT>
-__global__ void __launch_bounds__(1024, 1) prnn_single_kernel_t(const SingleArgs a) {
-  constexpr int HP = 32 * KC;  // the state's padded row
-  constexpr int V = KC * BT, VP = pow2_at_least(V);
-  extern __shared__ __align__(16) float state[];  // [2 buffers][BT][HP], then the chunks
+// R: rows a thread; G: float4 column groups a lane; BT: batch rows a launch. Thread t holds rows
+// R (t / 8) + i, i < R, of U (U^T for backward-data) at columns 4 (q + 8 m) + e, q = t % 8: a
+// step reads the state as float4s, each value feeding R rows, and sums R BT values over 8 lanes.
+template <int R, int G, int BT>
+__global__ void __launch_bounds__(threads_max<R, G, BT>(), 1)
+    prnn_single_kernel_t(const SingleArgs a) {
+  constexpr int Q = kLanesPerRow, HP = 4 * G * Q;  // HP: the state's padded row
+  constexpr int V = R * BT;                        // values a thread sums a step
+  constexpr int NA = V >= 4 ? 1 : 4 / V;           // accumulators a value, for ILP
+  constexpr int NF = V / Q > 1 ? V / Q : 1;        // values a lane ends with
+  extern __shared__ __align__(16) float state[];   // [2 buffers][BT][HP], then the chunks
   const SingleDir d = blockIdx.x ? a.dir[1] : a.dir[0];
-  const int H = a.H, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int row0 = warp * KC;
-
-  // This lane's weights: rows row0 + i, columns lane + 32 j (U's for the forward, U^T's for
-  // backward-data), zero past H.
-  float w[KC][KC];
+  const int H = a.H, lane = threadIdx.x & 31;
+  const int r0 = threadIdx.x / Q * R, q = threadIdx.x % Q;
+  float w[R][G][4];
 #pragma unroll
-  for (int i = 0; i < KC; ++i)
+  for (int i = 0; i < R; ++i)
 #pragma unroll
-    for (int j = 0; j < KC; ++j) {
-      const int r = row0 + i, c = lane + 32 * j;
-      w[i][j] =
-          r < H && c < H ? (a.backward ? d.u[int64_t{c} * H + r] : d.u[int64_t{r} * H + c]) : 0.0f;
-    }
+    for (int m = 0; m < G; ++m)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = r0 + i, c = 4 * (q + Q * m) + e;
+        w[i][m][e] = r < H && c < H
+                         ? (a.backward ? d.u[int64_t{c} * H + r] : d.u[int64_t{r} * H + c])
+                         : 0.0f;
+      }
   for (int i = threadIdx.x; i < 2 * BT * HP; i += blockDim.x) state[i] = 0.0f;
 
-  // The output this lane writes each step: value `mine` = i * BT + b of the reduce-scatter.
-  const int mine = reduce_scatter_index<VP>(lane);
-  const int my_row = row0 + mine / BT, my_b = mine % BT;
-  const bool writer = mine < V && reduce_scatter_stores<VP>(lane) && my_row < H && my_b < a.B;
-  const int my_len = writer ? a.lengths[my_b] : 0;
+  // The values this lane writes each step: first + n, n < NF, value v = i BT + b being row
+  // r0 + i, batch row b. len -1: not this lane's to write.
+  const int first = first_group_value<V, Q>(lane);
+  const bool writer = (lane & (Q > V ? Q / V - 1 : 0)) == 0;
   const int T = a.T, B = a.B;
+  int len[NF], out[NF];
+#pragma unroll
+  for (int n = 0; n < NF; ++n) {
+    const int b = (first + n) % BT, r = r0 + (first + n) / BT;
+    len[n] = writer && b < B && r < H ? a.lengths[b] : -1;
+    out[n] = b * HP + r;
+  }
   // The epilogue's inputs (x, and h for backward-data) and its outputs y move between global and
   // shared memory kChunk steps at a time, by every thread: the next chunk's inputs are copied
   // (cp.async) while this one runs, the last chunk's outputs stored while this one runs. A step
-  // then touches shared memory only; copies or stores a step of their own set the pace
-  // (kernels/NOTES.md, session 67: H 32 0.63 us a step that way, 0.33 without the per-step global
-  // traffic, the reduction and the barrier).
+  // then touches shared memory only (kernels/NOTES.md, session 67: copies or stores a step of
+  // their own set the pace).
   constexpr int C = kChunk<BT>, kStage = C * BT * HP;  // floats a chunk
   float* x_stage = state + 2 * BT * HP;                // [2 chunks][C][BT][HP]
   float* h_stage = x_stage + 2 * kStage;               // backward-data's h, the same
   float* y_stage = h_stage + 2 * kStage;               // [2 chunks][C][BT][HP]
   auto step_time = [&](int s) { return d.descending ? T - 1 - s : s; };
-  // Element e of chunk k's C * B * H values: step k C + e / (B H), batch row, column.
+  const ChunkWalk walk(threadIdx.x, blockDim.x, B, H);
   auto chunk_inputs = [&](int k) {
     const int steps = min(C, T - k * C);
     float* xs = x_stage + (k & 1) * kStage;
     float* hs = h_stage + (k & 1) * kStage;
-    for (int e = threadIdx.x; e < steps * B * H; e += blockDim.x) {
-      const int i = e / (B * H), b = (e / H) % B, r = e % H;
-      const int64_t row = int64_t{step_time(k * C + i)} * B + b;
-      const int at = (i * BT + b) * HP + r;
-      cp_async4(xs + at, d.x + row * d.ld_x + r);
-      if (a.backward) cp_async4(hs + at, d.h + row * d.ld_h + r);
+    for (ChunkWalk e = walk; e.i < steps; e.next(B, H)) {
+      const int64_t row = int64_t{step_time(k * C + e.i)} * B + e.b;
+      const int at = (e.i * BT + e.b) * HP + e.r;
+      cp_async4(xs + at, d.x + row * d.ld_x + e.r);
+      if (a.backward) cp_async4(hs + at, d.h + row * d.ld_h + e.r);
     }
     cp_async_commit();
   };
   auto chunk_outputs = [&](int k) {
     const int steps = min(C, T - k * C);
     const float* ys = y_stage + (k & 1) * kStage;
-    for (int e = threadIdx.x; e < steps * B * H; e += blockDim.x) {
-      const int i = e / (B * H), b = (e / H) % B, r = e % H;
-      const int64_t row = int64_t{step_time(k * C + i)} * B + b;
-      d.y[row * d.ld_y + r] = ys[(i * BT + b) * HP + r];
+    for (ChunkWalk e = walk; e.i < steps; e.next(B, H)) {
+      const int64_t row = int64_t{step_time(k * C + e.i)} * B + e.b;
+      d.y[row * d.ld_y + e.r] = ys[(e.i * BT + e.b) * HP + e.r];
     }
   };
   chunk_inputs(0);
@@ -167,27 +189,51 @@ __global__ void __launch_bounds__(1024, 1) prnn_single_kernel_t(const SingleArgs
     }
     const float* cur = state + (s & 1) * BT * HP;
     float* nxt = state + ((s & 1) ^ 1) * BT * HP;
-    float v[VP];
+    // The epilogue's inputs first, so that their loads overlap the products.
+    const int staged = (k & 1) * kStage + i * BT * HP;
+    float x[NF], h[NF];
 #pragma unroll
-    for (int q = 0; q < VP; ++q) v[q] = 0.0f;
+    for (int n = 0; n < NF; ++n) {
+      x[n] = len[n] >= 0 ? x_stage[staged + out[n]] : 0.0f;
+      h[n] = len[n] >= 0 && a.backward ? h_stage[staged + out[n]] : 0.0f;
+    }
+    float acc[V][NA];
 #pragma unroll
-    for (int j = 0; j < KC; ++j)
+    for (int v = 0; v < V; ++v)
+#pragma unroll
+      for (int n = 0; n < NA; ++n) acc[v][n] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < G; ++m)
 #pragma unroll
       for (int b = 0; b < BT; ++b) {
-        const float hv = cur[b * HP + lane + 32 * j];
+        const float4 hv = *reinterpret_cast<const float4*>(cur + b * HP + 4 * (q + Q * m));
 #pragma unroll
-        for (int q = 0; q < KC; ++q) v[q * BT + b] = fmaf(w[q][j], hv, v[q * BT + b]);
+        for (int ii = 0; ii < R; ++ii) {
+          float& t = acc[ii * BT + b][m % NA];
+          t = fmaf(w[ii][m][0], hv.x, t);
+          t = fmaf(w[ii][m][1], hv.y, t);
+          t = fmaf(w[ii][m][2], hv.z, t);
+          t = fmaf(w[ii][m][3], hv.w, t);
+        }
       }
-    reduce_scatter<VP>(v, lane);
-    if (writer) {
-      const int at = (k & 1) * kStage + (i * BT + my_b) * HP + my_row;
-      const float x = x_stage[at];
-      const float h = a.backward ? h_stage[at] : 0.0f;
-      float y = 0.0f;
-      if (step_time(s) < my_len)
-        y = a.backward ? clipped_relu_grad(h, x + v[0], a.clip) : clipped_relu(x + v[0], a.clip);
-      nxt[my_b * HP + my_row] = y;
-      y_stage[at] = y;
+    float v[V];
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+      v[u] = acc[u][0];
+#pragma unroll
+      for (int n = 1; n < NA; ++n) v[u] += acc[u][n];
+    }
+    reduce_group_level<V, V, Q / 2>(v, lane);
+#pragma unroll
+    for (int n = 0; n < NF; ++n) {
+      if (len[n] >= 0) {
+        float y = 0.0f;
+        if (step_time(s) < len[n])
+          y = a.backward ? clipped_relu_grad(h[n], x[n] + v[n], a.clip)
+                         : clipped_relu(x[n] + v[n], a.clip);
+        nxt[out[n]] = y;
+        y_stage[staged + out[n]] = y;
+      }
     }
     if (i == C - 1) cp_async_wait_all();  // chunk k + 1's inputs, before the barrier shows them
     __syncthreads();
@@ -195,21 +241,62 @@ __global__ void __launch_bounds__(1024, 1) prnn_single_kernel_t(const SingleArgs
   chunk_outputs((T - 1) / C);  // the last chunk's (the loop left each earlier one as it went)
 }
 
-template <int KC>
+template <int R, int G>
 const void* kernel_for_batch(int bt) {
   switch (bt) {
     case 1:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<KC, 1>);
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 1>);
     case 2:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<KC, 2>);
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 2>);
     case 4:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<KC, 4>);
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 4>);
     default:
       return nullptr;
   }
 }
+// The instantiations prnn_single_rows_per_thread picks: 2 rows a thread at 1-3 column groups (H
+// <= 96), 4 rows at 2-6 (H 33-192).
+template <int R>
+const void* kernel_for(int g, int bt) {
+  if constexpr (R == 2) {
+    switch (g) {
+      case 1:
+        return kernel_for_batch<R, 1>(bt);
+      case 2:
+        return kernel_for_batch<R, 2>(bt);
+      case 3:
+        return kernel_for_batch<R, 3>(bt);
+      default:
+        return nullptr;
+    }
+  } else {
+    switch (g) {
+      case 2:
+        return kernel_for_batch<R, 2>(bt);
+      case 3:
+        return kernel_for_batch<R, 3>(bt);
+      case 4:
+        return kernel_for_batch<R, 4>(bt);
+      case 5:
+        return kernel_for_batch<R, 5>(bt);
+      case 6:
+        return kernel_for_batch<R, 6>(bt);
+      default:
+        return nullptr;
+    }
+  }
+}
 
 }  // namespace
+
+// Values a thread sums a step (rows times the batch tile) near 8, one a lane of its row group after
+// the reduce-scatter, except where the products are short. H200, graph-timed, forward us a step,
+// 2 rows a thread / 4 (kernels/NOTES.md, session 68): batch 1 H 96 0.35 / 0.42, H 128 0.45 /
+// 0.44, H 160 0.56 / 0.51; batch 2 H 32 0.28 / 0.33, H 64 0.36 / 0.35, H 96 0.57 / 0.49; batch 4
+// H 32 0.35 / 0.51, H 96 0.77 / 0.95, H 128 1.15 / 1.03.
+int prnn_single_rows_per_thread(int hidden, int batch_tile) {
+  return hidden > 96 || (batch_tile == 2 && hidden > 32) ? 4 : 2;
+}
 
 PrnnTiling prnn_single_tiling(int hidden, int max_batch, int directions) {
   PrnnTiling t;
@@ -220,39 +307,35 @@ PrnnTiling prnn_single_tiling(int hidden, int max_batch, int directions) {
   t.batch_tile = batch_tile_for(max_batch);
   t.rows_per_cta = hidden;
   t.ctas_per_direction = 1;
-  t.threads = 32 * warps_for(hidden);
+  const int r = prnn_single_rows_per_thread(hidden, t.batch_tile);
+  t.threads = std::min(1024, ((hidden + r - 1) / r * kLanesPerRow + 31) / 32 * 32);
   return t;
 }
 
 const void* prnn_single_kernel(const PrnnTiling& t) {
   const PrnnTiling own = prnn_single_tiling(t.hidden, t.max_batch, t.directions);
-  const bool valid = t.hidden > 0 && t.single_cta && !t.tensor_cores && !t.cluster &&
-                     !t.bf16_weights && t.max_batch <= kPrnnSingleMaxBatch &&
-                     t.batch_tile == own.batch_tile && t.threads == own.threads &&
-                     t.rows_per_cta == own.rows_per_cta && t.ctas_per_direction == 1 &&
-                     t.batch_groups == 1 && t.streamed_groups == 0 && !t.tagged_exchange;
+  const bool valid = t.hidden > 0 && t.hidden <= kPrnnSingleMaxHidden && t.single_cta &&
+                     !t.tensor_cores && !t.cluster && !t.bf16_weights &&
+                     t.max_batch <= kPrnnSingleMaxBatch && t.batch_tile == own.batch_tile &&
+                     t.threads == own.threads && t.rows_per_cta == own.rows_per_cta &&
+                     t.ctas_per_direction == 1 && t.batch_groups == 1 && t.streamed_groups == 0 &&
+                     !t.tagged_exchange;
   if (!valid) return nullptr;
-  switch (columns_per_lane(t.hidden)) {
-    case 1:
-      return kernel_for_batch<1>(t.batch_tile);
+  const int g = column_groups(t.hidden);
+  switch (prnn_single_rows_per_thread(t.hidden, t.batch_tile)) {
     case 2:
-      return kernel_for_batch<2>(t.batch_tile);
-    case 3:
-      return kernel_for_batch<3>(t.batch_tile);
+      return kernel_for<2>(g, t.batch_tile);
     case 4:
-      return kernel_for_batch<4>(t.batch_tile);
-    case 5:
-      return kernel_for_batch<5>(t.batch_tile);
-    case 6:
-      return kernel_for_batch<6>(t.batch_tile);
+      return kernel_for<4>(g, t.batch_tile);
     default:
       return nullptr;
   }
 }
 
 size_t prnn_single_shared_bytes(const PrnnTiling& t) {
-  // Two state buffers, then two chunks each of x, h and y, each {BT, 32 KC} floats a step.
-  const size_t step = size_t(t.batch_tile) * 32 * columns_per_lane(t.hidden) * sizeof(float);
+  // Two state buffers, then two chunks each of x, h and y, each {BT, 32 G} floats a step.
+  const size_t step =
+      size_t(t.batch_tile) * 4 * kLanesPerRow * column_groups(t.hidden) * sizeof(float);
   return (2 + 3 * 2 * size_t(32 / t.batch_tile)) * step;
 }
 

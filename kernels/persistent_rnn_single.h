@@ -4,14 +4,15 @@
 //
 // Each direction runs on one CTA that holds all of U (forward) or U^T (backward-data) in
 // registers, so a step exchanges nothing between CTAs: the state lives in the CTA's shared memory
-// (two buffers), and one __syncthreads ends a step. Warp w owns rows [w KC, w KC + KC) and lane l
-// the columns l + 32 j (j < KC), KC = ceil(H / 32) (so at most 32 warps); each lane's partial sums
-// are reduce-scattered across the warp. The epilogue's inputs and outputs move between global and
-// shared memory a chunk of steps at a time, so a step touches shared memory only. Products and sums
-// are fp32; the order of the sums differs from the GEMM recurrence's, as every persistent kernel's
-// does. Measured (kernels/NOTES.md, session 67): batch 1 H 32-128 0.45-0.74 us a step against the
-// grid-wide split's 0.83-0.86; past H times the batch tile 128 one SM's products and reductions
-// make it the slower, and plans take it only below.
+// (two buffers), and one __syncthreads ends a step. A group of 8 adjacent lanes owns R rows (2 or
+// 4, prnn_single_rows_per_thread), each lane a slice of the columns read as float4s, so every
+// state value a lane reads feeds R rows and a row's sum is reduced over 8 lanes, not 32. The
+// epilogue's inputs and outputs move between global and shared memory a chunk of steps at a time,
+// so a step touches shared memory only. Products and sums are fp32; the order of the sums differs
+// from the GEMM recurrence's, as every persistent kernel's does. Measured (kernels/NOTES.md,
+// session 68, version 11): batch 1 H 32-192 0.24-0.60 us a step against the grid-wide split's
+// 0.77-0.86 and cuDNN's 0.48-0.63; past H times the batch tile 256 one SM's products make it the
+// slower, and plans take it only below.
 //
 //   PrnnTiling t = prnn_single_tiling(/*hidden=*/192, /*max_batch=*/1, /*directions=*/2);
 //   if (prnn_single_kernel(t) != nullptr)   // a kernel for this H and batch (fp32)
@@ -26,16 +27,18 @@
 
 namespace ds2::kernels {
 
-// Largest columns a lane (and rows a warp) the kernels are instantiated for: H <= 32 * 6 = 192.
-// At 1024 threads a thread has 64 registers; ptxas (CUDA 13, sm_90) fits 6 columns a lane at
-// batch 1-2 and 5 at batch 4 without spills, and spills at 6 with batch 4 and at 7 (plans refuse
-// a kernel that spills, so H 161-192 runs here at batch 1-2 only).
-constexpr int kPrnnSingleMaxColumnsPerLane = 6;
+// Largest hidden size the kernels are instantiated for: 6 float4 column groups a lane, 8 lanes a
+// row group, 4 rows a thread (96 weights a thread at 384 threads). At 7 groups ptxas (CUDA 13,
+// sm_90) spills at 448 threads.
+constexpr int kPrnnSingleMaxHidden = 192;
 // Batch rows a launch runs together at most (the batch tile: 1, 2 or 4).
 constexpr int kPrnnSingleMaxBatch = 4;
 
-// The single-CTA tiling of a layer: one CTA per direction holding all H rows, 32 ceil(H / KC)
-// threads, KC = ceil(H / 32); batch tile = max_batch (1, 2 or 4 after rounding up).
+// Rows a thread (2 or 4) for a layer of this H and batch tile.
+int prnn_single_rows_per_thread(int hidden, int batch_tile);
+// The single-CTA tiling of a layer: one CTA per direction holding all H rows, 8 threads a group
+// of R rows (R = prnn_single_rows_per_thread), rounded up to whole warps; batch tile = max_batch
+// (1, 2 or 4 after rounding up).
 PrnnTiling prnn_single_tiling(int hidden, int max_batch, int directions);
 // The kernel instantiation for t (nullptr when t is not a single-CTA tiling this kernel runs).
 const void* prnn_single_kernel(const PrnnTiling& t);

@@ -14,18 +14,19 @@ namespace {
 constexpr size_t kHopperSharedPerBlock = 227 * 1024;  // sm_90's opt-in limit a CTA
 
 TEST(PersistentRnnSingle, RunsEveryHiddenSizeTo192AndBatchFour) {
-  for (int h = 1; h <= 32 * kPrnnSingleMaxColumnsPerLane; ++h)
+  for (int h = 1; h <= kPrnnSingleMaxHidden; ++h)
     for (int b = 1; b <= kPrnnSingleMaxBatch; ++b)
       for (int dirs : {1, 2}) {
         const PrnnTiling t = prnn_single_tiling(h, b, dirs);
         const std::string where = "H " + std::to_string(h) + ", batch " + std::to_string(b);
         ASSERT_NE(prnn_single_kernel(t), nullptr) << where;
-        // ceil(H / 32) columns a lane and as many rows a warp: every row owned, at most 32 warps.
-        const int kc = (h + 31) / 32;
+        // Groups of 8 lanes own R rows each: every row owned, no warp without rows.
+        const int r = prnn_single_rows_per_thread(h, t.batch_tile);
+        EXPECT_TRUE(r == 2 || r == 4) << where;
         EXPECT_EQ(t.threads % 32, 0) << where;
         EXPECT_LE(t.threads, 1024) << where;
-        EXPECT_GE(t.threads / 32 * kc, h) << where;
-        EXPECT_LT((t.threads / 32 - 1) * kc, h) << where << ": a warp without rows";
+        EXPECT_GE(t.threads / 8 * r, h) << where;
+        EXPECT_LT((t.threads - 32) / 8 * r, h) << where << ": a warp without rows";
         EXPECT_EQ(t.ctas(), dirs) << where;
         EXPECT_EQ(t.batch_tile, b <= 2 ? b : 4) << where;
         EXPECT_EQ(prnn_workspace_bytes(t), 0u) << where << ": the state lives in shared memory";
@@ -54,8 +55,8 @@ TEST(PersistentRnnSingle, RefusesWhatItDoesNotRun) {
 }
 
 TEST(PersistentRnnSingle, SharedMemoryIsTheStateAndThreeStagedChunks) {
-  // H 100: 4 columns a lane, rows of 128 floats. Batch tile 4: chunks of 8 steps. Two state
-  // buffers, then two chunks each of x, h and y.
+  // H 100: 4 float4 column groups a lane of 8, rows of 128 floats. Batch tile 4: chunks of 8 steps.
+  // Two state buffers, then two chunks each of x, h and y.
   const PrnnTiling t = prnn_single_tiling(100, 3, 2);
   const size_t step = 4 * 128 * sizeof(float);  // {4 batch rows, 128 columns}
   EXPECT_EQ(prnn_single_shared_bytes(t), 2 * step + 3 * 2 * 8 * step);

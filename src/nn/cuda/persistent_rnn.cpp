@@ -30,7 +30,7 @@ constexpr int kBf16WidestMaxBatch = 48;
 constexpr int kBf16WideTaggedMaxBatch = 3;
 // fp32 small layers run on one CTA per direction up to this hidden size times batch tile (measured
 // in the constructor).
-constexpr int kSingleCtaMaxWork = 128;
+constexpr int kSingleCtaMaxWork = 256;
 
 int ceil_div(int a, int b) {
   return (a + b - 1) / b;
@@ -166,16 +166,17 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   //    6.81-6.87 -> 6.69, H 1024 6.31 -> 5.95-5.96.
   // Tests of the streamed rows ask for them at sizes that fit on chip: the fp32-math kernel only.
   const bool forced_stream = allowed.min_streamed_groups > 0;
-  // fp32 layers of H * (batch rounded to 1, 2 or 4) <= 128: one CTA per direction holds all of U
+  // fp32 layers of H * (batch rounded to 1, 2 or 4) <= 256: one CTA per direction holds all of U
   // in registers and the state in shared memory, so a step ends with one CTA barrier instead of an
   // exchange through L2 (kernels/persistent_rnn_single.h). H200, `ds2 bench rnn --hidden H --batch
-  // B --ours-only`, graph-timed, forward / backward-data us a step, this kernel (x and y staged a
-  // chunk of steps at a time) against the grid-wide fp16 split (session 67): batch 1 H 32 0.45 /
-  // 0.45 against 0.86 / 0.92, H 64 0.54 / 0.55 against 0.86 / 0.92, H 96 0.68 / 0.70 against 0.84
-  // / 0.91, H 128 0.74 / 0.78 against 0.83 / 0.87, but H 160 0.92 / 0.98 against 0.83 / 0.89;
-  // batch 2 H 32 0.54 / 0.55, H 64 0.75 / 0.76 against 0.82-0.84 / 0.86-0.90, but H 96 0.92 / 0.95
-  // against 0.81 / 0.83; batch 3-4 H 32 0.68-0.75 against 0.88-0.89, but H 64 0.95-1.03 against
-  // 0.84-0.85. One SM's products and its warps' reductions set its pace as H or the batch grow.
+  // B --ours-only`, graph-timed, forward / backward-data us a step, this kernel (version 11: rows
+  // summed over 8 lanes) against the grid-wide fp16 split in the same run (session 68): batch 1 H
+  // 32 0.24 / 0.24 against 0.77 / 0.82, H 128 0.44 / 0.47 against 0.78 / 0.83, H 192 0.60 / 0.65
+  // against 0.86 / 0.87; batch 2 H 64 0.35 / 0.35 against 0.75 / 0.80, H 128 0.54 / 0.55 against
+  // 0.77 / 0.81, but H 160 0.80 / 0.80 against 0.80 / 0.83; batch 3-4 H 32 0.35 / 0.36 against
+  // 0.83 / 0.91, H 64 0.53 / 0.54 against 0.76 / 0.81, but H 96 0.77 / 0.79 against 0.77 / 0.82
+  // and H 128 1.03 / 1.09 against 0.79 / 0.83. One SM's products set its pace as H or the batch
+  // grow.
   // Tests may ask for it wherever it runs (PersistentRnnKernels::force_single_cta).
   if (!forced_stream && !t.bf16_weights && allowed.single_cta) {
     const kernels::PrnnTiling c = kernels::prnn_single_tiling(hidden, max_batch, directions);

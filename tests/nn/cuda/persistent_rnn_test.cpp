@@ -569,17 +569,18 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
     EXPECT_TRUE(split(b1)) << b1.describe();
     EXPECT_TRUE(split(b1_small)) << b1_small.describe();
     EXPECT_TRUE(split(b1_both)) << b1_both.describe();
-    // H times the batch tile up to 128: one CTA per direction.
-    for (const auto& [H, B, D] : {std::tuple{128, 1, 1}, std::tuple{64, 2, 2}, std::tuple{33, 1, 1},
-                                  std::tuple{32, 3, 1}, std::tuple{1, 1, 2}}) {
+    // H times the batch tile up to 256: one CTA per direction.
+    for (const auto& [H, B, D] :
+         {std::tuple{192, 1, 1}, std::tuple{128, 2, 2}, std::tuple{64, 3, 1}, std::tuple{64, 4, 2},
+          std::tuple{33, 1, 1}, std::tuple{1, 1, 2}}) {
       const PersistentRnnPlan single(H, B, D);
       EXPECT_TRUE(single.fits() && single.tiling().single_cta && single.workspace_bytes() == 0)
           << single.describe();
     }
-    EXPECT_FALSE(PersistentRnnPlan(129, 1).tiling().single_cta);
-    EXPECT_FALSE(PersistentRnnPlan(65, 2).tiling().single_cta);
-    EXPECT_FALSE(PersistentRnnPlan(33, 3).tiling().single_cta);
-    EXPECT_FALSE(PersistentRnnPlan(128, 5).tiling().single_cta);
+    EXPECT_FALSE(PersistentRnnPlan(193, 1).tiling().single_cta);
+    EXPECT_FALSE(PersistentRnnPlan(129, 2).tiling().single_cta);
+    EXPECT_FALSE(PersistentRnnPlan(65, 3).tiling().single_cta);
+    EXPECT_FALSE(PersistentRnnPlan(64, 5).tiling().single_cta);
     EXPECT_TRUE(split(b1_mid)) << b1_mid.describe();
     EXPECT_TRUE(split(b1_1536)) << b1_1536.describe();
     EXPECT_TRUE(split(b1_large)) << b1_large.describe();
@@ -823,17 +824,28 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
 }
 
 // The single-CTA kernel (small fp32 layers; kernels/persistent_rnn_single.h) at every
-// columns-a-lane count it has (H 1-32 .. 161-192) and batch tile (1, 2, 4), odd sizes, every batch
-// up to its plan's, both orders, against float64; and both directions in one launch give the bits
-// of one launch each. T 64 (two whole chunks of staged steps at batch 1), 45 (a partial last
-// chunk) and 1. Plans take it where H times the batch tile is at most 128; the rest is asked for.
+// instantiation the plans reach: 2 rows a thread at 1-3 column groups (H 1-96) and 4 at 2-6 (H
+// 33-192), each batch tile (1, 2, 4), odd sizes, every batch up to its plan's, both orders,
+// against float64; and both directions in one launch give the bits of one launch each. T 64 (two
+// whole chunks of staged steps at batch 1), 45 (a partial last chunk) and 1. Plans take it where
+// H times the batch tile is at most 256; the rest is asked for.
 TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   PersistentRnnKernels forced;
   forced.force_single_cta = true;
-  for (const auto& [H, max_batch] : std::vector<std::pair<int, int>>{
-           {1, 1}, {5, 4}, {33, 2}, {64, 4}, {97, 3}, {160, 4}, {161, 1}, {192, 2}}) {
+  for (const auto& [H, max_batch] : std::vector<std::pair<int, int>>{{1, 1},
+                                                                     {5, 4},
+                                                                     {31, 2},
+                                                                     {33, 2},
+                                                                     {64, 4},
+                                                                     {90, 1},
+                                                                     {95, 3},
+                                                                     {97, 3},
+                                                                     {127, 2},
+                                                                     {160, 4},
+                                                                     {161, 1},
+                                                                     {192, 2}}) {
     const PersistentRnnPlan plan(H, max_batch, 1, -1, Precision::kFp32, forced);
     ASSERT_TRUE(plan.fits() && plan.tiling().single_cta) << plan.describe();
     for (int B = 1; B <= max_batch; ++B) {
