@@ -520,6 +520,8 @@ PrnnKernelInfo prnn_kernel_info(const PrnnTiling& t) {
   PrnnKernelInfo info = cooperative_kernel_info(kernel_ptr(t), t.threads, prnn_shared_bytes(t));
   // Clusters only where a CTA can run at all (a plan refuses the rest before reading this).
   if (t.cluster && info.blocks_per_sm > 0) info.max_clusters = prnn_cluster_max_active(t);
+  if (t.single_cta && t.ctas_per_direction > 1 && info.blocks_per_sm > 0)
+    info.max_clusters = prnn_single_max_clusters(t);
   return info;
 }
 

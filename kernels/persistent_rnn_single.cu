@@ -24,6 +24,7 @@ struct SingleArgs {
   SingleDir dir[2];
   const int* lengths;
   int T, B, H;
+  int rows_per_cta;  // a cluster's CTA c owns rows [c rows_per_cta, (c + 1) rows_per_cta)
   float clip;
   int backward;
 };
@@ -98,26 +99,82 @@ struct ChunkWalk {
   }
 };
 
-template <int R, int G, int BT>
+// Cluster plumbing (N > 1 CTAs a direction): shared-memory addresses, another CTA's view of one,
+// and an mbarrier whose phase completes when its one arrival and the bytes it expects are in.
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t map_to_rank(uint32_t address, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(address), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbarrier_init_one(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive_expecting(uint64_t* bar, uint32_t bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)),
+      "r"(bytes)
+      : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n"
+        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_address(bar)), "r"(parity)
+        : "memory");
+}
+// Writes v to `remote` (a shared::cluster address) and counts its 4 bytes on `remote_bar`.
+__device__ __forceinline__ void push_to_rank(uint32_t remote, float v, uint32_t remote_bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(remote),
+      "r"(__float_as_uint(v)), "r"(remote_bar)
+      : "memory");
+}
+
+// Threads a CTA of N at most: 8 a group of R rows of its ceil(32 G / N) (H <= 32 G).
+template <int R, int G, int N>
 constexpr int threads_max() {
-  constexpr int t = (32 * G + R - 1) / R * kLanesPerRow;
+  constexpr int t = ((32 * G + N - 1) / N + R - 1) / R * kLanesPerRow;
   return t > 1024 ? 1024 : (t + 31) / 32 * 32;
 }
 
-// R: rows a thread; G: float4 column groups a lane; BT: batch rows a launch. Thread t holds rows
-// R (t / 8) + i, i < R, of U (U^T for backward-data) at columns 4 (q + 8 m) + e, q = t % 8: a
-// step reads the state as float4s, each value feeding R rows, and sums R BT values over 8 lanes.
-template <int R, int G, int BT>
-__global__ void __launch_bounds__(threads_max<R, G, BT>(), 1)
+// R: rows a thread; G: float4 column groups a lane; BT: batch rows a launch; N: CTAs a direction
+// (a cluster when N > 1). CTA c of a direction owns rows [c RC, (c + 1) RC), RC = rows_per_cta;
+// its thread t holds rows c RC + R (t / 8) + i, i < R, of U (U^T for backward-data) at columns
+// 4 (q + 8 m) + e, q = t % 8: a step reads the whole state as float4s, each value feeding R rows,
+// and sums R BT values over 8 lanes. With N > 1 each CTA pushes its rows of the new state into
+// every other CTA's copy (st.async), and a CTA's mbarrier for that buffer completes when all the
+// other rows' bytes have arrived: no cluster barrier a step.
+template <int R, int G, int BT, int N>
+__global__ void __launch_bounds__(threads_max<R, G, N>(), 1)
     prnn_single_kernel_t(const SingleArgs a) {
   constexpr int Q = kLanesPerRow, HP = 4 * G * Q;  // HP: the state's padded row
   constexpr int V = R * BT;                        // values a thread sums a step
   constexpr int NA = V >= 4 ? 1 : 4 / V;           // accumulators a value, for ILP
   constexpr int NF = V / Q > 1 ? V / Q : 1;        // values a lane ends with
   extern __shared__ __align__(16) float state[];   // [2 buffers][BT][HP], then the chunks
-  const SingleDir d = blockIdx.x ? a.dir[1] : a.dir[0];
+  const SingleDir d = blockIdx.x / N ? a.dir[1] : a.dir[0];
   const int H = a.H, lane = threadIdx.x & 31;
-  const int r0 = threadIdx.x / Q * R, q = threadIdx.x % Q;
+  const int rank = N > 1 ? static_cast<int>(cluster_rank()) : 0;
+  const int row_begin = rank * a.rows_per_cta, row_end = min(H, row_begin + a.rows_per_cta);
+  const int own = row_end - row_begin;  // the rows this CTA stages (> 0: the plan's tiling)
+  const int r0 = row_begin + threadIdx.x / Q * R, q = threadIdx.x % Q;
   float w[R][G][4];
 #pragma unroll
   for (int i = 0; i < R; ++i)
@@ -126,7 +183,7 @@ __global__ void __launch_bounds__(threads_max<R, G, BT>(), 1)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = r0 + i, c = 4 * (q + Q * m) + e;
-        w[i][m][e] = r < H && c < H
+        w[i][m][e] = r < row_end && c < H
                          ? (a.backward ? d.u[int64_t{c} * H + r] : d.u[int64_t{r} * H + c])
                          : 0.0f;
       }
@@ -137,48 +194,65 @@ __global__ void __launch_bounds__(threads_max<R, G, BT>(), 1)
   const int first = first_group_value<V, Q>(lane);
   const bool writer = (lane & (Q > V ? Q / V - 1 : 0)) == 0;
   const int T = a.T, B = a.B;
-  int len[NF], out[NF];
+  // out: the value's place in the state; at: in a staged step ([BT][RC]).
+  const int rc = a.rows_per_cta;
+  int len[NF], out[NF], at[NF];
 #pragma unroll
   for (int n = 0; n < NF; ++n) {
     const int b = (first + n) % BT, r = r0 + (first + n) / BT;
-    len[n] = writer && b < B && r < H ? a.lengths[b] : -1;
+    len[n] = writer && b < B && r < row_end ? a.lengths[b] : -1;
     out[n] = b * HP + r;
+    at[n] = b * rc + r - row_begin;
   }
   // The epilogue's inputs (x, and h for backward-data) and its outputs y move between global and
   // shared memory kChunk steps at a time, by every thread: the next chunk's inputs are copied
   // (cp.async) while this one runs, the last chunk's outputs stored while this one runs. A step
   // then touches shared memory only (kernels/NOTES.md, session 67: copies or stores a step of
   // their own set the pace).
-  constexpr int C = kChunk<BT>, kStage = C * BT * HP;  // floats a chunk
-  float* x_stage = state + 2 * BT * HP;                // [2 chunks][C][BT][HP]
-  float* h_stage = x_stage + 2 * kStage;               // backward-data's h, the same
-  float* y_stage = h_stage + 2 * kStage;               // [2 chunks][C][BT][HP]
+  constexpr int C = kChunk<BT>;
+  const int kStage = C * BT * rc;         // floats a chunk: this CTA's rows only
+  float* x_stage = state + 2 * BT * HP;   // [2 chunks][C][BT][RC]
+  float* h_stage = x_stage + 2 * kStage;  // backward-data's h, the same
+  float* y_stage = h_stage + 2 * kStage;  // [2 chunks][C][BT][RC]
+  // N > 1, after the chunks: each state buffer's mbarrier (an even float offset: 8-byte aligned).
+  uint64_t* arrived = reinterpret_cast<uint64_t*>(y_stage + 2 * kStage);
   auto step_time = [&](int s) { return d.descending ? T - 1 - s : s; };
-  const ChunkWalk walk(threadIdx.x, blockDim.x, B, H);
+  if constexpr (N > 1) {
+    // Every CTA's state zeroed and its mbarriers set before anyone pushes into them.
+    if (threadIdx.x == 0) {
+      mbarrier_init_one(&arrived[0]);
+      mbarrier_init_one(&arrived[1]);
+    }
+    cluster_sync_all();
+  }
+  const ChunkWalk walk(threadIdx.x, blockDim.x, B, own);
   auto chunk_inputs = [&](int k) {
     const int steps = min(C, T - k * C);
     float* xs = x_stage + (k & 1) * kStage;
     float* hs = h_stage + (k & 1) * kStage;
-    for (ChunkWalk e = walk; e.i < steps; e.next(B, H)) {
+    for (ChunkWalk e = walk; e.i < steps; e.next(B, own)) {
       const int64_t row = int64_t{step_time(k * C + e.i)} * B + e.b;
-      const int at = (e.i * BT + e.b) * HP + e.r;
-      cp_async4(xs + at, d.x + row * d.ld_x + e.r);
-      if (a.backward) cp_async4(hs + at, d.h + row * d.ld_h + e.r);
+      const int to = (e.i * BT + e.b) * rc + e.r, col = row_begin + e.r;
+      cp_async4(xs + to, d.x + row * d.ld_x + col);
+      if (a.backward) cp_async4(hs + to, d.h + row * d.ld_h + col);
     }
     cp_async_commit();
   };
   auto chunk_outputs = [&](int k) {
     const int steps = min(C, T - k * C);
     const float* ys = y_stage + (k & 1) * kStage;
-    for (ChunkWalk e = walk; e.i < steps; e.next(B, H)) {
+    for (ChunkWalk e = walk; e.i < steps; e.next(B, own)) {
       const int64_t row = int64_t{step_time(k * C + e.i)} * B + e.b;
-      d.y[row * d.ld_y + e.r] = ys[(e.i * BT + e.b) * HP + e.r];
+      d.y[row * d.ld_y + row_begin + e.r] = ys[(e.i * BT + e.b) * rc + e.r];
     }
   };
   chunk_inputs(0);
   cp_async_wait_all();
   __syncthreads();
 
+  // N > 1: the bytes a buffer's phase waits for (the other CTAs' rows), and each buffer's parity.
+  const uint32_t pushed_in = static_cast<uint32_t>((H - own) * B * sizeof(float));
+  uint32_t parities = 0;  // bit b: the phase parity buffer b's mbarrier waits for next
   for (int s = 0; s < T; ++s) {
     const int k = s / C, i = s - k * C;
     if (i == 0) {
@@ -189,13 +263,15 @@ __global__ void __launch_bounds__(threads_max<R, G, BT>(), 1)
     }
     const float* cur = state + (s & 1) * BT * HP;
     float* nxt = state + ((s & 1) ^ 1) * BT * HP;
+    if constexpr (N > 1)
+      if (threadIdx.x == 0) mbarrier_arrive_expecting(&arrived[(s & 1) ^ 1], pushed_in);
     // The epilogue's inputs first, so that their loads overlap the products.
-    const int staged = (k & 1) * kStage + i * BT * HP;
+    const int staged = (k & 1) * kStage + i * BT * rc;
     float x[NF], h[NF];
 #pragma unroll
     for (int n = 0; n < NF; ++n) {
-      x[n] = len[n] >= 0 ? x_stage[staged + out[n]] : 0.0f;
-      h[n] = len[n] >= 0 && a.backward ? h_stage[staged + out[n]] : 0.0f;
+      x[n] = len[n] >= 0 ? x_stage[staged + at[n]] : 0.0f;
+      h[n] = len[n] >= 0 && a.backward ? h_stage[staged + at[n]] : 0.0f;
     }
     float acc[V][NA];
 #pragma unroll
@@ -224,6 +300,9 @@ __global__ void __launch_bounds__(threads_max<R, G, BT>(), 1)
       for (int n = 1; n < NA; ++n) v[u] += acc[u][n];
     }
     reduce_group_level<V, V, Q / 2>(v, lane);
+    // N > 1: every warp here has read this step's state before another CTA, having our rows of
+    // the next step, may push the step after into this buffer.
+    if constexpr (N > 1) __syncthreads();
 #pragma unroll
     for (int n = 0; n < NF; ++n) {
       if (len[n] >= 0) {
@@ -232,24 +311,39 @@ __global__ void __launch_bounds__(threads_max<R, G, BT>(), 1)
           y = a.backward ? clipped_relu_grad(h[n], x[n] + v[n], a.clip)
                          : clipped_relu(x[n] + v[n], a.clip);
         nxt[out[n]] = y;
-        y_stage[staged + out[n]] = y;
+        y_stage[staged + at[n]] = y;
+        if constexpr (N > 1) {
+          const uint32_t to = shared_address(nxt + out[n]);
+          const uint32_t bar = shared_address(&arrived[(s & 1) ^ 1]);
+#pragma unroll
+          for (int p = 1; p < N; ++p) {
+            const uint32_t peer = static_cast<uint32_t>((rank + p) % N);
+            push_to_rank(map_to_rank(to, peer), y, map_to_rank(bar, peer));
+          }
+        }
       }
     }
     if (i == C - 1) cp_async_wait_all();  // chunk k + 1's inputs, before the barrier shows them
     __syncthreads();
+    if constexpr (N > 1) {
+      const int b = (s & 1) ^ 1;
+      mbarrier_wait(&arrived[b], (parities >> b) & 1u);
+      parities ^= 1u << b;
+    }
   }
   chunk_outputs((T - 1) / C);  // the last chunk's (the loop left each earlier one as it went)
+  if constexpr (N > 1) cluster_sync_all();  // no CTA leaves while another may still address it
 }
 
 template <int R, int G>
 const void* kernel_for_batch(int bt) {
   switch (bt) {
     case 1:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 1>);
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 1, 1>);
     case 2:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 2>);
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 2, 1>);
     case 4:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 4>);
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 4, 1>);
     default:
       return nullptr;
   }
@@ -287,6 +381,34 @@ const void* kernel_for(int g, int bt) {
   }
 }
 
+// Clusters (batch tile 1, H 193-512): 2 rows a thread, column groups rounded up to even, 8 CTAs a
+// direction to H 384 and 16 above. H200, forward us a step, 8 CTAs / 16 (kernels/NOTES.md,
+// session 68): H 200 0.50 / 0.55, H 256 0.47 / 0.55, H 320 0.54 / 0.54, H 384 0.56 / 0.57, H 448
+// 0.65 / 0.60, H 512 0.72 / 0.60; 2 or 4 CTAs were slower (H 256 0.59 and 0.48).
+constexpr int kClusterRows = 2;
+int cluster_groups(int hidden) {
+  return (column_groups(hidden) + 1) / 2 * 2;
+}
+int cluster_ctas(int hidden) {
+  return hidden <= 384 ? 8 : 16;
+}
+const void* cluster_kernel(int g, int n) {
+  switch (g * 100 + n) {
+    case 808:
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 8, 1, 8>);
+    case 1008:
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 10, 1, 8>);
+    case 1208:
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 12, 1, 8>);
+    case 1416:
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 14, 1, 16>);
+    case 1616:
+      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 16, 1, 16>);
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
 // Values a thread sums a step (rows times the batch tile) near 8, one a lane of its row group after
@@ -305,22 +427,30 @@ PrnnTiling prnn_single_tiling(int hidden, int max_batch, int directions) {
   t.directions = directions;
   t.single_cta = true;
   t.batch_tile = batch_tile_for(max_batch);
-  t.rows_per_cta = hidden;
+  int r = prnn_single_rows_per_thread(hidden, t.batch_tile);
   t.ctas_per_direction = 1;
-  const int r = prnn_single_rows_per_thread(hidden, t.batch_tile);
-  t.threads = std::min(1024, ((hidden + r - 1) / r * kLanesPerRow + 31) / 32 * 32);
+  if (hidden > kPrnnSingleMaxHidden && t.batch_tile == 1) {
+    r = kClusterRows;
+    t.ctas_per_direction = cluster_ctas(hidden);
+  }
+  t.rows_per_cta = (hidden + t.ctas_per_direction - 1) / t.ctas_per_direction;
+  t.threads = std::min(1024, ((t.rows_per_cta + r - 1) / r * kLanesPerRow + 31) / 32 * 32);
   return t;
 }
 
 const void* prnn_single_kernel(const PrnnTiling& t) {
   const PrnnTiling own = prnn_single_tiling(t.hidden, t.max_batch, t.directions);
-  const bool valid = t.hidden > 0 && t.hidden <= kPrnnSingleMaxHidden && t.single_cta &&
+  const bool valid = t.hidden > 0 && t.hidden <= kPrnnSingleClusterMaxHidden && t.single_cta &&
                      !t.tensor_cores && !t.cluster && !t.bf16_weights &&
                      t.max_batch <= kPrnnSingleMaxBatch && t.batch_tile == own.batch_tile &&
                      t.threads == own.threads && t.rows_per_cta == own.rows_per_cta &&
-                     t.ctas_per_direction == 1 && t.batch_groups == 1 && t.streamed_groups == 0 &&
-                     !t.tagged_exchange;
+                     t.ctas_per_direction == own.ctas_per_direction && t.batch_groups == 1 &&
+                     t.streamed_groups == 0 && !t.tagged_exchange &&
+                     // every CTA of a cluster owns rows
+                     (t.ctas_per_direction - 1) * t.rows_per_cta < t.hidden;
   if (!valid) return nullptr;
+  if (t.ctas_per_direction > 1)
+    return cluster_kernel(cluster_groups(t.hidden), t.ctas_per_direction);
   const int g = column_groups(t.hidden);
   switch (prnn_single_rows_per_thread(t.hidden, t.batch_tile)) {
     case 2:
@@ -333,10 +463,55 @@ const void* prnn_single_kernel(const PrnnTiling& t) {
 }
 
 size_t prnn_single_shared_bytes(const PrnnTiling& t) {
-  // Two state buffers, then two chunks each of x, h and y, each {BT, 32 G} floats a step.
-  const size_t step =
-      size_t(t.batch_tile) * 4 * kLanesPerRow * column_groups(t.hidden) * sizeof(float);
-  return (2 + 3 * 2 * size_t(32 / t.batch_tile)) * step;
+  // Two state buffers of {BT, 32 G} floats, then two chunks each of x, h and y, each {BT, RC}
+  // floats a step (this CTA's rows).
+  const int g = t.ctas_per_direction > 1 ? cluster_groups(t.hidden) : column_groups(t.hidden);
+  const size_t state = 2 * size_t(t.batch_tile) * 4 * kLanesPerRow * g;
+  const size_t staged = 3 * 2 * size_t(32 / t.batch_tile) * t.batch_tile * t.rows_per_cta;
+  const size_t barriers = t.ctas_per_direction > 1 ? 2 * sizeof(uint64_t) : 0;
+  return (state + staged) * sizeof(float) + barriers;
+}
+
+namespace {
+
+cudaLaunchConfig_t cluster_config(const PrnnTiling& t, cudaLaunchAttribute* attr,
+                                  cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(t.ctas());
+  cfg.blockDim = dim3(t.threads);
+  cfg.dynamicSmemBytes = prnn_single_shared_bytes(t);
+  cfg.stream = stream;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = t.ctas_per_direction;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+// Raises fn's shared memory limit to what t needs and allows clusters past the portable 8 CTAs.
+void allow_cluster_launch(const void* fn, const PrnnTiling& t) {
+  DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(prnn_single_shared_bytes(t))));
+  if (t.ctas_per_direction > 8)
+    DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+}
+
+}  // namespace
+
+int prnn_single_max_clusters(const PrnnTiling& t) {
+  const void* fn = prnn_single_kernel(t);
+  if (fn == nullptr || t.ctas_per_direction == 1) return 0;
+  allow_cluster_launch(fn, t);
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = cluster_config(t, attr, nullptr);
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unlaunchable configuration: report "none"
+    clusters = 0;
+  }
+  return clusters;
 }
 
 void prnn_single_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
@@ -353,10 +528,21 @@ void prnn_single_launch(const PrnnTiling& t, bool backward, const PrnnDirection*
   a.T = T;
   a.B = B;
   a.H = t.hidden;
+  a.rows_per_cta = t.rows_per_cta;
   a.clip = clip;
   a.backward = backward ? 1 : 0;
-  cooperative_launch("persistent RNN (one CTA)", fn, t.directions, t.threads, &a,
-                     prnn_single_shared_bytes(t), stream);
+  if (t.ctas_per_direction == 1) {
+    cooperative_launch("persistent RNN (one CTA)", fn, t.directions, t.threads, &a,
+                       prnn_single_shared_bytes(t), stream);
+    return;
+  }
+  // A cluster that cannot be resident fails the launch (an error, never a hang): clusters are
+  // scheduled whole, and the two directions' clusters never wait for each other.
+  allow_cluster_launch(fn, t);
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = cluster_config(t, attr, stream);
+  void* args[] = {&a};
+  DS2_CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
 }
 
 }  // namespace ds2::kernels

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 namespace ds2::kernels {
@@ -35,7 +36,7 @@ TEST(PersistentRnnSingle, RunsEveryHiddenSizeTo192AndBatchFour) {
 }
 
 TEST(PersistentRnnSingle, RefusesWhatItDoesNotRun) {
-  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(193, 1, 1)), nullptr);
+  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(193, 3, 1)), nullptr);
   EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(64, 5, 1)), nullptr);
   const PrnnTiling t = prnn_single_tiling(100, 3, 1);
   ASSERT_NE(prnn_single_kernel(t), nullptr);
@@ -54,16 +55,45 @@ TEST(PersistentRnnSingle, RefusesWhatItDoesNotRun) {
   EXPECT_EQ(without([](PrnnTiling& c) { c.streamed_groups = 1; }), nullptr);
 }
 
+TEST(PersistentRnnSingle, ClustersRunBatchOneFrom193To512) {
+  for (int h = kPrnnSingleMaxHidden + 1; h <= kPrnnSingleClusterMaxHidden; ++h)
+    for (int dirs : {1, 2}) {
+      const PrnnTiling t = prnn_single_tiling(h, 1, dirs);
+      const std::string where = "H " + std::to_string(h);
+      ASSERT_NE(prnn_single_kernel(t), nullptr) << where;
+      const int n = t.ctas_per_direction;
+      EXPECT_EQ(n, h <= 384 ? 8 : 16) << where;
+      EXPECT_EQ(t.ctas(), n * dirs) << where;
+      // Every row owned, every CTA owns rows, 2 rows a thread in groups of 8 lanes.
+      EXPECT_GE(n * t.rows_per_cta, h) << where;
+      EXPECT_LT((n - 1) * t.rows_per_cta, h) << where << ": a CTA without rows";
+      EXPECT_EQ(t.threads % 32, 0) << where;
+      EXPECT_GE(t.threads / 8 * 2, t.rows_per_cta) << where;
+      EXPECT_LT((t.threads - 32) / 8 * 2, t.rows_per_cta) << where << ": a warp without rows";
+      EXPECT_EQ(prnn_workspace_bytes(t), 0u) << where << ": the state lives in shared memory";
+      EXPECT_LE(prnn_shared_bytes(t), kHopperSharedPerBlock) << where;
+    }
+  // Batch tiles past 1 and larger layers have no cluster form.
+  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(193, 2, 1)), nullptr);
+  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(512, 3, 1)), nullptr);
+  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(kPrnnSingleClusterMaxHidden + 1, 1, 1)), nullptr);
+}
+
 TEST(PersistentRnnSingle, SharedMemoryIsTheStateAndThreeStagedChunks) {
-  // H 100: 4 float4 column groups a lane of 8, rows of 128 floats. Batch tile 4: chunks of 8 steps.
-  // Two state buffers, then two chunks each of x, h and y.
+  // H 100, batch tile 4: state rows padded to 128 floats (4 float4 column groups a lane of 8),
+  // chunks of 8 steps of the CTA's 100 rows. Two state buffers, then two chunks each of x, h and
+  // y.
   const PrnnTiling t = prnn_single_tiling(100, 3, 2);
-  const size_t step = 4 * 128 * sizeof(float);  // {4 batch rows, 128 columns}
-  EXPECT_EQ(prnn_single_shared_bytes(t), 2 * step + 3 * 2 * 8 * step);
+  EXPECT_EQ(prnn_single_shared_bytes(t), (2 * 4 * 128 + 3 * 2 * 8 * 4 * 100) * sizeof(float));
   EXPECT_EQ(prnn_shared_bytes(t), prnn_single_shared_bytes(t));
   // Batch 1: chunks of 32 steps of one row.
   const PrnnTiling one = prnn_single_tiling(192, 1, 1);
   EXPECT_EQ(prnn_single_shared_bytes(one), (2 + 3 * 2 * 32) * 192 * sizeof(float));
+  // A cluster of 16 at H 512: the whole state, this CTA's 32 rows staged, two mbarriers.
+  const PrnnTiling cluster = prnn_single_tiling(512, 1, 1);
+  ASSERT_EQ(cluster.rows_per_cta, 32);
+  EXPECT_EQ(prnn_single_shared_bytes(cluster),
+            (2 * 512 + 3 * 2 * 32 * 32) * sizeof(float) + 2 * sizeof(uint64_t));
 }
 
 }  // namespace

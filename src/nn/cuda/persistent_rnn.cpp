@@ -176,14 +176,19 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // 0.77 / 0.81, but H 160 0.80 / 0.80 against 0.80 / 0.83; batch 3-4 H 32 0.35 / 0.36 against
   // 0.83 / 0.91, H 64 0.53 / 0.54 against 0.76 / 0.81, but H 96 0.77 / 0.79 against 0.77 / 0.82
   // and H 128 1.03 / 1.09 against 0.79 / 0.83. One SM's products set its pace as H or the batch
-  // grow.
+  // grow. At batch 1, H 193-512 run on a cluster of 8 or 16 such CTAs a direction, each pushing
+  // its rows of the state into the others' shared memory (same session): H 256 0.47 / 0.47
+  // against 0.88 / 0.90, H 384 0.56 / 0.56 against 0.88 / 0.89, H 512 0.60 / 0.60 against 0.92 /
+  // 0.93 (where the clusters cannot all be resident, the split).
   // Tests may ask for it wherever it runs (PersistentRnnKernels::force_single_cta).
   if (!forced_stream && !t.bf16_weights && allowed.single_cta) {
     const kernels::PrnnTiling c = kernels::prnn_single_tiling(hidden, max_batch, directions);
-    const bool measured_faster = hidden * c.batch_tile <= kSingleCtaMaxWork;
+    const bool measured_faster =
+        hidden * c.batch_tile <= kSingleCtaMaxWork || c.ctas_per_direction > 1;
     if ((measured_faster || allowed.force_single_cta) && kernels::prnn_has_kernel(c)) {
       const kernels::PrnnKernelInfo info = kernels::prnn_kernel_info(c);
-      if (info.local_bytes == 0 && info.blocks_per_sm >= 1) {
+      const bool resident = c.ctas_per_direction == 1 || info.max_clusters >= directions;
+      if (info.local_bytes == 0 && info.blocks_per_sm >= 1 && resident) {
         t = c;
         registers_ = info.registers;
         fits_ = true;
@@ -489,8 +494,11 @@ std::string PersistentRnnPlan::describe() const {
     << ") x " << t.threads << " threads"
     << (t.chunks > 1 ? " of " + std::to_string(4 * t.chunks) + " columns" : "") << ", "
     << t.rows_per_cta << " rows per CTA ("
-    << (t.single_cta ? std::string("all in registers; the state in shared memory, no exchange "
-                                   "between CTAs")
+    << (t.single_cta && t.ctas_per_direction == 1
+            ? std::string("all in registers; the state in shared memory, no exchange between CTAs")
+        : t.single_cta ? "all in registers; a cluster of " + std::to_string(t.ctas_per_direction) +
+                             " CTAs a direction, each pushing its rows of the state into the "
+                             "others' shared memory"
         : kernels::prnn_mma_stacked_split(t)
             ? std::string("8-row tiles of hi over lo parts, some in registers, the rest in shared "
                           "memory")

@@ -563,8 +563,8 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
       return p.fits() && p.tiling().tensor_cores && !p.tiling().state_in_bf16() &&
              p.tiling().tagged_exchange;
     };
-    const PersistentRnnPlan b1(512, 1), b1_mid(1152, 1), b1_1536(1536, 1), b1_large(1792, 1);
-    const PersistentRnnPlan b1_small(256, 1), b1_both(384, 1, 2);
+    const PersistentRnnPlan b1(640, 1), b1_mid(1152, 1), b1_1536(1536, 1), b1_large(1792, 1);
+    const PersistentRnnPlan b1_small(513, 1), b1_both(600, 1, 2);
     const PersistentRnnPlan b2(512, 2), b2_large(1536, 2), b4(1152, 4), b4_large(2048, 4);
     EXPECT_TRUE(split(b1)) << b1.describe();
     EXPECT_TRUE(split(b1_small)) << b1_small.describe();
@@ -577,7 +577,15 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
       EXPECT_TRUE(single.fits() && single.tiling().single_cta && single.workspace_bytes() == 0)
           << single.describe();
     }
-    EXPECT_FALSE(PersistentRnnPlan(193, 1).tiling().single_cta);
+    // Batch 1 at H 193-512: a cluster of such CTAs a direction.
+    for (const auto& [H, D] : {std::pair{193, 1}, std::pair{384, 2}, std::pair{512, 2}}) {
+      const PersistentRnnPlan cluster(H, 1, D);
+      EXPECT_TRUE(cluster.fits() && cluster.tiling().single_cta &&
+                  cluster.tiling().ctas_per_direction == (H <= 384 ? 8 : 16))
+          << cluster.describe();
+    }
+    EXPECT_FALSE(PersistentRnnPlan(513, 1).tiling().single_cta);
+    EXPECT_FALSE(PersistentRnnPlan(193, 2).tiling().single_cta);
     EXPECT_FALSE(PersistentRnnPlan(129, 2).tiling().single_cta);
     EXPECT_FALSE(PersistentRnnPlan(65, 3).tiling().single_cta);
     EXPECT_FALSE(PersistentRnnPlan(64, 5).tiling().single_cta);
@@ -834,18 +842,10 @@ TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
   CudaContext ctx;
   PersistentRnnKernels forced;
   forced.force_single_cta = true;
-  for (const auto& [H, max_batch] : std::vector<std::pair<int, int>>{{1, 1},
-                                                                     {5, 4},
-                                                                     {31, 2},
-                                                                     {33, 2},
-                                                                     {64, 4},
-                                                                     {90, 1},
-                                                                     {95, 3},
-                                                                     {97, 3},
-                                                                     {127, 2},
-                                                                     {160, 4},
-                                                                     {161, 1},
-                                                                     {192, 2}}) {
+  const std::vector<std::pair<int, int>> shapes{
+      {1, 1},   {5, 4},   {31, 2},  {33, 2},  {64, 4},  {90, 1},  {95, 3},  {97, 3},  {127, 2},
+      {160, 4}, {161, 1}, {192, 2}, {200, 1}, {256, 1}, {300, 1}, {384, 1}, {449, 1}, {512, 1}};
+  for (const auto& [H, max_batch] : shapes) {
     const PersistentRnnPlan plan(H, max_batch, 1, -1, Precision::kFp32, forced);
     ASSERT_TRUE(plan.fits() && plan.tiling().single_cta) << plan.describe();
     for (int B = 1; B <= max_batch; ++B) {
