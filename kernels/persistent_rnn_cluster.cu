@@ -7,6 +7,7 @@
 #include "core/cuda/check.h"
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
+#include "kernels/cluster_launch.h"
 #include "kernels/mma.cuh"
 #include "kernels/persistent_rnn_cluster.h"
 #include "kernels/persistent_rnn_epilogue.cuh"
@@ -195,31 +196,6 @@ const void* kernel_for_tiles(int n) {
   }
 }
 
-// The launch configuration of t (attributes point into `attr`).
-cudaLaunchConfig_t launch_config(const PrnnTiling& t, cudaLaunchAttribute* attr,
-                                 cudaStream_t stream) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(t.ctas());
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = cluster_smem(t).total;
-  cfg.stream = stream;
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = t.ctas_per_direction;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cfg;
-}
-
-// Raises fn's shared memory limit to what t needs and allows clusters past the portable 8 CTAs.
-void allow_launch(const void* fn, const PrnnTiling& t) {
-  DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(cluster_smem(t).total)));
-  if (t.ctas_per_direction > 8)
-    DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-}
-
 }  // namespace
 
 PrnnTiling prnn_cluster_tiling(int hidden, int max_batch, int directions) {
@@ -254,22 +230,13 @@ size_t prnn_cluster_shared_bytes(const PrnnTiling& t) {
 int prnn_cluster_max_active(const PrnnTiling& t) {
   const void* fn = prnn_cluster_kernel(t);
   if (fn == nullptr) return 0;
-  allow_launch(fn, t);
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = launch_config(t, attr, nullptr);
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();  // an unlaunchable configuration: report "none"
-    clusters = 0;
-  }
-  return clusters;
+  return cluster_max_active(fn, t.ctas(), t.ctas_per_direction, kThreads, cluster_smem(t).total);
 }
 
 void prnn_cluster_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
                          const int* lengths, int T, int B, float clip, cudaStream_t stream) {
   const void* fn = prnn_cluster_kernel(t);
   DS2_CHECK(fn != nullptr, "persistent RNN (cluster): no kernel for this tiling");
-  allow_launch(fn, t);
   const ClusterSmem layout = cluster_smem(t);
   ClusterArgs a{};
   a.lengths = lengths;
@@ -287,12 +254,9 @@ void prnn_cluster_launch(const PrnnTiling& t, bool backward, const PrnnDirection
     a.dir[i] = prnn_device_direction("persistent RNN (cluster)", dirs[i], i, backward,
                                      static_cast<uint16_t*>(nullptr));
   if (t.directions == 1) a.dir[1] = a.dir[0];
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = launch_config(t, attr, stream);
-  void* args[] = {&a};
   // A cluster that cannot be resident fails the launch (an error, never a hang): clusters are
   // scheduled whole, and the two directions' clusters never wait for each other.
-  DS2_CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
+  cluster_launch(fn, t.ctas(), t.ctas_per_direction, kThreads, layout.total, &a, stream);
 }
 
 }  // namespace ds2::kernels

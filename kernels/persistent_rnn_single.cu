@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/clipped_relu.cuh"
+#include "kernels/cluster_launch.h"
 #include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn_operands.h"
 #include "kernels/persistent_rnn_single.h"
@@ -472,46 +473,11 @@ size_t prnn_single_shared_bytes(const PrnnTiling& t) {
   return (state + staged) * sizeof(float) + barriers;
 }
 
-namespace {
-
-cudaLaunchConfig_t cluster_config(const PrnnTiling& t, cudaLaunchAttribute* attr,
-                                  cudaStream_t stream) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(t.ctas());
-  cfg.blockDim = dim3(t.threads);
-  cfg.dynamicSmemBytes = prnn_single_shared_bytes(t);
-  cfg.stream = stream;
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = t.ctas_per_direction;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cfg;
-}
-
-// Raises fn's shared memory limit to what t needs and allows clusters past the portable 8 CTAs.
-void allow_cluster_launch(const void* fn, const PrnnTiling& t) {
-  DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(prnn_single_shared_bytes(t))));
-  if (t.ctas_per_direction > 8)
-    DS2_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-}
-
-}  // namespace
-
 int prnn_single_max_clusters(const PrnnTiling& t) {
   const void* fn = prnn_single_kernel(t);
   if (fn == nullptr || t.ctas_per_direction == 1) return 0;
-  allow_cluster_launch(fn, t);
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = cluster_config(t, attr, nullptr);
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();  // an unlaunchable configuration: report "none"
-    clusters = 0;
-  }
-  return clusters;
+  return cluster_max_active(fn, t.ctas(), t.ctas_per_direction, t.threads,
+                            prnn_single_shared_bytes(t));
 }
 
 void prnn_single_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
@@ -536,13 +502,9 @@ void prnn_single_launch(const PrnnTiling& t, bool backward, const PrnnDirection*
                        prnn_single_shared_bytes(t), stream);
     return;
   }
-  // A cluster that cannot be resident fails the launch (an error, never a hang): clusters are
-  // scheduled whole, and the two directions' clusters never wait for each other.
-  allow_cluster_launch(fn, t);
-  cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = cluster_config(t, attr, stream);
-  void* args[] = {&a};
-  DS2_CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
+  // The two directions' clusters never wait for each other.
+  cluster_launch(fn, t.ctas(), t.ctas_per_direction, t.threads, prnn_single_shared_bytes(t), &a,
+                 stream);
 }
 
 }  // namespace ds2::kernels
