@@ -382,10 +382,13 @@ const void* kernel_for(int g, int bt) {
   }
 }
 
-// Clusters (batch tile 1, H 193-512): 2 rows a thread, column groups rounded up to even, 8 CTAs a
-// direction to H 384 and 16 above. H200, forward us a step, 8 CTAs / 16 (kernels/NOTES.md,
-// session 68): H 200 0.50 / 0.55, H 256 0.47 / 0.55, H 320 0.54 / 0.54, H 384 0.56 / 0.57, H 448
-// 0.65 / 0.60, H 512 0.72 / 0.60; 2 or 4 CTAs were slower (H 256 0.59 and 0.48).
+// Clusters (batch tile 1 at H 193-512, batch tile 2 at H 129-384): 2 rows a thread, column groups
+// rounded up to even, 8 CTAs a direction to H 384 and 16 above. Batch tile 2, 8 CTAs against the
+// grid-wide split, forward: H 129 0.49 / 0.84, H 192 0.51 / 0.86, H 256 0.60 / 0.91, H 384 0.87 /
+// 0.92 (past H 384 the kernels at 14-16 column groups would spill). H200, forward us a step, 8 CTAs
+// / 16 (kernels/NOTES.md, session 68): H 200 0.50 / 0.55, H 256 0.47 / 0.55, H 320 0.54 / 0.54, H
+// 384 0.56 / 0.57, H 448 0.65 / 0.60, H 512 0.72 / 0.60; 2 or 4 CTAs were slower (H 256 0.59 and
+// 0.48).
 constexpr int kClusterRows = 2;
 int cluster_groups(int hidden) {
   return (column_groups(hidden) + 1) / 2 * 2;
@@ -393,7 +396,22 @@ int cluster_groups(int hidden) {
 int cluster_ctas(int hidden) {
   return hidden <= 384 ? 8 : 16;
 }
-const void* cluster_kernel(int g, int n) {
+const void* cluster_kernel(int g, int n, int bt) {
+  if (bt == 2) {
+    switch (g * 100 + n) {
+      case 608:
+        return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 6, 2, 8>);
+      case 808:
+        return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 8, 2, 8>);
+      case 1008:
+        return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 10, 2, 8>);
+      case 1208:
+        return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 12, 2, 8>);
+      default:
+        return nullptr;
+    }
+  }
+  if (bt != 1) return nullptr;
   switch (g * 100 + n) {
     case 808:
       return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 8, 1, 8>);
@@ -430,7 +448,7 @@ PrnnTiling prnn_single_tiling(int hidden, int max_batch, int directions) {
   t.batch_tile = batch_tile_for(max_batch);
   int r = prnn_single_rows_per_thread(hidden, t.batch_tile);
   t.ctas_per_direction = 1;
-  if (hidden > kPrnnSingleMaxHidden && t.batch_tile == 1) {
+  if ((hidden > kPrnnSingleMaxHidden && t.batch_tile == 1) || (hidden > 128 && t.batch_tile == 2)) {
     r = kClusterRows;
     t.ctas_per_direction = cluster_ctas(hidden);
   }
@@ -451,7 +469,7 @@ const void* prnn_single_kernel(const PrnnTiling& t) {
                      (t.ctas_per_direction - 1) * t.rows_per_cta < t.hidden;
   if (!valid) return nullptr;
   if (t.ctas_per_direction > 1)
-    return cluster_kernel(cluster_groups(t.hidden), t.ctas_per_direction);
+    return cluster_kernel(cluster_groups(t.hidden), t.ctas_per_direction, t.batch_tile);
   const int g = column_groups(t.hidden);
   switch (prnn_single_rows_per_thread(t.hidden, t.batch_tile)) {
     case 2:

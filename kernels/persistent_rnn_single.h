@@ -14,11 +14,12 @@
 // 0.77-0.86 and cuDNN's 0.48-0.63; past H times the batch tile 256 one SM's products make it the
 // slower, and plans take it only below.
 //
-// At batch 1, H 193-512 run on a thread-block cluster of 8 (to H 384) or 16 such CTAs a
-// direction, each holding its slice of the rows (all columns) and a whole copy of the state. A
-// CTA pushes its new rows into every other CTA's copy with st.async, which counts the bytes on
-// that CTA's mbarrier for the buffer; a CTA waits for its mbarrier's phase (the bytes of every
-// other row), not for a cluster barrier. H 256-512 0.47-0.60 us a step against cuDNN's 0.69-0.72.
+// At batch 1, H 193-512 (batch 2: H 129-384) run on a thread-block cluster of 8 (to H 384) or 16
+// such CTAs a direction, each holding its slice of the rows (all columns) and a whole copy of the
+// state. A CTA pushes its new rows into every other CTA's copy with st.async, which counts the
+// bytes on that CTA's mbarrier for the buffer; a CTA waits for its mbarrier's phase (the bytes of
+// every other row), not for a cluster barrier. H 256-512 0.47-0.60 us a step against cuDNN's
+// 0.69-0.72.
 //
 //   PrnnTiling t = prnn_single_tiling(/*hidden=*/192, /*max_batch=*/1, /*directions=*/2);
 //   if (prnn_single_kernel(t) != nullptr)   // a kernel for this H and batch (fp32)

@@ -21,6 +21,10 @@ TEST(PersistentRnnSingle, RunsEveryHiddenSizeTo192AndBatchFour) {
         const PrnnTiling t = prnn_single_tiling(h, b, dirs);
         const std::string where = "H " + std::to_string(h) + ", batch " + std::to_string(b);
         ASSERT_NE(prnn_single_kernel(t), nullptr) << where;
+        if (t.batch_tile == 2 && h > 128) {  // a cluster (the test below)
+          EXPECT_EQ(t.ctas_per_direction, 8) << where;
+          continue;
+        }
         // Groups of 8 lanes own R rows each: every row owned, no warp without rows.
         const int r = prnn_single_rows_per_thread(h, t.batch_tile);
         EXPECT_TRUE(r == 2 || r == 4) << where;
@@ -55,7 +59,7 @@ TEST(PersistentRnnSingle, RefusesWhatItDoesNotRun) {
   EXPECT_EQ(without([](PrnnTiling& c) { c.streamed_groups = 1; }), nullptr);
 }
 
-TEST(PersistentRnnSingle, ClustersRunBatchOneFrom193To512) {
+TEST(PersistentRnnSingle, ClustersRunBatchOneFrom193To512AndBatchTwoFrom129To384) {
   for (int h = kPrnnSingleMaxHidden + 1; h <= kPrnnSingleClusterMaxHidden; ++h)
     for (int dirs : {1, 2}) {
       const PrnnTiling t = prnn_single_tiling(h, 1, dirs);
@@ -73,8 +77,19 @@ TEST(PersistentRnnSingle, ClustersRunBatchOneFrom193To512) {
       EXPECT_EQ(prnn_workspace_bytes(t), 0u) << where << ": the state lives in shared memory";
       EXPECT_LE(prnn_shared_bytes(t), kHopperSharedPerBlock) << where;
     }
-  // Batch tiles past 1 and larger layers have no cluster form.
-  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(193, 2, 1)), nullptr);
+  // Batch 2: clusters of 8 at H 129-384.
+  for (int h = 129; h <= 384; ++h) {
+    const PrnnTiling t = prnn_single_tiling(h, 2, 2);
+    const std::string where = "H " + std::to_string(h) + ", batch 2";
+    ASSERT_NE(prnn_single_kernel(t), nullptr) << where;
+    EXPECT_EQ(t.ctas_per_direction, 8) << where;
+    EXPECT_EQ(t.batch_tile, 2) << where;
+    EXPECT_LT(7 * t.rows_per_cta, h) << where << ": a CTA without rows";
+    EXPECT_LE(prnn_shared_bytes(t), kHopperSharedPerBlock) << where;
+  }
+  // Batch tiles past 2 and larger layers have no cluster form.
+  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(385, 2, 1)), nullptr);
+  EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(193, 3, 1)), nullptr);
   EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(512, 3, 1)), nullptr);
   EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(kPrnnSingleClusterMaxHidden + 1, 1, 1)), nullptr);
 }

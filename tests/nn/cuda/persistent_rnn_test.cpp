@@ -585,8 +585,14 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
           << cluster.describe();
     }
     EXPECT_FALSE(PersistentRnnPlan(513, 1).tiling().single_cta);
-    EXPECT_FALSE(PersistentRnnPlan(193, 2).tiling().single_cta);
-    EXPECT_FALSE(PersistentRnnPlan(129, 2).tiling().single_cta);
+    // Batch 2 at H 129-384: clusters of 8.
+    for (const int H : {129, 384}) {
+      const PersistentRnnPlan cluster(H, 2, 2);
+      EXPECT_TRUE(cluster.fits() && cluster.tiling().single_cta &&
+                  cluster.tiling().ctas_per_direction == 8)
+          << cluster.describe();
+    }
+    EXPECT_FALSE(PersistentRnnPlan(385, 2).tiling().single_cta);
     EXPECT_FALSE(PersistentRnnPlan(65, 3).tiling().single_cta);
     EXPECT_FALSE(PersistentRnnPlan(64, 5).tiling().single_cta);
     EXPECT_TRUE(split(b1_mid)) << b1_mid.describe();
@@ -843,8 +849,9 @@ TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
   PersistentRnnKernels forced;
   forced.force_single_cta = true;
   const std::vector<std::pair<int, int>> shapes{
-      {1, 1},   {5, 4},   {31, 2},  {33, 2},  {64, 4},  {90, 1},  {95, 3},  {97, 3},  {127, 2},
-      {160, 4}, {161, 1}, {192, 2}, {200, 1}, {256, 1}, {300, 1}, {384, 1}, {449, 1}, {512, 1}};
+      {1, 1},   {5, 4},   {31, 2},  {33, 2},  {64, 4},  {90, 1},  {95, 3},
+      {97, 3},  {127, 2}, {160, 4}, {161, 1}, {192, 2}, {200, 1}, {256, 1},
+      {300, 1}, {384, 1}, {449, 1}, {512, 1}, {250, 2}, {257, 2}, {384, 2}};
   for (const auto& [H, max_batch] : shapes) {
     const PersistentRnnPlan plan(H, max_batch, 1, -1, Precision::kFp32, forced);
     ASSERT_TRUE(plan.fits() && plan.tiling().single_cta) << plan.describe();
