@@ -87,9 +87,12 @@ struct PrnnTiling {
   // the state through distributed shared memory and synchronizes with the cluster barrier
   // (kernels/persistent_rnn_cluster.h); batch_tile 8, max_batch <= 8.
   bool cluster = false;
-  // fp32 small layers (kernels/persistent_rnn_single.h; the kernel runs H <= 192 at batch <= 4,
-  // plans take it where H times the batch tile is at most 128): one CTA per direction holds all of
+  // fp32 small layers (kernels/persistent_rnn_single.h; one CTA runs H <= 192 at batch <= 4,
+  // plans take it where H times the batch tile is at most 256): one CTA per direction holds all of
   // U in registers and the state in its shared memory; no exchange between CTAs, no workspace.
+  // With ctas_per_direction > 1 (batch 1 at H 193-512, batch 2 at H 129-384) the CTAs of a
+  // direction form a thread-block cluster, each holding its rows of U and a copy of the state,
+  // and push their rows of each step into each other's shared memory.
   bool single_cta = false;
   // Grid-wide tensor-core plans only: the state exchange synchronizes through its data (each
   // bf16 travels with the step that wrote it; kernels/tagged_exchange.cuh) instead of a step
