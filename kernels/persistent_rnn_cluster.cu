@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/cluster_launch.h"
+#include "kernels/cluster_sync.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/persistent_rnn_cluster.h"
 #include "kernels/persistent_rnn_epilogue.cuh"
@@ -54,13 +55,6 @@ ClusterSmem cluster_smem(const PrnnTiling& t) {
   off += size_t(kBatch) * sizeof(int);
   l.total = (off + 15) / 16 * 16;
   return l;
-}
-
-__device__ __forceinline__ void cluster_arrive_release() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait_acquire() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
 // N: m-tiles per CTA, which is also the k-tiles per warp (both ceil(ceil(H / 16) / 16)).

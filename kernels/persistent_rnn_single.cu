@@ -6,6 +6,7 @@
 #include "kernels/async_copy.cuh"
 #include "kernels/clipped_relu.cuh"
 #include "kernels/cluster_launch.h"
+#include "kernels/cluster_sync.cuh"
 #include "kernels/cooperative_launch.h"
 #include "kernels/persistent_rnn_operands.h"
 #include "kernels/persistent_rnn_single.h"
@@ -99,54 +100,6 @@ struct ChunkWalk {
     }
   }
 };
-
-// Cluster plumbing (N > 1 CTAs a direction): shared-memory addresses, another CTA's view of one,
-// and an mbarrier whose phase completes when its one arrival and the bytes it expects are in.
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t map_to_rank(uint32_t address, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(address), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbarrier_init_one(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(bar)) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbarrier_arrive_expecting(uint64_t* bar, uint32_t bytes) {
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)),
-      "r"(bytes)
-      : "memory");
-}
-__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n .reg .pred p;\n"
-        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(shared_address(bar)), "r"(parity)
-        : "memory");
-}
-// Writes v to `remote` (a shared::cluster address) and counts its 4 bytes on `remote_bar`.
-__device__ __forceinline__ void push_to_rank(uint32_t remote, float v, uint32_t remote_bar) {
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(remote),
-      "r"(__float_as_uint(v)), "r"(remote_bar)
-      : "memory");
-}
 
 // Threads a CTA of N at most: 8 a group of R rows of its ceil(32 G / N) (H <= 32 G).
 template <int R, int G, int N>
@@ -336,107 +289,62 @@ __global__ void __launch_bounds__(threads_max<R, G, N>(), 1)
   if constexpr (N > 1) cluster_sync_all();  // no CTA leaves while another may still address it
 }
 
-template <int R, int G>
-const void* kernel_for_batch(int bt) {
-  switch (bt) {
-    case 1:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 1, 1>);
-    case 2:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 2, 1>);
-    case 4:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, 4, 1>);
-    default:
-      return nullptr;
-  }
-}
-// The instantiations prnn_single_rows_per_thread picks: 2 rows a thread at 1-3 column groups (H
-// <= 96), 4 rows at 2-6 (H 33-192).
-template <int R>
-const void* kernel_for(int g, int bt) {
-  if constexpr (R == 2) {
-    switch (g) {
-      case 1:
-        return kernel_for_batch<R, 1>(bt);
-      case 2:
-        return kernel_for_batch<R, 2>(bt);
-      case 3:
-        return kernel_for_batch<R, 3>(bt);
-      default:
-        return nullptr;
-    }
-  } else {
-    switch (g) {
-      case 2:
-        return kernel_for_batch<R, 2>(bt);
-      case 3:
-        return kernel_for_batch<R, 3>(bt);
-      case 4:
-        return kernel_for_batch<R, 4>(bt);
-      case 5:
-        return kernel_for_batch<R, 5>(bt);
-      case 6:
-        return kernel_for_batch<R, 6>(bt);
-      default:
-        return nullptr;
-    }
-  }
+// The form of a layer: rows a thread, float4 column groups a lane (the state's row padded to 32
+// G), CTAs a direction. One CTA: 4 rows a thread above H 96 and at batch tile 2 above H 32, else
+// 2 (the values a thread sums, rows times the batch tile, near 8: one a lane after the
+// reduce-scatter). H200, graph-timed, forward us a step, 2 rows a thread / 4 (kernels/NOTES.md,
+// session 68): batch 1 H 96 0.35 / 0.42, H 128 0.45 / 0.44, H 160 0.56 / 0.51; batch 2 H 32 0.28
+// / 0.33, H 64 0.36 / 0.35, H 96 0.57 / 0.49; batch 4 H 32 0.35 / 0.51, H 96 0.77 / 0.95, H 128
+// 1.15 / 1.03.
+// Clusters (batch tile 1 at H 193-512, batch tile 2 at H 129-384): 2 rows a thread, column groups
+// rounded up to even, 8 CTAs a direction to H 384 and 16 above. Forward, 8 CTAs / 16: H 200 0.50
+// / 0.55, H 256 0.47 / 0.55, H 320 0.54 / 0.54, H 384 0.56 / 0.57, H 448 0.65 / 0.60, H 512 0.72 /
+// 0.60; 2 or 4 CTAs were slower (H 256 0.59 and 0.48). Batch tile 2, 8 CTAs against the grid-wide
+// split: H 129 0.49 / 0.84, H 192 0.51 / 0.86, H 256 0.60 / 0.91, H 384 0.87 / 0.92 (past H 384
+// the kernels at 14-16 column groups would spill).
+struct SingleShape {
+  int rows, groups, ctas;
+};
+SingleShape single_shape(int hidden, int batch_tile) {
+  const bool cluster =
+      (batch_tile == 1 && hidden > kPrnnSingleMaxHidden) || (batch_tile == 2 && hidden > 128);
+  if (cluster) return {2, (column_groups(hidden) + 1) / 2 * 2, hidden <= 384 ? 8 : 16};
+  return {hidden > 96 || (batch_tile == 2 && hidden > 32) ? 4 : 2, column_groups(hidden), 1};
 }
 
-// Clusters (batch tile 1 at H 193-512, batch tile 2 at H 129-384): 2 rows a thread, column groups
-// rounded up to even, 8 CTAs a direction to H 384 and 16 above. Batch tile 2, 8 CTAs against the
-// grid-wide split, forward: H 129 0.49 / 0.84, H 192 0.51 / 0.86, H 256 0.60 / 0.91, H 384 0.87 /
-// 0.92 (past H 384 the kernels at 14-16 column groups would spill). H200, forward us a step, 8 CTAs
-// / 16 (kernels/NOTES.md, session 68): H 200 0.50 / 0.55, H 256 0.47 / 0.55, H 320 0.54 / 0.54, H
-// 384 0.56 / 0.57, H 448 0.65 / 0.60, H 512 0.72 / 0.60; 2 or 4 CTAs were slower (H 256 0.59 and
-// 0.48).
-constexpr int kClusterRows = 2;
-int cluster_groups(int hidden) {
-  return (column_groups(hidden) + 1) / 2 * 2;
+// Every instantiation single_shape reaches (the host tests ask for each H and batch it serves).
+struct Instance {
+  int rows, groups, batch_tile, ctas;
+  const void* fn;
+};
+template <int R, int G, int BT, int N>
+Instance instance() {
+  return {R, G, BT, N, reinterpret_cast<const void*>(prnn_single_kernel_t<R, G, BT, N>)};
 }
-int cluster_ctas(int hidden) {
-  return hidden <= 384 ? 8 : 16;
-}
-const void* cluster_kernel(int g, int n, int bt) {
-  if (bt == 2) {
-    switch (g * 100 + n) {
-      case 608:
-        return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 6, 2, 8>);
-      case 808:
-        return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 8, 2, 8>);
-      case 1008:
-        return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 10, 2, 8>);
-      case 1208:
-        return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 12, 2, 8>);
-      default:
-        return nullptr;
-    }
-  }
-  if (bt != 1) return nullptr;
-  switch (g * 100 + n) {
-    case 808:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 8, 1, 8>);
-    case 1008:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 10, 1, 8>);
-    case 1208:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 12, 1, 8>);
-    case 1416:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 14, 1, 16>);
-    case 1616:
-      return reinterpret_cast<const void*>(prnn_single_kernel_t<kClusterRows, 16, 1, 16>);
-    default:
-      return nullptr;
-  }
+const void* find_kernel(const SingleShape& f, int batch_tile) {
+  static const Instance kInstances[] = {
+      // One CTA, batch tiles 1 and 4: H 1-96 on 2 rows a thread, H 97-192 on 4.
+      instance<2, 1, 1, 1>(), instance<2, 2, 1, 1>(), instance<2, 3, 1, 1>(),
+      instance<4, 4, 1, 1>(), instance<4, 5, 1, 1>(), instance<4, 6, 1, 1>(),
+      instance<2, 1, 4, 1>(), instance<2, 2, 4, 1>(), instance<2, 3, 4, 1>(),
+      instance<4, 4, 4, 1>(), instance<4, 5, 4, 1>(), instance<4, 6, 4, 1>(),
+      // One CTA, batch tile 2: H 1-32 on 2 rows, H 33-128 on 4.
+      instance<2, 1, 2, 1>(), instance<4, 2, 2, 1>(), instance<4, 3, 2, 1>(),
+      instance<4, 4, 2, 1>(),
+      // Clusters: batch tile 1 at H 193-512, batch tile 2 at H 129-384.
+      instance<2, 8, 1, 8>(), instance<2, 10, 1, 8>(), instance<2, 12, 1, 8>(),
+      instance<2, 14, 1, 16>(), instance<2, 16, 1, 16>(), instance<2, 6, 2, 8>(),
+      instance<2, 8, 2, 8>(), instance<2, 10, 2, 8>(), instance<2, 12, 2, 8>()};
+  for (const Instance& i : kInstances)
+    if (i.rows == f.rows && i.groups == f.groups && i.batch_tile == batch_tile && i.ctas == f.ctas)
+      return i.fn;
+  return nullptr;
 }
 
 }  // namespace
 
-// Values a thread sums a step (rows times the batch tile) near 8, one a lane of its row group after
-// the reduce-scatter, except where the products are short. H200, graph-timed, forward us a step,
-// 2 rows a thread / 4 (kernels/NOTES.md, session 68): batch 1 H 96 0.35 / 0.42, H 128 0.45 /
-// 0.44, H 160 0.56 / 0.51; batch 2 H 32 0.28 / 0.33, H 64 0.36 / 0.35, H 96 0.57 / 0.49; batch 4
-// H 32 0.35 / 0.51, H 96 0.77 / 0.95, H 128 1.15 / 1.03.
 int prnn_single_rows_per_thread(int hidden, int batch_tile) {
-  return hidden > 96 || (batch_tile == 2 && hidden > 32) ? 4 : 2;
+  return single_shape(hidden, batch_tile).rows;
 }
 
 PrnnTiling prnn_single_tiling(int hidden, int max_batch, int directions) {
@@ -446,14 +354,11 @@ PrnnTiling prnn_single_tiling(int hidden, int max_batch, int directions) {
   t.directions = directions;
   t.single_cta = true;
   t.batch_tile = batch_tile_for(max_batch);
-  int r = prnn_single_rows_per_thread(hidden, t.batch_tile);
-  t.ctas_per_direction = 1;
-  if ((hidden > kPrnnSingleMaxHidden && t.batch_tile == 1) || (hidden > 128 && t.batch_tile == 2)) {
-    r = kClusterRows;
-    t.ctas_per_direction = cluster_ctas(hidden);
-  }
-  t.rows_per_cta = (hidden + t.ctas_per_direction - 1) / t.ctas_per_direction;
-  t.threads = std::min(1024, ((t.rows_per_cta + r - 1) / r * kLanesPerRow + 31) / 32 * 32);
+  const SingleShape f = single_shape(hidden, t.batch_tile);
+  t.ctas_per_direction = f.ctas;
+  t.rows_per_cta = (hidden + f.ctas - 1) / f.ctas;
+  t.threads =
+      std::min(1024, ((t.rows_per_cta + f.rows - 1) / f.rows * kLanesPerRow + 31) / 32 * 32);
   return t;
 }
 
@@ -467,24 +372,13 @@ const void* prnn_single_kernel(const PrnnTiling& t) {
                      t.streamed_groups == 0 && !t.tagged_exchange &&
                      // every CTA of a cluster owns rows
                      (t.ctas_per_direction - 1) * t.rows_per_cta < t.hidden;
-  if (!valid) return nullptr;
-  if (t.ctas_per_direction > 1)
-    return cluster_kernel(cluster_groups(t.hidden), t.ctas_per_direction, t.batch_tile);
-  const int g = column_groups(t.hidden);
-  switch (prnn_single_rows_per_thread(t.hidden, t.batch_tile)) {
-    case 2:
-      return kernel_for<2>(g, t.batch_tile);
-    case 4:
-      return kernel_for<4>(g, t.batch_tile);
-    default:
-      return nullptr;
-  }
+  return valid ? find_kernel(single_shape(t.hidden, t.batch_tile), t.batch_tile) : nullptr;
 }
 
 size_t prnn_single_shared_bytes(const PrnnTiling& t) {
   // Two state buffers of {BT, 32 G} floats, then two chunks each of x, h and y, each {BT, RC}
-  // floats a step (this CTA's rows).
-  const int g = t.ctas_per_direction > 1 ? cluster_groups(t.hidden) : column_groups(t.hidden);
+  // floats a step (this CTA's rows), then a cluster's two mbarriers.
+  const int g = single_shape(t.hidden, t.batch_tile).groups;
   const size_t state = 2 * size_t(t.batch_tile) * 4 * kLanesPerRow * g;
   const size_t staged = 3 * 2 * size_t(32 / t.batch_tile) * t.batch_tile * t.rows_per_cta;
   const size_t barriers = t.ctas_per_direction > 1 ? 2 * sizeof(uint64_t) : 0;

@@ -38,17 +38,18 @@ namespace ds2::kernels {
 // row group, 4 rows a thread (96 weights a thread at 384 threads). At 7 groups ptxas (CUDA 13,
 // sm_90) spills at 448 threads.
 constexpr int kPrnnSingleMaxHidden = 192;
-// Largest hidden size a cluster of such CTAs runs (batch tile 1 only: 8 CTAs of 64 rows, 2 rows a
-// thread, 16 column groups a lane).
+// Largest hidden size a cluster of such CTAs runs (batch tile 1: 16 CTAs of 32 rows, 2 rows a
+// thread, 16 column groups a lane; batch tile 2 stops at H 384).
 constexpr int kPrnnSingleClusterMaxHidden = 512;
 // Batch rows a launch runs together at most (the batch tile: 1, 2 or 4).
 constexpr int kPrnnSingleMaxBatch = 4;
 
 // Rows a thread (2 or 4) for a layer of this H and batch tile.
 int prnn_single_rows_per_thread(int hidden, int batch_tile);
-// The single-CTA tiling of a layer: one CTA per direction holding all H rows, 8 threads a group
-// of R rows (R = prnn_single_rows_per_thread), rounded up to whole warps; batch tile = max_batch
-// (1, 2 or 4 after rounding up).
+// The single-CTA tiling of a layer: one CTA per direction holding all H rows, or a cluster of 8
+// or 16 holding ceil(H / CTAs) rows each (see above); 8 threads a group of R rows (R =
+// prnn_single_rows_per_thread), rounded up to whole warps; batch tile = max_batch (1, 2 or 4
+// after rounding up).
 PrnnTiling prnn_single_tiling(int hidden, int max_batch, int directions);
 // The kernel instantiation for t (nullptr when t is not a single-CTA tiling this kernel runs).
 const void* prnn_single_kernel(const PrnnTiling& t);
@@ -56,7 +57,8 @@ size_t prnn_single_shared_bytes(const PrnnTiling& t);
 // Clusters of t.ctas_per_direction CTAs that can be resident at once (0 for one-CTA tilings).
 int prnn_single_max_clusters(const PrnnTiling& t);
 // Runs the recurrence (the contract of kernels/persistent_rnn.h, fp32 products); needs no
-// workspace. One CTA per direction, launched cooperatively like the other persistent kernels.
+// workspace. One CTA per direction is launched cooperatively like the other persistent kernels; a
+// cluster per direction through kernels/cluster_launch.h.
 void prnn_single_launch(const PrnnTiling& t, bool backward, const PrnnDirection* dirs,
                         const int* lengths, int T, int B, float clip, cudaStream_t stream);
 
