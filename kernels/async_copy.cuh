@@ -28,14 +28,9 @@ __device__ __forceinline__ void cp_async_commit() {
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
-// All but this thread's newest N groups have landed.
-template <int N>
-__device__ __forceinline__ void cp_async_wait_pending() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 // All but this thread's newest group have landed.
 __device__ __forceinline__ void cp_async_wait_newest_pending() {
-  cp_async_wait_pending<1>();
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
 
 }  // namespace ds2::kernels

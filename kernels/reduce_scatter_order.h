@@ -36,8 +36,7 @@ DS2_HOST_DEVICE inline int reduce_scatter_mask(int lane) {
 }
 
 // Whether `lane` stores its value m(lane) after the reduction: the lanes whose bits below the
-// halving offsets are clear, one per value (for any power of two V up to 32; the single-CTA
-// kernel's own reduce-scatter, kernels/persistent_rnn_single.cu, asks the same).
+// halving offsets are clear, one per value.
 template <int V>
 DS2_HOST_DEVICE inline bool reduce_scatter_stores(int lane) {
   return (lane & (32 / V - 1)) == 0;

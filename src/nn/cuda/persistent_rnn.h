@@ -78,11 +78,11 @@ struct PersistentRnnKernels {
   // Tests: the fp32-math kernel with at least this many streamed row groups a CTA, no tensor
   // cores (the streamed form at sizes that fit on chip); 0: as the plan chooses
   int min_streamed_groups = 0;
-  // fp32 small layers at small batch: one CTA per direction, all of U in its registers, the
-  // state in its shared memory (kernels/persistent_rnn_single.h)
+  // fp32 small layers at small batch: one CTA per direction (or a cluster of 8-16 at batch 1-2),
+  // all of U in registers, the state in shared memory (kernels/persistent_rnn_single.h)
   bool single_cta = true;
-  // Tests: that kernel wherever one runs (H <= 192, batch <= 4 without spills), not only where it
-  // was measured faster (H times the batch tile <= 128)
+  // Tests: that kernel wherever one runs (without spills), not only where it was measured faster
+  // (H times the batch tile <= 256, and the clusters)
   bool force_single_cta = false;
 };
 // No tagged exchange: the cluster kernel wherever it runs, else a step barrier (the wavefront
