@@ -8,6 +8,7 @@
 #include "kernels/cluster_launch.h"
 #include "kernels/cluster_sync.cuh"
 #include "kernels/cooperative_launch.h"
+#include "kernels/lane_group_sums.cuh"
 #include "kernels/persistent_rnn_operands.h"
 #include "kernels/persistent_rnn_single.h"
 
@@ -38,68 +39,6 @@ int column_groups(int hidden) {
 int batch_tile_for(int max_batch) {
   return max_batch <= 2 ? max_batch : 4;
 }
-
-// Reduces v[0, VP) over lane bits O, O / 2, ..., 1: halving while more than one value is kept
-// (the upper half where the level's bit is set), adding whole after. A lane ends with
-// max(1, VP / (2 O)) values, from first_group_value<VP, 2 O>(lane) on. Recursive per level so
-// that every index is a constant (a loop with level-dependent bounds left v in local memory).
-template <int VP, int N, int O>
-__device__ __forceinline__ void reduce_group_level(float (&v)[VP], int lane) {
-  if constexpr (O >= 1) {
-    if constexpr (N > 1) {
-      // Bit masks, not `upper ? v[k] : v[k + N / 2]`, which the compiler may turn into an index.
-      const int upper = (lane & O) != 0 ? -1 : 0;
-#pragma unroll
-      for (int k = 0; k < N / 2; ++k) {
-        const int lo = __float_as_int(v[k]), hi = __float_as_int(v[k + N / 2]);
-        const float send = __int_as_float((lo & upper) | (hi & ~upper));
-        const float keep = __int_as_float((hi & upper) | (lo & ~upper));
-        v[k] = keep + __shfl_xor_sync(0xffffffffu, send, O);
-      }
-      reduce_group_level<VP, N / 2, O / 2>(v, lane);
-    } else {
-      v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
-      reduce_group_level<VP, 1, O / 2>(v, lane);
-    }
-  }
-}
-template <int VP, int Q>
-__device__ __forceinline__ int first_group_value(int lane) {
-  int index = 0;
-#pragma unroll
-  for (int n = VP, o = Q / 2; n > 1 && o >= 1; n >>= 1, o >>= 1)
-    if (lane & o) index += n / 2;
-  return index;
-}
-
-// A chunk's elements e = threadIdx.x, + blockDim.x, ... of its steps * B * H, walked as (step i,
-// batch row b, column r) by adding the stride's own (i, b, r): a division by a run-time divisor
-// is a chain of ~20 instructions, and three an element made the chunk loops cost 190-840 cycles
-// a step (kernels/NOTES.md, session 68).
-struct ChunkWalk {
-  int i, b, r;     // the element
-  int di, db, dr;  // the stride, blockDim.x
-  __device__ ChunkWalk(int start, int stride, int B, int H)
-      : i(start / (B * H)),
-        b(start / H % B),
-        r(start % H),
-        di(stride / (B * H)),
-        db(stride / H % B),
-        dr(stride % H) {}
-  __device__ void next(int B, int H) {
-    i += di;
-    b += db;
-    r += dr;
-    if (r >= H) {
-      r -= H;
-      ++b;
-    }
-    if (b >= B) {
-      b -= B;
-      ++i;
-    }
-  }
-};
 
 // Threads a CTA of N at most: 8 a group of R rows of its ceil(32 G / N) (H <= 32 G).
 template <int R, int G, int N>
