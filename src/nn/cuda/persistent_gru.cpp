@@ -189,7 +189,8 @@ PersistentGruPlan::PersistentGruPlan(int hidden, int max_batch, int directions, 
     // Backward-data takes them only where the split's is off the tensor cores: the split's was
     // level at H <= 512 and faster from H 768 or batch 16 (H 1024 batch 4 2.28 against 2.78).
     if (precision == Precision::kBf16) plan_mma(false, ctas_max, smem_optin, /*bf16=*/true);
-    if (!forward_on_tensor_cores()) plan_mma(false, ctas_max, smem_optin);
+    if (precision == Precision::kFp32) plan_single_cta(smem_optin);
+    if (!forward_on_tensor_cores() && !forward_single_cta()) plan_mma(false, ctas_max, smem_optin);
     plan_mma(true, ctas_max, smem_optin);
     // Not backward-data at batch 1 where the fp32-math kernel holds U on chip: it was the faster
     // (H200, us a step, fp32-math / bf16, session 62: H 1300 2.56 / 3.26, H 1400 2.60 / 3.73, H
@@ -253,6 +254,24 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin,
   }
 }
 
+void PersistentGruPlan::plan_single_cta(size_t smem_optin) {
+  // fp32 at batch 1 to H 384, batch 2 to H 320: the forward on one CTA or a cluster a direction
+  // that holds all of U in registers and the state in shared memory (no exchange through L2),
+  // where a cluster per direction can be resident.
+  if (tiling_.max_batch > kernels::kPgruSingleMaxBatch) return;
+  const kernels::PgruSingleTiling t =
+      kernels::pgru_single_tiling(tiling_.hidden, tiling_.max_batch, tiling_.directions);
+  if (kernels::pgru_single_kernel(t) == nullptr ||
+      kernels::pgru_single_shared_bytes(t) > smem_optin)
+    return;
+  const kernels::PrnnKernelInfo info = kernels::pgru_single_kernel_info(t);
+  const bool resident =
+      t.ctas_per_direction == 1 ? info.blocks_per_sm >= 1 : info.max_clusters >= t.directions;
+  if (info.local_bytes > 0 || !resident) return;
+  single_ = t;
+  single_registers_ = info.registers;
+}
+
 size_t PersistentGruPlan::fallback_workspace_offset() const {
   return backward_reruns_on_overflow()
              ? rerun_workspace_offset(kernels::prnn_mma_workspace_bytes(mma_tiling_[1]))
@@ -262,8 +281,8 @@ size_t PersistentGruPlan::fallback_workspace_offset() const {
 size_t PersistentGruPlan::workspace_bytes() const {
   if (!fits_) return 0;
   // The fp32-math kernel's own only where a pass runs on it or reruns on it.
-  const bool fp32_math =
-      !forward_on_tensor_cores() || !backward_on_tensor_cores() || backward_reruns_on_overflow();
+  const bool fp32_math = (!forward_on_tensor_cores() && !forward_single_cta()) ||
+                         !backward_on_tensor_cores() || backward_reruns_on_overflow();
   size_t bytes =
       fp32_math ? fallback_workspace_offset() + kernels::pgru_workspace_bytes(tiling_) : 0;
   for (int pass = 0; pass < 2; ++pass)
@@ -303,10 +322,21 @@ std::string PersistentGruPlan::describe() const {
       << m.rows_per_cta << " rows), " << mma_registers_[bwd ? 1 : 0] << " registers/thread, "
       << kilobytes(kernels::prnn_shared_bytes(m)) << " shared memory/CTA";
   }
+  if (forward_single_cta()) {
+    const kernels::PgruSingleTiling& g = single_;
+    s << "; forward on "
+      << (g.ctas_per_direction == 1
+              ? std::string("one CTA")
+              : "a cluster of " + std::to_string(g.ctas_per_direction) + " CTAs")
+      << " a direction (U in registers, " << g.neurons_per_cta << " neurons a CTA, " << g.threads
+      << " threads, batch tile " << g.batch_tile << "): " << single_registers_
+      << " registers/thread, " << kilobytes(kernels::pgru_single_shared_bytes(g))
+      << " shared memory/CTA";
+  }
   for (bool bwd : {false, true}) {
     // backward-data's fp32-math kernel stays planned where it reruns the split's overflows.
     if (bwd ? backward_on_tensor_cores() && !backward_reruns_on_overflow()
-            : forward_on_tensor_cores())
+            : forward_on_tensor_cores() || forward_single_cta())
       continue;
     const kernels::PgruPass& p = t.pass(bwd);
     const int rows = t.rows(bwd), reg_rows = p.register_groups * kRowGroup;
@@ -339,8 +369,8 @@ bool directions_in_turn_faster(const PersistentGruPlan& both, const PersistentGr
   // 3.54-3.58 / 5.33-5.40). Where both plans' pass is on tensor cores, or neither, one launch
   // was the faster (H 256-1024 batch 1-4, H 512-1024 batch 32: 16.45 / 13.64 against 28.12 /
   // 26.05 at H 512).
-  const bool both_off =
-      backward ? !both.backward_on_tensor_cores() : !both.forward_on_tensor_cores();
+  const bool both_off = backward ? !both.backward_on_tensor_cores()
+                                 : !both.forward_on_tensor_cores() && !both.forward_single_cta();
   const bool one_on = backward ? one.backward_on_tensor_cores() : one.forward_on_tensor_cores();
   return both_off && one_on && (!backward || both.max_batch() >= 3);
 }
@@ -363,7 +393,9 @@ void launch(const PersistentGruPlan& plan, bool backward, const kernels::PgruDir
   check_persistent_launch("persistent GRU", backward ? "backward-data" : "forward", plan.fits(),
                           plan.why_not(), B, plan.max_batch(), workspace_bytes,
                           plan.workspace_bytes(), plan.device());
-  if (!backward && plan.forward_on_tensor_cores()) {
+  if (!backward && plan.forward_single_cta()) {
+    kernels::pgru_single_forward_launch(plan.single_cta_tiling(), dirs, lengths, T, B, stream);
+  } else if (!backward && plan.forward_on_tensor_cores()) {
     kernels::pgru_mma_forward_launch(plan.mma_forward_tiling(), dirs, lengths, T, B, workspace,
                                      stream);
   } else if (backward && plan.backward_on_tensor_cores()) {

@@ -29,6 +29,7 @@
 
 #include "core/precision.h"
 #include "kernels/persistent_gru.h"
+#include "kernels/persistent_gru_single.h"
 #include "kernels/persistent_rnn.h"
 
 namespace ds2 {
@@ -63,6 +64,11 @@ class PersistentGruPlan {
   const kernels::PgruTiling& tiling() const { return tiling_; }
   // Whether each pass runs on tensor cores, and its tiling (PrnnTiling::gru) where it does.
   bool forward_on_tensor_cores() const { return mma_tiling_[0].gru; }
+  // Whether the forward runs on one CTA or a cluster a direction holding all of U
+  // (kernels/persistent_gru_single.h: fp32, batch 1 to H 384, batch 2 to H 320), and its tiling
+  // where it does.
+  bool forward_single_cta() const { return single_.ctas_per_direction > 0; }
+  const kernels::PgruSingleTiling& single_cta_tiling() const { return single_; }
   bool backward_on_tensor_cores() const { return mma_tiling_[1].gru; }
   // Whether that pass runs on tensor cores in bf16 (U rounded; a bf16 plan's).
   bool pass_in_bf16(bool backward) const {
@@ -87,11 +93,14 @@ class PersistentGruPlan {
 
  private:
   void plan_mma(bool backward, int ctas_max, size_t smem_optin, bool bf16 = false);
+  void plan_single_cta(size_t smem_optin);
 
   kernels::PgruTiling tiling_;
   // Forward, backward-data: gru set only where the pass runs on tensor cores.
   kernels::PrnnTiling mma_tiling_[2];
   int mma_registers_[2] = {0, 0};
+  kernels::PgruSingleTiling single_;  // ctas_per_direction 0: the forward runs elsewhere
+  int single_registers_ = 0;
   int device_ = 0;
   Precision precision_ = Precision::kFp32;
   int sm_count_ = 0;

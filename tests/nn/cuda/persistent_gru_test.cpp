@@ -32,6 +32,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/device_array.h"
 #include "core/cuda/device_query.h"
+#include "kernels/persistent_gru_single.h"
 #include "kernels/persistent_rnn_mma.h"
 #include "nn/cuda/rnn_layer_cuda.h"
 #include "support/cuda_compare.h"
@@ -171,6 +172,20 @@ struct Case {
   int T, B, H;
 };
 
+// Both directions' U {3H, H} uniform in +-1/sqrt(H) and b_h in [-0.5, 0.5], in that order.
+struct GruWeights {
+  std::vector<float> u[2], bias[2];
+};
+GruWeights random_gru_weights(int H, Rng& rng) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(H));
+  GruWeights w;
+  for (int d = 0; d < 2; ++d) {
+    w.u[d] = random_vector(int64_t{3 * H} * H, rng, -scale, scale);
+    w.bias[d] = random_vector(3 * H, rng, -0.5f, 0.5f);
+  }
+  return w;
+}
+
 // min_streamed_groups > 0: the fp32-math plans of one and two directions with at least that many
 // row groups a CTA streamed from L2 (kernels::PgruPass::streamed_groups) instead. bf16: the plans
 // as a bf16 layer would ask for them (a bf16 forward where the fp32 split's does not reach),
@@ -182,12 +197,9 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, int min_streamed
   cudaStream_t s = ctx.stream();
   Rng rng(seed);
   const std::vector<int> len = make_lengths(T, B, rng);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(H));
-  std::vector<float> u[2], bias[2];
-  for (int d = 0; d < 2; ++d) {
-    u[d] = random_vector(int64_t{GH} * H, rng, -scale, scale);
-    bias[d] = random_vector(GH, rng, -0.5f, 0.5f);
-  }
+  const GruWeights wts = random_gru_weights(H, rng);
+  const auto& u = wts.u;
+  const auto& bias = wts.bias;
   const std::vector<float> a = random_vector(int64_t{T} * B * P, rng, -1.5f, 1.5f);
   const std::vector<float> dy = random_vector(int64_t{T} * B * H, rng, -1.0f, 1.0f);
 
@@ -325,12 +337,51 @@ void check_case(CudaContext& ctx, const Case& c, uint64_t seed, int min_streamed
 }
 
 const Case kCases[] = {
-    {1, 1, 37},    {7, 3, 37},   {21, 1, 128}, {20, 4, 128},  {9, 5, 300},   {30, 8, 64},
-    {5, 32, 200},  {3, 64, 96},  {300, 2, 61}, {40, 4, 1000}, {16, 1, 1024}, {12, 3, 1536},
-    {6, 4, 1568},  {4, 8, 1152}, {700, 1, 33}, {30, 2, 700},  {10, 4, 1280}, {25, 3, 600},
-    {50, 1, 515},  {8, 4, 1312}, {12, 2, 400}, {20, 1, 1040}, {14, 4, 1024}, {9, 2, 850},
-    {33, 1, 171},  {6, 3, 1001}, {7, 4, 700},  {11, 1, 560},  {9, 4, 1190},  {5, 2, 1056},
-    {15, 16, 192}, {9, 13, 300}, {20, 7, 700}, {11, 32, 128}, {6, 12, 515},
+    {1, 1, 37},
+    {7, 3, 37},
+    {21, 1, 128},
+    {20, 4, 128},
+    {9, 5, 300},
+    {30, 8, 64},
+    {5, 32, 200},
+    {3, 64, 96},
+    {300, 2, 61},
+    {40, 4, 1000},
+    {16, 1, 1024},
+    {12, 3, 1536},
+    {6, 4, 1568},
+    {4, 8, 1152},
+    {700, 1, 33},
+    {30, 2, 700},
+    {10, 4, 1280},
+    {25, 3, 600},
+    {50, 1, 515},
+    {8, 4, 1312},
+    {12, 2, 400},
+    {20, 1, 1040},
+    {14, 4, 1024},
+    {9, 2, 850},
+    {33, 1, 171},
+    {6, 3, 1001},
+    {7, 4, 700},
+    {11, 1, 560},
+    {9, 4, 1190},
+    {5, 2, 1056},
+    {15, 16, 192},
+    {9, 13, 300},
+    {20, 7, 700},
+    {11, 32, 128},
+    {6, 12, 515},
+    // Batch 1-2 to H 384: the forward on one CTA or a cluster a direction (fp32 plans).
+    {40, 1, 64},
+    {17, 2, 100},
+    {70, 1, 256},
+    {33, 2, 255},
+    {45, 1, 384},
+    {19, 2, 384},
+    {9, 1, 1},
+    {64, 2, 161},
+    {21, 2, 320},
 };
 
 // Rows streamed from L2 every step (GRU layers past what registers and shared memory hold; batch
@@ -361,6 +412,94 @@ TEST(PersistentGru, StreamedRowsMatchFloat64) {
     if (!p.fits()) continue;
     check_case(ctx, c, 45 + c.H);
   }
+}
+
+// The single-CTA forward (kernels/persistent_gru_single.h) at each instantiation its tilings reach
+// (one CTA; clusters of 8 and 16 at each column-group count; H 33 and 130 leave a cluster's last
+// CTA without neurons), against float64: h on every frame,
+// gates and candidates on the valid ones, and the padded frames' gates left as they were; one and
+// two directions in a launch.
+TEST(PersistentGru, SingleCtaForwardMatchesFloat64) {
+  DS2_REQUIRE_GPU();
+  CudaContext ctx;
+  cudaStream_t s = ctx.stream();
+  struct SingleCase {
+    int T, B, H;
+  };
+  const SingleCase cases[] = {{3, 1, 2},    {20, 2, 32},  {37, 1, 33},  {20, 2, 64},  {41, 1, 97},
+                              {35, 2, 128}, {12, 2, 130}, {33, 1, 137}, {25, 2, 190}, {30, 2, 200},
+                              {66, 1, 256}, {5, 2, 257},  {20, 1, 300}, {9, 2, 320},  {34, 1, 383}};
+  uint64_t seed = 2000;
+  int launched = 0;
+  for (const SingleCase& c : cases)
+    for (int directions : {1, 2}) {
+      const int T = c.T, B = c.B, H = c.H, GH = 3 * H, P = 2 * GH;
+      SCOPED_TRACE("T" + std::to_string(T) + " B" + std::to_string(B) + " H" + std::to_string(H) +
+                   ", " + std::to_string(directions) + " direction(s)");
+      const kernels::PgruSingleTiling t = kernels::pgru_single_tiling(H, B, directions);
+      ASSERT_NE(kernels::pgru_single_kernel(t), nullptr);
+      const kernels::PrnnKernelInfo info = kernels::pgru_single_kernel_info(t);
+      ASSERT_EQ(info.local_bytes, 0u) << "spills";
+      if (t.ctas_per_direction > 1 && info.max_clusters < directions) continue;  // not resident
+      Rng rng(++seed);
+      const std::vector<int> len = make_lengths(T, B, rng);
+      const GruWeights wts = random_gru_weights(H, rng);
+      const auto& u = wts.u;
+      const auto& bias = wts.bias;
+      const std::vector<float> a = random_vector(int64_t{T} * B * P, rng, -1.5f, 1.5f);
+      DeviceArray<float> du[2], dbias[2], dgates, dcand, dh;
+      DeviceArray<int> dlen;
+      for (int d = 0; d < 2; ++d) {
+        to_device(u[d], du[d], s);
+        to_device(bias[d], dbias[d], s);
+      }
+      to_device(a, dgates, s);
+      upload_lengths(len, dlen, s);
+      const int64_t nh = int64_t{T} * B * H;
+      dcand.reserve(2 * nh);
+      dh.reserve(2 * nh);
+      poison(dcand.data(), 2 * nh, ctx);
+      poison(dh.data(), 2 * nh, ctx);
+      // One direction: the reverse one alone.
+      const int first = directions == 2 ? 0 : 1;
+      kernels::PgruDirection dirs[2];
+      for (int d = first; d < 2; ++d) {
+        kernels::PgruDirection& p = dirs[d - first];
+        p.u = du[d].data();
+        p.bias_h = dbias[d].data();
+        p.gates = dgates.data() + int64_t{d} * GH;
+        p.ld_gates = P;
+        p.candidate = dcand.data() + d * nh;
+        p.h = dh.data() + d * nh;
+        p.reverse = d == 1;
+      }
+      kernels::pgru_single_forward_launch(t, dirs, dlen.data(), T, B, s);
+      DS2_CUDA_CHECK(cudaGetLastError());
+      const std::vector<float> gates = to_host(dgates.data(), int64_t{T} * B * P, s);
+      const std::vector<float> cand_all = to_host(dcand.data(), 2 * nh, s);
+      const std::vector<float> h_all = to_host(dh.data(), 2 * nh, s);
+      ++launched;
+      for (int d = first; d < 2; ++d) {
+        SCOPED_TRACE(d == 1 ? "reverse direction" : "forward direction");
+        const GruForwardRef f = cpu_gru_forward(u[d], bias[d], a, P, d * GH, len, T, B, H, d == 1);
+        const std::vector<float> h(h_all.begin() + d * nh, h_all.begin() + (d + 1) * nh);
+        const std::vector<float> cand(cand_all.begin() + d * nh, cand_all.begin() + (d + 1) * nh);
+        expect_rows_close(f.h, h, H, 0, H, len, T, B, false, "forward h");
+        expect_rows_close(f.cand, cand, H, 0, H, len, T, B, true, "forward candidate");
+        expect_rows_close(f.gates, gates, P, d * GH, GH, len, T, B, true, "forward gates");
+      }
+      // Padded frames' gates, and a one-direction launch's other direction, as they were.
+      int64_t changed = 0;
+      for (int tt = 0; tt < T; ++tt)
+        for (int b = 0; b < B; ++b)
+          for (int k = 0; k < P; ++k) {
+            const bool written = tt < len[b] && (k >= GH || directions == 2);
+            const int64_t at = (int64_t{tt} * B + b) * P + k;
+            changed += !written && gates[at] != a[at];
+          }
+      EXPECT_EQ(changed, 0) << "gates outside the valid frames of the launched directions";
+    }
+  EXPECT_GT(launched, 0);
 }
 
 TEST(PersistentGru, MatchesFloat64Recurrence) {
@@ -622,6 +761,30 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   }
   EXPECT_FALSE(PersistentGruPlan(1568, 1).forward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).forward_on_tensor_cores());
+  // fp32 at batch 1 to H 384 and batch 2 to H 320 the forward runs on one CTA (to H 32) or a
+  // cluster a direction where the device holds them (every GPU with clusters of 16 does); not
+  // past those, not past batch 2, not in bf16, not when the tensor cores are declined (the
+  // fp32-math kernel is asked for).
+  for (const auto& [hidden, batch, directions] :
+       {std::tuple{32, 2, 2}, std::tuple{64, 1, 2}, std::tuple{128, 2, 1}, std::tuple{256, 1, 2},
+        std::tuple{320, 2, 2}, std::tuple{384, 1, 1}}) {
+    const PersistentGruPlan p(hidden, batch, directions);
+    const kernels::PgruSingleTiling t = kernels::pgru_single_tiling(hidden, batch, directions);
+    const bool resident =
+        t.ctas_per_direction == 1 || kernels::pgru_single_kernel_info(t).max_clusters >= directions;
+    EXPECT_EQ(p.forward_single_cta(), resident) << p.describe();
+    if (!p.forward_single_cta()) continue;
+    EXPECT_FALSE(p.forward_on_tensor_cores());
+    EXPECT_NE(p.describe().find(t.ctas_per_direction == 1 ? "forward on one CTA a direction"
+                                                          : "forward on a cluster of"),
+              std::string::npos)
+        << p.describe();
+  }
+  EXPECT_FALSE(PersistentGruPlan(385, 1).forward_single_cta());
+  EXPECT_FALSE(PersistentGruPlan(321, 2).forward_single_cta());
+  EXPECT_FALSE(PersistentGruPlan(128, 3).forward_single_cta());
+  EXPECT_FALSE(PersistentGruPlan(128, 1, 1, -1, Precision::kBf16).forward_single_cta());
+  EXPECT_FALSE(PersistentGruPlan(128, 1, 1, -1, Precision::kFp32, false).forward_single_cta());
   // Backward-data (K = 3H) on tensor cores at batch <= 4 up to 14 k-tiles a warp: one direction
   // of H 1024 on 128 stacked CTAs of 8 neurons; both directions of H 520 on 65 each, of H 768 on
   // 48 each of 16 neurons (and the forward on 48 of 16), of H 1024 on 64 of 16.
