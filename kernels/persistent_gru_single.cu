@@ -56,7 +56,8 @@ constexpr int threads_max() {
 // of neuron j = c NC + t / 8 at columns 4 (q + 8 m) + e, q = t % 8. A step reads the whole state
 // as float4s, each value feeding 3 rows, and sums 3 BT values over 8 lanes: first halving over
 // the batch rows, then adding whole, so that every lane ends with one batch row's r, z, n (lanes
-// 0-3 of a group batch row 0, 4-7 row 1 at BT 2) and its first lane writes.
+// 0-3 of a group batch row 0, 4-7 row 1 at BT 2; lanes 2 b and 2 b + 1 row b at BT 4) and the
+// first lane of each row writes.
 template <int G, int BT, int N>
 __global__ void __launch_bounds__(threads_max<G, N>(), 1)
     pgru_single_kernel_t(const SingleGruArgs a) {
@@ -92,7 +93,6 @@ __global__ void __launch_bounds__(threads_max<G, N>(), 1)
   const bool writer = (lane & (Q / BT - 1)) == 0;
   const int T = a.T, B = a.B;
   const int len = writer && mine < B && j < end ? a.lengths[mine] : -1;
-  const int len0 = a.lengths[0], len1 = BT > 1 && B > 1 ? a.lengths[1] : 0;
   const int out = mine * HP + j;               // the value's place in the state
   const int at = mine * nc + threadIdx.x / Q;  // in a staged step ([BT][NC])
   // The inputs a_r, a_z, a_n and the outputs move between global and shared memory kChunk steps
@@ -104,6 +104,10 @@ __global__ void __launch_bounds__(threads_max<G, N>(), 1)
   float* out_stage = in_stage + 2 * kInputPlanes * plane;  // [2 chunks][5 planes][C][BT][NC]
   // N > 1, after the chunks: each state buffer's mbarrier (an even float offset: 8-byte aligned).
   uint64_t* arrived = reinterpret_cast<uint64_t*>(out_stage + 2 * kOutputPlanes * plane);
+  // Every batch row's length, for the chunk stores (which walk the rows by a run-time index). Not
+  // static shared memory: the launch raises the dynamic limit to the whole of the opt-in.
+  int* row_len = reinterpret_cast<int*>(arrived + (N > 1 ? 2 : 0));
+  if (threadIdx.x < BT) row_len[threadIdx.x] = threadIdx.x < B ? a.lengths[threadIdx.x] : 0;
   auto step_time = [&](int s) { return d.descending ? T - 1 - s : s; };
   if constexpr (N > 1) {
     // Every CTA's state zeroed and its mbarriers set before anyone pushes into them.
@@ -135,7 +139,7 @@ __global__ void __launch_bounds__(threads_max<G, N>(), 1)
       const int64_t row = int64_t{t} * B + e.b;
       const int from = (e.i * BT + e.b) * nc + e.r, col = begin + e.r;
       d.h[row * H + col] = ys[4 * plane + from];
-      if (t < (e.b == 0 ? len0 : len1)) {  // padded frames keep their gates and candidate
+      if (t < row_len[e.b]) {  // padded frames keep their gates and candidate
         float* g = d.gates + row * d.ld_gates + col;
         g[0] = ys[from];
         g[H] = ys[plane + from];
@@ -262,13 +266,14 @@ Instance instance() {
   return {G, BT, N, reinterpret_cast<const void*>(pgru_single_kernel_t<G, BT, N>)};
 }
 // Every instantiation a tiling reaches (default_ctas's): one CTA to H 32, clusters of 8 at H
-// 33-128 and of 16 at H 129-384 (kPgruSingleMaxHiddenBatchTile2 at batch tile 2).
+// 33-128 and of 16 at H 129-384 (to pgru_single_max_hidden's at batch tiles 2 and 4).
 const void* find_kernel(int groups, int batch_tile, int ctas) {
   static const Instance kInstances[] = {
-      instance<1, 1, 1>(),  instance<2, 1, 8>(),   instance<4, 1, 8>(),   instance<6, 1, 16>(),
-      instance<8, 1, 16>(), instance<10, 1, 16>(), instance<12, 1, 16>(), instance<1, 2, 1>(),
-      instance<2, 2, 8>(),  instance<4, 2, 8>(),   instance<6, 2, 16>(),  instance<8, 2, 16>(),
-      instance<10, 2, 16>()};
+      instance<1, 1, 1>(),   instance<2, 1, 8>(),   instance<4, 1, 8>(),   instance<6, 1, 16>(),
+      instance<8, 1, 16>(),  instance<10, 1, 16>(), instance<12, 1, 16>(), instance<1, 2, 1>(),
+      instance<2, 2, 8>(),   instance<4, 2, 8>(),   instance<6, 2, 16>(),  instance<8, 2, 16>(),
+      instance<10, 2, 16>(), instance<1, 4, 1>(),   instance<2, 4, 8>(),   instance<4, 4, 8>(),
+      instance<6, 4, 16>()};
   for (const Instance& i : kInstances)
     if (i.groups == groups && i.batch_tile == batch_tile && i.ctas == ctas) return i.fn;
   return nullptr;
@@ -276,12 +281,22 @@ const void* find_kernel(int groups, int batch_tile, int ctas) {
 
 }  // namespace
 
+int pgru_single_batch_tile(int max_batch) {
+  return max_batch <= 1 ? 1 : max_batch <= 2 ? 2 : 4;
+}
+
+int pgru_single_max_hidden(int batch_tile) {
+  return batch_tile == 1   ? kPgruSingleMaxHidden
+         : batch_tile == 2 ? kPgruSingleMaxHiddenBatchTile2
+                           : kPgruSingleMaxHiddenBatchTile4;
+}
+
 PgruSingleTiling pgru_single_tiling(int hidden, int max_batch, int directions, int ctas) {
   PgruSingleTiling t;
   t.hidden = hidden;
   t.max_batch = max_batch;
   t.directions = directions;
-  t.batch_tile = max_batch <= 1 ? 1 : 2;
+  t.batch_tile = pgru_single_batch_tile(max_batch);
   t.ctas_per_direction = ctas > 0 ? ctas : default_ctas(hidden);
   t.neurons_per_cta = (hidden + t.ctas_per_direction - 1) / t.ctas_per_direction;
   t.threads = std::min(1024, (t.neurons_per_cta * kLanesPerNeuron + 31) / 32 * 32);
@@ -290,10 +305,10 @@ PgruSingleTiling pgru_single_tiling(int hidden, int max_batch, int directions, i
 
 const void* pgru_single_kernel(const PgruSingleTiling& t) {
   const bool valid =
-      t.hidden > 0 &&
-      t.hidden <= (t.batch_tile == 1 ? kPgruSingleMaxHidden : kPgruSingleMaxHiddenBatchTile2) &&
-      t.max_batch > 0 && t.max_batch <= kPgruSingleMaxBatch && t.ctas_per_direction > 0 &&
-      (t.directions == 1 || t.directions == 2) && t.batch_tile == (t.max_batch <= 1 ? 1 : 2) &&
+      t.max_batch > 0 && t.max_batch <= kPgruSingleMaxBatch &&
+      t.batch_tile == pgru_single_batch_tile(t.max_batch) && t.hidden > 0 &&
+      t.hidden <= pgru_single_max_hidden(t.batch_tile) && t.ctas_per_direction > 0 &&
+      (t.directions == 1 || t.directions == 2) &&
       t.neurons_per_cta == (t.hidden + t.ctas_per_direction - 1) / t.ctas_per_direction &&
       t.neurons_per_cta * kLanesPerNeuron <= 1024 &&
       t.threads == (t.neurons_per_cta * kLanesPerNeuron + 31) / 32 * 32;
@@ -304,12 +319,13 @@ const void* pgru_single_kernel(const PgruSingleTiling& t) {
 
 size_t pgru_single_shared_bytes(const PgruSingleTiling& t) {
   // Two state buffers of {BT, 32 G} floats, then two chunks of 3 input and 5 output planes, each
-  // {BT, NC} floats a step (this CTA's neurons), then a cluster's two mbarriers.
+  // {BT, NC} floats a step (this CTA's neurons), then a cluster's two mbarriers, then the batch
+  // rows' lengths.
   const int g = kernel_groups(t.hidden, t.ctas_per_direction);
   const size_t state = 2 * size_t(t.batch_tile) * 4 * kLanesPerNeuron * g;
   const size_t staged = size_t(2) * (kInputPlanes + kOutputPlanes) * 32 * t.neurons_per_cta;
   const size_t barriers = t.ctas_per_direction > 1 ? 2 * sizeof(uint64_t) : 0;
-  return (state + staged) * sizeof(float) + barriers;
+  return (state + staged) * sizeof(float) + barriers + t.batch_tile * sizeof(int);
 }
 
 PrnnKernelInfo pgru_single_kernel_info(const PgruSingleTiling& t) {

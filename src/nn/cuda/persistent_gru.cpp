@@ -255,9 +255,9 @@ void PersistentGruPlan::plan_mma(bool backward, int ctas_max, size_t smem_optin,
 }
 
 void PersistentGruPlan::plan_single_cta(size_t smem_optin) {
-  // fp32 at batch 1 to H 384, batch 2 to H 320: the forward on one CTA or a cluster a direction
-  // that holds all of U in registers and the state in shared memory (no exchange through L2),
-  // where a cluster per direction can be resident.
+  // fp32 at batch 1 to H 384, batch 2 to H 320, batch 3-4 to kPgruSingleMaxHiddenBatchTile4: the
+  // forward on one CTA or a cluster a direction that holds all of U in registers and the state in
+  // shared memory (no exchange through L2), where a cluster per direction can be resident.
   if (tiling_.max_batch > kernels::kPgruSingleMaxBatch) return;
   const kernels::PgruSingleTiling t =
       kernels::pgru_single_tiling(tiling_.hidden, tiling_.max_batch, tiling_.directions);

@@ -65,8 +65,8 @@ class PersistentGruPlan {
   // Whether each pass runs on tensor cores, and its tiling (PrnnTiling::gru) where it does.
   bool forward_on_tensor_cores() const { return mma_tiling_[0].gru; }
   // Whether the forward runs on one CTA or a cluster a direction holding all of U
-  // (kernels/persistent_gru_single.h: fp32, batch 1 to H 384, batch 2 to H 320), and its tiling
-  // where it does.
+  // (kernels/persistent_gru_single.h: fp32, batch 1 to H 384, batch 2 to H 320, batch 3-4 to
+  // kernels::kPgruSingleMaxHiddenBatchTile4), and its tiling where it does.
   bool forward_single_cta() const { return single_.ctas_per_direction > 0; }
   const kernels::PgruSingleTiling& single_cta_tiling() const { return single_; }
   bool backward_on_tensor_cores() const { return mma_tiling_[1].gru; }

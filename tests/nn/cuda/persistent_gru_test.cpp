@@ -372,7 +372,10 @@ const Case kCases[] = {
     {20, 7, 700},
     {11, 32, 128},
     {6, 12, 515},
-    // Batch 1-2 to H 384: the forward on one CTA or a cluster a direction (fp32 plans).
+    // Batch 1-2 to H 384, 3-4 to H 192: the forward on one CTA or a cluster a direction (fp32
+    // plans; batch 3-4 also {7, 3, 37} and {20, 4, 128} above).
+    {13, 4, 150},
+    {31, 3, 192},
     {40, 1, 64},
     {17, 2, 100},
     {70, 1, 256},
@@ -415,10 +418,10 @@ TEST(PersistentGru, StreamedRowsMatchFloat64) {
 }
 
 // The single-CTA forward (kernels/persistent_gru_single.h) at each instantiation its tilings reach
-// (one CTA; clusters of 8 and 16 at each column-group count; H 33 and 130 leave a cluster's last
-// CTA without neurons), against float64: h on every frame,
-// gates and candidates on the valid ones, and the padded frames' gates left as they were; one and
-// two directions in a launch.
+// (one CTA; clusters of 8 and 16 at each column-group count; batch tiles 1, 2 and 4, the last at
+// batch 3 and 4; H 33 and 130 leave a cluster's last CTA without neurons), against float64: h on
+// every frame, gates and candidates on the valid ones, and the padded frames' gates left as they
+// were; one and two directions in a launch.
 TEST(PersistentGru, SingleCtaForwardMatchesFloat64) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
@@ -428,7 +431,9 @@ TEST(PersistentGru, SingleCtaForwardMatchesFloat64) {
   };
   const SingleCase cases[] = {{3, 1, 2},    {20, 2, 32},  {37, 1, 33},  {20, 2, 64},  {41, 1, 97},
                               {35, 2, 128}, {12, 2, 130}, {33, 1, 137}, {25, 2, 190}, {30, 2, 200},
-                              {66, 1, 256}, {5, 2, 257},  {20, 1, 300}, {9, 2, 320},  {34, 1, 383}};
+                              {66, 1, 256}, {5, 2, 257},  {20, 1, 300}, {9, 2, 320},  {34, 1, 383},
+                              {17, 4, 31},  {20, 3, 64},  {29, 4, 101}, {8, 3, 129},  {24, 4, 192},
+                              {31, 3, 170}, {40, 4, 161}};
   uint64_t seed = 2000;
   int launched = 0;
   for (const SingleCase& c : cases)
@@ -761,13 +766,14 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   }
   EXPECT_FALSE(PersistentGruPlan(1568, 1).forward_on_tensor_cores());
   EXPECT_FALSE(PersistentGruPlan(512, 1, 1, -1, Precision::kFp32, false).forward_on_tensor_cores());
-  // fp32 at batch 1 to H 384 and batch 2 to H 320 the forward runs on one CTA (to H 32) or a
-  // cluster a direction where the device holds them (every GPU with clusters of 16 does); not
-  // past those, not past batch 2, not in bf16, not when the tensor cores are declined (the
-  // fp32-math kernel is asked for).
+  // fp32 at batch 1 to H 384, batch 2 to H 320 and batch 3-4 to kPgruSingleMaxHiddenBatchTile4
+  // the forward runs on one CTA (to H 32) or a cluster a direction where the device holds them
+  // (every GPU with clusters of 16 does); not past those, not past batch 4, not in bf16, not when
+  // the tensor cores are declined (the fp32-math kernel is asked for).
   for (const auto& [hidden, batch, directions] :
        {std::tuple{32, 2, 2}, std::tuple{64, 1, 2}, std::tuple{128, 2, 1}, std::tuple{256, 1, 2},
-        std::tuple{320, 2, 2}, std::tuple{384, 1, 1}}) {
+        std::tuple{320, 2, 2}, std::tuple{384, 1, 1}, std::tuple{32, 4, 2}, std::tuple{128, 3, 1},
+        std::tuple{kernels::kPgruSingleMaxHiddenBatchTile4, 4, 2}}) {
     const PersistentGruPlan p(hidden, batch, directions);
     const kernels::PgruSingleTiling t = kernels::pgru_single_tiling(hidden, batch, directions);
     const bool resident =
@@ -782,7 +788,9 @@ TEST(PersistentGru, PlanFitsDs2SizesAndRefusesWhatItCannotRun) {
   }
   EXPECT_FALSE(PersistentGruPlan(385, 1).forward_single_cta());
   EXPECT_FALSE(PersistentGruPlan(321, 2).forward_single_cta());
-  EXPECT_FALSE(PersistentGruPlan(128, 3).forward_single_cta());
+  EXPECT_FALSE(
+      PersistentGruPlan(kernels::kPgruSingleMaxHiddenBatchTile4 + 1, 4).forward_single_cta());
+  EXPECT_FALSE(PersistentGruPlan(128, 5).forward_single_cta());
   EXPECT_FALSE(PersistentGruPlan(128, 1, 1, -1, Precision::kBf16).forward_single_cta());
   EXPECT_FALSE(PersistentGruPlan(128, 1, 1, -1, Precision::kFp32, false).forward_single_cta());
   // Backward-data (K = 3H) on tensor cores at batch <= 4 up to 14 k-tiles a warp: one direction
