@@ -10,6 +10,7 @@
 #include "kernels/gru_cell.cuh"
 #include "kernels/lane_group_sums.cuh"
 #include "kernels/persistent_gru_single.h"
+#include "kernels/single_cta_steps.cuh"
 
 namespace ds2::kernels {
 namespace {
@@ -109,14 +110,10 @@ __global__ void __launch_bounds__(threads_max<G, N>(), 1)
   int* row_len = reinterpret_cast<int*>(arrived + (N > 1 ? 2 : 0));
   if (threadIdx.x < BT) row_len[threadIdx.x] = threadIdx.x < B ? a.lengths[threadIdx.x] : 0;
   auto step_time = [&](int s) { return d.descending ? T - 1 - s : s; };
-  if constexpr (N > 1) {
-    // Every CTA's state zeroed and its mbarriers set before anyone pushes into them.
-    if (threadIdx.x == 0) {
-      mbarrier_init_one(&arrived[0]);
-      mbarrier_init_one(&arrived[1]);
-    }
-    cluster_sync_all();
-  }
+  // N > 1: a buffer's phase waits for the other CTAs' neurons.
+  ClusterStateExchange<N> exchange{arrived, static_cast<uint32_t>((H - own) * B * sizeof(float)),
+                                   rank};
+  exchange.start();
   const ChunkWalk walk(threadIdx.x, blockDim.x, B, max(own, 1));
   auto chunk_inputs = [&](int k) {
     const int steps = own > 0 ? min(C, T - k * C) : 0;
@@ -148,26 +145,9 @@ __global__ void __launch_bounds__(threads_max<G, N>(), 1)
       }
     }
   };
-  chunk_inputs(0);
-  cp_async_wait_all();
-  __syncthreads();
-
-  // N > 1: the bytes a buffer's phase waits for (the other CTAs' neurons), and each buffer's
-  // parity.
-  const uint32_t pushed_in = static_cast<uint32_t>((H - own) * B * sizeof(float));
-  uint32_t parities = 0;  // bit b: the phase parity buffer b's mbarrier waits for next
-  for (int s = 0; s < T; ++s) {
-    const int k = s / C, i = s - k * C;
-    if (i == 0) {
-      // Chunk k's inputs have landed (waited for before the last barrier); chunk k + 1's go into
-      // the buffer chunk k - 1 read, and chunk k - 1's outputs leave.
-      if ((k + 1) * C < T) chunk_inputs(k + 1);
-      if (k > 0) chunk_outputs(k - 1);
-    }
+  run_chunked_steps<C>(T, exchange, chunk_inputs, chunk_outputs, [&](int s, int k, int i) {
     const float* cur = state + (s & 1) * BT * HP;
     float* nxt = state + ((s & 1) ^ 1) * BT * HP;
-    if constexpr (N > 1)
-      if (threadIdx.x == 0) mbarrier_arrive_expecting(&arrived[(s & 1) ^ 1], pushed_in);
     // The cell's inputs first, so that their loads overlap the products.
     const int staged_in = (k & 1) * kInputPlanes * plane + i * BT * nc + at;
     GruTriple x{0.0f, 0.0f, 0.0f};
@@ -176,36 +156,10 @@ __global__ void __launch_bounds__(threads_max<G, N>(), 1)
       x = {in_stage[staged_in], in_stage[staged_in + plane], in_stage[staged_in + 2 * plane]};
       h_prev = cur[out];
     }
-    float acc[V][NA];
-#pragma unroll
-    for (int v = 0; v < V; ++v)
-#pragma unroll
-      for (int n = 0; n < NA; ++n) acc[v][n] = 0.0f;
-#pragma unroll
-    for (int m = 0; m < G; ++m)
-#pragma unroll
-      for (int b = 0; b < BT; ++b) {
-        const float4 hv = *reinterpret_cast<const float4*>(cur + b * HP + 4 * (q + Q * m));
-#pragma unroll
-        for (int g = 0; g < 3; ++g) {
-          float& t = acc[b * 3 + g][m % NA];
-          t = fmaf(w[g][m][0], hv.x, t);
-          t = fmaf(w[g][m][1], hv.y, t);
-          t = fmaf(w[g][m][2], hv.z, t);
-          t = fmaf(w[g][m][3], hv.w, t);
-        }
-      }
     float v[V];
-#pragma unroll
-    for (int u = 0; u < V; ++u) {
-      v[u] = acc[u][0];
-#pragma unroll
-      for (int n = 1; n < NA; ++n) v[u] += acc[u][n];
-    }
+    lane_products<3, G, BT, Q, NA, true>(w, cur, q, v);
     reduce_group_level<V, V, Q / 2, 3>(v, lane);
-    // N > 1: every warp here has read this step's state before another CTA, having our neurons
-    // of the next step, may push the step after into this buffer.
-    if constexpr (N > 1) __syncthreads();
+    exchange.before_push();
     if (len >= 0) {
       const int t = step_time(s);
       const int staged_out = (k & 1) * kOutputPlanes * plane + i * BT * nc + at;
@@ -220,26 +174,9 @@ __global__ void __launch_bounds__(threads_max<G, N>(), 1)
       }
       out_stage[staged_out + 4 * plane] = h;
       nxt[out] = h;
-      if constexpr (N > 1) {
-        const uint32_t to = shared_address(nxt + out);
-        const uint32_t bar = shared_address(&arrived[(s & 1) ^ 1]);
-#pragma unroll
-        for (int p = 1; p < N; ++p) {
-          const uint32_t peer = static_cast<uint32_t>((rank + p) % N);
-          push_to_rank(map_to_rank(to, peer), h, map_to_rank(bar, peer));
-        }
-      }
+      exchange.push(s, nxt + out, h);
     }
-    if (i == C - 1) cp_async_wait_all();  // chunk k + 1's inputs, before the barrier shows them
-    __syncthreads();
-    if constexpr (N > 1) {
-      const int b = (s & 1) ^ 1;
-      mbarrier_wait(&arrived[b], (parities >> b) & 1u);
-      parities ^= 1u << b;
-    }
-  }
-  chunk_outputs((T - 1) / C);  // the last chunk's (the loop left each earlier one as it went)
-  if constexpr (N > 1) cluster_sync_all();  // no CTA leaves while another may still address it
+  });
 }
 
 // CTAs a direction, measured (H200, fp32, forward us a step at batch 1 / 2, session 69): a step

@@ -11,6 +11,7 @@
 #include "kernels/lane_group_sums.cuh"
 #include "kernels/persistent_rnn_operands.h"
 #include "kernels/persistent_rnn_single.h"
+#include "kernels/single_cta_steps.cuh"
 
 namespace ds2::kernels {
 namespace {
@@ -110,14 +111,10 @@ __global__ void __launch_bounds__(threads_max<R, G, N>(), 1)
   // N > 1, after the chunks: each state buffer's mbarrier (an even float offset: 8-byte aligned).
   uint64_t* arrived = reinterpret_cast<uint64_t*>(y_stage + 2 * kStage);
   auto step_time = [&](int s) { return d.descending ? T - 1 - s : s; };
-  if constexpr (N > 1) {
-    // Every CTA's state zeroed and its mbarriers set before anyone pushes into them.
-    if (threadIdx.x == 0) {
-      mbarrier_init_one(&arrived[0]);
-      mbarrier_init_one(&arrived[1]);
-    }
-    cluster_sync_all();
-  }
+  // N > 1: a buffer's phase waits for the other CTAs' rows.
+  ClusterStateExchange<N> exchange{arrived, static_cast<uint32_t>((H - own) * B * sizeof(float)),
+                                   rank};
+  exchange.start();
   const ChunkWalk walk(threadIdx.x, blockDim.x, B, own);
   auto chunk_inputs = [&](int k) {
     const int steps = min(C, T - k * C);
@@ -139,25 +136,9 @@ __global__ void __launch_bounds__(threads_max<R, G, N>(), 1)
       d.y[row * d.ld_y + row_begin + e.r] = ys[(e.i * BT + e.b) * rc + e.r];
     }
   };
-  chunk_inputs(0);
-  cp_async_wait_all();
-  __syncthreads();
-
-  // N > 1: the bytes a buffer's phase waits for (the other CTAs' rows), and each buffer's parity.
-  const uint32_t pushed_in = static_cast<uint32_t>((H - own) * B * sizeof(float));
-  uint32_t parities = 0;  // bit b: the phase parity buffer b's mbarrier waits for next
-  for (int s = 0; s < T; ++s) {
-    const int k = s / C, i = s - k * C;
-    if (i == 0) {
-      // Chunk k's inputs have landed (waited for before the last barrier); chunk k + 1's go into
-      // the buffer chunk k - 1 read, and chunk k - 1's outputs leave.
-      if ((k + 1) * C < T) chunk_inputs(k + 1);
-      if (k > 0) chunk_outputs(k - 1);
-    }
+  run_chunked_steps<C>(T, exchange, chunk_inputs, chunk_outputs, [&](int s, int k, int i) {
     const float* cur = state + (s & 1) * BT * HP;
     float* nxt = state + ((s & 1) ^ 1) * BT * HP;
-    if constexpr (N > 1)
-      if (threadIdx.x == 0) mbarrier_arrive_expecting(&arrived[(s & 1) ^ 1], pushed_in);
     // The epilogue's inputs first, so that their loads overlap the products.
     const int staged = (k & 1) * kStage + i * BT * rc;
     float x[NF], h[NF];
@@ -166,36 +147,10 @@ __global__ void __launch_bounds__(threads_max<R, G, N>(), 1)
       x[n] = len[n] >= 0 ? x_stage[staged + at[n]] : 0.0f;
       h[n] = len[n] >= 0 && a.backward ? h_stage[staged + at[n]] : 0.0f;
     }
-    float acc[V][NA];
-#pragma unroll
-    for (int v = 0; v < V; ++v)
-#pragma unroll
-      for (int n = 0; n < NA; ++n) acc[v][n] = 0.0f;
-#pragma unroll
-    for (int m = 0; m < G; ++m)
-#pragma unroll
-      for (int b = 0; b < BT; ++b) {
-        const float4 hv = *reinterpret_cast<const float4*>(cur + b * HP + 4 * (q + Q * m));
-#pragma unroll
-        for (int ii = 0; ii < R; ++ii) {
-          float& t = acc[ii * BT + b][m % NA];
-          t = fmaf(w[ii][m][0], hv.x, t);
-          t = fmaf(w[ii][m][1], hv.y, t);
-          t = fmaf(w[ii][m][2], hv.z, t);
-          t = fmaf(w[ii][m][3], hv.w, t);
-        }
-      }
     float v[V];
-#pragma unroll
-    for (int u = 0; u < V; ++u) {
-      v[u] = acc[u][0];
-#pragma unroll
-      for (int n = 1; n < NA; ++n) v[u] += acc[u][n];
-    }
+    lane_products<R, G, BT, Q, NA, false>(w, cur, q, v);
     reduce_group_level<V, V, Q / 2>(v, lane);
-    // N > 1: every warp here has read this step's state before another CTA, having our rows of
-    // the next step, may push the step after into this buffer.
-    if constexpr (N > 1) __syncthreads();
+    exchange.before_push();
 #pragma unroll
     for (int n = 0; n < NF; ++n) {
       if (len[n] >= 0) {
@@ -205,27 +160,10 @@ __global__ void __launch_bounds__(threads_max<R, G, N>(), 1)
                          : clipped_relu(x[n] + v[n], a.clip);
         nxt[out[n]] = y;
         y_stage[staged + at[n]] = y;
-        if constexpr (N > 1) {
-          const uint32_t to = shared_address(nxt + out[n]);
-          const uint32_t bar = shared_address(&arrived[(s & 1) ^ 1]);
-#pragma unroll
-          for (int p = 1; p < N; ++p) {
-            const uint32_t peer = static_cast<uint32_t>((rank + p) % N);
-            push_to_rank(map_to_rank(to, peer), y, map_to_rank(bar, peer));
-          }
-        }
+        exchange.push(s, nxt + out[n], y);
       }
     }
-    if (i == C - 1) cp_async_wait_all();  // chunk k + 1's inputs, before the barrier shows them
-    __syncthreads();
-    if constexpr (N > 1) {
-      const int b = (s & 1) ^ 1;
-      mbarrier_wait(&arrived[b], (parities >> b) & 1u);
-      parities ^= 1u << b;
-    }
-  }
-  chunk_outputs((T - 1) / C);  // the last chunk's (the loop left each earlier one as it went)
-  if constexpr (N > 1) cluster_sync_all();  // no CTA leaves while another may still address it
+  });
 }
 
 // The form of a layer: rows a thread, float4 column groups a lane (the state's row padded to 32
