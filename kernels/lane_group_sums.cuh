@@ -1,17 +1,51 @@
-// Device pieces the single-CTA kernels share (kernels/persistent_rnn_single.cu, the clipped-ReLU
+// A step's arithmetic in the single-CTA kernels (kernels/persistent_rnn_single.cu, the clipped-ReLU
 // recurrence, and kernels/persistent_gru_single.cu, the GRU forward): a group of 8 adjacent lanes
-// owns some rows, each lane a slice of the columns, and a row's sum is reduced over the 8 lanes;
-// their epilogues' staged chunks are walked without run-time divisions.
+// owns some rows, each lane a slice of the columns, and a row's sum is reduced over the 8 lanes.
+// Their step loop is kernels/single_cta_steps.cuh.
 //
 //   float v[4];                                   // 4 row sums a lane, partial over its columns
+//   lane_products<2, G, 2, 8, 1, false>(w, cur, q, v);  // 2 rows times 2 batch rows of the state
 //   reduce_group_level<4, 4, 4>(v, lane);         // lane ends with v[0] whole: value
 //   int value = first_group_value<4, 8>(lane);    //   number `value` of the 4
 //   reduce_group_level<6, 6, 4, 3>(g, lane);      // 2 units of 3 (a GRU neuron's r, z, n): each
 //   int unit = first_group_value<2, 8>(lane);     //   lane ends with g[0..3) of unit `unit`
-//   for (ChunkWalk e(threadIdx.x, blockDim.x, B, H); e.i < steps; e.next(B, H)) ...
 #pragma once
 
 namespace ds2::kernels {
+
+// A lane's partial sums of a step: R rows of U (w, its slice of columns 4 (q + Q m) + e, m < G)
+// times the BT batch rows of the state `cur` ({BT, 4 G Q} floats), read as float4s so that each
+// value feeds R rows. v[r BT + b], or v[b R + r] with kBatchMajor; NA accumulators a sum, for ILP.
+template <int R, int G, int BT, int Q, int NA, bool kBatchMajor>
+__device__ __forceinline__ void lane_products(const float (&w)[R][G][4], const float* cur, int q,
+                                              float (&v)[R * BT]) {
+  constexpr int HP = 4 * G * Q;
+  float acc[R * BT][NA];
+#pragma unroll
+  for (int u = 0; u < R * BT; ++u)
+#pragma unroll
+    for (int n = 0; n < NA; ++n) acc[u][n] = 0.0f;
+#pragma unroll
+  for (int m = 0; m < G; ++m)
+#pragma unroll
+    for (int b = 0; b < BT; ++b) {
+      const float4 hv = *reinterpret_cast<const float4*>(cur + b * HP + 4 * (q + Q * m));
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float& t = acc[kBatchMajor ? b * R + r : r * BT + b][m % NA];
+        t = fmaf(w[r][m][0], hv.x, t);
+        t = fmaf(w[r][m][1], hv.y, t);
+        t = fmaf(w[r][m][2], hv.z, t);
+        t = fmaf(w[r][m][3], hv.w, t);
+      }
+    }
+#pragma unroll
+  for (int u = 0; u < R * BT; ++u) {
+    v[u] = acc[u][0];
+#pragma unroll
+    for (int n = 1; n < NA; ++n) v[u] += acc[u][n];
+  }
+}
 
 // Reduces v[0, VP) over lane bits O, O / 2, ..., 1: halving while more than K values are kept
 // (the upper half where the level's bit is set), adding whole after. A lane ends with
@@ -48,34 +82,5 @@ __device__ __forceinline__ int first_group_value(int lane) {
     if (lane & o) index += n / 2;
   return index;
 }
-
-// A chunk's elements e = threadIdx.x, + blockDim.x, ... of its steps * B * H, walked as (step i,
-// batch row b, column r) by adding the stride's own (i, b, r): a division by a run-time divisor
-// is a chain of ~20 instructions, and three an element made the chunk loops cost 190-840 cycles
-// a step (kernels/NOTES.md, session 68).
-struct ChunkWalk {
-  int i, b, r;     // the element
-  int di, db, dr;  // the stride, blockDim.x
-  __device__ ChunkWalk(int start, int stride, int B, int H)
-      : i(start / (B * H)),
-        b(start / H % B),
-        r(start % H),
-        di(stride / (B * H)),
-        db(stride / H % B),
-        dr(stride % H) {}
-  __device__ void next(int B, int H) {
-    i += di;
-    b += db;
-    r += dr;
-    if (r >= H) {
-      r -= H;
-      ++b;
-    }
-    if (b >= B) {
-      b -= B;
-      ++i;
-    }
-  }
-};
 
 }  // namespace ds2::kernels

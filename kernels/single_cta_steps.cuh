@@ -1,17 +1,18 @@
-// The step loop and products the single-CTA kernels share (kernels/persistent_rnn_single.cu, the
-// clipped-ReLU recurrence, and kernels/persistent_gru_single.cu, the GRU forward): the state is
-// double-buffered in shared memory; a cluster's CTAs push their part of each step's state into the
-// others' next buffer (st.async counted on that buffer's mbarrier); the kernel's inputs and outputs
-// move between global and shared memory a chunk of C steps at a time, the next chunk's inputs
-// copied and the last chunk's outputs stored while a chunk runs.
+// The step loop the single-CTA kernels share (kernels/persistent_rnn_single.cu, the clipped-ReLU
+// recurrence, and kernels/persistent_gru_single.cu, the GRU forward; a step's sums are
+// kernels/lane_group_sums.cuh): the state is double-buffered in shared memory; a cluster's CTAs
+// push their part of each step's state into the others' next buffer (st.async counted on that
+// buffer's mbarrier); the kernel's inputs and outputs move between global and shared memory a
+// chunk of C steps at a time, the next chunk's inputs copied and the last chunk's outputs stored
+// while a chunk runs.
 //
 //   ClusterStateExchange<N> exchange{arrived, pushed_in, rank};  // arrived: 2 mbarriers (N > 1)
 //   exchange.start();                                            // before any push
 //   run_chunked_steps<C>(T, exchange, chunk_inputs, chunk_outputs, [&](int s, int k, int i) {
-//     lane_products<R, G, BT, Q, NA, false>(w, state + (s & 1) * BT * HP, q, v);  // then reduce
-//     exchange.before_push();
+//     ... sum the state of buffer s & 1, exchange.before_push();
 //     nxt[at] = v;  exchange.push(s, nxt + at, v);               // into buffer (s & 1) ^ 1
 //   });
+//   for (ChunkWalk e(threadIdx.x, blockDim.x, B, H); e.i < steps; e.next(B, H)) ...  // a chunk
 #pragma once
 
 #include <cstdint>
@@ -76,39 +77,34 @@ struct ClusterStateExchange {
   }
 };
 
-// A lane's partial sums of a step: R rows of U (w, its slice of columns 4 (q + Q m) + e, m < G)
-// times the BT batch rows of the state `cur` ({BT, 4 G Q} floats), read as float4s so that each
-// value feeds R rows. v[r BT + b], or v[b R + r] with kBatchMajor; NA accumulators a sum, for ILP.
-template <int R, int G, int BT, int Q, int NA, bool kBatchMajor>
-__device__ __forceinline__ void lane_products(const float (&w)[R][G][4], const float* cur, int q,
-                                              float (&v)[R * BT]) {
-  constexpr int HP = 4 * G * Q;
-  float acc[R * BT][NA];
-#pragma unroll
-  for (int u = 0; u < R * BT; ++u)
-#pragma unroll
-    for (int n = 0; n < NA; ++n) acc[u][n] = 0.0f;
-#pragma unroll
-  for (int m = 0; m < G; ++m)
-#pragma unroll
-    for (int b = 0; b < BT; ++b) {
-      const float4 hv = *reinterpret_cast<const float4*>(cur + b * HP + 4 * (q + Q * m));
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float& t = acc[kBatchMajor ? b * R + r : r * BT + b][m % NA];
-        t = fmaf(w[r][m][0], hv.x, t);
-        t = fmaf(w[r][m][1], hv.y, t);
-        t = fmaf(w[r][m][2], hv.z, t);
-        t = fmaf(w[r][m][3], hv.w, t);
-      }
+// A chunk's elements e = threadIdx.x, + blockDim.x, ... of its steps * B * H, walked as (step i,
+// batch row b, column r) by adding the stride's own (i, b, r): a division by a run-time divisor
+// is a chain of ~20 instructions, and three an element made the chunk loops cost 190-840 cycles
+// a step (kernels/NOTES.md, session 68).
+struct ChunkWalk {
+  int i, b, r;     // the element
+  int di, db, dr;  // the stride, blockDim.x
+  __device__ ChunkWalk(int start, int stride, int B, int H)
+      : i(start / (B * H)),
+        b(start / H % B),
+        r(start % H),
+        di(stride / (B * H)),
+        db(stride / H % B),
+        dr(stride % H) {}
+  __device__ void next(int B, int H) {
+    i += di;
+    b += db;
+    r += dr;
+    if (r >= H) {
+      r -= H;
+      ++b;
     }
-#pragma unroll
-  for (int u = 0; u < R * BT; ++u) {
-    v[u] = acc[u][0];
-#pragma unroll
-    for (int n = 1; n < NA; ++n) v[u] += acc[u][n];
+    if (b >= B) {
+      b -= B;
+      ++i;
+    }
   }
-}
+};
 
 // Steps 0 .. T-1 in chunks of C: chunk_inputs(k) starts chunk k's copies (cp.async, committed),
 // chunk_outputs(k) stores chunk k's staged outputs, step(s, k, i) runs step s = k C + i (reading
