@@ -173,18 +173,23 @@ __global__ void __launch_bounds__(threads_max<R, G, N>(), 1)
 // session 68): batch 1 H 96 0.35 / 0.42, H 128 0.45 / 0.44, H 160 0.56 / 0.51; batch 2 H 32 0.28
 // / 0.33, H 64 0.36 / 0.35, H 96 0.57 / 0.49; batch 4 H 32 0.35 / 0.51, H 96 0.77 / 0.95, H 128
 // 1.15 / 1.03.
-// Clusters (batch tile 1 at H 193-512, batch tile 2 at H 129-384): 2 rows a thread, column groups
-// rounded up to even, 8 CTAs a direction to H 384 and 16 above. Forward, 8 CTAs / 16: H 200 0.50
-// / 0.55, H 256 0.47 / 0.55, H 320 0.54 / 0.54, H 384 0.56 / 0.57, H 448 0.65 / 0.60, H 512 0.72 /
-// 0.60; 2 or 4 CTAs were slower (H 256 0.59 and 0.48). Batch tile 2, 8 CTAs against the grid-wide
-// split: H 129 0.49 / 0.84, H 192 0.51 / 0.86, H 256 0.60 / 0.91, H 384 0.87 / 0.92 (past H 384
-// the kernels at 14-16 column groups would spill).
+// Clusters (batch tile 1 at H 193-512, batch tile 2 at H 129-384, batch tile 4 at H 65-192): 2
+// rows a thread, column groups rounded up to even, 8 CTAs a direction to H 384 and 16 above.
+// Forward, 8 CTAs / 16: H 200 0.50 / 0.55, H 256 0.47 / 0.55, H 320 0.54 / 0.54, H 384 0.56 / 0.57,
+// H 448 0.65 / 0.60, H 512 0.72 / 0.60; 2 or 4 CTAs were slower (H 256 0.59 and 0.48). Batch tile
+// 2, 8 CTAs against the grid-wide split: H 129 0.49 / 0.84, H 192 0.51 / 0.86, H 256 0.60 / 0.91, H
+// 384 0.87 / 0.92 (past H 384 the kernels at 14-16 column groups would spill). Batch tile 4
+// (session 72), 8 CTAs against the split at batch 4: H 80 0.52 / 0.77, H 128 0.57 / 0.79, H 160
+// 0.72 / 0.82, H 192 0.77 / 0.87, but H 256 0.92-0.96 / 0.90 and H 320-384 1.2-1.6 / 0.91-0.93; 16
+// CTAs were no faster (H 192 0.78, H 256 0.94), nor 4 rows a thread or 1 (H 256 1.11, 0.95): a
+// CTA's share of the rows is not what sets the pace there.
 struct SingleShape {
   int rows, groups, ctas;
 };
 SingleShape single_shape(int hidden, int batch_tile) {
   const bool cluster =
-      (batch_tile == 1 && hidden > kPrnnSingleMaxHidden) || (batch_tile == 2 && hidden > 128);
+      (batch_tile == 1 && hidden > kPrnnSingleMaxHidden) || (batch_tile == 2 && hidden > 128) ||
+      (batch_tile == 4 && hidden > 64 && hidden <= kPrnnSingleClusterMaxHiddenBatchTile4);
   if (cluster) return {2, (column_groups(hidden) + 1) / 2 * 2, hidden <= 384 ? 8 : 16};
   return {hidden > 96 || (batch_tile == 2 && hidden > 32) ? 4 : 2, column_groups(hidden), 1};
 }
@@ -200,18 +205,18 @@ Instance instance() {
 }
 const void* find_kernel(const SingleShape& f, int batch_tile) {
   static const Instance kInstances[] = {
-      // One CTA, batch tiles 1 and 4: H 1-96 on 2 rows a thread, H 97-192 on 4.
+      // One CTA, batch tile 1: H 1-96 on 2 rows a thread, H 97-192 on 4; batch tile 4: H 1-64.
       instance<2, 1, 1, 1>(), instance<2, 2, 1, 1>(), instance<2, 3, 1, 1>(),
       instance<4, 4, 1, 1>(), instance<4, 5, 1, 1>(), instance<4, 6, 1, 1>(),
-      instance<2, 1, 4, 1>(), instance<2, 2, 4, 1>(), instance<2, 3, 4, 1>(),
-      instance<4, 4, 4, 1>(), instance<4, 5, 4, 1>(), instance<4, 6, 4, 1>(),
+      instance<2, 1, 4, 1>(), instance<2, 2, 4, 1>(),
       // One CTA, batch tile 2: H 1-32 on 2 rows, H 33-128 on 4.
       instance<2, 1, 2, 1>(), instance<4, 2, 2, 1>(), instance<4, 3, 2, 1>(),
       instance<4, 4, 2, 1>(),
-      // Clusters: batch tile 1 at H 193-512, batch tile 2 at H 129-384.
+      // Clusters: batch tile 1 at H 193-512, batch tile 2 at H 129-384, batch tile 4 at H 65-192.
       instance<2, 8, 1, 8>(), instance<2, 10, 1, 8>(), instance<2, 12, 1, 8>(),
       instance<2, 14, 1, 16>(), instance<2, 16, 1, 16>(), instance<2, 6, 2, 8>(),
-      instance<2, 8, 2, 8>(), instance<2, 10, 2, 8>(), instance<2, 12, 2, 8>()};
+      instance<2, 8, 2, 8>(), instance<2, 10, 2, 8>(), instance<2, 12, 2, 8>(),
+      instance<2, 4, 4, 8>(), instance<2, 6, 4, 8>()};
   for (const Instance& i : kInstances)
     if (i.rows == f.rows && i.groups == f.groups && i.batch_tile == batch_tile && i.ctas == f.ctas)
       return i.fn;

@@ -14,12 +14,13 @@
 // 0.77-0.86 and cuDNN's 0.48-0.63; past H times the batch tile 256 one SM's products make it the
 // slower, and plans take it only below.
 //
-// At batch 1, H 193-512 (batch 2: H 129-384) run on a thread-block cluster of 8 (to H 384) or 16
-// such CTAs a direction, each holding its slice of the rows (all columns) and a whole copy of the
-// state. A CTA pushes its new rows into every other CTA's copy with st.async, which counts the
-// bytes on that CTA's mbarrier for the buffer; a CTA waits for its mbarrier's phase (the bytes of
-// every other row), not for a cluster barrier. H 256-512 0.47-0.60 us a step against cuDNN's
-// 0.69-0.72.
+// At batch 1, H 193-512 (batch 2: H 129-384; batch 3-4: H 65-192) run on a thread-block cluster
+// of 8 (to H 384) or 16 such CTAs a direction, each holding its slice of the rows (all columns) and
+// a whole copy of the state. A CTA pushes its new rows into every other CTA's copy with st.async,
+// which counts the bytes on that CTA's mbarrier for the buffer; a CTA waits for its mbarrier's
+// phase (the bytes of every other row), not for a cluster barrier. H 256-512 0.47-0.60 us a step
+// against cuDNN's 0.69-0.72; batch 4 H 80-192 0.52-0.77 against the grid-wide split's 0.77-0.87
+// (session 72).
 //
 //   PrnnTiling t = prnn_single_tiling(/*hidden=*/192, /*max_batch=*/1, /*directions=*/2);
 //   if (prnn_single_kernel(t) != nullptr)   // a kernel for this H and batch (fp32)
@@ -41,6 +42,9 @@ constexpr int kPrnnSingleMaxHidden = 192;
 // Largest hidden size a cluster of such CTAs runs (batch tile 1: 16 CTAs of 32 rows, 2 rows a
 // thread, 16 column groups a lane; batch tile 2 stops at H 384).
 constexpr int kPrnnSingleClusterMaxHidden = 512;
+// At batch tile 4 (8 CTAs, 2 rows a thread): measured level with the grid-wide split at H 256 and
+// slower past it (kernels/NOTES.md, session 72).
+constexpr int kPrnnSingleClusterMaxHiddenBatchTile4 = 192;
 // Batch rows a launch runs together at most (the batch tile: 1, 2 or 4).
 constexpr int kPrnnSingleMaxBatch = 4;
 

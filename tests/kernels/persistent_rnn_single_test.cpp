@@ -21,7 +21,7 @@ TEST(PersistentRnnSingle, RunsEveryHiddenSizeTo192AndBatchFour) {
         const PrnnTiling t = prnn_single_tiling(h, b, dirs);
         const std::string where = "H " + std::to_string(h) + ", batch " + std::to_string(b);
         ASSERT_NE(prnn_single_kernel(t), nullptr) << where;
-        if (t.batch_tile == 2 && h > 128) {  // a cluster (the test below)
+        if ((t.batch_tile == 2 && h > 128) || (t.batch_tile == 4 && h > 64)) {  // a cluster (below)
           EXPECT_EQ(t.ctas_per_direction, 8) << where;
           continue;
         }
@@ -42,7 +42,7 @@ TEST(PersistentRnnSingle, RunsEveryHiddenSizeTo192AndBatchFour) {
 TEST(PersistentRnnSingle, RefusesWhatItDoesNotRun) {
   EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(193, 3, 1)), nullptr);
   EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(64, 5, 1)), nullptr);
-  const PrnnTiling t = prnn_single_tiling(100, 3, 1);
+  const PrnnTiling t = prnn_single_tiling(60, 3, 1);
   ASSERT_NE(prnn_single_kernel(t), nullptr);
   auto without = [&](auto change) {
     PrnnTiling c = t;
@@ -59,7 +59,7 @@ TEST(PersistentRnnSingle, RefusesWhatItDoesNotRun) {
   EXPECT_EQ(without([](PrnnTiling& c) { c.streamed_groups = 1; }), nullptr);
 }
 
-TEST(PersistentRnnSingle, ClustersRunBatchOneFrom193To512AndBatchTwoFrom129To384) {
+TEST(PersistentRnnSingle, ClustersRunBatchOneFrom193To512BatchTwoFrom129To384BatchFourFrom65To192) {
   for (int h = kPrnnSingleMaxHidden + 1; h <= kPrnnSingleClusterMaxHidden; ++h)
     for (int dirs : {1, 2}) {
       const PrnnTiling t = prnn_single_tiling(h, 1, dirs);
@@ -87,7 +87,21 @@ TEST(PersistentRnnSingle, ClustersRunBatchOneFrom193To512AndBatchTwoFrom129To384
     EXPECT_LT(7 * t.rows_per_cta, h) << where << ": a CTA without rows";
     EXPECT_LE(prnn_shared_bytes(t), kHopperSharedPerBlock) << where;
   }
-  // Batch tiles past 2 and larger layers have no cluster form.
+  // Batch 3-4: clusters of 8 at H 65-192, every CTA owning rows.
+  for (int h = 65; h <= kPrnnSingleClusterMaxHiddenBatchTile4; ++h)
+    for (int b : {3, 4}) {
+      const PrnnTiling t = prnn_single_tiling(h, b, 2);
+      const std::string where = "H " + std::to_string(h) + ", batch " + std::to_string(b);
+      ASSERT_NE(prnn_single_kernel(t), nullptr) << where;
+      EXPECT_EQ(t.ctas_per_direction, 8) << where;
+      EXPECT_EQ(t.batch_tile, 4) << where;
+      EXPECT_GE(8 * t.rows_per_cta, h) << where;
+      EXPECT_LT(7 * t.rows_per_cta, h) << where << ": a CTA without rows";
+      EXPECT_GE(t.threads / 8 * 2, t.rows_per_cta) << where;
+      EXPECT_LT((t.threads - 32) / 8 * 2, t.rows_per_cta) << where << ": a warp without rows";
+      EXPECT_LE(prnn_shared_bytes(t), kHopperSharedPerBlock) << where;
+    }
+  // Larger layers at batch tiles 2 and 4, and past H 512, have no cluster form.
   EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(385, 2, 1)), nullptr);
   EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(193, 3, 1)), nullptr);
   EXPECT_EQ(prnn_single_kernel(prnn_single_tiling(512, 3, 1)), nullptr);
@@ -95,11 +109,11 @@ TEST(PersistentRnnSingle, ClustersRunBatchOneFrom193To512AndBatchTwoFrom129To384
 }
 
 TEST(PersistentRnnSingle, SharedMemoryIsTheStateAndThreeStagedChunks) {
-  // H 100, batch tile 4: state rows padded to 128 floats (4 float4 column groups a lane of 8),
-  // chunks of 8 steps of the CTA's 100 rows. Two state buffers, then two chunks each of x, h and
+  // H 60, batch tile 4: state rows padded to 64 floats (2 float4 column groups a lane of 8),
+  // chunks of 8 steps of the CTA's 60 rows. Two state buffers, then two chunks each of x, h and
   // y.
-  const PrnnTiling t = prnn_single_tiling(100, 3, 2);
-  EXPECT_EQ(prnn_single_shared_bytes(t), (2 * 4 * 128 + 3 * 2 * 8 * 4 * 100) * sizeof(float));
+  const PrnnTiling t = prnn_single_tiling(60, 3, 2);
+  EXPECT_EQ(prnn_single_shared_bytes(t), (2 * 4 * 64 + 3 * 2 * 8 * 4 * 60) * sizeof(float));
   EXPECT_EQ(prnn_shared_bytes(t), prnn_single_shared_bytes(t));
   // Batch 1: chunks of 32 steps of one row.
   const PrnnTiling one = prnn_single_tiling(192, 1, 1);
@@ -109,6 +123,12 @@ TEST(PersistentRnnSingle, SharedMemoryIsTheStateAndThreeStagedChunks) {
   ASSERT_EQ(cluster.rows_per_cta, 32);
   EXPECT_EQ(prnn_single_shared_bytes(cluster),
             (2 * 512 + 3 * 2 * 32 * 32) * sizeof(float) + 2 * sizeof(uint64_t));
+  // A cluster of 8 at H 100, batch tile 4: state rows padded to 128 (4 column groups rounded to
+  // even), this CTA's 13 rows staged 8 steps at a time.
+  const PrnnTiling four = prnn_single_tiling(100, 4, 1);
+  ASSERT_EQ(four.rows_per_cta, 13);
+  EXPECT_EQ(prnn_single_shared_bytes(four),
+            (2 * 4 * 128 + 3 * 2 * 8 * 4 * 13) * sizeof(float) + 2 * sizeof(uint64_t));
 }
 
 }  // namespace

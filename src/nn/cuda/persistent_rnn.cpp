@@ -181,7 +181,9 @@ PersistentRnnPlan::PersistentRnnPlan(int hidden, int max_batch, int directions, 
   // against 0.88 / 0.90, H 384 0.56 / 0.56 against 0.88 / 0.89, H 512 0.60 / 0.60 against 0.92 /
   // 0.93 (where the clusters cannot all be resident, the split); at batch 2, H 129-384 on clusters
   // of 8: H 160 0.48 / 0.52 against 0.84 / 0.91, H 256 0.60 / 0.63 against 0.91 / 0.93, H 384 0.87
-  // / 0.90 against 0.92 / 0.94.
+  // / 0.90 against 0.92 / 0.94; at batch 3-4, H 65-192 on clusters of 8 (session 72, batch 4): H 80
+  // 0.52 / 0.53 against 0.77 / 0.82, H 128 0.57 / 0.58 against 0.79 / 0.83, H 192 0.77 / 0.79
+  // against 0.87 / 0.90.
   // Tests may ask for it wherever it runs (PersistentRnnKernels::force_single_cta).
   if (!forced_stream && !t.bf16_weights && allowed.single_cta) {
     const kernels::PrnnTiling c = kernels::prnn_single_tiling(hidden, max_batch, directions);

@@ -593,7 +593,14 @@ TEST(PersistentRnn, PlanFitsTheDs2LayerAndRefusesAbsurdSizes) {
           << cluster.describe();
     }
     EXPECT_FALSE(PersistentRnnPlan(385, 2).tiling().single_cta);
-    EXPECT_FALSE(PersistentRnnPlan(65, 3).tiling().single_cta);
+    // Batch 3-4 at H 65-192: clusters of 8.
+    for (const auto& [H, B] : {std::pair{65, 3}, std::pair{192, 4}}) {
+      const PersistentRnnPlan cluster(H, B, 2);
+      EXPECT_TRUE(cluster.fits() && cluster.tiling().single_cta &&
+                  cluster.tiling().ctas_per_direction == 8)
+          << cluster.describe();
+    }
+    EXPECT_FALSE(PersistentRnnPlan(193, 3).tiling().single_cta);
     EXPECT_FALSE(PersistentRnnPlan(64, 5).tiling().single_cta);
     EXPECT_TRUE(split(b1_mid)) << b1_mid.describe();
     EXPECT_TRUE(split(b1_1536)) << b1_1536.describe();
@@ -841,17 +848,19 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
 // instantiation the plans reach: 2 rows a thread at 1-3 column groups (H 1-96) and 4 at 2-6 (H
 // 33-192), each batch tile (1, 2, 4), odd sizes, every batch up to its plan's, both orders,
 // against float64; and both directions in one launch give the bits of one launch each. T 64 (two
-// whole chunks of staged steps at batch 1), 45 (a partial last chunk) and 1. Plans take it where
-// H times the batch tile is at most 256; the rest is asked for.
+// whole chunks of staged steps at batch 1), 45 (a partial last chunk) and 1. Clusters at batch 1
+// (H 200-512), batch 2 (H 250-384) and batch 3-4 (H 65-189, where 8 CTAs of 9-24 rows leave the
+// last with fewer). Plans take one CTA where H times the batch tile is at most 256; the rest of
+// the one-CTA shapes are asked for.
 TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   PersistentRnnKernels forced;
   forced.force_single_cta = true;
   const std::vector<std::pair<int, int>> shapes{
-      {1, 1},   {5, 4},   {31, 2},  {33, 2},  {64, 4},  {70, 2},  {90, 1},  {95, 3},
-      {97, 3},  {127, 2}, {160, 4}, {161, 1}, {192, 2}, {200, 1}, {256, 1}, {300, 1},
-      {384, 1}, {449, 1}, {512, 1}, {250, 2}, {257, 2}, {384, 2}};
+      {1, 1},   {5, 4},   {31, 2},  {33, 2},  {64, 4},  {70, 2},  {90, 1},  {95, 3},  {97, 3},
+      {127, 2}, {160, 4}, {161, 1}, {192, 2}, {200, 1}, {256, 1}, {300, 1}, {384, 1}, {449, 1},
+      {512, 1}, {250, 2}, {257, 2}, {384, 2}, {65, 4},  {101, 3}, {129, 4}, {189, 4}};
   for (const auto& [H, max_batch] : shapes) {
     const PersistentRnnPlan plan(H, max_batch, 1, -1, Precision::kFp32, forced);
     ASSERT_TRUE(plan.fits() && plan.tiling().single_cta) << plan.describe();
