@@ -845,13 +845,13 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
 }
 
 // The single-CTA kernel (small fp32 layers; kernels/persistent_rnn_single.h) at every
-// instantiation the plans reach: 2 rows a thread at 1-3 column groups (H 1-96) and 4 at 2-6 (H
-// 33-192), each batch tile (1, 2, 4), odd sizes, every batch up to its plan's, both orders,
-// against float64; and both directions in one launch give the bits of one launch each. T 64 (two
-// whole chunks of staged steps at batch 1), 45 (a partial last chunk) and 1. Clusters at batch 1
-// (H 200-512), batch 2 (H 250-384) and batch 3-4 (H 65-189, where 8 CTAs of 9-24 rows leave the
-// last with fewer). Plans take one CTA where H times the batch tile is at most 256; the rest of
-// the one-CTA shapes are asked for.
+// instantiation the plans reach, odd sizes, every batch up to its plan's, both orders, against
+// float64; and both directions in one launch give the bits of one launch each. One CTA: batch
+// tile 1 on 2 rows a thread at 1-3 column groups (H 1-96) and 4 at 4-6 (H 97-192), batch tile 2 on
+// 2 or 4 rows (H 1-128), batch tile 4 on 2 rows (H 1-64). Clusters: batch 1 (H 200-512), batch 2
+// (H 129-384) and batch 3-4 (H 65-192; 8 CTAs of 9-24 rows, the last with fewer). T 64 (two whole
+// chunks of staged steps at batch 1), 45 (a partial last chunk) and 1. Plans take one CTA where H
+// times the batch tile is at most 256; the rest of the one-CTA shapes are asked for.
 TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
