@@ -39,12 +39,18 @@ __global__ void add_input_bias_kernel(float* pre, int64_t rows, int cols, int di
 }
 
 __global__ void relu_step_forward_kernel(const float* __restrict__ pre, int ld_pre,
+                                         const float* __restrict__ product, int ld_product,
                                          float* __restrict__ h, uint16_t* __restrict__ h_bf16,
                                          int ld16, int B, int H, int t,
                                          const int* __restrict__ lengths, float clip) {
   DS2_RNN_GRID_STRIDE(i, int64_t{B} * H) {
     const int b = static_cast<int>(i / H), k = static_cast<int>(i % H);
-    const float v = t < lengths[b] ? clipped_relu(pre[int64_t{b} * ld_pre + k], clip) : 0.0f;
+    float v = 0.0f;
+    if (t < lengths[b]) {
+      float sum = pre[int64_t{b} * ld_pre + k];
+      if (product) sum += product[int64_t{b} * ld_product + k];
+      v = clipped_relu(sum, clip);
+    }
     h[i] = v;
     if (h_bf16) {
       h_bf16[int64_t{b} * ld16 + k] = float_to_bf16(v);
@@ -173,12 +179,13 @@ void rnn_add_input_bias(float* pre, int64_t rows, int cols, const float* bias0, 
   DS2_CUDA_CHECK_LAUNCH();
 }
 
-void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, uint16_t* h_bf16, int B, int H,
-                           int t, const int* lengths, float clip, cudaStream_t stream) {
+void rnn_relu_step_forward(const float* pre, int ld_pre, const float* product, int ld_product,
+                           float* h, uint16_t* h_bf16, int B, int H, int t, const int* lengths,
+                           float clip, cudaStream_t stream) {
   const int64_t n = int64_t{B} * H;
   if (n <= 0) return;
   relu_step_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      pre, ld_pre, h, h_bf16, rnn_padded_ld(H), B, H, t, lengths, clip);
+      pre, ld_pre, product, ld_product, h, h_bf16, rnn_padded_ld(H), B, H, t, lengths, clip);
   DS2_CUDA_CHECK_LAUNCH();
 }
 

@@ -17,7 +17,8 @@
 // what they write (next's as well), so that cuBLAS can run every dimension padded to a multiple
 // of 8 (nn/cuda/gemm_recurrence.cpp).
 //
-//   kernels::rnn_relu_step_forward(pre_t, P, h_t, nullptr, B, H, t, lengths, clip, stream);
+//   kernels::rnn_relu_step_forward(pre_t, P, nullptr, 0, h_t, nullptr, B, H, t, lengths, clip,
+//                                  stream);
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,10 +41,13 @@ constexpr int rnn_padded_ld(int cols) {
 void rnn_add_input_bias(float* pre, int64_t rows, int cols, const float* bias0, const float* bias1,
                         cudaStream_t stream);
 
-// Clipped ReLU step: h[b, k] = min(max(pre[b * ld_pre + k], 0), clip) on valid rows, else 0.
-// `pre` already holds W x (+ b) + U h_prev. h_bf16: h rounded, or null.
-void rnn_relu_step_forward(const float* pre, int ld_pre, float* h, uint16_t* h_bf16, int B, int H,
-                           int t, const int* lengths, float clip, cudaStream_t stream);
+// Clipped ReLU step: h[b, k] = min(max(s, 0), clip) on valid rows, else 0, where s is
+// pre[b * ld_pre + k] (+ product[b * ld_product + k] where product is not null): `pre` holds
+// W x (+ b), plus U h_prev unless a GEMM wrote that into `product` instead. h_bf16: h rounded, or
+// null.
+void rnn_relu_step_forward(const float* pre, int ld_pre, const float* product, int ld_product,
+                           float* h, uint16_t* h_bf16, int B, int H, int t, const int* lengths,
+                           float clip, cudaStream_t stream);
 
 // GRU step (gate order r, z, n): with a = pre row (input side, 3H) and g = hidden_gates row
 // (U h_prev, 3H, rows rnn_padded_ld(3H) apart) plus bias_h,

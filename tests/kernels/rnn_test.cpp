@@ -94,27 +94,36 @@ TEST(RnnStepKernels, ReluForwardMatchesCpuWithPaddedBf16Rows) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   cudaStream_t s = ctx.stream();
-  for (const Shape& sh : kShapes) {
-    SCOPED_TRACE(shape_name(sh));
-    const int B = sh.B, H = sh.H, ld_pre = H + 5, ld16 = kernels::rnn_padded_ld(H);
-    Rng rng(B * 100 + H);
-    const std::vector<int> len = lengths_for(B);
-    const std::vector<float> pre = random_vector(int64_t{B} * ld_pre, rng, -5.0f, 25.0f);
-    std::vector<float> want(static_cast<size_t>(B) * H);
-    for (int b = 0; b < B; ++b)
-      for (int k = 0; k < H; ++k)
-        want[b * H + k] = kT < len[b] ? std::fmin(std::fmax(pre[b * ld_pre + k], 0.0f), kClip) : 0;
-    auto pre_d = to_device(pre, s);
-    auto len_d = to_device(len, s);
-    auto h = filled<float>(int64_t{B} * H, std::nanf(""), s);
-    auto h16 = filled<uint16_t>(int64_t{B} * ld16, kPoison16, s);
-    kernels::rnn_relu_step_forward(pre_d.data(), ld_pre, h.data(), h16.data(), B, H, kT,
-                                   len_d.data(), kClip, s);
-    DS2_CUDA_CHECK(cudaGetLastError());
-    const std::vector<float> got = to_host(h, s);
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "h " << i;
-    expect_bf16_rows(to_host(h16, s), want, B, H, ld16, "h_bf16");
-  }
+  // Without a product (pre holds U h_prev) and with one (a padded GEMM wrote it apart).
+  for (const bool with_product : {false, true})
+    for (const Shape& sh : kShapes) {
+      SCOPED_TRACE(shape_name(sh) + (with_product ? " with a product" : ""));
+      const int B = sh.B, H = sh.H, ld_pre = H + 5, ld_product = H + 3;
+      const int ld16 = kernels::rnn_padded_ld(H);
+      Rng rng(B * 100 + H + (with_product ? 7 : 0));
+      const std::vector<int> len = lengths_for(B);
+      const std::vector<float> pre = random_vector(int64_t{B} * ld_pre, rng, -5.0f, 25.0f);
+      const std::vector<float> product = random_vector(int64_t{B} * ld_product, rng, -8.0f, 8.0f);
+      std::vector<float> want(static_cast<size_t>(B) * H);
+      for (int b = 0; b < B; ++b)
+        for (int k = 0; k < H; ++k) {
+          const float sum = with_product ? pre[b * ld_pre + k] + product[b * ld_product + k]
+                                         : pre[b * ld_pre + k];
+          want[b * H + k] = kT < len[b] ? std::fmin(std::fmax(sum, 0.0f), kClip) : 0;
+        }
+      auto pre_d = to_device(pre, s);
+      auto product_d = to_device(product, s);
+      auto len_d = to_device(len, s);
+      auto h = filled<float>(int64_t{B} * H, std::nanf(""), s);
+      auto h16 = filled<uint16_t>(int64_t{B} * ld16, kPoison16, s);
+      kernels::rnn_relu_step_forward(pre_d.data(), ld_pre,
+                                     with_product ? product_d.data() : nullptr, ld_product,
+                                     h.data(), h16.data(), B, H, kT, len_d.data(), kClip, s);
+      DS2_CUDA_CHECK(cudaGetLastError());
+      const std::vector<float> got = to_host(h, s);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "h " << i;
+      expect_bf16_rows(to_host(h16, s), want, B, H, ld16, "h_bf16");
+    }
 }
 
 TEST(RnnStepKernels, GruForwardMatchesCpuReadingPaddedGates) {

@@ -74,7 +74,7 @@ void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h,
                   float clip, bool round_state) {
   const std::vector<int> m = active_rows(len, T);
   GemmRecurrenceBf16 ops(round_state, u, 1, H, T, B, ctx.stream());
-  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, ops.u(), H, B, dlen};
+  const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, ops.u(), H, B, dlen, ops.product()};
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
     const int tp = reverse ? t + 1 : t - 1;
@@ -92,9 +92,9 @@ void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const 
   const std::vector<int> m = active_rows(len, T);
   GemmRecurrenceBf16 ops(round_state, u, 1, H, T, B, ctx.stream());
   const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, ops.u(), H, B, dlen};
-  DeviceArray<float> carry_next(2 * gemm_recurrence_carry_size(B, H));
+  DeviceArray<float> carry_next(2 * gemm_recurrence_carry_size(B, 1, H, round_state));
   float* carry = carry_next.data();
-  float* next = carry + gemm_recurrence_carry_size(B, H);
+  float* next = carry + gemm_recurrence_carry_size(B, 1, H, round_state);
   kernels::fill(carry, carry_next.capacity(), 0.0f, ctx.stream());
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;

@@ -88,7 +88,8 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     for (int g = 0; g < 3; ++g) std::copy(&hx[r * H], &hx[r * H] + H, &ha[(r * 3 + g) * H]);
   DeviceArray<float> u(int64_t{GH} * H), bias(GH), a(3 * n), gates(3 * n), cand(n), h(n), dy(n),
       dpre(3 * n), dg(3 * n), step_g(int64_t{B} * kernels::rnn_padded_ld(GH)), zero(int64_t{B} * H),
-      carry(gemm_recurrence_carry_size(B, H)), next(gemm_recurrence_carry_size(B, H));
+      carry(gemm_recurrence_carry_size(B, 3, H, bf16)),
+      next(gemm_recurrence_carry_size(B, 3, H, bf16));
   DeviceArray<int> lengths(B);
   upload(hu.data(), hu.size(), u.data(), s);
   upload(ha.data(), ha.size(), a.data(), s);

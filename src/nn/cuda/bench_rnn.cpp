@@ -152,8 +152,8 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   for (auto& v : hx) v = rng.uniform(-1.0f, 1.0f);
   for (auto& v : hdy) v = rng.uniform(-1.0f, 1.0f);
   DeviceArray<float> u(int64_t{H} * H), x(n), dy(n), h(n), dpre(n), pre_work(n), hg(n), dpre_g(n);
-  DeviceArray<float> zero(int64_t{B} * H), carry(gemm_recurrence_carry_size(B, H)),
-      next(gemm_recurrence_carry_size(B, H));
+  DeviceArray<float> zero(int64_t{B} * H), carry(gemm_recurrence_carry_size(B, 1, H, bf16)),
+      next(gemm_recurrence_carry_size(B, 1, H, bf16));
   DeviceArray<int> lengths(B);
   upload(hu.data(), hu.size(), u.data(), s);
   upload(hx.data(), n, x.data(), s);
@@ -322,7 +322,7 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
                " GEMMs, cuBLAS/step, one CUDA graph)");
   if (!o.ours_only) {
     GemmRecurrenceBf16 ops(bf16, u.data(), 1, H, T, B, s);
-    const GemmRecurrence r{ctx.cublas(), s, u.data(), ops.u(), H, B, lengths.data()};
+    const GemmRecurrence r{ctx.cublas(), s, u.data(), ops.u(), H, B, lengths.data(), ops.product()};
     auto restore = [&] {
       DS2_CUDA_CHECK(cudaMemcpyAsync(pre_work.data(), x.data(), n * sizeof(float),
                                      cudaMemcpyDeviceToDevice, s));

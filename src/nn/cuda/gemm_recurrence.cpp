@@ -4,6 +4,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/gemm.h"
+#include "core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/rnn.h"
 
@@ -45,18 +46,38 @@ void round_recurrent_weight(const float* u, int gates, int hidden, uint16_t* out
         cudaMemsetAsync(out + rows * ld, 0, sizeof(uint16_t) * padding_rows * ld, stream));
 }
 
-int64_t gemm_recurrence_carry_size(int B, int hidden) {
-  return int64_t{B} * kernels::rnn_padded_ld(hidden);
+int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16) {
+  constexpr int kPaddedRows = 64;
+  if (!bf16 || gates != 1 || rows < 24 || rows >= kPaddedRows) return rows;
+  const int h16 = kernels::rnn_padded_ld(hidden);
+  return h16 >= 3072 || (h16 >= 2688 && rows % 8 == 0) ? kPaddedRows : rows;
+}
+
+int gemm_recurrence_row_capacity(int B, int gates, int hidden, bool bf16) {
+  // Not monotone in `rows` (multiples of 8 only at some H): the most over every step's rows.
+  int capacity = B;
+  for (int rows = 1; rows <= std::min(B, 63); ++rows)
+    capacity = std::max(capacity, gemm_recurrence_gemm_rows(rows, gates, hidden, bf16));
+  return capacity;
+}
+
+int64_t gemm_recurrence_carry_size(int B, int gates, int hidden, bool bf16) {
+  return int64_t{gemm_recurrence_row_capacity(B, gates, hidden, bf16)} *
+         kernels::rnn_padded_ld(hidden);
 }
 
 GemmRecurrenceBf16::GemmRecurrenceBf16(bool bf16, const float* u, int gates, int hidden, int T,
                                        int B, cudaStream_t stream)
     : bf16_(bf16), T_(T), row_(int64_t{B} * kernels::rnn_padded_ld(hidden)) {
   if (!bf16) return;
+  const int64_t h16 = kernels::rnn_padded_ld(hidden);
+  const int64_t extra_rows = gemm_recurrence_row_capacity(B, gates, hidden, true) - B;
   u_.reserve(recurrent_weight_bf16_size(gates, hidden));
-  states_.reserve(std::max<int64_t>(1, T * row_));
-  zero_.reserve(std::max<int64_t>(1, row_));
-  step_grad_.reserve(std::max<int64_t>(1, int64_t{B} * kernels::rnn_padded_ld(gates * hidden)));
+  states_.reserve(std::max<int64_t>(1, T * row_ + extra_rows * h16));
+  zero_.reserve(std::max<int64_t>(1, row_ + extra_rows * h16));
+  step_grad_.reserve(
+      std::max<int64_t>(1, (B + extra_rows) * int64_t{kernels::rnn_padded_ld(gates * hidden)}));
+  product_.reserve(std::max<int64_t>(1, (B + extra_rows) * h16));
   round_recurrent_weight(u, gates, hidden, u_.data(), stream);
   DS2_CUDA_CHECK(cudaMemsetAsync(zero_.data(), 0, sizeof(uint16_t) * zero_.capacity(), stream));
 }
@@ -65,10 +86,21 @@ void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const floa
                             const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,
                             uint16_t* h_bf16, float clip) {
   const int H = r.hidden;
+  const int gemm_rows = gemm_recurrence_gemm_rows(rows, 1, H, r.bf16());
+  if (gemm_rows > rows) {
+    // p's rows past B belong to other steps: the padded GEMM writes `product` instead.
+    DS2_CHECK(r.product, "the GEMM recurrence runs " << gemm_rows << " rows at H " << H
+                                                     << " but was given no product array");
+    const int ld16 = kernels::rnn_padded_ld(H);
+    recurrent_gemm(r, true, gemm_rows, H, H, h_prev, h_prev_bf16, H, 0.0f, r.product, ld16, false);
+    kernels::rnn_relu_step_forward(p, ld_p, r.product, ld16, h, h_bf16, r.batch, H, t, r.lengths,
+                                   clip, r.stream);
+    return;
+  }
   // p belongs to the layer's projection, its columns past H to the other direction: N unpadded.
   recurrent_gemm(r, true, rows, H, H, h_prev, h_prev_bf16, H, 1.0f, p, ld_p, false);
-  kernels::rnn_relu_step_forward(p, ld_p, h, r.bf16() ? h_bf16 : nullptr, r.batch, H, t, r.lengths,
-                                 clip, r.stream);
+  kernels::rnn_relu_step_forward(p, ld_p, nullptr, 0, h, r.bf16() ? h_bf16 : nullptr, r.batch, H, t,
+                                 r.lengths, clip, r.stream);
 }
 
 void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* h,
@@ -78,8 +110,10 @@ void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const flo
   uint16_t* dp16 = r.bf16() ? dp_bf16 : nullptr;
   kernels::rnn_relu_step_backward(h, dy, carry, dp, ld_p, dp16, next, r.batch, H, t, r.lengths,
                                   clip, r.stream);
-  // The kernel zeroed `next` on the rows past `rows` (invalid at t); the GEMM fills the others.
-  recurrent_gemm(r, false, rows, H, H, dp, dp16, ld_p, 0.0f, next, kernels::rnn_padded_ld(H), true);
+  // The kernel zeroed `next` on the rows past `rows` (invalid at t); the GEMM fills the others
+  // (and, padded, the capacity's rows past B, which nothing reads).
+  recurrent_gemm(r, false, gemm_recurrence_gemm_rows(rows, 1, H, r.bf16()), H, H, dp, dp16, ld_p,
+                 0.0f, next, kernels::rnn_padded_ld(H), true);
 }
 
 void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,

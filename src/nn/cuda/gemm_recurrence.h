@@ -10,7 +10,10 @@
 // an element: U of H 4096 is 64 MB from HBM every step that way, 32 MB (within an H200's L2) now.
 // The bf16 copies, U's and what the step kernels write, have their rows and columns padded to
 // multiples of 8 with zeros (kernels/rnn.h's rnn_padded_ld): the GEMMs then run those dimensions
-// padded, which at H not a multiple of 8 halves their time.
+// padded, which at H not a multiple of 8 halves their time. The clipped ReLU's bf16 GEMMs at large
+// H also run their batch rows padded where cuBLAS's default kernels are slower at the smaller N
+// (gemm_recurrence_gemm_rows): every buffer they read or write then holds
+// gemm_recurrence_row_capacity rows, and the forward's product goes to `product` apart from p.
 //
 //   GemmRecurrence r{handle, stream, u, u16, H, B, lengths};        // u16 null: fp32 GEMMs
 //   for (t...) relu_gemm_step_forward(r, t, rows_valid[t], h_prev, h_prev16, p, P, h, h16, clip);
@@ -34,8 +37,23 @@ struct GemmRecurrence {
   int hidden;
   int batch;
   const int* lengths;  // device, {batch}: row b is valid at t < lengths[b]
+  // {gemm_recurrence_row_capacity, rnn_padded_ld(H)} fp32: where a clipped-ReLU forward step
+  // whose GEMM runs padded rows writes U h_prev (null where no step does).
+  float* product = nullptr;
   bool bf16() const { return u_bf16 != nullptr; }
 };
+
+// The batch rows a step's GEMM runs when `rows` are valid: `rows`, or 64 for bf16 clipped-ReLU
+// steps of 24-63 rows where U's padded side is 3072 or more, or 2688 or more at a multiple of 8
+// rows. cuBLAS's default kernel at the smaller N ran up to 1.25x slower there than at N 64, H200
+// (`bash scripts/dev/gemm-batch-pad.sh`: H 4096 N 48 10.52 us a product against 8.45 at 64, H
+// 3072 7.72 against 6.80, H 2816 6.79 against 6.40; at H 2304-2560 N 64 was the slower one). The
+// products of the padding rows are never read.
+int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16);
+// The rows every array a step's GEMM reads or writes must hold for a batch of B (>= B): the
+// states and zero state it multiplies, the backward's rounded gradient, carry and next, and
+// `product`. Rows past B hold anything.
+int gemm_recurrence_row_capacity(int B, int gates, int hidden, bool bf16);
 
 // Elements of U's bf16 copy {G*H, H} (G = 1 or 3) with its rows and columns padded
 // (kernels::rnn_padded_ld).
@@ -43,17 +61,19 @@ int64_t recurrent_weight_bf16_size(int gates, int hidden);
 // U rounded into out (recurrent_weight_bf16_size elements), the padding zero.
 void round_recurrent_weight(const float* u, int gates, int hidden, uint16_t* out,
                             cudaStream_t stream);
-// Elements of the backward's carry and next ({B, H} each, rows kernels::rnn_padded_ld(H) apart).
-int64_t gemm_recurrence_carry_size(int B, int hidden);
+// Elements of the backward's carry and next ({B, H} each, rows kernels::rnn_padded_ld(H) apart,
+// gemm_recurrence_row_capacity rows).
+int64_t gemm_recurrence_carry_size(int B, int gates, int hidden, bool bf16);
 
 // The bf16 copies one direction's GEMM recurrence reads, for code that runs it outside
 // CudaRnnLayer (the benchmarks, the tests' references; the layer keeps its own for both
 // directions, shared with dU): U rounded, a zero state, the states {T, B, H} that the forward's
-// step kernels round as they write them, and one step's gradient {B, G*H} for backward-data. In
-// fp32 nothing is allocated and every pointer is null.
+// step kernels round as they write them, and one step's gradient {B, G*H} for backward-data, each
+// with room for gemm_recurrence_row_capacity rows, and the forward's `product`. In fp32 nothing is
+// allocated and every pointer is null.
 //
 //   GemmRecurrenceBf16 ops(bf16, u, /*gates=*/1, H, T, B, stream);
-//   GemmRecurrence r{handle, stream, u, ops.u(), H, B, lengths};
+//   GemmRecurrence r{handle, stream, u, ops.u(), H, B, lengths, ops.product()};
 //   relu_gemm_step_forward(r, t, B, h_prev, ops.state_before(t_prev), p, P, h, ops.state(t), clip);
 class GemmRecurrenceBf16 {
  public:
@@ -69,12 +89,14 @@ class GemmRecurrenceBf16 {
     return t_prev < 0 || t_prev >= T_ ? zero_.data() : states_.data() + int64_t{t_prev} * row_;
   }
   uint16_t* step_grad() { return bf16_ ? step_grad_.data() : nullptr; }
+  float* product() { return bf16_ ? product_.data() : nullptr; }
 
  private:
   bool bf16_;
   int T_;
   int64_t row_;  // B * H
   DeviceArray<uint16_t> u_, states_, zero_, step_grad_;
+  DeviceArray<float> product_;
 };
 
 // Clipped ReLU, step t with `rows` batch rows valid somewhere at t: p += h_prev U^T, then

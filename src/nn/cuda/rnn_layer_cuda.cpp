@@ -213,11 +213,15 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
       // The GEMM recurrence's bf16 operands (nn/cuda/gemm_recurrence.h): U rounded here, once a
       // pass (backward reuses it), the states by the step kernels into states_bf16_, which dU's
       // product reads as well.
+      // Room for the rows past B that a padded step GEMM reads (gemm_recurrence_row_capacity);
+      // those of direction 0's last state are direction 1's first.
       round_recurrent_weights(main);
-      states_bf16_.reserve(std::max<int64_t>(1, int64_t{directions_} * T * B * H16));
-      zero_state_bf16_.reserve(std::max(1, B * H16));
+      const int64_t rows = gemm_recurrence_row_capacity(B, gates(), H, true);
+      states_bf16_.reserve(std::max<int64_t>(1, (int64_t{directions_} * T * B + rows - B) * H16));
+      zero_state_bf16_.reserve(std::max<int64_t>(1, rows * H16));
       DS2_CUDA_CHECK(cudaMemsetAsync(zero_state_bf16_.data(), 0,
                                      sizeof(uint16_t) * zero_state_bf16_.capacity(), main));
+      if (rows > B) step_products_.reserve(directions_ * rows * H16);
     }
     // Everything so far is on the main stream; the backward direction's recurrence waits for it
     // on the side stream and the main stream waits for that before summing.
@@ -236,7 +240,8 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
         bf16,
         reinterpret_cast<int64_t>(recurrent_weight_bf16_.data()),
         reinterpret_cast<int64_t>(states_bf16_.data()),
-        reinterpret_cast<int64_t>(zero_state_bf16_.data())};
+        reinterpret_cast<int64_t>(zero_state_bf16_.data()),
+        reinterpret_cast<int64_t>(step_products_.data())};
     key.insert(key.end(), active_rows_.begin(), active_rows_.end());
     forward_graph_.run(key, main, [&] {
       if (directions_ == 2) ctx_.fork_to_side();
@@ -268,13 +273,18 @@ void CudaRnnLayer::round_recurrent_weights(cudaStream_t stream) {
 GemmRecurrence CudaRnnLayer::gemm_recurrence(int d, int B, const int* lengths) const {
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const int64_t u_size = recurrent_weight_bf16_size(gates(), hidden_);
+  const int64_t product_size = int64_t{gemm_recurrence_row_capacity(B, gates(), hidden_, bf16)} *
+                               kernels::rnn_padded_ld(hidden_);
   return GemmRecurrence{blas(d),
                         stream(d),
                         params_.value(u_[d]),
                         bf16 ? recurrent_weight_bf16_.data() + d * u_size : nullptr,
                         hidden_,
                         B,
-                        lengths};
+                        lengths,
+                        step_products_.capacity() >= directions_ * product_size
+                            ? step_products_.data() + d * product_size
+                            : nullptr};
 }
 
 void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
@@ -323,7 +333,8 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   grad_preactivation_.data.resize({T, B, P});
   grad_preactivation_.copy_lengths(in, main);
   if (type_ == RnnType::kGru) grad_hidden_gates_.resize({directions_, T, B, GH});
-  carry_.resize({directions_, 2, gemm_recurrence_carry_size(B, hidden_)});
+  const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
+  carry_.resize({directions_, 2, gemm_recurrence_carry_size(B, gates(), hidden_, bf16)});
 
   const bool persistent = plan_persistent(B, /*backward=*/true);
   ran_persistent_ = persistent;
@@ -332,8 +343,10 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   } else {
     // bf16: each step's gradient rounded for its GEMM; U's copy is the forward's, unless the
     // forward ran persistent (a bf16 GRU forward on tensor cores, plan_persistent_gru).
-    if (ctx_.matmul_precision() == Precision::kBf16) {
-      step_grad_bf16_.reserve(std::max(1, directions_ * B * kernels::rnn_padded_ld(GH)));
+    if (bf16) {
+      step_grad_bf16_.reserve(std::max<int64_t>(
+          1, int64_t{directions_} * gemm_recurrence_row_capacity(B, gates(), hidden_, true) *
+                 kernels::rnn_padded_ld(GH)));
       if (forward_ran_persistent_) round_recurrent_weights(main);
     }
     auto backprop = [&] {
@@ -356,7 +369,7 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
         reinterpret_cast<int64_t>(hidden_candidate_.data()),
         reinterpret_cast<int64_t>(zero_state_.data()),
         reinterpret_cast<int64_t>(params_.values()),
-        ctx_.matmul_precision() == Precision::kBf16,
+        bf16,
         reinterpret_cast<int64_t>(recurrent_weight_bf16_.data()),
         reinterpret_cast<int64_t>(step_grad_bf16_.data())};
     key.insert(key.end(), active_rows_.begin(), active_rows_.end());
@@ -374,7 +387,6 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   const float* da = grad_projection->data.data();
   // bf16: dA rounded once for dW and dX (before the fork: the weight-gradient stream reads it);
   // X and W were rounded by the forward.
-  const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const int ld_in = kernels::rnn_padded_ld(input_size_), ld_p = kernels::rnn_padded_ld(P);
   if (bf16) {
     rounded_rows_to_bf16(da, int64_t{T} * B, P, grad_bf16_, main);
@@ -429,9 +441,10 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
   const float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
   float* dpre = grad_preactivation_.data.data();
   float* dgates = gru ? grad_hidden_gates_.data() + int64_t{d} * T * B * GH : nullptr;
+  const int rows = gemm_recurrence_row_capacity(B, gates(), H, r.bf16());
   uint16_t* step16 =
-      r.bf16() ? step_grad_bf16_.data() + int64_t{d} * B * kernels::rnn_padded_ld(GH) : nullptr;
-  const int64_t carry_size = gemm_recurrence_carry_size(B, H);
+      r.bf16() ? step_grad_bf16_.data() + int64_t{d} * rows * kernels::rnn_padded_ld(GH) : nullptr;
+  const int64_t carry_size = gemm_recurrence_carry_size(B, gates(), H, r.bf16());
   float* carry = carry_.data() + d * 2 * carry_size;  // dL/dh_t from the step before
   float* next = carry + carry_size;                   // dL/dh_prev leaving this step
   kernels::fill(carry, carry_size, 0.0f, r.stream);

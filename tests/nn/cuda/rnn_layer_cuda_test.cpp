@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/cuda/device_array.h"
+#include "nn/cuda/gemm_recurrence.h"
 #include "support/cuda_compare.h"
 #include "support/cuda_rnn_layer_pair.h"
 
@@ -44,9 +45,10 @@ struct Batch {
 constexpr int kHidden = 37;
 constexpr float kClip = 1.0f;  // low enough that the clipped ReLU visits its clip
 
-std::unique_ptr<RnnLayer> make_cpu(const RnnSpec& s, ParameterStore& store, int in) {
-  return std::make_unique<RnnLayer>("rnn", store, in, kHidden, s.type, s.bidirectional,
-                                    s.batch_norm, kClip, /*bn_momentum=*/0.1f, s.residual);
+std::unique_ptr<RnnLayer> make_cpu(const RnnSpec& s, ParameterStore& store, int in,
+                                   int hidden = kHidden) {
+  return std::make_unique<RnnLayer>("rnn", store, in, hidden, s.type, s.bidirectional, s.batch_norm,
+                                    kClip, /*bn_momentum=*/0.1f, s.residual);
 }
 
 enum class Mode { kTraining, kInference, kTrainingNoInputGrad };
@@ -56,7 +58,8 @@ const char* mode_name(Mode m) {
 }
 
 void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode mode, uint64_t seed,
-                Precision precision = Precision::kFp32, bool persistent = true) {
+                Precision precision = Precision::kFp32, bool persistent = true,
+                int hidden = kHidden) {
   SCOPED_TRACE(spec_name(spec) + " " + shape_str(batch.input_shape) + " " + mode_name(mode) +
                (precision == Precision::kBf16 ? " bf16" : "") +
                (persistent ? "" : " GEMM recurrence"));
@@ -77,7 +80,7 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
   const int T = static_cast<int>(shape[0]), B = static_cast<int>(shape[1]);
   const int in = static_cast<int>(shape_numel(shape) / (int64_t{T} * B));
   ParameterStore store;
-  auto cpu = make_cpu(spec, store, in);
+  auto cpu = make_cpu(spec, store, in, hidden);
   store.finalize();
   store.initialize(rng);
   if (const BatchNorm* bn = cpu->bn()) {
@@ -105,14 +108,14 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
 
   Sequences x = random_sequences(shape, batch.lengths, rng, -1.0f, 1.0f, /*padding_value=*/3.0f);
   Sequences dy =
-      random_sequences({T, B, kHidden}, batch.lengths, rng, -1.0f, 1.0f, /*padding_value=*/-4.0f);
+      random_sequences({T, B, hidden}, batch.lengths, rng, -1.0f, 1.0f, /*padding_value=*/-4.0f);
 
   Sequences y_ref, dx_ref;
   cpu->forward(x, y_ref, training);
   DeviceSequences xd, yd, dyd, dxd;
   upload(x, xd, ctx.stream());
   upload(dy, dyd, ctx.stream());
-  yd.data.resize({T, B, kHidden});
+  yd.data.resize({T, B, hidden});
   poison(yd.data, ctx);
   gpu.forward(xd, yd, training);
   // Every batch here fits a persistent plan, the GRU's in bf16 training too.
@@ -124,7 +127,7 @@ void check_case(CudaContext& ctx, const RnnSpec& spec, const Batch& batch, Mode 
 
   if (spec.batch_norm) {
     ParameterStore mirror;
-    auto mirror_layer = make_cpu(spec, mirror, in);
+    auto mirror_layer = make_cpu(spec, mirror, in, hidden);
     mirror.finalize();
     params.download_to(mirror);
     ASSERT_EQ(store.buffers().shape(), mirror.buffers().shape());
@@ -184,6 +187,25 @@ TEST_P(CudaRnnLayerTest, Bf16MatchesCpuWithinRounding) {
     // tensor-core recurrence rounds them).
     check_case(ctx, GetParam(), b, Mode::kTraining, seed, Precision::kBf16, false);
   }
+}
+
+// The bf16 clipped ReLU's GEMM recurrence where its step GEMMs run padded batch rows
+// (gemm_recurrence_gemm_rows): at H 3077 the steps of 25-28 valid rows run 64, the last step's 20
+// do not; both directions (direction 0's padding rows read direction 1's states), forward and
+// backward, against the fp32 CPU layer.
+TEST(CudaRnnLayer, Bf16GemmRecurrenceOnPaddedRowsMatchesCpu) {
+  DS2_REQUIRE_GPU();
+  constexpr int kH = 3077;
+  ASSERT_EQ(gemm_recurrence_gemm_rows(28, 1, kH, true), 64);
+  ASSERT_EQ(gemm_recurrence_gemm_rows(20, 1, kH, true), 20);
+  std::vector<int> lengths;
+  for (const auto& [count, length] : {std::pair{20, 4}, {5, 3}, {3, 1}, {2, 0}})
+    lengths.insert(lengths.end(), count, length);
+  const Batch batch{{4, static_cast<int64_t>(lengths.size()), 16}, lengths};
+  CudaContext ctx;
+  for (const bool bidirectional : {false, true})
+    check_case(ctx, RnnSpec{RnnType::kRelu, bidirectional, false}, batch, Mode::kTraining,
+               bidirectional ? 1201 : 1200, Precision::kBf16, /*persistent=*/false, kH);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,0 +1,52 @@
+// The GEMM recurrence's padded batch rows (nn/cuda/gemm_recurrence.h): which steps run them and
+// the room every array then needs. Host arithmetic only, so it runs without a GPU; the padded
+// steps' results are CudaRnnLayer.Bf16GemmRecurrenceOnPaddedRowsMatchesCpu.
+#include "nn/cuda/gemm_recurrence.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "kernels/rnn.h"
+
+namespace ds2 {
+namespace {
+
+TEST(GemmRecurrence, Bf16ReluStepsOf24To63RowsRunSixtyFourAtLargeHidden) {
+  for (const int rows : {24, 25, 33, 48, 57, 63}) {
+    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 3072, true), 64) << rows;
+    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 3066, true), 64) << rows << " (H16 3072)";
+    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 4096, true), 64) << rows;
+  }
+  // 2688-3071: only multiples of 8, which cuBLAS's default served slower.
+  for (const int rows : {24, 32, 40, 48, 56})
+    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 2688, true), 64);
+  for (const int rows : {25, 41, 44, 52, 57, 60})
+    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 2816, true), rows);
+}
+
+TEST(GemmRecurrence, OtherStepsRunTheirRows) {
+  for (const int rows : {1, 8, 23, 64, 65, 100})
+    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 4096, true), rows);
+  EXPECT_EQ(gemm_recurrence_gemm_rows(48, 1, 2560, true), 48);   // smaller H: N 64 was slower
+  EXPECT_EQ(gemm_recurrence_gemm_rows(48, 1, 4096, false), 48);  // fp32 GEMMs: not measured
+  EXPECT_EQ(gemm_recurrence_gemm_rows(48, 3, 4096, true), 48);   // the GRU's: not measured
+}
+
+TEST(GemmRecurrence, RowCapacityCoversEveryStepsGemm) {
+  for (const int hidden : {37, 2688, 2816, 3077, 4096})
+    for (const bool bf16 : {false, true})
+      for (const int B : {1, 20, 24, 30, 48, 63, 64, 80}) {
+        const int capacity = gemm_recurrence_row_capacity(B, 1, hidden, bf16);
+        EXPECT_GE(capacity, B);
+        int most = B;
+        for (int rows = 0; rows <= B; ++rows)
+          most = std::max(most, gemm_recurrence_gemm_rows(rows, 1, hidden, bf16));
+        EXPECT_EQ(capacity, most) << "H " << hidden << " B " << B << (bf16 ? " bf16" : "");
+        EXPECT_EQ(gemm_recurrence_carry_size(B, 1, hidden, bf16),
+                  int64_t{capacity} * kernels::rnn_padded_ld(hidden));
+      }
+}
+
+}  // namespace
+}  // namespace ds2
