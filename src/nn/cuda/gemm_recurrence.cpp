@@ -50,6 +50,7 @@ int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16) {
   constexpr int kPaddedRows = 64;
   if (!bf16 || gates != 1 || rows < 24 || rows >= kPaddedRows) return rows;
   const int h16 = kernels::rnn_padded_ld(hidden);
+  if (h16 > 4096) return rows;
   return h16 >= 3072 || (h16 >= 2688 && rows % 8 == 0) ? kPaddedRows : rows;
 }
 

@@ -44,11 +44,12 @@ struct GemmRecurrence {
 };
 
 // The batch rows a step's GEMM runs when `rows` are valid: `rows`, or 64 for bf16 clipped-ReLU
-// steps of 24-63 rows where U's padded side is 3072 or more, or 2688 or more at a multiple of 8
-// rows. cuBLAS's default kernel at the smaller N ran up to 1.25x slower there than at N 64, H200
-// (`bash scripts/dev/gemm-batch-pad.sh`: H 4096 N 48 10.52 us a product against 8.45 at 64, H
-// 3072 7.72 against 6.80, H 2816 6.79 against 6.40; at H 2304-2560 N 64 was the slower one). The
-// products of the padding rows are never read.
+// steps of 24-63 rows where U's padded side is 3072-4096, or 2688-3071 at a multiple of 8 rows.
+// cuBLAS's default kernel at the smaller N ran up to 1.25x slower there than at N 64, H200
+// (`bash scripts/dev/gemm-batch-pad.sh`, us a forward product: H 4096 N 48 10.52 against 8.45 at
+// 64, H 3072 7.72 against 6.80, H 2816 6.79 against 6.40). At H 2304-2560, and at H 2688-2816 for
+// most N not a multiple of 8, N 64 was the slower one; at H 4608 much slower (N 24 backward-data
+// 10.57 against 14.66), at H 5120-6144 level. The products of the padding rows are never read.
 int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16);
 // The rows every array a step's GEMM reads or writes must hold for a batch of B (>= B): the
 // states and zero state it multiplies, the backward's rounded gradient, carry and next, and

@@ -52,7 +52,8 @@ bool relu_fp32_math_on_gemm(int hidden, int directions, int batch) {
 }
 
 // bf16 clipped-ReLU layers on tensor cores at H 2304-3072 run on the GEMM recurrence past batch 56,
-// from H 2688 past batch 48 (bidirectional ones past 40): there every CTA's share of the products
+// from H 2688 past batch 40 (session 73; one direction past 48 before it), and one direction of H
+// 3073-4096 past batch 32 (session 73, below): there every CTA's share of the products
 // takes passes of at most 32 batch columns (past H 3072 kBf16WidestMaxBatch refuses the plan beyond
 // batch 48). `ds2 bench rnn --precision bf16 --hidden H --batch B --repeats 5 --warmup 1`
 // (graph-timed, one direction), us a step forward / backward-data, persistent against the GEMM
@@ -70,9 +71,23 @@ bool relu_fp32_math_on_gemm(int hidden, int directions, int batch) {
 // --seconds 2 --steps 4 --warmup 1`, rnn1's ms a step persistent / GEMM recurrence): H 2816 batch
 // 49 3.24 / 2.66, batch 52 3.29 / 2.71, batch 56 3.32 / 2.75; H 2688 batch 56 3.27 / 2.69; H 3072
 // batch 52 3.43 / 2.95, batch 56 3.48 / 3.11. So one direction there leaves past batch 48.
+// Session 73: the GEMM recurrence's bf16 GEMMs of 24-63 rows run padded to 64 at H 2688-4096
+// (gemm_recurrence_gemm_rows), and one direction leaves the tensor cores earlier: past batch 40 at
+// H 2688-3072 and past 32 at H 3073-4096 (where past 48 the plan refuses the tensor cores). The
+// same command, forward / backward-data, persistent against the padded GEMM recurrence (cuDNN's
+// best 16-bit forward in brackets): H 2688 batch 40 8.99 / 9.12 against 8.87 / 9.10 (8.82), batch
+// 48 10.11 / 10.23 against 8.87 / 8.88 (9.06); H 2816 batch 40 9.10 / 9.22 against 9.07 / 8.85,
+// batch 48 10.17 / 10.32 against 9.06 / 8.92 (8.98); H 3072 batch 40 9.30 / 9.42 against 9.45 /
+// 9.29, batch 48 10.43 / 10.55 against 9.47 / 9.34 (9.91); H 3328 batch 24 6.49 / 6.56 against 9.69
+// / 9.45, batch 33 10.31 / 10.45 against 9.75 / 9.51 (10.45), batch 48 11.64 / 11.77 against 9.87 /
+// 9.75 (10.51); H 3584 batch 40 10.52 / 10.63 against 10.23 / 10.11 (10.76), batch 48 11.85 / 11.98
+// against 10.26 / 10.17; H 4096 batch 32 9.04 / 9.16 against 10.65 / 10.71, batch 40 11.52 / 11.61
+// against 10.73 / 10.82 (12.49), batch 48 12.95 / 13.09 against 10.76 / 11.02 (12.79).
+// Bidirectional layers keep the rule above (not measured again).
 bool relu_bf16_tensor_on_gemm(int hidden, int directions, int batch) {
-  if (hidden < 2304 || hidden > 3072) return false;
-  if (hidden >= 2688) return batch > (directions == 2 ? 40 : 48);
+  if (hidden < 2304 || hidden > 4096) return false;
+  if (hidden > 3072) return directions == 1 && batch > 32;
+  if (hidden >= 2688) return batch > 40;
   return batch > 56;
 }
 

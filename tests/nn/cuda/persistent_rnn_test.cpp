@@ -1344,14 +1344,19 @@ TEST(PersistentRnn, Fp32LayersOffTheTensorCoresTakeTheGemmRecurrencePastTheirBat
                    " with the persistent RNN off the tensor cores");
 }
 
-// One-direction bf16 clipped-ReLU layers on tensor cores at H 2304-3072 take the GEMM recurrence
-// at large batch (relu_bf16_tensor_on_gemm): H 2816 at batch 64 and 49, persistent at 48.
-TEST(PersistentRnn, Bf16LayersOfH2304To3072TakeTheGemmRecurrenceAtLargeBatch) {
+// One-direction bf16 clipped-ReLU layers on tensor cores at H 2304-4096 take the GEMM recurrence
+// at large batch (relu_bf16_tensor_on_gemm): H 2816 at batch 64 and 41, persistent at 40; H 3328
+// at 48 and 33, persistent at 32.
+TEST(PersistentRnn, Bf16LayersOfH2304To4096TakeTheGemmRecurrenceAtLargeBatch) {
   DS2_REQUIRE_GPU();
   const PersistentRnnPlan plan(2816, 64, 1, -1, Precision::kBf16);
   if (!plan.fits() || !plan.tiling().tensor_cores)
     GTEST_SKIP() << "H 2816 batch 64 is not on bf16 tensor cores here: " << plan.describe();
-  expect_gemm_past(Precision::kBf16, 2816, {64, 48, 49}, 48, " and hidden 2816 on tensor cores");
+  expect_gemm_past(Precision::kBf16, 2816, {64, 40, 41}, 40, " and hidden 2816 on tensor cores");
+  const PersistentRnnPlan wider(3328, 48, 1, -1, Precision::kBf16);
+  if (!wider.fits() || !wider.tiling().tensor_cores)
+    GTEST_SKIP() << "H 3328 batch 48 is not on bf16 tensor cores here: " << wider.describe();
+  expect_gemm_past(Precision::kBf16, 3328, {48, 32, 33}, 32, " and hidden 3328 on tensor cores");
 }
 
 // Small bf16 layers (batch <= 8) run the tensor-core kernel with the tagged exchange inside

@@ -52,16 +52,18 @@ TEST(RecurrenceChoice, Fp32ReluOnTheFp32MathKernelTakesTheGemmRecurrencePastItsB
     EXPECT_EQ(relu_fp32_math_on_gemm(e.hidden, e.directions, e.batch), e.gemm) << edge_name(e);
 }
 
-TEST(RecurrenceChoice, Bf16ReluOnTensorCoresTakesTheGemmRecurrenceOnlyAtH2304To3072) {
+TEST(RecurrenceChoice, Bf16ReluOnTensorCoresTakesTheGemmRecurrenceOnlyAtH2304To4096) {
   for (int d : {1, 2})
     for (const Edge& e :
-         {Edge{2303, d, 64, false}, Edge{3073, d, 64, false}, Edge{2304, d, 56, false},
+         {Edge{2303, d, 64, false}, Edge{4097, d, 64, false}, Edge{2304, d, 56, false},
           Edge{2304, d, 57, true}, Edge{3072, d, 64, true}, Edge{2048, d, 64, false}})
       EXPECT_EQ(relu_bf16_tensor_on_gemm(e.hidden, e.directions, e.batch), e.gemm) << edge_name(e);
-  // From H 2688 both directions leave it past batch 40, one direction past 48.
+  // From H 2688 both directions leave it past batch 40 (one direction since session 73's padded
+  // GEMMs); one direction of H 3073-4096 past 32, both never.
   for (const Edge& e : {Edge{2688, 2, 40, false}, Edge{2688, 2, 41, true}, Edge{2687, 2, 41, false},
-                        Edge{2816, 1, 48, false}, Edge{2688, 1, 49, true}, Edge{2687, 1, 56, false},
-                        Edge{3072, 1, 49, true}})
+                        Edge{2816, 1, 40, false}, Edge{2688, 1, 41, true}, Edge{2687, 1, 56, false},
+                        Edge{3072, 1, 41, true}, Edge{3073, 1, 32, false}, Edge{3073, 1, 33, true},
+                        Edge{4096, 1, 33, true}, Edge{3328, 2, 48, false}})
     EXPECT_EQ(relu_bf16_tensor_on_gemm(e.hidden, e.directions, e.batch), e.gemm) << edge_name(e);
 }
 
