@@ -52,8 +52,8 @@ bool relu_fp32_math_on_gemm(int hidden, int directions, int batch) {
 }
 
 // bf16 clipped-ReLU layers on tensor cores at H 2304-3072 run on the GEMM recurrence past batch 56,
-// from H 2688 past batch 40 (session 73; one direction past 48 before it), and one direction of H
-// 3073-4096 past batch 32 (session 73, below): there every CTA's share of the products
+// from H 2688 past batch 40 (session 73; one direction past 48 before it), and at H 3073-4096
+// past batch 32 (session 73, below): there every CTA's share of the products
 // takes passes of at most 32 batch columns (past H 3072 kBf16WidestMaxBatch refuses the plan beyond
 // batch 48). `ds2 bench rnn --precision bf16 --hidden H --batch B --repeats 5 --warmup 1`
 // (graph-timed, one direction), us a step forward / backward-data, persistent against the GEMM
@@ -83,10 +83,17 @@ bool relu_fp32_math_on_gemm(int hidden, int directions, int batch) {
 // 9.75 (10.51); H 3584 batch 40 10.52 / 10.63 against 10.23 / 10.11 (10.76), batch 48 11.85 / 11.98
 // against 10.26 / 10.17; H 4096 batch 32 9.04 / 9.16 against 10.65 / 10.71, batch 40 11.52 / 11.61
 // against 10.73 / 10.82 (12.49), batch 48 12.95 / 13.09 against 10.76 / 11.02 (12.79).
-// Bidirectional layers keep the rule above (not measured again).
-bool relu_bf16_tensor_on_gemm(int hidden, int directions, int batch) {
+// Bidirectional layers of H 3073-4096 (their directions in turn on tensor cores, the GEMM
+// recurrence's side by side) leave past batch 32 too: `ds2 bench step configs/ds2-large.yaml
+// run.device=cuda train.precision=bf16 model.rnn_layers=2 model.rnn_hidden=H
+// train.persistent_rnn=true|false --batch B --seconds 2 --steps 4 --warmup 1`, rnn1's ms a step
+// persistent / GEMM recurrence: H 3328 batch 32 4.64 / 4.41, batch 33 5.78 / 4.41; H 4096 batch 32
+// 5.66 / 6.74, batch 33 6.77 / 6.85, batch 40 7.04 / 7.16; H 3584 batch 24 4.03 / 4.72; and seven
+// layers of 3328 (`--seconds 3 --steps 4`) at batch 40 8.65 / 7.03, at 48 9.81 / 7.66. The rule
+// costs H 4096 at batch 33-40 1-2%.
+bool relu_bf16_tensor_on_gemm(int hidden, int batch) {
   if (hidden < 2304 || hidden > 4096) return false;
-  if (hidden > 3072) return directions == 1 && batch > 32;
+  if (hidden > 3072) return batch > 32;
   if (hidden >= 2688) return batch > 40;
   return batch > 56;
 }

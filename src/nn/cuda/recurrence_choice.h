@@ -25,8 +25,8 @@ int gru_fma_max_batch(Precision precision, int hidden, int directions, bool back
 bool relu_fp32_math_on_gemm(int hidden, int directions, int batch);
 
 // Whether a bf16 clipped-ReLU layer whose plan is on tensor cores runs the GEMM recurrence at this
-// batch (H 2304-4096 only; past H 3072 one direction only).
-bool relu_bf16_tensor_on_gemm(int hidden, int directions, int batch);
+// batch (H 2304-4096 only; one direction or two alike since session 73).
+bool relu_bf16_tensor_on_gemm(int hidden, int batch);
 
 // Whether a bidirectional bf16 GRU layer's pass (backward-data: `backward`) that `plan` (one
 // direction) runs one direction after the other on bf16 tensor cores runs the GEMM recurrence

@@ -537,7 +537,7 @@ bool CudaRnnLayer::plan_persistent(int B, bool backward) {
   const bool gemm = !sparse_chosen_ && prnn_plan_->fits() &&
                     (precision == Precision::kFp32
                          ? !tensor_cores && relu_fp32_math_on_gemm(hidden_, directions_, batch)
-                         : tensor_cores && relu_bf16_tensor_on_gemm(hidden_, directions_, batch));
+                         : tensor_cores && relu_bf16_tensor_on_gemm(hidden_, batch));
   const int gemm_batch = gemm ? batch : 0;
   if (gemm_batch != relu_gemm_batch_) replanned = true;
   relu_gemm_batch_ = gemm_batch;

@@ -57,14 +57,15 @@ TEST(RecurrenceChoice, Bf16ReluOnTensorCoresTakesTheGemmRecurrenceOnlyAtH2304To4
     for (const Edge& e :
          {Edge{2303, d, 64, false}, Edge{4097, d, 64, false}, Edge{2304, d, 56, false},
           Edge{2304, d, 57, true}, Edge{3072, d, 64, true}, Edge{2048, d, 64, false}})
-      EXPECT_EQ(relu_bf16_tensor_on_gemm(e.hidden, e.directions, e.batch), e.gemm) << edge_name(e);
+      EXPECT_EQ(relu_bf16_tensor_on_gemm(e.hidden, e.batch), e.gemm) << edge_name(e);
   // From H 2688 both directions leave it past batch 40 (one direction since session 73's padded
-  // GEMMs); one direction of H 3073-4096 past 32, both never.
+  // GEMMs), past H 3072 past batch 32.
   for (const Edge& e : {Edge{2688, 2, 40, false}, Edge{2688, 2, 41, true}, Edge{2687, 2, 41, false},
                         Edge{2816, 1, 40, false}, Edge{2688, 1, 41, true}, Edge{2687, 1, 56, false},
                         Edge{3072, 1, 41, true}, Edge{3073, 1, 32, false}, Edge{3073, 1, 33, true},
-                        Edge{4096, 1, 33, true}, Edge{3328, 2, 48, false}})
-    EXPECT_EQ(relu_bf16_tensor_on_gemm(e.hidden, e.directions, e.batch), e.gemm) << edge_name(e);
+                        Edge{4096, 1, 33, true}, Edge{3328, 2, 32, false}, Edge{3328, 2, 33, true},
+                        Edge{4096, 2, 48, true}})
+    EXPECT_EQ(relu_bf16_tensor_on_gemm(e.hidden, e.batch), e.gemm) << edge_name(e);
 }
 
 }  // namespace
