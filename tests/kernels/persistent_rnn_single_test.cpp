@@ -1,7 +1,7 @@
 // The host side of the single-CTA kernel (kernels/persistent_rnn_single.h): which tilings it runs,
 // how its threads cover the rows, what shared memory a CTA needs, and that it needs no workspace.
 // No GPU needed: nothing is launched. tests/nn/cuda/persistent_rnn_test.cpp runs it against
-// float64 (PersistentRnn.Fp32SingleCtaKernelMatchesFloat64).
+// float64 (PersistentRnn/Fp32SingleCta.KernelMatchesFloat64/*).
 #include "kernels/persistent_rnn_single.h"
 
 #include <gtest/gtest.h>

@@ -851,17 +851,23 @@ TEST(PersistentRnn, Fp32SplitKernelMatchesFloat64AtEveryBatch) {
 // 2 or 4 rows (H 1-128), batch tile 4 on 2 rows (H 1-64). Clusters: batch 1 (H 200-512), batch 2
 // (H 129-384) and batch 3-4 (H 65-192; 8 CTAs of 9-24 rows, the last with fewer). T 64 (two whole
 // chunks of staged steps at batch 1), 45 (a partial last chunk) and 1. Plans take one CTA where H
-// times the batch tile is at most 256; the rest of the one-CTA shapes are asked for.
-TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
+// times the batch tile is at most 256; the rest of the one-CTA shapes are asked for. The shapes
+// come in four groups so that compute-sanitizer's racecheck, which takes minutes over all of
+// them, can run one group at a time (--gtest_filter='*Fp32SingleCta*Batch3To4*').
+struct SingleCtaShapes {
+  const char* name;
+  std::vector<std::pair<int, int>> hidden_and_max_batch;
+};
+
+class Fp32SingleCta : public ::testing::TestWithParam<SingleCtaShapes> {};
+
+TEST_P(Fp32SingleCta, KernelMatchesFloat64) {
   DS2_REQUIRE_GPU();
   CudaContext ctx;
   PersistentRnnKernels forced;
   forced.force_single_cta = true;
-  const std::vector<std::pair<int, int>> shapes{
-      {1, 1},   {5, 4},   {31, 2},  {33, 2},  {64, 4},  {70, 2},  {90, 1},  {95, 3},  {97, 3},
-      {127, 2}, {160, 4}, {161, 1}, {192, 2}, {200, 1}, {256, 1}, {300, 1}, {384, 1}, {449, 1},
-      {512, 1}, {250, 2}, {257, 2}, {384, 2}, {65, 4},  {101, 3}, {129, 4}, {189, 4}};
-  for (const auto& [H, max_batch] : shapes) {
+  for (const auto& [H, max_batch] : GetParam().hidden_and_max_batch) {
+    SCOPED_TRACE("H " + std::to_string(H) + " batch <= " + std::to_string(max_batch));
     const PersistentRnnPlan plan(H, max_batch, 1, -1, Precision::kFp32, forced);
     ASSERT_TRUE(plan.fits() && plan.tiling().single_cta) << plan.describe();
     for (int B = 1; B <= max_batch; ++B) {
@@ -876,6 +882,27 @@ TEST(PersistentRnn, Fp32SingleCtaKernelMatchesFloat64) {
     layer.expect_same(both, h, dp, "both directions on one CTA each in one launch");
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    PersistentRnn, Fp32SingleCta,
+    ::testing::Values(SingleCtaShapes{"OneCta",
+                                      {{1, 1},
+                                       {5, 4},
+                                       {31, 2},
+                                       {33, 2},
+                                       {64, 4},
+                                       {70, 2},
+                                       {90, 1},
+                                       {127, 2},
+                                       {161, 1},
+                                       {192, 2}}},
+                      SingleCtaShapes{"ClustersAtBatch1",
+                                      {{200, 1}, {256, 1}, {300, 1}, {384, 1}, {449, 1}, {512, 1}}},
+                      SingleCtaShapes{"ClustersAtBatch2", {{192, 2}, {250, 2}, {257, 2}, {384, 2}}},
+                      SingleCtaShapes{
+                          "ClustersAtBatch3To4",
+                          {{95, 3}, {97, 3}, {160, 4}, {65, 4}, {101, 3}, {129, 4}, {189, 4}}}),
+    [](const ::testing::TestParamInfo<SingleCtaShapes>& info) { return info.param.name; });
 
 // The fp32-math kernel with the tagged exchange, which fp32 plans at batch 1 and H <= 512 take
 // only where the fp16 split is not allowed (session 67 measured the split faster there): odd and
