@@ -213,8 +213,9 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
       // The GEMM recurrence's bf16 operands (nn/cuda/gemm_recurrence.h): U rounded here, once a
       // pass (backward reuses it), the states by the step kernels into states_bf16_, which dU's
       // product reads as well.
-      // Room for the rows past B that a padded step GEMM reads (gemm_recurrence_row_capacity);
-      // those of direction 0's last state are direction 1's first.
+      // Room for the rows past B that a padded step GEMM reads (gemm_recurrence_row_capacity).
+      // Below 32 rows those of direction 0's late states reach direction 1's first, which the
+      // side stream may be writing: their products are discarded, like every padding row's.
       round_recurrent_weights(main);
       const int64_t rows = gemm_recurrence_row_capacity(B, gates(), H, true);
       states_bf16_.reserve(std::max<int64_t>(1, (int64_t{directions_} * T * B + rows - B) * H16));
