@@ -14,51 +14,7 @@
 #include <functional>
 #include <vector>
 
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    auto e = (x);                                                                      \
-    if (static_cast<int>(e) != 0) {                                                    \
-      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, (int)e); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
-
-constexpr int kCalls = 200;
-
-// Microseconds a call, `call` captured kCalls times into one graph, median of 5 replays.
-float graph_us(cudaStream_t s, const std::function<bool()>& call) {
-  cudaGraph_t g;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  bool ok = true;
-  for (int i = 0; i < kCalls && ok; ++i) ok = call();
-  CHECK(cudaStreamEndCapture(s, &g));
-  if (!ok) {
-    cudaGraphDestroy(g);
-    return -1.0f;
-  }
-  cudaGraphExec_t ge;
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  CHECK(cudaGraphLaunch(ge, s));
-  std::vector<float> t;
-  for (int r = 0; r < 5; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0f / kCalls);
-  }
-  std::sort(t.begin(), t.end());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return t[2];
-}
+#include "graph_timing.cuh"
 
 // Column-major C[m, n] = op(U) * X with U stored as H x GH (the row-major [GH, H] array):
 // forward m = GH, k = H, op T; backward-data m = H, k = GH, op N. X is k x n (ld k).

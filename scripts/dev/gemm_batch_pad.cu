@@ -7,46 +7,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <vector>
-#define CHECK(x)                                             \
-  do {                                                       \
-    auto e = (x);                                            \
-    if ((int)e != 0) {                                       \
-      printf("%s:%d fail %d\n", __FILE__, __LINE__, (int)e); \
-      exit(1);                                               \
-    }                                                        \
-  } while (0)
-constexpr int kCalls = 200;
-float graph_us(cudaStream_t s, const std::function<void()>& call) {
-  cudaGraph_t g;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kCalls; ++i) call();
-  CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t ge;
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  CHECK(cudaGraphLaunch(ge, s));
-  std::vector<float> t;
-  for (int r = 0; r < 5; ++r) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(ge, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms * 1000 / kCalls);
-  }
-  std::sort(t.begin(), t.end());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  return t[2];
-}
+
+#include "graph_timing.cuh"
+
 int main() {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -66,26 +30,17 @@ int main() {
     const float one = 1, zero = 0;
     for (int bwd = 0; bwd < 2; ++bwd) {
       printf("H %d %s:", H, bwd ? "bwd" : "fwd");
-      for (int n : Ns) {
-        auto run = [&](int N) {
-          return graph_us(s, [&] {
-            CHECK(cublasGemmEx(h, bwd ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, H, N, H, &one, u,
-                               CUDA_R_16BF, H, x, CUDA_R_16BF, H, bwd ? &zero : &one, c, CUDA_R_32F,
-                               H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-          });
-        };
-        printf(" %d:%.2f", n, run(n));
-      }
+      auto run = [&](int N) {
+        return graph_us(s, [&] {
+          return cublasGemmEx(h, bwd ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, H, N, H, &one, u,
+                              CUDA_R_16BF, H, x, CUDA_R_16BF, H, bwd ? &zero : &one, c, CUDA_R_32F,
+                              H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+        });
+      };
+      for (int n : Ns) printf(" %d:%.2f", n, run(n));
       printf("\n  padded to 16/32/64:");
       for (int n : Ns) {
-        int p16 = (n + 15) / 16 * 16, p32 = (n + 31) / 32 * 32;
-        auto run = [&](int N) {
-          return graph_us(s, [&] {
-            CHECK(cublasGemmEx(h, bwd ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, H, N, H, &one, u,
-                               CUDA_R_16BF, H, x, CUDA_R_16BF, H, bwd ? &zero : &one, c, CUDA_R_32F,
-                               H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-          });
-        };
+        const int p16 = (n + 15) / 16 * 16, p32 = (n + 31) / 32 * 32;
         printf(" %d:%.2f/%.2f/%.2f", n, run(p16), run(p32), run(64));
       }
       printf("\n");

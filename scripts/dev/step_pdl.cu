@@ -10,45 +10,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <vector>
-#define CHECK(x)                                             \
-  do {                                                       \
-    auto e = (x);                                            \
-    if ((int)e != 0) {                                       \
-      printf("%s:%d fail %d\n", __FILE__, __LINE__, (int)e); \
-      exit(1);                                               \
-    }                                                        \
-  } while (0)
-constexpr int kCalls = 200;
-float graph_us(cudaStream_t s, const std::function<void()>& call) {
-  cudaGraph_t g;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kCalls; ++i) call();
-  CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t ge;
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  CHECK(cudaGraphLaunch(ge, s));
-  CHECK(cudaStreamSynchronize(s));
-  std::vector<float> t;
-  for (int r = 0; r < 5; ++r) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(ge, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms * 1000 / kCalls);
-  }
-  std::sort(t.begin(), t.end());
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  return t[2];
-}
+
+#include "graph_timing.cuh"
+
 template <bool kWait>
 __global__ void step(const float* __restrict__ pre, const float* __restrict__ prod,
                      float* __restrict__ h, __nv_bfloat16* __restrict__ h16, int n, int H, int ld) {
@@ -81,17 +45,18 @@ int main() {
       const float one = 1, zero = 0;
       const int n = N * H, blocks = std::min(1024, (n + 255) / 256);
       auto gemm = [&] {
-        CHECK(cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, H, N, H, &one, u, CUDA_R_16BF, H, x,
-                           CUDA_R_16BF, H, &zero, c, CUDA_R_32F, H, CUBLAS_COMPUTE_32F,
-                           CUBLAS_GEMM_DEFAULT));
+        return cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, H, N, H, &one, u, CUDA_R_16BF, H, x,
+                            CUDA_R_16BF, H, &zero, c, CUDA_R_32F, H, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
       };
-      float g = graph_us(s, gemm);
-      float plain = graph_us(s, [&] {
-        gemm();
+      const float g = graph_us(s, gemm);
+      const float plain = graph_us(s, [&] {
+        if (!gemm()) return false;
         step<false><<<blocks, 256, 0, s>>>(pre, (float*)c, h, (__nv_bfloat16*)x, n, H, H);
+        return cudaGetLastError() == cudaSuccess;
       });
-      float pdl = graph_us(s, [&] {
-        gemm();
+      const float pdl = graph_us(s, [&] {
+        if (!gemm()) return false;
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = blocks;
         cfg.blockDim = 256;
@@ -101,8 +66,8 @@ int main() {
         at[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        CHECK(cudaLaunchKernelEx(&cfg, step<true>, (const float*)pre, (const float*)c, h,
-                                 (__nv_bfloat16*)x, n, H, H));
+        return cudaLaunchKernelEx(&cfg, step<true>, (const float*)pre, (const float*)c, h,
+                                  (__nv_bfloat16*)x, n, H, H) == cudaSuccess;
       });
       printf("H %d N %d: gemm %.2f  gemm+step %.2f  gemm+step(PDL) %.2f\n", H, N, g, plain, pdl);
       fflush(stdout);

@@ -1,0 +1,59 @@
+// Shared by the dev measurements in this folder (gemm_algos.cu, gemm_batch_pad.cu, step_pdl.cu),
+// not part of the build: CHECK, which exits with the failing call's file and line, and graph_us,
+// which times a call as the layers replay their steps (kCalls captured into one CUDA graph, the
+// median of 5 replays).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#define CHECK(x)                                                                       \
+  do {                                                                                 \
+    auto e = (x);                                                                      \
+    if (static_cast<int>(e) != 0) {                                                    \
+      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, (int)e); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+constexpr int kCalls = 200;
+
+// Microseconds a call, `call` captured kCalls times into one graph, median of 5 replays.
+float graph_us(cudaStream_t s, const std::function<bool()>& call) {
+  cudaGraph_t g;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  bool ok = true;
+  for (int i = 0; i < kCalls && ok; ++i) ok = call();
+  CHECK(cudaStreamEndCapture(s, &g));
+  if (!ok) {
+    cudaGraphDestroy(g);
+    return -1.0f;
+  }
+  cudaGraphExec_t ge;
+  CHECK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  CHECK(cudaGraphLaunch(ge, s));
+  std::vector<float> t;
+  for (int r = 0; r < 5; ++r) {
+    CHECK(cudaEventRecord(a, s));
+    CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0f / kCalls);
+  }
+  std::sort(t.begin(), t.end());
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return t[2];
+}
