@@ -35,6 +35,13 @@ TEST(GemmRecurrence, OtherStepsRunTheirRows) {
 }
 
 TEST(GemmRecurrence, RowCapacityCoversEveryStepsGemm) {
+  // A batch of 30 at H 2816 pads its steps of 24 valid rows (a multiple of 8) though not its 30.
+  EXPECT_EQ(gemm_recurrence_row_capacity(30, 1, 2816, true), 64);
+  EXPECT_EQ(gemm_recurrence_row_capacity(30, 1, 3077, true), 64);
+  EXPECT_EQ(gemm_recurrence_row_capacity(23, 1, 3077, true), 23);
+  EXPECT_EQ(gemm_recurrence_row_capacity(80, 1, 3077, true), 80);
+  EXPECT_EQ(gemm_recurrence_row_capacity(30, 1, 3077, false), 30);
+  EXPECT_EQ(gemm_recurrence_row_capacity(30, 3, 3077, true), 30);
   for (const int hidden : {37, 2688, 2816, 3077, 4096})
     for (const bool bf16 : {false, true})
       for (const int B : {1, 20, 24, 30, 48, 63, 64, 80}) {
