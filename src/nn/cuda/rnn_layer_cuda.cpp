@@ -222,7 +222,7 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
       zero_state_bf16_.reserve(std::max<int64_t>(1, rows * H16));
       DS2_CUDA_CHECK(cudaMemsetAsync(zero_state_bf16_.data(), 0,
                                      sizeof(uint16_t) * zero_state_bf16_.capacity(), main));
-      if (rows > B) step_products_.reserve(directions_ * rows * H16);
+      step_products_.reserve(directions_ * rows * H16);
     }
     // Everything so far is on the main stream; the backward direction's recurrence waits for it
     // on the side stream and the main stream waits for that before summing.
@@ -274,25 +274,23 @@ void CudaRnnLayer::round_recurrent_weights(cudaStream_t stream) {
 GemmRecurrence CudaRnnLayer::gemm_recurrence(int d, int B, const int* lengths) const {
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const int64_t u_size = recurrent_weight_bf16_size(gates(), hidden_);
-  const int64_t product_size = int64_t{gemm_recurrence_row_capacity(B, gates(), hidden_, bf16)} *
-                               kernels::rnn_padded_ld(hidden_);
   return GemmRecurrence{blas(d),
                         stream(d),
                         params_.value(u_[d]),
                         bf16 ? recurrent_weight_bf16_.data() + d * u_size : nullptr,
                         hidden_,
                         B,
-                        lengths,
-                        step_products_.capacity() >= directions_ * product_size
-                            ? step_products_.data() + d * product_size
-                            : nullptr};
+                        lengths};
 }
 
 void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
   const int H = hidden_, P = projection_size(), GH = gates() * H;
   const int H16 = kernels::rnn_padded_ld(H);
   const bool reverse = d == 1;
-  const GemmRecurrence r = gemm_recurrence(d, B, lengths);
+  GemmRecurrence r = gemm_recurrence(d, B, lengths);
+  if (r.bf16())
+    r.product = step_products_.data() +
+                int64_t{d} * gemm_recurrence_row_capacity(B, gates(), H, true) * H16;
   float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
   float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
   uint16_t* hs16 = r.bf16() ? states_bf16_.data() + int64_t{d} * T * B * H16 : nullptr;

@@ -147,9 +147,9 @@ class CudaRnnLayer : public CudaLayer {
   // direction, the zero state {B, H}, and one step's gradient per direction {D, B, GH}. These and
   // states_bf16_ are padded as kernels/rnn.h says (rnn_padded_ld).
   DeviceArray<uint16_t> recurrent_weight_bf16_, zero_state_bf16_, step_grad_bf16_;
-  // {D, gemm_recurrence_row_capacity, H16}: U h_prev of steps whose GEMM runs padded rows
-  // (scratch, handed out by the const gemm_recurrence()).
-  mutable DeviceArray<float> step_products_;
+  // {D, gemm_recurrence_row_capacity, H16}: U h_prev of the bf16 forward's steps whose GEMM runs
+  // padded rows.
+  DeviceArray<float> step_products_;
 
   // Persistent recurrence.
   bool use_persistent_ = true;
