@@ -1,40 +1,65 @@
-// Dev measurement, not part of the build: the bf16 GEMM recurrence's per-step product
-// (nn/cuda/gemm_recurrence.h, clipped ReLU: column-major C {H, N} (+)= op(U) X, U bf16 {H, H}, X
-// bf16 {H, N}, fp32 C) with cuBLAS's default algorithm at N batch rows, and the same product run
-// at N padded to a multiple of 16, of 32 and to 64 (gemm_recurrence_gemm_rows' rule). Forward
-// (op T, beta 1) and backward-data (op N, beta 0); us a product, a CUDA graph of 200 calls, median
-// of 5 replays. Run on the GPU machine: bash gemm-batch-pad.sh.
+// Dev measurement, not part of the build: the GEMM recurrence's per-step product
+// (nn/cuda/gemm_recurrence.h) with cuBLAS's default algorithm at N batch rows, and the same
+// product run at N padded to a multiple of 16, of 32 and to 64 (gemm_recurrence_gemm_rows' rule).
+// Column-major, U {G H, H} with G the cell's gates (1 clipped ReLU, 3 GRU):
+//   forward        C {G H, N}  = op_T(U) X, X {H, N}     (beta 1 for the clipped ReLU, 0 for GRU)
+//   backward-data  C {H, N}    = U X,       X {G H, N}   (beta 0 for the clipped ReLU, 1 for GRU)
+// bf16 operands with fp32 C and compute (cublasGemmEx), or fp32 throughout (cublasSgemm, no TF32),
+// as the layers run them. us a product, a CUDA graph of 200 calls, median of 5 replays.
+// Run on the GPU machine: bash gemm-batch-pad.sh [relu|gru] [bf16|fp32].
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "graph_timing.cuh"
 
-int main() {
+int main(int argc, char** argv) {
+  const bool gru = argc > 1 && std::strcmp(argv[1], "gru") == 0;
+  const bool fp32 = argc > 2 && std::strcmp(argv[2], "fp32") == 0;
+  const int G = gru ? 3 : 1;
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cublasHandle_t h;
   CHECK(cublasCreate(&h));
   CHECK(cublasSetStream(h, s));
-  const int Hs[] = {2304, 2560, 2688, 2816, 3072, 3328, 3584, 4096, 4608, 5120, 6144};
-  const int Ns[] = {16, 20, 24, 32, 33, 40, 41, 44, 48, 49, 52, 56, 57, 60, 64};
+  // The hidden sizes where each kind of layer runs the GEMM recurrence at some batch.
+  std::vector<int> Hs;
+  if (gru)
+    Hs = fp32 ? std::vector<int>{512, 768, 1024, 1536, 2048, 2560}
+              : std::vector<int>{1104, 1296, 1536, 1704, 1904, 2048, 2560};
+  else
+    Hs = fp32 ? std::vector<int>{1024, 1536, 2048, 2560, 3072, 4096}
+              : std::vector<int>{2304, 2560, 2688, 2816, 3072, 3328, 3584, 4096, 4608, 5120, 6144};
+  const int Ns[] = {9, 12, 16, 20, 24, 32, 33, 40, 41, 44, 48, 49, 52, 56, 57, 60, 64};
+  const size_t elem = fp32 ? 4 : 2;
   for (int H : Hs) {
     void *u, *x, *c;
-    CHECK(cudaMalloc(&u, size_t(H) * H * 2));
-    CHECK(cudaMalloc(&x, size_t(H) * 128 * 2));
-    CHECK(cudaMalloc(&c, size_t(H) * 128 * 4));
-    cudaMemset(u, 0x3c, size_t(H) * H * 2);
-    cudaMemset(x, 0x3c, size_t(H) * 128 * 2);
-    cudaMemset(c, 0, size_t(H) * 128 * 4);
-    const float one = 1, zero = 0;
+    CHECK(cudaMalloc(&u, size_t(G) * H * H * elem));
+    CHECK(cudaMalloc(&x, size_t(G) * H * 128 * elem));
+    CHECK(cudaMalloc(&c, size_t(G) * H * 128 * 4));
+    cudaMemset(u, 0x3c, size_t(G) * H * H * elem);
+    cudaMemset(x, 0x3c, size_t(G) * H * 128 * elem);
+    cudaMemset(c, 0, size_t(G) * H * 128 * 4);
     for (int bwd = 0; bwd < 2; ++bwd) {
-      printf("H %d %s:", H, bwd ? "bwd" : "fwd");
+      printf("%s %s H %d %s:", gru ? "gru" : "relu", fp32 ? "fp32" : "bf16", H,
+             bwd ? "bwd" : "fwd");
+      const float one = 1, zero = 0;
+      const float* beta = (bwd != 0) == gru ? &one : &zero;
+      const int M = bwd ? H : G * H, K = bwd ? G * H : H;
+      const cublasOperation_t op_u = bwd ? CUBLAS_OP_N : CUBLAS_OP_T;
+      const int ld_u = H;  // U is {G H, H} row-major, column-major {H, G H}
       auto run = [&](int N) {
         return graph_us(s, [&] {
-          return cublasGemmEx(h, bwd ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, H, N, H, &one, u,
-                              CUDA_R_16BF, H, x, CUDA_R_16BF, H, bwd ? &zero : &one, c, CUDA_R_32F,
-                              H, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+          if (fp32)
+            return cublasSgemm(h, op_u, CUBLAS_OP_N, M, N, K, &one, static_cast<float*>(u), ld_u,
+                               static_cast<float*>(x), K, beta, static_cast<float*>(c), M) ==
+                   CUBLAS_STATUS_SUCCESS;
+          return cublasGemmEx(h, op_u, CUBLAS_OP_N, M, N, K, &one, u, CUDA_R_16BF, ld_u, x,
+                              CUDA_R_16BF, K, beta, c, CUDA_R_32F, M, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
         });
       };
       for (int n : Ns) printf(" %d:%.2f", n, run(n));
