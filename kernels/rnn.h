@@ -17,8 +17,15 @@
 // what they write (next's as well), so that cuBLAS can run every dimension padded to a multiple
 // of 8 (nn/cuda/gemm_recurrence.cpp).
 //
+// Each step kernel also asks L2 for the next step's inputs that live in HBM (`next`, a thread its
+// own elements; null pointers: none): the projection rows and the forward's outputs were written
+// long before the step that reads them, and the step kernel's one round of loads is its critical
+// path. The next step's GEMM then runs while they arrive (H200, a bf16 GEMM-recurrence step of the
+// GRU at H 1104 batch 40: 7.56 us -> 6.31 with the 2-D grid below, 7.18 with the grid alone;
+// clipped ReLU H 2816 batch 48 9.11 -> 8.43; `bash scripts/dev/step-prefetch.sh`).
+//
 //   kernels::rnn_relu_step_forward(pre_t, P, nullptr, 0, h_t, nullptr, B, H, t, lengths, clip,
-//                                  stream);
+//                                  {pre_t + B * P}, stream);
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,31 +48,43 @@ constexpr int rnn_padded_ld(int cols) {
 void rnn_add_input_bias(float* pre, int64_t rows, int cols, const float* bias0, const float* bias1,
                         cudaStream_t stream);
 
+// What the next step's kernel reads from HBM, at its own offsets: its `pre` rows (ld_pre apart, as
+// this step's), the state it reads (the clipped ReLU's backward: h; the GRU's backward: h_prev)
+// and dy and the GRU's candidate ({B, H} each). A step kernel prefetches those its own kind reads.
+struct RnnStepPrefetch {
+  const float* pre = nullptr;
+  const float* state = nullptr;
+  const float* dy = nullptr;
+  const float* candidate = nullptr;
+};
+
 // Clipped ReLU step: h[b, k] = min(max(s, 0), clip) on valid rows, else 0, where s is
 // pre[b * ld_pre + k] (+ product[b * ld_product + k] where product is not null): `pre` holds
 // W x (+ b), plus U h_prev unless a GEMM wrote that into `product` instead. h_bf16: h rounded, or
 // null.
 void rnn_relu_step_forward(const float* pre, int ld_pre, const float* product, int ld_product,
                            float* h, uint16_t* h_bf16, int B, int H, int t, const int* lengths,
-                           float clip, cudaStream_t stream);
+                           float clip, const RnnStepPrefetch& next, cudaStream_t stream);
 
 // GRU step (gate order r, z, n): with a = pre row (input side, 3H) and g = hidden_gates row
 // (U h_prev, 3H, rows rnn_padded_ld(3H) apart) plus bias_h,
 //   r = sigmoid(a_r + g_r + b_hr), z = sigmoid(a_z + g_z + b_hz), hn = g_n + b_hn,
 //   n = tanh(a_n + r * hn), h = (1 - z) n + z h_prev.
 // On valid rows writes r, z, n over `pre` (what backward needs), hn to candidate {B, H} and h;
-// on invalid rows only h = 0 (hidden_gates of rows past the GEMM's are not read). h_bf16: h
-// rounded, or null.
+// on invalid rows only h = 0 (hidden_gates' rows past the GEMM's are read, in bounds, and their
+// result discarded). h_bf16: h rounded, or null.
 void rnn_gru_step_forward(float* pre, int ld_pre, const float* hidden_gates, const float* bias_h,
                           const float* h_prev, float* h, uint16_t* h_bf16, float* candidate, int B,
-                          int H, int t, const int* lengths, cudaStream_t stream);
+                          int H, int t, const int* lengths, const RnnStepPrefetch& next,
+                          cudaStream_t stream);
 
 // Clipped ReLU backward step: dpre[b, k] = (0 < h < clip) ? dy + carry : 0 on valid rows, 0 on
 // invalid ones, where also next[b, :] = 0 (the recurrent GEMM next = dpre U fills valid rows).
 // dpre_bf16: dpre rounded, or null. carry and next: rows rnn_padded_ld(H) apart.
 void rnn_relu_step_backward(const float* h, const float* dy, const float* carry, float* dpre,
                             int ld_pre, uint16_t* dpre_bf16, float* next, int B, int H, int t,
-                            const int* lengths, float clip, cudaStream_t stream);
+                            const int* lengths, float clip, const RnnStepPrefetch& next_step,
+                            cudaStream_t stream);
 
 // GRU backward step, with dh = dy + carry and r, z, n read from `gates` (the forward's `pre`):
 //   dn = dh (1 - z)(1 - n^2), dz = dh (h_prev - n) z (1 - z), dr = dn hn r (1 - r),
@@ -75,7 +94,8 @@ void rnn_relu_step_backward(const float* h, const float* dy, const float* carry,
 void rnn_gru_step_backward(const float* gates, int ld_pre, const float* candidate,
                            const float* h_prev, const float* dy, const float* carry, float* dpre,
                            float* dgates, uint16_t* dgates_bf16, float* next, int B, int H, int t,
-                           const int* lengths, cudaStream_t stream);
+                           const int* lengths, const RnnStepPrefetch& next_step,
+                           cudaStream_t stream);
 
 // out[c] (+)= sum_r x[r * ld + c] for c < cols, in a fixed order (deterministic): the bias
 // gradient of one direction's columns of a wider array. Overwrites `out` unless `accumulate`.

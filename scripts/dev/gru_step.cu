@@ -3,7 +3,8 @@
 // backward-data kernels::rnn_gru_step_backward, then next += dG U). Each row is us a step, a CUDA
 // graph of 200 steps, median of 5 replays: the GEMM alone, the step kernel alone, and both chained
 // as the layer runs them. The library's kernels are linked in (kernels/rnn.cu), so this measures
-// the kernels the build ships. Run on the GPU machine: bash gru-step.sh.
+// the kernels the build ships (the step kernels' prefetch off: every step here reads the same
+// arrays, all in L2; scripts/dev/step-prefetch.sh walks the steps' own). Run on the GPU machine: bash gru-step.sh.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -11,39 +12,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "core/bf16.h"
 #include "graph_timing.cuh"
-#include "kernels/gru_cell.cuh"
 #include "kernels/rnn.h"
-
-// A candidate step kernel: the library's cell on a 2-D grid (a row of the batch a grid row), so
-// no 64-bit division a thread; the same arithmetic and stores (padding columns left alone).
-__global__ void gru_step_forward_2d(float* __restrict__ pre, int ld_pre,
-                                    const float* __restrict__ g_all, int ld_g,
-                                    const float* __restrict__ bias, const float* __restrict__ hp,
-                                    float* __restrict__ h, uint16_t* __restrict__ h16, int ld16,
-                                    float* __restrict__ cand, int H, int t,
-                                    const int* __restrict__ lengths) {
-  const int b = blockIdx.y, k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= H) return;
-  const int64_t i = int64_t{b} * H + k;
-  if (t >= lengths[b]) {
-    h[i] = 0.0f;
-    h16[int64_t{b} * ld16 + k] = 0;
-    return;
-  }
-  float* p = pre + int64_t{b} * ld_pre;
-  const float* g = g_all + int64_t{b} * ld_g;
-  const ds2::kernels::GruGates c = ds2::kernels::gru_cell_forward(
-      {p[k], p[H + k], p[2 * H + k]}, {g[k], g[H + k], g[2 * H + k]},
-      {bias[k], bias[H + k], bias[2 * H + k]}, hp[i]);
-  p[k] = c.r;
-  p[H + k] = c.z;
-  p[2 * H + k] = c.n;
-  cand[i] = c.hn;
-  h[i] = c.h;
-  h16[int64_t{b} * ld16 + k] = ds2::float_to_bf16(c.h);
-}
 
 int main() {
   cudaStream_t s;
@@ -56,7 +26,7 @@ int main() {
   CHECK(cudaMalloc(&lengths, kMaxB * sizeof(int)));
   std::vector<int> len(kMaxB, 1 << 20);
   CHECK(cudaMemcpy(lengths, len.data(), kMaxB * sizeof(int), cudaMemcpyHostToDevice));
-  printf("us a step: fwd gemm / step / both (2-D step alone / both) | bwd step / gemm / both\n");
+  printf("us a step: fwd gemm / step / both | bwd step / gemm / both\n");
   for (int H : {1104, 1296, 1536, 1704, 1904, 2048}) {
     const int h16 = ds2::kernels::rnn_padded_ld(H), g16 = ds2::kernels::rnn_padded_ld(3 * H);
     void *u, *x16, *d16;
@@ -84,13 +54,8 @@ int main() {
       };
       auto fwd_step = [&] {
         ds2::kernels::rnn_gru_step_forward(pre, g16, g, bias, hp, h,
-                                           static_cast<uint16_t*>(x16), cand, B, H, 0, lengths, s);
+                                           static_cast<uint16_t*>(x16), cand, B, H, 0, lengths, {}, s);
         return true;
-      };
-      auto fwd_step_2d = [&] {
-        gru_step_forward_2d<<<dim3((H + 127) / 128, B), 128, 0, s>>>(
-            pre, g16, g, g16, bias, hp, h, static_cast<uint16_t*>(x16), h16, cand, H, 0, lengths);
-        return cudaGetLastError() == cudaSuccess;
       };
       auto bwd_gemm = [&] {
         return cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, H, B, g16, &one, u, CUDA_R_16BF, h16,
@@ -100,13 +65,12 @@ int main() {
       auto bwd_step = [&] {
         ds2::kernels::rnn_gru_step_backward(pre, g16, cand, hp, dy, carry, dpre, dg,
                                             static_cast<uint16_t*>(d16), next, B, H, 0, lengths,
-                                            s);
+                                            {}, s);
         return true;
       };
-      printf("H %d B %d: fwd %.2f / %.2f / %.2f (2-D step %.2f / %.2f) | bwd %.2f / %.2f / %.2f\n",
-             H, B, graph_us(s, fwd_gemm), graph_us(s, fwd_step),
-             graph_us(s, [&] { return fwd_gemm() && fwd_step(); }), graph_us(s, fwd_step_2d),
-             graph_us(s, [&] { return fwd_gemm() && fwd_step_2d(); }), graph_us(s, bwd_step),
+      printf("H %d B %d: fwd %.2f / %.2f / %.2f | bwd %.2f / %.2f / %.2f\n", H, B,
+             graph_us(s, fwd_gemm), graph_us(s, fwd_step),
+             graph_us(s, [&] { return fwd_gemm() && fwd_step(); }), graph_us(s, bwd_step),
              graph_us(s, bwd_gemm), graph_us(s, [&] { return bwd_step() && bwd_gemm(); }));
       fflush(stdout);
     }

@@ -3,7 +3,8 @@
 // the padding columns 0 over poison, invalid rows 0, and the hidden gates and carry read at their
 // padded pitch (their padding holds NaN, which a wrong pitch would read). H 3 pads to 8 (the
 // padding wider than the row), H 37 to 40 (3H 111 to 112), H 8 not at all; batch 3 with one row
-// invalid at t, and batch 1.
+// invalid at t, and batch 1. Each kernel also prefetches "the next step's" inputs, pointed at its
+// own (what it reads, at the same extents), which must change nothing.
 #include "kernels/rnn.h"
 
 #include <gtest/gtest.h>
@@ -118,7 +119,8 @@ TEST(RnnStepKernels, ReluForwardMatchesCpuWithPaddedBf16Rows) {
       auto h16 = filled<uint16_t>(int64_t{B} * ld16, kPoison16, s);
       kernels::rnn_relu_step_forward(pre_d.data(), ld_pre,
                                      with_product ? product_d.data() : nullptr, ld_product,
-                                     h.data(), h16.data(), B, H, kT, len_d.data(), kClip, s);
+                                     h.data(), h16.data(), B, H, kT, len_d.data(), kClip,
+                                     {pre_d.data()}, s);
       DS2_CUDA_CHECK(cudaGetLastError());
       const std::vector<float> got = to_host(h, s);
       for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "h " << i;
@@ -170,7 +172,7 @@ TEST(RnnStepKernels, GruForwardMatchesCpuReadingPaddedGates) {
     auto h16 = filled<uint16_t>(int64_t{B} * ld16, kPoison16, s);
     kernels::rnn_gru_step_forward(pre_d.data(), ld_pre, gates_d.data(), bias_d.data(),
                                   h_prev_d.data(), h.data(), h16.data(), cand.data(), B, H, kT,
-                                  len_d.data(), s);
+                                  len_d.data(), {pre_d.data()}, s);
     DS2_CUDA_CHECK(cudaGetLastError());
     const std::vector<float> got_h = to_host(h, s), got_hn = to_host(cand, s),
                              got_pre = to_host(pre_d, s);
@@ -212,7 +214,8 @@ TEST(RnnStepKernels, ReluBackwardMatchesCpuWithPaddedCarryAndNext) {
     auto dpre16 = filled<uint16_t>(int64_t{B} * ld, kPoison16, s);
     auto next = filled<float>(int64_t{B} * ld, std::nanf(""), s);
     kernels::rnn_relu_step_backward(h_d.data(), dy_d.data(), carry_d.data(), dpre.data(), ld_pre,
-                                    dpre16.data(), next.data(), B, H, kT, len_d.data(), kClip, s);
+                                    dpre16.data(), next.data(), B, H, kT, len_d.data(), kClip,
+                                    {nullptr, h_d.data(), dy_d.data()}, s);
     DS2_CUDA_CHECK(cudaGetLastError());
     const std::vector<float> got = to_host(dpre, s), got_next = to_host(next, s);
     for (int b = 0; b < B; ++b)
@@ -270,7 +273,8 @@ TEST(RnnStepKernels, GruBackwardMatchesCpuWithPaddedRows) {
     auto next = filled<float>(int64_t{B} * ld, std::nanf(""), s);
     kernels::rnn_gru_step_backward(gates_d.data(), ld_pre, hn_d.data(), h_prev_d.data(),
                                    dy_d.data(), carry_d.data(), dpre.data(), dg.data(), dg16.data(),
-                                   next.data(), B, H, kT, len_d.data(), s);
+                                   next.data(), B, H, kT, len_d.data(),
+                                   {gates_d.data(), h_prev_d.data(), dy_d.data(), hn_d.data()}, s);
     DS2_CUDA_CHECK(cudaGetLastError());
     const std::vector<float> got_dpre = to_host(dpre, s), got_dg = to_host(dg, s),
                              got_next = to_host(next, s);

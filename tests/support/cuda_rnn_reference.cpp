@@ -79,8 +79,10 @@ void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h,
     const int t = reverse ? T - 1 - step : step;
     const int tp = reverse ? t + 1 : t - 1;
     const float* hp = tp < 0 || tp >= T ? zero : h + int64_t{tp} * B * H;
+    kernels::RnnStepPrefetch next;
+    if (step + 1 < T) next.pre = pre + int64_t{reverse ? t - 1 : t + 1} * B * P;
     relu_gemm_step_forward(r, t, m[t], hp, ops.state_before(tp), pre + int64_t{t} * B * P, P,
-                           h + int64_t{t} * B * H, ops.state(t), clip);
+                           h + int64_t{t} * B * H, ops.state(t), clip, next);
   }
 }
 
@@ -98,8 +100,14 @@ void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const 
   kernels::fill(carry, carry_next.capacity(), 0.0f, ctx.stream());
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
+    kernels::RnnStepPrefetch next_step;
+    if (step + 1 < T) {
+      const int tn = reverse ? t + 1 : t - 1;
+      next_step.state = h + int64_t{tn} * B * H;
+      next_step.dy = dy + int64_t{tn} * B * H;
+    }
     relu_gemm_step_backward(r, t, m[t], h + int64_t{t} * B * H, dy + int64_t{t} * B * H, carry,
-                            dpre + int64_t{t} * B * P, P, ops.step_grad(), next, clip);
+                            dpre + int64_t{t} * B * P, P, ops.step_grad(), next, clip, next_step);
     std::swap(carry, next);
   }
 }

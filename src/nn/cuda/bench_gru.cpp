@@ -237,22 +237,33 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
     auto forward = [&] {
       for (int t = 0; t < T; ++t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
+        kernels::RnnStepPrefetch next;
+        if (t + 1 < T) next.pre = gates.data() + int64_t{t + 1} * B * GH;
         gru_gemm_step_forward(r, t, B, hp, ops.state_before(t - 1),
                               gates.data() + int64_t{t} * B * GH, GH, step_g.data(), bias.data(),
                               hg.data() + int64_t{t} * B * H, ops.state(t),
-                              candg.data() + int64_t{t} * B * H);
+                              candg.data() + int64_t{t} * B * H, next);
       }
     };
     auto backward = [&] {
       float* c = carry.data();
       float* nx = next.data();
       kernels::fill(c, carry.capacity(), 0.0f, s);
+      // What step t reads that the forward wrote: gates, candidate, h_prev and dy.
+      const auto inputs = [&](int t) {
+        kernels::RnnStepPrefetch in;
+        in.pre = gates.data() + int64_t{t} * B * GH;
+        in.candidate = candg.data() + int64_t{t} * B * H;
+        in.state = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
+        in.dy = dy.data() + int64_t{t} * B * H;
+        return in;
+      };
       for (int t = T - 1; t >= 0; --t) {
-        const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
-        gru_gemm_step_backward(
-            r, t, B, gates.data() + int64_t{t} * B * GH, GH, candg.data() + int64_t{t} * B * H, hp,
-            dy.data() + int64_t{t} * B * H, c, dpre_g.data() + int64_t{t} * B * GH,
-            dg_g.data() + int64_t{t} * B * GH, ops.step_grad(), nx);
+        const kernels::RnnStepPrefetch in = inputs(t);
+        gru_gemm_step_backward(r, t, B, in.pre, GH, in.candidate, in.state, in.dy, c,
+                               dpre_g.data() + int64_t{t} * B * GH,
+                               dg_g.data() + int64_t{t} * B * GH, ops.step_grad(), nx,
+                               t > 0 ? inputs(t - 1) : kernels::RnnStepPrefetch{});
         std::swap(c, nx);
       }
     };

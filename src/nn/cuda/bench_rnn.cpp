@@ -330,9 +330,11 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
     auto forward = [&] {
       for (int t = 0; t < T; ++t) {
         const float* hp = t == 0 ? zero.data() : hg.data() + int64_t{t - 1} * B * H;
+        kernels::RnnStepPrefetch next;
+        if (t + 1 < T) next.pre = pre_work.data() + int64_t{t + 1} * B * H;
         relu_gemm_step_forward(r, t, B, hp, ops.state_before(t - 1),
                                pre_work.data() + int64_t{t} * B * H, H,
-                               hg.data() + int64_t{t} * B * H, ops.state(t), kClip);
+                               hg.data() + int64_t{t} * B * H, ops.state(t), kClip, next);
       }
     };
     // Backward-data reads the persistent kernel's h when there is one (the same masks).
@@ -342,8 +344,14 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
       float* nx = next.data();
       kernels::fill(c, carry.capacity(), 0.0f, s);
       for (int t = T - 1; t >= 0; --t) {
+        kernels::RnnStepPrefetch next_step;
+        if (t > 0) {
+          next_step.state = hb + int64_t{t - 1} * B * H;
+          next_step.dy = dy.data() + int64_t{t - 1} * B * H;
+        }
         relu_gemm_step_backward(r, t, B, hb + int64_t{t} * B * H, dy.data() + int64_t{t} * B * H, c,
-                                dpre_g.data() + int64_t{t} * B * H, H, ops.step_grad(), nx, kClip);
+                                dpre_g.data() + int64_t{t} * B * H, H, ops.step_grad(), nx, kClip,
+                                next_step);
         std::swap(c, nx);
       }
     };

@@ -29,6 +29,26 @@ void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int 
   }
 }
 
+// What a step kernel prefetches: `next`, where U as the GEMMs read it takes at most half the L2,
+// else nothing, so that the prefetched rows do not push U's out. H200 (60 MB of L2), bf16,
+// `bash scripts/dev/step-prefetch.sh`: 0.3-1.0 us a step faster at H 1104-3328 (U 2.4-22 MB),
+// 0.1 slower at H 4608-5120 (42-52 MB).
+const kernels::RnnStepPrefetch& prefetched(const GemmRecurrence& r, int gates,
+                                           const kernels::RnnStepPrefetch& next) {
+  // Read once: a process runs its layers on one device.
+  static const int64_t l2_bytes = [] {
+    int device = 0, bytes = 0;
+    DS2_CUDA_CHECK(cudaGetDevice(&device));
+    DS2_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
+    return int64_t{bytes};
+  }();
+  static const kernels::RnnStepPrefetch none;
+  const int64_t u_bytes =
+      r.bf16() ? recurrent_weight_bf16_size(gates, r.hidden) * int64_t{sizeof(uint16_t)}
+               : int64_t{gates} * r.hidden * r.hidden * int64_t{sizeof(float)};
+  return 2 * u_bytes <= l2_bytes ? next : none;
+}
+
 }  // namespace
 
 int64_t recurrent_weight_bf16_size(int gates, int hidden) {
@@ -85,7 +105,7 @@ GemmRecurrenceBf16::GemmRecurrenceBf16(bool bf16, const float* u, int gates, int
 
 void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                             const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,
-                            uint16_t* h_bf16, float clip) {
+                            uint16_t* h_bf16, float clip, const kernels::RnnStepPrefetch& next) {
   const int H = r.hidden;
   const int gemm_rows = gemm_recurrence_gemm_rows(rows, 1, H, r.bf16());
   if (gemm_rows > rows) {
@@ -95,22 +115,23 @@ void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const floa
     const int ld16 = kernels::rnn_padded_ld(H);
     recurrent_gemm(r, true, gemm_rows, H, H, h_prev, h_prev_bf16, H, 0.0f, r.product, ld16, false);
     kernels::rnn_relu_step_forward(p, ld_p, r.product, ld16, h, h_bf16, r.batch, H, t, r.lengths,
-                                   clip, r.stream);
+                                   clip, prefetched(r, 1, next), r.stream);
     return;
   }
   // p belongs to the layer's projection, its columns past H to the other direction: N unpadded.
   recurrent_gemm(r, true, rows, H, H, h_prev, h_prev_bf16, H, 1.0f, p, ld_p, false);
   kernels::rnn_relu_step_forward(p, ld_p, nullptr, 0, h, r.bf16() ? h_bf16 : nullptr, r.batch, H, t,
-                                 r.lengths, clip, r.stream);
+                                 r.lengths, clip, prefetched(r, 1, next), r.stream);
 }
 
 void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* h,
                              const float* dy, const float* carry, float* dp, int ld_p,
-                             uint16_t* dp_bf16, float* next, float clip) {
+                             uint16_t* dp_bf16, float* next, float clip,
+                             const kernels::RnnStepPrefetch& next_step) {
   const int H = r.hidden;
   uint16_t* dp16 = r.bf16() ? dp_bf16 : nullptr;
   kernels::rnn_relu_step_backward(h, dy, carry, dp, ld_p, dp16, next, r.batch, H, t, r.lengths,
-                                  clip, r.stream);
+                                  clip, prefetched(r, 1, next_step), r.stream);
   // The kernel zeroed `next` on the rows past `rows` (invalid at t); the GEMM fills the others
   // (and, padded, the capacity's rows past B, which nothing reads).
   recurrent_gemm(r, false, gemm_recurrence_gemm_rows(rows, 1, H, r.bf16()), H, H, dp, dp16, ld_p,
@@ -119,22 +140,24 @@ void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const flo
 
 void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                            const uint16_t* h_prev_bf16, float* p, int ld_p, float* g,
-                           const float* bias_h, float* h, uint16_t* h_bf16, float* candidate) {
+                           const float* bias_h, float* h, uint16_t* h_bf16, float* candidate,
+                           const kernels::RnnStepPrefetch& next) {
   const int H = r.hidden;
   recurrent_gemm(r, true, rows, 3 * H, H, h_prev, h_prev_bf16, H, 0.0f, g,
                  kernels::rnn_padded_ld(3 * H), true);
   kernels::rnn_gru_step_forward(p, ld_p, g, bias_h, h_prev, h, r.bf16() ? h_bf16 : nullptr,
-                                candidate, r.batch, H, t, r.lengths, r.stream);
+                                candidate, r.batch, H, t, r.lengths, prefetched(r, 3, next),
+                                r.stream);
 }
 
 void gru_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* gates, int ld_p,
                             const float* candidate, const float* h_prev, const float* dy,
                             const float* carry, float* dp, float* dg, uint16_t* dg_bf16,
-                            float* next) {
+                            float* next, const kernels::RnnStepPrefetch& next_step) {
   const int H = r.hidden;
   kernels::rnn_gru_step_backward(gates, ld_p, candidate, h_prev, dy, carry, dp, dg,
                                  r.bf16() ? dg_bf16 : nullptr, next, r.batch, H, t, r.lengths,
-                                 r.stream);
+                                 prefetched(r, 3, next_step), r.stream);
   // dL/dh_prev = dh z (from the kernel) + dG U.
   recurrent_gemm(r, false, rows, H, 3 * H, dg, dg_bf16, 3 * H, 1.0f, next,
                  kernels::rnn_padded_ld(H), true);

@@ -16,7 +16,12 @@
 // gemm_recurrence_row_capacity rows, and the forward's product goes to `product` apart from p.
 //
 //   GemmRecurrence r{handle, stream, u, u16, H, B, lengths};        // u16 null: fp32 GEMMs
-//   for (t...) relu_gemm_step_forward(r, t, rows_valid[t], h_prev, h_prev16, p, P, h, h16, clip);
+//   for (t...) relu_gemm_step_forward(r, t, rows_valid[t], h_prev, h_prev16, p, P, h, h16, clip,
+//                                     {p_next});   // the next step's p, or {} at the last step
+//
+// Every step function takes `next`, what the next step reads from HBM (kernels::RnnStepPrefetch):
+// its step kernel asks L2 for it while the next step's GEMM runs (where U, as the GEMMs read it,
+// takes at most half the L2; past that the prefetched rows would push U's out).
 #pragma once
 
 #include <cublas_v2.h>
@@ -25,6 +30,7 @@
 #include <cstdint>
 
 #include "core/cuda/device_array.h"
+#include "kernels/rnn.h"
 
 namespace ds2 {
 
@@ -105,24 +111,26 @@ class GemmRecurrenceBf16 {
 // writes h_bf16 ({B, H} each); in fp32 they are ignored (may be null). p: {B, ld_p}.
 void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                             const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,
-                            uint16_t* h_bf16, float clip);
+                            uint16_t* h_bf16, float clip, const kernels::RnnStepPrefetch& next);
 // Clipped ReLU backward step: dp = dL/dpre from dy + carry (kernels::rnn_relu_step_backward),
 // then next = dp U over the valid rows. In bf16 dp is rounded into dp_bf16 ({B, H}) for the GEMM.
 // carry and next: gemm_recurrence_carry_size elements each, carry zero before the first step.
 void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* h,
                              const float* dy, const float* carry, float* dp, int ld_p,
-                             uint16_t* dp_bf16, float* next, float clip);
+                             uint16_t* dp_bf16, float* next, float clip,
+                             const kernels::RnnStepPrefetch& next_step);
 
 // GRU step: g = h_prev U^T ({B, 3H}, rows kernels::rnn_padded_ld(3H) apart), then the cell
 // (kernels::rnn_gru_step_forward).
 void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                            const uint16_t* h_prev_bf16, float* p, int ld_p, float* g,
-                           const float* bias_h, float* h, uint16_t* h_bf16, float* candidate);
+                           const float* bias_h, float* h, uint16_t* h_bf16, float* candidate,
+                           const kernels::RnnStepPrefetch& next);
 // GRU backward step: the cell's gradients (kernels::rnn_gru_step_backward), then next += dg U.
 // In bf16 dg is rounded into dg_bf16 ({B, 3H}) for the GEMM.
 void gru_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* gates, int ld_p,
                             const float* candidate, const float* h_prev, const float* dy,
                             const float* carry, float* dp, float* dg, uint16_t* dg_bf16,
-                            float* next);
+                            float* next, const kernels::RnnStepPrefetch& next_step);
 
 }  // namespace ds2

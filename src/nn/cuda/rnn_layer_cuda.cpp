@@ -312,11 +312,15 @@ void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
     float* h = hs + int64_t{t} * B * H;
     uint16_t* h16 = hs16 ? hs16 + int64_t{t} * B * H16 : nullptr;
     float* p = pre + int64_t{t} * B * P + d * GH;  // row b at p + b * P
+    // The next step's projection rows, which its GEMM (the clipped ReLU's) or step kernel reads.
+    const int t_next = reverse ? t - 1 : t + 1;
+    kernels::RnnStepPrefetch next;
+    if (step + 1 < T) next.pre = pre + int64_t{t_next} * B * P + d * GH;
     if (!gru) {
-      relu_gemm_step_forward(r, t, m, h_prev, h_prev16, p, P, h, h16, relu_clip_);
+      relu_gemm_step_forward(r, t, m, h_prev, h_prev16, p, P, h, h16, relu_clip_, next);
     } else {
       float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
-      gru_gemm_step_forward(r, t, m, h_prev, h_prev16, p, P, g, bias_h, h, h16, cand);
+      gru_gemm_step_forward(r, t, m, h_prev, h_prev16, p, P, g, bias_h, h, h16, cand, next);
     }
   }
 }
@@ -448,23 +452,35 @@ void CudaRnnLayer::backprop_direction(int d, int T, int B, const int* lengths, c
   float* next = carry + carry_size;                   // dL/dh_prev leaving this step
   kernels::fill(carry, carry_size, 0.0f, r.stream);
 
+  // What step t reads that the forward wrote: its gates (the GRU's, in `pre`), the state its
+  // step kernel reads (the clipped ReLU's h_t, the GRU's h_prev), dy and the GRU's candidate.
+  const auto inputs = [&](int t) {
+    kernels::RnnStepPrefetch in;
+    in.pre = pre + int64_t{t} * B * P + d * GH;
+    const int t_prev = reverse ? t + 1 : t - 1;
+    if (!gru)
+      in.state = hs + int64_t{t} * B * H;
+    else
+      in.state = (t_prev < 0 || t_prev >= T) ? zero_state_.data() : hs + int64_t{t_prev} * B * H;
+    in.dy = dy + int64_t{t} * B * H;
+    if (gru) in.candidate = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
+    return in;
+  };
   // Backpropagation visits timesteps in the opposite order of the forward recurrence.
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
     const int m = active_rows_[t];
-    const int t_prev = reverse ? t + 1 : t - 1;
-    const float* h_prev =
-        (t_prev < 0 || t_prev >= T) ? zero_state_.data() : hs + int64_t{t_prev} * B * H;
-    const float* h = hs + int64_t{t} * B * H;
-    const float* p = pre + int64_t{t} * B * P + d * GH;
+    const kernels::RnnStepPrefetch in = inputs(t);
+    kernels::RnnStepPrefetch next_step;
+    if (step + 1 < T) next_step = inputs(reverse ? t + 1 : t - 1);
     float* dp = dpre + int64_t{t} * B * P + d * GH;
-    const float* dyt = dy + int64_t{t} * B * H;
     if (!gru) {
-      relu_gemm_step_backward(r, t, m, h, dyt, carry, dp, P, step16, next, relu_clip_);
+      relu_gemm_step_backward(r, t, m, in.state, in.dy, carry, dp, P, step16, next, relu_clip_,
+                              next_step);
     } else {
       float* dg = dgates + int64_t{t} * B * GH;
-      const float* cand = hidden_candidate_.data() + (int64_t{d} * T + t) * B * H;
-      gru_gemm_step_backward(r, t, m, p, P, cand, h_prev, dyt, carry, dp, dg, step16, next);
+      gru_gemm_step_backward(r, t, m, in.pre, P, in.candidate, in.state, in.dy, carry, dp, dg,
+                             step16, next, next_step);
     }
     std::swap(carry, next);
   }
