@@ -25,9 +25,9 @@ dim3 step_grid(int B, int H) {
   return dim3(static_cast<unsigned>(ceil_div(H, kStepThreads)), std::min(B, 65535));
 }
 
-#define DS2_RNN_STEP_ELEMENTS(b, k, B, H)                        \
-  const int k = blockIdx.x * kStepThreads + threadIdx.x;         \
-  if (k < (H))                                                   \
+#define DS2_RNN_STEP_ELEMENTS(b, k, B, H)                \
+  const int k = blockIdx.x * kStepThreads + threadIdx.x; \
+  if (k < (H))                                           \
     for (int b = blockIdx.y; b < (B); b += gridDim.y)
 
 __device__ __forceinline__ void prefetch_to_l2(const float* p) {

@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
         return graph_us(s, [&] {
           if (fp32)
             return cublasSgemm(h, op_u, CUBLAS_OP_N, M, N, K, &one, static_cast<float*>(u), ld_u,
-                               static_cast<float*>(x), K, beta, static_cast<float*>(c), M) ==
-                   CUBLAS_STATUS_SUCCESS;
+                               static_cast<float*>(x), K, beta, static_cast<float*>(c),
+                               M) == CUBLAS_STATUS_SUCCESS;
           return cublasGemmEx(h, op_u, CUBLAS_OP_N, M, N, K, &one, u, CUDA_R_16BF, ld_u, x,
                               CUDA_R_16BF, K, beta, c, CUDA_R_32F, M, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;

@@ -4,7 +4,8 @@
 // graph of 200 steps, median of 5 replays: the GEMM alone, the step kernel alone, and both chained
 // as the layer runs them. The library's kernels are linked in (kernels/rnn.cu), so this measures
 // the kernels the build ships (the step kernels' prefetch off: every step here reads the same
-// arrays, all in L2; scripts/dev/step-prefetch.sh walks the steps' own). Run on the GPU machine: bash gru-step.sh.
+// arrays, all in L2; scripts/dev/step-prefetch.sh walks the steps' own). Run on the GPU machine:
+// bash gru-step.sh.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -48,24 +49,24 @@ int main() {
     const float one = 1, zero = 0;
     for (int B : {12, 24, 40, 48, 64}) {
       auto fwd_gemm = [&] {
-        return cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, 3 * H, B, h16, &one, u, CUDA_R_16BF,
-                            h16, x16, CUDA_R_16BF, h16, &zero, g, CUDA_R_32F, g16,
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+        return cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, 3 * H, B, h16, &one, u, CUDA_R_16BF, h16,
+                            x16, CUDA_R_16BF, h16, &zero, g, CUDA_R_32F, g16, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
       };
       auto fwd_step = [&] {
-        ds2::kernels::rnn_gru_step_forward(pre, g16, g, bias, hp, h,
-                                           static_cast<uint16_t*>(x16), cand, B, H, 0, lengths, {}, s);
+        ds2::kernels::rnn_gru_step_forward(pre, g16, g, bias, hp, h, static_cast<uint16_t*>(x16),
+                                           cand, B, H, 0, lengths, {}, s);
         return true;
       };
       auto bwd_gemm = [&] {
-        return cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, H, B, g16, &one, u, CUDA_R_16BF, h16,
-                            d16, CUDA_R_16BF, g16, &one, next, CUDA_R_32F, h16,
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+        return cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, H, B, g16, &one, u, CUDA_R_16BF, h16, d16,
+                            CUDA_R_16BF, g16, &one, next, CUDA_R_32F, h16, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
       };
       auto bwd_step = [&] {
         ds2::kernels::rnn_gru_step_backward(pre, g16, cand, hp, dy, carry, dpre, dg,
-                                            static_cast<uint16_t*>(d16), next, B, H, 0, lengths,
-                                            {}, s);
+                                            static_cast<uint16_t*>(d16), next, B, H, 0, lengths, {},
+                                            s);
         return true;
       };
       printf("H %d B %d: fwd %.2f / %.2f / %.2f | bwd %.2f / %.2f / %.2f\n", H, B,

@@ -20,8 +20,8 @@
 #include "graph_timing.cuh"
 #include "kernels/rnn.h"
 
-using ds2::kernels::RnnStepPrefetch;
 using ds2::kernels::rnn_padded_ld;
+using ds2::kernels::RnnStepPrefetch;
 
 int main() {
   cudaStream_t s;
@@ -72,9 +72,8 @@ int main() {
     int calls = 0;
     auto gemm = [&](bool trans, int M, int K, const void* x, float beta, float* c, int ldc) {
       return cublasGemmEx(hb, trans ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, M, B, K, &one, u,
-                          CUDA_R_16BF, h16, x, CUDA_R_16BF, K, beta ? &one : &zero_f, c,
-                          CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                          CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+                          CUDA_R_16BF, h16, x, CUDA_R_16BF, K, beta ? &one : &zero_f, c, CUDA_R_32F,
+                          ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
     };
     auto time = [&](const std::function<bool()>& step) {
       calls = 0;
@@ -99,13 +98,13 @@ int main() {
         r.push_back(time([&] {
           const int t = T - calls++;  // T down to 1: step t - 1's inputs exist for every t
           RnnStepPrefetch in_next;
-          if (pf) in_next = {pre + (t - 1) * gate_step, t > 1 ? h + (t - 2) * h_step : zero,
-                             dy + (t - 1) * h_step, cand + (t - 1) * h_step};
-          ds2::kernels::rnn_gru_step_backward(pre + t * gate_step, g16, cand + t * h_step,
-                                              h + (t - 1) * h_step, dy + t * h_step, c,
-                                              dpre + t * gate_step, dg + t * gate_step,
-                                              static_cast<uint16_t*>(d16), nx, B, H, 0, lengths,
-                                              in_next, s);
+          if (pf)
+            in_next = {pre + (t - 1) * gate_step, t > 1 ? h + (t - 2) * h_step : zero,
+                       dy + (t - 1) * h_step, cand + (t - 1) * h_step};
+          ds2::kernels::rnn_gru_step_backward(
+              pre + t * gate_step, g16, cand + t * h_step, h + (t - 1) * h_step, dy + t * h_step, c,
+              dpre + t * gate_step, dg + t * gate_step, static_cast<uint16_t*>(d16), nx, B, H, 0,
+              lengths, in_next, s);
           if (!gemm(false, H, g16, d16, 1, nx, h16)) return false;
           std::swap(c, nx);
           return true;
@@ -132,10 +131,9 @@ int main() {
           const int t = T - calls++;
           RnnStepPrefetch in_next;
           if (pf) in_next = {nullptr, h + (t - 1) * h_step, dy + (t - 1) * h_step};
-          ds2::kernels::rnn_relu_step_backward(h + t * h_step, dy + t * h_step, c,
-                                               dpre + t * gate_step, g16,
-                                               static_cast<uint16_t*>(d16), nx, B, H, 0, lengths,
-                                               20.0f, in_next, s);
+          ds2::kernels::rnn_relu_step_backward(
+              h + t * h_step, dy + t * h_step, c, dpre + t * gate_step, g16,
+              static_cast<uint16_t*>(d16), nx, B, H, 0, lengths, 20.0f, in_next, s);
           if (!gemm(false, H, h16, d16, 0, nx, h16)) return false;
           std::swap(c, nx);
           return true;

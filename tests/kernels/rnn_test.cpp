@@ -117,10 +117,9 @@ TEST(RnnStepKernels, ReluForwardMatchesCpuWithPaddedBf16Rows) {
       auto len_d = to_device(len, s);
       auto h = filled<float>(int64_t{B} * H, std::nanf(""), s);
       auto h16 = filled<uint16_t>(int64_t{B} * ld16, kPoison16, s);
-      kernels::rnn_relu_step_forward(pre_d.data(), ld_pre,
-                                     with_product ? product_d.data() : nullptr, ld_product,
-                                     h.data(), h16.data(), B, H, kT, len_d.data(), kClip,
-                                     {pre_d.data()}, s);
+      kernels::rnn_relu_step_forward(
+          pre_d.data(), ld_pre, with_product ? product_d.data() : nullptr, ld_product, h.data(),
+          h16.data(), B, H, kT, len_d.data(), kClip, {pre_d.data()}, s);
       DS2_CUDA_CHECK(cudaGetLastError());
       const std::vector<float> got = to_host(h, s);
       for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "h " << i;
