@@ -21,8 +21,8 @@
 // own elements; null pointers: none): the projection rows and the forward's outputs were written
 // long before the step that reads them, and the step kernel's one round of loads is its critical
 // path. The next step's GEMM then runs while they arrive (H200, a bf16 GEMM-recurrence step of the
-// GRU at H 1104 batch 40: 7.56 us -> 6.31 with the 2-D grid below, 7.18 with the grid alone;
-// clipped ReLU H 2816 batch 48 9.11 -> 8.43; `bash scripts/dev/step-prefetch.sh`).
+// GRU at H 1104 batch 40: 7.56 us with the former 1-D grid, 7.33 on the 2-D grid, 6.63 with the
+// prefetch; clipped ReLU H 2816 batch 48 8.94 -> 8.61; `bash scripts/dev/step-prefetch.sh`).
 //
 //   kernels::rnn_relu_step_forward(pre_t, P, nullptr, 0, h_t, nullptr, B, H, t, lengths, clip,
 //                                  {pre_t + B * P}, stream);

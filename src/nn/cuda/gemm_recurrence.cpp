@@ -31,8 +31,9 @@ void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int 
 
 // What a step kernel prefetches: `next`, where U as the GEMMs read it takes at most half the L2,
 // else nothing, so that the prefetched rows do not push U's out. H200 (60 MB of L2), bf16,
-// `bash scripts/dev/step-prefetch.sh`: 0.3-1.0 us a step faster at H 1104-3328 (U 2.4-22 MB),
-// 0.1 slower at H 4608-5120 (42-52 MB).
+// `bash scripts/dev/step-prefetch.sh`: 0.2-0.8 us a step faster at H 1104-3328 (U 7-25 MB; the
+// GRU's backward-data at H 2048 batch 64 level), level or up to 0.4 slower at H 4608-5120 (U
+// 42-52 MB).
 const kernels::RnnStepPrefetch& prefetched(const GemmRecurrence& r, int gates,
                                            const kernels::RnnStepPrefetch& next) {
   // Read once: a process runs its layers on one device.
