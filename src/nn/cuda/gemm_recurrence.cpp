@@ -29,11 +29,7 @@ void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int 
   }
 }
 
-// What a step kernel prefetches: `next`, where U as the GEMMs read it takes at most half the L2,
-// else nothing, so that the prefetched rows do not push U's out. H200 (60 MB of L2), bf16,
-// `bash scripts/dev/step-prefetch.sh`: 0.2-0.8 us a step faster at H 1104-3328 (U 7-25 MB; the
-// GRU's backward-data at H 2048 batch 64 level), level or up to 0.4 slower at H 4608-5120 (U
-// 42-52 MB).
+// What a step kernel prefetches: `next` where gemm_recurrence_prefetches, else nothing.
 const kernels::RnnStepPrefetch& prefetched(const GemmRecurrence& r, int gates,
                                            const kernels::RnnStepPrefetch& next) {
   // Read once: a process runs its layers on one device.
@@ -44,10 +40,7 @@ const kernels::RnnStepPrefetch& prefetched(const GemmRecurrence& r, int gates,
     return int64_t{bytes};
   }();
   static const kernels::RnnStepPrefetch none;
-  const int64_t u_bytes =
-      r.bf16() ? recurrent_weight_bf16_size(gates, r.hidden) * int64_t{sizeof(uint16_t)}
-               : int64_t{gates} * r.hidden * r.hidden * int64_t{sizeof(float)};
-  return 2 * u_bytes <= l2_bytes ? next : none;
+  return gemm_recurrence_prefetches(gates, r.hidden, r.bf16(), l2_bytes) ? next : none;
 }
 
 }  // namespace
@@ -65,6 +58,12 @@ void round_recurrent_weight(const float* u, int gates, int hidden, uint16_t* out
   if (padding_rows > 0)
     DS2_CUDA_CHECK(
         cudaMemsetAsync(out + rows * ld, 0, sizeof(uint16_t) * padding_rows * ld, stream));
+}
+
+bool gemm_recurrence_prefetches(int gates, int hidden, bool bf16, int64_t l2_bytes) {
+  const int64_t u_bytes = bf16 ? recurrent_weight_bf16_size(gates, hidden) * int64_t{2}
+                               : int64_t{gates} * hidden * hidden * int64_t{4};
+  return 2 * u_bytes <= l2_bytes;
 }
 
 int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16) {

@@ -62,6 +62,13 @@ int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16);
 // `product`. Rows past B hold anything.
 int gemm_recurrence_row_capacity(int B, int gates, int hidden, bool bf16);
 
+// Whether a step's kernel prefetches the next step's inputs (kernels::RnnStepPrefetch) on a GPU
+// with `l2_bytes` of L2: where U, as the GEMMs read it (bf16 and padded, or fp32), takes at most
+// half of it, so that the prefetched rows do not push U's out. H200 (60 MiB of L2), bf16, `bash
+// scripts/dev/step-prefetch.sh`: 0.2-0.8 us a step faster at H 1104-3328 (U 7-25 MB; the GRU's
+// backward-data at H 2048 batch 64 level), level or up to 0.4 slower at H 4608-5120 (U 42-52 MB).
+bool gemm_recurrence_prefetches(int gates, int hidden, bool bf16, int64_t l2_bytes);
+
 // Elements of U's bf16 copy {G*H, H} (G = 1 or 3) with its rows and columns padded
 // (kernels::rnn_padded_ld).
 int64_t recurrent_weight_bf16_size(int gates, int hidden);

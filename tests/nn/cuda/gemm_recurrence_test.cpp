@@ -1,6 +1,7 @@
 // The GEMM recurrence's padded batch rows (nn/cuda/gemm_recurrence.h): which steps run them and
-// the room every array then needs. Host arithmetic only, so it runs without a GPU; the padded
-// steps' results are CudaRnnLayer.Bf16GemmRecurrenceOnPaddedRowsMatchesCpu.
+// the room every array then needs; and where its step kernels prefetch the next step's inputs.
+// Host arithmetic only, so it runs without a GPU; the padded steps' results are
+// CudaRnnLayer.Bf16GemmRecurrenceOnPaddedRowsMatchesCpu.
 #include "nn/cuda/gemm_recurrence.h"
 
 #include <gtest/gtest.h>
@@ -31,7 +32,7 @@ TEST(GemmRecurrence, OtherStepsRunTheirRows) {
   EXPECT_EQ(gemm_recurrence_gemm_rows(48, 1, 2560, true), 48);   // smaller H: N 64 was slower
   EXPECT_EQ(gemm_recurrence_gemm_rows(24, 1, 4097, true), 24);   // H 4608: N 64 much slower
   EXPECT_EQ(gemm_recurrence_gemm_rows(48, 1, 4096, false), 48);  // fp32 GEMMs: not measured
-  EXPECT_EQ(gemm_recurrence_gemm_rows(48, 3, 4096, true), 48);   // the GRU's: not measured
+  EXPECT_EQ(gemm_recurrence_gemm_rows(48, 3, 4096, true), 48);   // the GRU's: mixed (session 74)
 }
 
 TEST(GemmRecurrence, RowCapacityCoversEveryStepsGemm) {
@@ -54,6 +55,26 @@ TEST(GemmRecurrence, RowCapacityCoversEveryStepsGemm) {
         EXPECT_EQ(gemm_recurrence_carry_size(B, 1, hidden, bf16),
                   int64_t{capacity} * kernels::rnn_padded_ld(hidden));
       }
+}
+
+TEST(GemmRecurrence, StepsPrefetchWhereUTakesAtMostHalfTheL2) {
+  constexpr int64_t kH200 = int64_t{60} << 20, kH100 = int64_t{50} << 20;
+  // bf16 U {H16, H16} (2 bytes an element): up to 3960 on 60 MiB (3961 pads to 3968).
+  EXPECT_TRUE(gemm_recurrence_prefetches(1, 3960, true, kH200));
+  EXPECT_FALSE(gemm_recurrence_prefetches(1, 3961, true, kH200));
+  EXPECT_FALSE(gemm_recurrence_prefetches(1, 4608, true, kH200));  // measured level or slower
+  EXPECT_TRUE(gemm_recurrence_prefetches(1, 3328, true, kH200));   // measured faster
+  EXPECT_TRUE(gemm_recurrence_prefetches(1, 3616, true, kH100));
+  EXPECT_FALSE(gemm_recurrence_prefetches(1, 3624, true, kH100));
+  // The GRU's bf16 U {pad(3H), pad(H)}: to 2288.
+  EXPECT_TRUE(gemm_recurrence_prefetches(3, 2288, true, kH200));
+  EXPECT_FALSE(gemm_recurrence_prefetches(3, 2289, true, kH200));
+  EXPECT_TRUE(gemm_recurrence_prefetches(3, 2048, true, kH200));  // measured faster
+  // fp32 U, unpadded, 4 bytes an element: the clipped ReLU to 2804, the GRU to 1619.
+  EXPECT_TRUE(gemm_recurrence_prefetches(1, 2804, false, kH200));
+  EXPECT_FALSE(gemm_recurrence_prefetches(1, 2805, false, kH200));
+  EXPECT_TRUE(gemm_recurrence_prefetches(3, 1619, false, kH200));
+  EXPECT_FALSE(gemm_recurrence_prefetches(3, 1620, false, kH200));
 }
 
 }  // namespace
