@@ -34,6 +34,11 @@ __device__ __forceinline__ void prefetch_to_l2(const float* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+// Column k of a GRU row's three gates (H apart), as the step kernels read them.
+__device__ __forceinline__ void prefetch_gates_to_l2(const float* row, int k, int H) {
+  for (int gate = 0; gate < 3; ++gate) prefetch_to_l2(row + gate * H + k);
+}
+
 #define DS2_RNN_GRID_STRIDE(i, n)                                                        \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -85,9 +90,7 @@ __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
                                         float* __restrict__ candidate, int B, int H, int t,
                                         const int* __restrict__ lengths, RnnStepPrefetch next) {
   DS2_RNN_STEP_ELEMENTS(b, k, B, H) {
-    if (next.pre)
-      for (int gate = 0; gate < 3; ++gate)
-        prefetch_to_l2(next.pre + int64_t{b} * ld_pre + gate * H + k);
+    if (next.pre) prefetch_gates_to_l2(next.pre + int64_t{b} * ld_pre, k, H);
     const int64_t i = int64_t{b} * H + k;
     if (h_bf16) zero_padding_of_row(h_bf16, b, k, H, H, ld16);
     // The cell runs whatever the row's length (its loads in bounds either way), so that the loads
@@ -147,9 +150,7 @@ __global__ void gru_step_backward_kernel(
     const int* __restrict__ lengths, RnnStepPrefetch next_step) {
   DS2_RNN_STEP_ELEMENTS(b, k, B, H) {
     const int64_t i = int64_t{b} * H + k;
-    if (next_step.pre)
-      for (int gate = 0; gate < 3; ++gate)
-        prefetch_to_l2(next_step.pre + int64_t{b} * ld_pre + gate * H + k);
+    if (next_step.pre) prefetch_gates_to_l2(next_step.pre + int64_t{b} * ld_pre, k, H);
     if (next_step.candidate) prefetch_to_l2(next_step.candidate + i);
     if (next_step.state) prefetch_to_l2(next_step.state + i);
     if (next_step.dy) prefetch_to_l2(next_step.dy + i);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/cuda/check.h"
+#include "core/cuda/device_query.h"
 #include "core/cuda/gemm.h"
 #include "core/error.h"
 #include "kernels/elementwise.h"
@@ -29,18 +30,16 @@ void recurrent_gemm(const GemmRecurrence& r, bool trans_u, int rows, int n, int 
   }
 }
 
-// What a step kernel prefetches: `next` where gemm_recurrence_prefetches, else nothing.
-const kernels::RnnStepPrefetch& prefetched(const GemmRecurrence& r, int gates,
-                                           const kernels::RnnStepPrefetch& next) {
-  // Read once: a process runs its layers on one device.
-  static const int64_t l2_bytes = [] {
-    int device = 0, bytes = 0;
-    DS2_CUDA_CHECK(cudaGetDevice(&device));
-    DS2_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
-    return int64_t{bytes};
-  }();
-  static const kernels::RnnStepPrefetch none;
-  return gemm_recurrence_prefetches(gates, r.hidden, r.bf16(), l2_bytes) ? next : none;
+// What a step kernel prefetches: `next` where gemm_recurrence_prefetches on the current device,
+// else nothing. (Host queries, no sync; the layers run their steps captured into graphs.)
+kernels::RnnStepPrefetch prefetched(const GemmRecurrence& r, int gates,
+                                    const kernels::RnnStepPrefetch& next) {
+  int device = 0;
+  DS2_CUDA_CHECK(cudaGetDevice(&device));
+  const int64_t l2_bytes = device_attribute(cudaDevAttrL2CacheSize, device);
+  return gemm_recurrence_prefetches(gates, r.hidden, r.bf16(), l2_bytes)
+             ? next
+             : kernels::RnnStepPrefetch{};
 }
 
 }  // namespace
