@@ -89,11 +89,9 @@ void run(cublasHandle_t handle, cublasLtHandle_t lt, cudaStream_t s, bool bf16, 
 }
 
 int main() {
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cublasHandle_t handle;
-  CHECK(cublasCreate(&handle));
-  CHECK(cublasSetStream(handle, s));
+  const BlasStream bs = blas_stream();
+  cudaStream_t s = bs.stream;
+  cublasHandle_t handle = bs.blas;
   cublasLtHandle_t lt;
   CHECK(cublasLtCreate(&lt));
   struct Shape {

@@ -20,11 +20,9 @@ int main(int argc, char** argv) {
   const bool gru = argc > 1 && std::strcmp(argv[1], "gru") == 0;
   const bool fp32 = argc > 2 && std::strcmp(argv[2], "fp32") == 0;
   const int G = gru ? 3 : 1;
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cublasHandle_t h;
-  CHECK(cublasCreate(&h));
-  CHECK(cublasSetStream(h, s));
+  const BlasStream bs = blas_stream();
+  cudaStream_t s = bs.stream;
+  cublasHandle_t h = bs.blas;
   // The hidden sizes where each kind of layer runs the GEMM recurrence at some batch.
   std::vector<int> Hs;
   if (gru)

@@ -1,9 +1,11 @@
-// Shared by the dev measurements in this folder (gemm_algos.cu, gemm_batch_pad.cu, step_pdl.cu),
-// not part of the build: CHECK, which exits with the failing call's file and line, and graph_us,
-// which times a call as the layers replay their steps (kCalls captured into one CUDA graph, the
-// median of 5 replays).
+// Shared by the dev measurements in this folder (gemm_algos.cu, gemm_batch_pad.cu, gru_step.cu,
+// step_pdl.cu, step_prefetch.cu), not part of the build: CHECK, which exits with the failing
+// call's file and line; blas_stream, a non-blocking stream with a cuBLAS handle on it;
+// all_valid_lengths, device lengths for the step kernels; and graph_us, which times a call as the
+// layers replay their steps (kCalls captured into one CUDA graph, the median of 5 replays).
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,6 +24,28 @@
   } while (0)
 
 constexpr int kCalls = 200;
+
+struct BlasStream {
+  cudaStream_t stream;
+  cublasHandle_t blas;  // on `stream`
+};
+
+inline BlasStream blas_stream() {
+  BlasStream b;
+  CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
+  CHECK(cublasCreate(&b.blas));
+  CHECK(cublasSetStream(b.blas, b.stream));
+  return b;
+}
+
+// Device lengths {n}, every row valid at every step a measurement runs.
+inline int* all_valid_lengths(int n) {
+  int* lengths;
+  CHECK(cudaMalloc(&lengths, n * sizeof(int)));
+  const std::vector<int> len(n, 1 << 20);
+  CHECK(cudaMemcpy(lengths, len.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+  return lengths;
+}
 
 // Microseconds a call, `call` captured kCalls times into one graph, median of 5 replays.
 float graph_us(cudaStream_t s, const std::function<bool()>& call) {

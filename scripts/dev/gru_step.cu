@@ -17,16 +17,11 @@
 #include "kernels/rnn.h"
 
 int main() {
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cublasHandle_t hb;
-  CHECK(cublasCreate(&hb));
-  CHECK(cublasSetStream(hb, s));
+  const BlasStream bs = blas_stream();
+  cudaStream_t s = bs.stream;
+  cublasHandle_t hb = bs.blas;
   const int kMaxB = 64;
-  int* lengths;
-  CHECK(cudaMalloc(&lengths, kMaxB * sizeof(int)));
-  std::vector<int> len(kMaxB, 1 << 20);
-  CHECK(cudaMemcpy(lengths, len.data(), kMaxB * sizeof(int), cudaMemcpyHostToDevice));
+  const int* lengths = all_valid_lengths(kMaxB);
   printf("us a step: fwd gemm / step / both | bwd step / gemm / both\n");
   for (int H : {1104, 1296, 1536, 1704, 1904, 2048}) {
     const int h16 = ds2::kernels::rnn_padded_ld(H), g16 = ds2::kernels::rnn_padded_ld(3 * H);

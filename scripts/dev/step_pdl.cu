@@ -25,11 +25,9 @@ __global__ void step(const float* __restrict__ pre, const float* __restrict__ pr
   }
 }
 int main() {
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cublasHandle_t hb;
-  CHECK(cublasCreate(&hb));
-  CHECK(cublasSetStream(hb, s));
+  const BlasStream bs = blas_stream();
+  cudaStream_t s = bs.stream;
+  cublasHandle_t hb = bs.blas;
   for (int H : {1024, 2816, 4096})
     for (int N : {16, 48, 64}) {
       void *u, *x, *c;

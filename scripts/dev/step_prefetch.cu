@@ -24,16 +24,11 @@ using ds2::kernels::rnn_padded_ld;
 using ds2::kernels::RnnStepPrefetch;
 
 int main() {
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cublasHandle_t hb;
-  CHECK(cublasCreate(&hb));
-  CHECK(cublasSetStream(hb, s));
+  const BlasStream bs = blas_stream();
+  cudaStream_t s = bs.stream;
+  cublasHandle_t hb = bs.blas;
   const int T = kCalls;  // graph_us captures kCalls calls: a call is one step
-  int* lengths;
-  CHECK(cudaMalloc(&lengths, 64 * sizeof(int)));
-  std::vector<int> len(64, 1 << 20);
-  CHECK(cudaMemcpy(lengths, len.data(), 64 * sizeof(int), cudaMemcpyHostToDevice));
+  const int* lengths = all_valid_lengths(64);
   const float one = 1, zero_f = 0;
   struct Shape {
     int gates, H, B;
