@@ -9,12 +9,14 @@
 // Measured on the way to it (session 74, H200): the library's step kernels before they ran on a
 // 2-D grid (a 64-bit division a thread) were 0.3-0.8 us a step slower than the grid alone; a
 // prefetch kernel on a side branch of the graph ran 0.6-1.2 us a step faster at GRU H 1104 and
-// 0.2-4 us slower from H 1536. Run on the GPU machine: bash step-prefetch.sh.
+// 0.2-4 us slower from H 1536. Run on the GPU machine: bash step-prefetch.sh [gru] (gru: the
+// GRU's shapes only).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "graph_timing.cuh"
@@ -23,7 +25,8 @@
 using ds2::kernels::rnn_padded_ld;
 using ds2::kernels::RnnStepPrefetch;
 
-int main() {
+int main(int argc, char** argv) {
+  const bool gru_only = argc > 1 && std::string(argv[1]) == "gru";
   const BlasStream bs = blas_stream();
   cudaStream_t s = bs.stream;
   cublasHandle_t hb = bs.blas;
@@ -36,8 +39,9 @@ int main() {
   std::vector<Shape> shapes;
   for (int H : {1104, 1296, 1536, 1904, 2048})
     for (int B : {12, 40, 64}) shapes.push_back({3, H, B});
-  for (int H : {2816, 3328, 4608, 5120})
-    for (int B : {8, 24, 40, 48}) shapes.push_back({1, H, B});
+  if (!gru_only)
+    for (int H : {2816, 3328, 4608, 5120})
+      for (int B : {8, 24, 40, 48}) shapes.push_back({1, H, B});
   printf("T %d, us a step, each without / with the next step's inputs prefetched\n", T);
   printf("GRU: fwd | bwd.  ReLU: fwd (beta-1 GEMM) | fwd (product) | bwd\n");
   for (const Shape& sh : shapes) {
