@@ -1,17 +1,20 @@
 // Dev measurement, not part of the build: the GEMM recurrence's per-step product
 // (nn/cuda/gemm_recurrence.h) with cuBLAS's default algorithm at N batch rows, and the same
-// product run at N padded to a multiple of 16, of 32 and to 64 (gemm_recurrence_gemm_rows' rule).
+// product run at N padded to a multiple of 8, 16, 32 and to 64 (gemm_recurrence_gemm_rows' rule).
 // Column-major, U {G H, H} with G the cell's gates (1 clipped ReLU, 3 GRU):
 //   forward        C {G H, N}  = op_T(U) X, X {H, N}     (beta 1 for the clipped ReLU, 0 for GRU)
 //   backward-data  C {H, N}    = U X,       X {G H, N}   (beta 0 for the clipped ReLU, 1 for GRU)
 // bf16 operands with fp32 C and compute (cublasGemmEx), or fp32 throughout (cublasSgemm, no TF32),
 // as the layers run them. us a product, a CUDA graph of 200 calls, median of 5 replays.
-// Run on the GPU machine: bash gemm-batch-pad.sh [relu|gru] [bf16|fp32].
+// Run on the GPU machine: bash gemm-batch-pad.sh [relu|gru] [bf16|fp32] [dense H...] (dense:
+// every N 1-64 unpadded at the listed H).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "graph_timing.cuh"
@@ -29,9 +32,20 @@ int main(int argc, char** argv) {
     Hs = fp32 ? std::vector<int>{512, 768, 1024, 1536, 2048, 2560}
               : std::vector<int>{1104, 1296, 1536, 1704, 1904, 2048, 2560};
   else
-    Hs = fp32 ? std::vector<int>{1024, 1536, 2048, 2560, 3072, 4096}
+    Hs = fp32 ? std::vector<int>{1536, 2048, 2560, 3072, 3584, 4096, 5120, 6144}
               : std::vector<int>{2304, 2560, 2688, 2816, 3072, 3328, 3584, 4096, 4608, 5120, 6144};
-  const int Ns[] = {9, 12, 16, 20, 24, 32, 33, 40, 41, 44, 48, 49, 52, 56, 57, 60, 64};
+  // dense: every N from 1 to 64 as is, at the hidden sizes listed after it (for a rule's table).
+  const bool dense = argc > 3 && std::strcmp(argv[3], "dense") == 0;
+  if (dense) {
+    Hs.clear();
+    for (int i = 4; i < argc; ++i) Hs.push_back(std::atoi(argv[i]));
+  }
+  std::vector<int> Ns = {1,  2,  3,  4,  5,  8,  9,  12, 16, 17, 20, 24, 28,
+                         32, 33, 40, 41, 44, 48, 49, 52, 56, 57, 60, 64};
+  if (dense) {
+    Ns.clear();
+    for (int n = 1; n <= 64; ++n) Ns.push_back(n);
+  }
   const size_t elem = fp32 ? 4 : 2;
   for (int H : Hs) {
     void *u, *x, *c;
@@ -49,8 +63,11 @@ int main(int argc, char** argv) {
       const int M = bwd ? H : G * H, K = bwd ? G * H : H;
       const cublasOperation_t op_u = bwd ? CUBLAS_OP_N : CUBLAS_OP_T;
       const int ld_u = H;  // U is {G H, H} row-major, column-major {H, G H}
+      std::map<int, float> timed;  // each N once: the padded forms share most of them
       auto run = [&](int N) {
-        return graph_us(s, [&] {
+        auto it = timed.find(N);
+        if (it != timed.end()) return it->second;
+        return timed[N] = graph_us(s, [&] {
           if (fp32)
             return cublasSgemm(h, op_u, CUBLAS_OP_N, M, N, K, &one, static_cast<float*>(u), ld_u,
                                static_cast<float*>(x), K, beta, static_cast<float*>(c),
@@ -60,11 +77,16 @@ int main(int argc, char** argv) {
                               CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
         });
       };
-      for (int n : Ns) printf(" %d:%.2f", n, run(n));
-      printf("\n  padded to 16/32/64:");
+      if (dense) {
+        for (int n : Ns) printf(" %d:%.2f", n, run(n));
+        printf("\n");
+        fflush(stdout);
+        continue;
+      }
+      printf("\n  N: as is / padded to 8 / 16 / 32 / 64\n ");
       for (int n : Ns) {
-        const int p16 = (n + 15) / 16 * 16, p32 = (n + 31) / 32 * 32;
-        printf(" %d:%.2f/%.2f/%.2f", n, run(p16), run(p32), run(64));
+        const int p8 = (n + 7) / 8 * 8, p16 = (n + 15) / 16 * 16, p32 = (n + 31) / 32 * 32;
+        printf(" %d:%.2f/%.2f/%.2f/%.2f/%.2f", n, run(n), run(p8), run(p16), run(p32), run(64));
       }
       printf("\n");
       fflush(stdout);
