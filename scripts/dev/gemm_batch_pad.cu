@@ -62,20 +62,20 @@ int main(int argc, char** argv) {
       const float* beta = (bwd != 0) == gru ? &one : &zero;
       const int M = bwd ? H : G * H, K = bwd ? G * H : H;
       const cublasOperation_t op_u = bwd ? CUBLAS_OP_N : CUBLAS_OP_T;
-      const int ld_u = H;  // U is {G H, H} row-major, column-major {H, G H}
+      const int ld_u = H;          // U is {G H, H} row-major, column-major {H, G H}
       std::map<int, float> timed;  // each N once: the padded forms share most of them
       auto run = [&](int N) {
         auto it = timed.find(N);
         if (it != timed.end()) return it->second;
         return timed[N] = graph_us(s, [&] {
-          if (fp32)
-            return cublasSgemm(h, op_u, CUBLAS_OP_N, M, N, K, &one, static_cast<float*>(u), ld_u,
-                               static_cast<float*>(x), K, beta, static_cast<float*>(c),
-                               M) == CUBLAS_STATUS_SUCCESS;
-          return cublasGemmEx(h, op_u, CUBLAS_OP_N, M, N, K, &one, u, CUDA_R_16BF, ld_u, x,
-                              CUDA_R_16BF, K, beta, c, CUDA_R_32F, M, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
-        });
+                 if (fp32)
+                   return cublasSgemm(h, op_u, CUBLAS_OP_N, M, N, K, &one, static_cast<float*>(u),
+                                      ld_u, static_cast<float*>(x), K, beta, static_cast<float*>(c),
+                                      M) == CUBLAS_STATUS_SUCCESS;
+                 return cublasGemmEx(h, op_u, CUBLAS_OP_N, M, N, K, &one, u, CUDA_R_16BF, ld_u, x,
+                                     CUDA_R_16BF, K, beta, c, CUDA_R_32F, M, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+               });
       };
       if (dense) {
         for (int n : Ns) printf(" %d:%.2f", n, run(n));
