@@ -75,15 +75,29 @@ void gemm_forward(CudaContext& ctx, const float* u, float* pre, int P, float* h,
   const std::vector<int> m = active_rows(len, T);
   GemmRecurrenceBf16 ops(round_state, u, 1, H, T, B, ctx.stream());
   const GemmRecurrence r{ctx.cublas(), ctx.stream(), u, ops.u(), H, B, dlen, ops.product()};
+  // fp32 steps whose GEMM runs padded rows read the states and the zero state in place past B
+  // rows (gemm_recurrence_extra_rows): then the states go to a copy with room for them.
+  const int64_t extra = round_state ? 0 : int64_t{gemm_recurrence_extra_rows(B, 1, H, false)} * H;
+  const int64_t n = int64_t{T} * B * H;
+  DeviceArray<float> roomy_h(extra > 0 ? n + extra : 0), roomy_zero(extra > 0 ? B * H + extra : 0);
+  float* hw = h;
+  if (extra > 0) {
+    hw = roomy_h.data();
+    kernels::fill(roomy_zero.data(), roomy_zero.capacity(), 0.0f, ctx.stream());
+    zero = roomy_zero.data();
+  }
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
     const int tp = reverse ? t + 1 : t - 1;
-    const float* hp = tp < 0 || tp >= T ? zero : h + int64_t{tp} * B * H;
+    const float* hp = tp < 0 || tp >= T ? zero : hw + int64_t{tp} * B * H;
     kernels::RnnStepPrefetch next;
     if (step + 1 < T) next.pre = pre + int64_t{reverse ? t - 1 : t + 1} * B * P;
     relu_gemm_step_forward(r, t, m[t], hp, ops.state_before(tp), pre + int64_t{t} * B * P, P,
-                           h + int64_t{t} * B * H, ops.state(t), clip, next);
+                           hw + int64_t{t} * B * H, ops.state(t), clip, next);
   }
+  if (hw != h)
+    DS2_CUDA_CHECK(
+        cudaMemcpyAsync(h, hw, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
 }
 
 // CudaRnnLayer::backprop_direction's loop (relu), on the same step functions: dpre for every t.
@@ -98,6 +112,18 @@ void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const 
   float* carry = carry_next.data();
   float* next = carry + gemm_recurrence_carry_size(B, 1, H, round_state);
   kernels::fill(carry, carry_next.capacity(), 0.0f, ctx.stream());
+  // fp32 steps whose GEMM runs padded rows read dpre in place past its last rows: a copy with
+  // room for them (gemm_recurrence_extra_rows), the other columns kept.
+  const int64_t extra = round_state ? 0 : int64_t{gemm_recurrence_extra_rows(B, 1, H, false)} * P;
+  // dpre may start at a direction's column offset: the span its T B rows of H take.
+  const int64_t n = T * B > 0 ? (int64_t{T} * B - 1) * P + H : 0;
+  DeviceArray<float> roomy(extra > 0 ? n + extra : 0);
+  float* dw = dpre;
+  if (extra > 0) {
+    dw = roomy.data();
+    DS2_CUDA_CHECK(
+        cudaMemcpyAsync(dw, dpre, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
+  }
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? step : T - 1 - step;
     kernels::RnnStepPrefetch next_step;
@@ -107,9 +133,12 @@ void gemm_backward_data(CudaContext& ctx, const float* u, const float* h, const 
       next_step.dy = dy + int64_t{tn} * B * H;
     }
     relu_gemm_step_backward(r, t, m[t], h + int64_t{t} * B * H, dy + int64_t{t} * B * H, carry,
-                            dpre + int64_t{t} * B * P, P, ops.step_grad(), next, clip, next_step);
+                            dw + int64_t{t} * B * P, P, ops.step_grad(), next, clip, next_step);
     std::swap(carry, next);
   }
+  if (dw != dpre)
+    DS2_CUDA_CHECK(
+        cudaMemcpyAsync(dpre, dw, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
 }
 
 // float64 references of the same recurrences (direction column offset already applied).

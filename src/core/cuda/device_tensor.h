@@ -19,10 +19,12 @@ class DeviceTensor {
   DeviceTensor() = default;
   explicit DeviceTensor(const Shape& shape) { resize(shape); }
 
-  void resize(const Shape& shape) {
+  // `extra`: room for that many elements past the shape's end, for code that reads past it (the
+  // GEMM recurrence's padded rows, nn/cuda/gemm_recurrence.h); what they hold is unspecified.
+  void resize(const Shape& shape, int64_t extra = 0) {
     shape_ = shape;
     numel_ = shape_numel(shape);
-    storage_.reserve(numel_);
+    storage_.reserve(numel_ + extra);
   }
   float* data() { return storage_.data(); }
   const float* data() const { return storage_.data(); }

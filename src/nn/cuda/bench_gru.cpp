@@ -86,16 +86,20 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   for (auto& v : hdy) v = rng.uniform(-1.0f, 1.0f);
   for (int64_t r = 0; r < int64_t{T} * B; ++r)
     for (int g = 0; g < 3; ++g) std::copy(&hx[r * H], &hx[r * H] + H, &ha[(r * 3 + g) * H]);
+  // The GEMM recurrence's padded steps (gemm_recurrence_gemm_rows) read the zero state, its
+  // states and dG past B rows, and write g's: room for them.
+  const int step_rows = gemm_recurrence_row_capacity(B, 3, H, bf16);
+  const int64_t extra_rows = gemm_recurrence_extra_rows(B, 3, H, bf16);
   DeviceArray<float> u(int64_t{GH} * H), bias(GH), a(3 * n), gates(3 * n), cand(n), h(n), dy(n),
-      dpre(3 * n), dg(3 * n), step_g(int64_t{B} * kernels::rnn_padded_ld(GH)), zero(int64_t{B} * H),
-      carry(gemm_recurrence_carry_size(B, 3, H, bf16)),
+      dpre(3 * n), dg(3 * n), step_g(int64_t{step_rows} * kernels::rnn_padded_ld(GH)),
+      zero(int64_t{step_rows} * H), carry(gemm_recurrence_carry_size(B, 3, H, bf16)),
       next(gemm_recurrence_carry_size(B, 3, H, bf16));
   DeviceArray<int> lengths(B);
   upload(hu.data(), hu.size(), u.data(), s);
   upload(ha.data(), ha.size(), a.data(), s);
   upload(hdy.data(), n, dy.data(), s);
   kernels::fill(bias.data(), GH, 0.0f, s);
-  kernels::fill(zero.data(), int64_t{B} * H, 0.0f, s);
+  kernels::fill(zero.data(), zero.capacity(), 0.0f, s);
   const std::vector<int> host_lengths(B, T);
   DS2_CUDA_CHECK(cudaMemcpyAsync(lengths.data(), host_lengths.data(), B * sizeof(int),
                                  cudaMemcpyHostToDevice, s));
@@ -231,7 +235,8 @@ std::string run_gru_bench(const RnnBenchOptions& o) {
   Row gemm_row(std::string("ours: GEMM GRU (") + o.precision +
                " GEMMs, cuBLAS/step, one CUDA graph)");
   if (!o.ours_only) {
-    DeviceArray<float> hg(n), candg(n), dpre_g(3 * n), dg_g(3 * n);
+    DeviceArray<float> hg(n + extra_rows * H), candg(n), dpre_g(3 * n),
+        dg_g(3 * (n + extra_rows * H));
     GemmRecurrenceBf16 ops(bf16, u.data(), 3, H, T, B, s);
     const GemmRecurrence r{ctx.cublas(), s, u.data(), ops.u(), H, B, lengths.data()};
     auto forward = [&] {

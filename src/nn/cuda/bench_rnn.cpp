@@ -151,14 +151,18 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   }
   for (auto& v : hx) v = rng.uniform(-1.0f, 1.0f);
   for (auto& v : hdy) v = rng.uniform(-1.0f, 1.0f);
-  DeviceArray<float> u(int64_t{H} * H), x(n), dy(n), h(n), dpre(n), pre_work(n), hg(n), dpre_g(n);
-  DeviceArray<float> zero(int64_t{B} * H), carry(gemm_recurrence_carry_size(B, 1, H, bf16)),
+  // The GEMM recurrence's states, zero state and dpre with the rows its padded steps read past
+  // their ends (gemm_recurrence_extra_rows).
+  const int64_t extra = int64_t{gemm_recurrence_extra_rows(B, 1, H, bf16)} * H;
+  DeviceArray<float> u(int64_t{H} * H), x(n), dy(n), h(n), dpre(n), pre_work(n), hg(n + extra),
+      dpre_g(n + extra);
+  DeviceArray<float> zero(int64_t{B} * H + extra), carry(gemm_recurrence_carry_size(B, 1, H, bf16)),
       next(gemm_recurrence_carry_size(B, 1, H, bf16));
   DeviceArray<int> lengths(B);
   upload(hu.data(), hu.size(), u.data(), s);
   upload(hx.data(), n, x.data(), s);
   upload(hdy.data(), n, dy.data(), s);
-  kernels::fill(zero.data(), int64_t{B} * H, 0.0f, s);
+  kernels::fill(zero.data(), zero.capacity(), 0.0f, s);
   const std::vector<int> host_lengths(B, T);
   DS2_CUDA_CHECK(cudaMemcpyAsync(lengths.data(), host_lengths.data(), B * sizeof(int),
                                  cudaMemcpyHostToDevice, s));

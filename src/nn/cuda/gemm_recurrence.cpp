@@ -65,20 +65,82 @@ bool gemm_recurrence_prefetches(int gates, int hidden, bool bf16, int64_t l2_byt
   return 2 * u_bytes <= l2_bytes;
 }
 
-int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16) {
+namespace {
+
+int round_up(int n, int multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+// bf16 clipped ReLU, both passes: 64 for steps of 24-63 rows where U's padded side is 3072-4096,
+// or 2688-3071 at a multiple of 8 rows. cuBLAS's default kernel at the smaller N ran up to 1.25x
+// slower there than at N 64 (session 73, us a forward product: H 4096 N 48 10.52 against 8.45 at
+// 64, H 3072 7.72 against 6.80, H 2816 6.79 against 6.40). At H 2304-2560, and at H 2688-2816 for
+// most N not a multiple of 8, N 64 was the slower one; at H 4608 much slower (N 24 backward-data
+// 10.57 against 14.66), at H 5120-6144 level.
+int relu_bf16_rows(int rows, int h16) {
   constexpr int kPaddedRows = 64;
-  if (!bf16 || gates != 1 || rows < 24 || rows >= kPaddedRows) return rows;
-  const int h16 = kernels::rnn_padded_ld(hidden);
-  if (h16 > 4096) return rows;
+  if (rows < 24 || rows >= kPaddedRows || h16 > 4096) return rows;
   return h16 >= 3072 || (h16 >= 2688 && rows % 8 == 0) ? kPaddedRows : rows;
 }
 
+// bf16 GRU forward: rows rounded up to a multiple of 8 at U's padded side 1280-2304. Session 75,
+// every N 1-64 (`gemm-batch-pad.sh gru bf16 dense H...`): the geometric mean over N 1.01-1.08x
+// at H 1296-2304 (H 1536 N 41-47 6.0-6.2 us against 5.03 at 48, N 1-2 1.12-1.16x), the worst N
+// 0.94-1.00x; at H 1104 level (1.006), and backward-data lost (H 1296 N 41 0.74x).
+int gru_bf16_forward_rows(int rows, int h16) {
+  if (h16 < 1280 || h16 > 2304 || rows >= 64) return rows;
+  return round_up(rows, 8);
+}
+
+// fp32 (cuBLAS's SGEMM, no TF32): its default kernel changes at N 4, 9, 12-14, 17 and 33, and
+// at some H the kernel for the smaller N is up to 2x slower than that for N 17. Session 75, every
+// N 1-64 at H 2560-8192 (ReLU) and 512-3072 (GRU), us a product, N as is against padded:
+// - clipped ReLU forward, H 2560-5120: N 3 against 4 1.31-1.66x (H 4096 45.20 / 27.75); N 11-16
+//   against 17 1.05-1.36x (H 5120 N 11 90.54 / 66.60, N 16 77.07); N 9-10 from H 3328 1.06-1.14x
+//   (at H 2816-3072 N 9-10 ran faster as is). At H 6144-8192 other N won: not padded.
+// - clipped ReLU backward-data: N 2-16 against 17 at H 3840-6144, 1.05-2.04x (H 4096 N 2 63.76 /
+//   38.70, N 14 79.06, N 9 40.93; H 6144 N 12 123.76 / 69.33); N 15-16 at H 3072-3839 and N 14
+//   from H 3328, 1.58-2.02x (H 3072 N 16 53.99 / 26.71). At H 8192 N 17 was the slow one.
+// - GRU forward, H 2048-3072: N 7-16 against 17 1.0-1.46x (H 2560 N 12 73.46 / 50.23).
+// - GRU backward-data, H 2560-3072: N 2-16 against 17 1.11-1.88x (H 3072 N 2 93.04 / 59.57);
+//   at H 2048 N 17 was slower than N 14-16.
+int fp32_rows(int rows, int gates, int H, bool backward) {
+  constexpr int kRows = 17;
+  if (gates == 1 && !backward) {
+    if (H < 2560 || H > 5120) return rows;
+    if (rows == 3) return 4;
+    if ((rows >= 11 && rows <= 16) || (H >= 3328 && (rows == 9 || rows == 10))) return kRows;
+    return rows;
+  }
+  if (gates == 1) {
+    if (H >= 3840 && H <= 6144 && rows >= 2 && rows <= 16) return kRows;
+    if (H >= 3072 && H < 3840 && rows >= (H >= 3328 ? 14 : 15) && rows <= 16) return kRows;
+    return rows;
+  }
+  if (!backward) return H >= 2048 && H <= 3072 && rows >= 7 && rows <= 16 ? kRows : rows;
+  return H >= 2560 && H <= 3072 && rows >= 2 && rows <= 16 ? kRows : rows;
+}
+
+}  // namespace
+
+int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16, bool backward) {
+  if (!bf16) return fp32_rows(rows, gates, hidden, backward);
+  const int h16 = kernels::rnn_padded_ld(hidden);
+  if (gates == 1) return relu_bf16_rows(rows, h16);
+  return backward ? rows : gru_bf16_forward_rows(rows, h16);
+}
+
 int gemm_recurrence_row_capacity(int B, int gates, int hidden, bool bf16) {
-  // Not monotone in `rows` (multiples of 8 only at some H): the most over every step's rows.
+  // Not monotone in `rows` (some rules pad only some N): the most over every step's rows.
   int capacity = B;
-  for (int rows = 1; rows <= std::min(B, 63); ++rows)
-    capacity = std::max(capacity, gemm_recurrence_gemm_rows(rows, gates, hidden, bf16));
+  for (int rows = 1; rows <= std::min(B, 64); ++rows)
+    for (const bool backward : {false, true})
+      capacity = std::max(capacity, gemm_recurrence_gemm_rows(rows, gates, hidden, bf16, backward));
   return capacity;
+}
+
+int gemm_recurrence_extra_rows(int B, int gates, int hidden, bool bf16) {
+  return gemm_recurrence_row_capacity(B, gates, hidden, bf16) - B;
 }
 
 int64_t gemm_recurrence_carry_size(int B, int gates, int hidden, bool bf16) {
@@ -89,15 +151,16 @@ int64_t gemm_recurrence_carry_size(int B, int gates, int hidden, bool bf16) {
 GemmRecurrenceBf16::GemmRecurrenceBf16(bool bf16, const float* u, int gates, int hidden, int T,
                                        int B, cudaStream_t stream)
     : bf16_(bf16), T_(T), row_(int64_t{B} * kernels::rnn_padded_ld(hidden)) {
-  if (!bf16) return;
   const int64_t h16 = kernels::rnn_padded_ld(hidden);
-  const int64_t extra_rows = gemm_recurrence_row_capacity(B, gates, hidden, true) - B;
+  const int64_t extra_rows = gemm_recurrence_extra_rows(B, gates, hidden, bf16);
+  // A padded step may stay within B rows (3 as 4 of 4): every clipped ReLU gets a product.
+  if (gates == 1) product_.reserve(std::max<int64_t>(1, (B + extra_rows) * h16));
+  if (!bf16) return;
   u_.reserve(recurrent_weight_bf16_size(gates, hidden));
   states_.reserve(std::max<int64_t>(1, T * row_ + extra_rows * h16));
   zero_.reserve(std::max<int64_t>(1, row_ + extra_rows * h16));
   step_grad_.reserve(
       std::max<int64_t>(1, (B + extra_rows) * int64_t{kernels::rnn_padded_ld(gates * hidden)}));
-  product_.reserve(std::max<int64_t>(1, (B + extra_rows) * h16));
   round_recurrent_weight(u, gates, hidden, u_.data(), stream);
   DS2_CUDA_CHECK(cudaMemsetAsync(zero_.data(), 0, sizeof(uint16_t) * zero_.capacity(), stream));
 }
@@ -106,21 +169,22 @@ void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const floa
                             const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,
                             uint16_t* h_bf16, float clip, const kernels::RnnStepPrefetch& next) {
   const int H = r.hidden;
-  const int gemm_rows = gemm_recurrence_gemm_rows(rows, 1, H, r.bf16());
+  const int gemm_rows = gemm_recurrence_gemm_rows(rows, 1, H, r.bf16(), false);
+  uint16_t* state16 = r.bf16() ? h_bf16 : nullptr;
   if (gemm_rows > rows) {
     // p's rows past B belong to other steps: the padded GEMM writes `product` instead.
     DS2_CHECK(r.product, "the GEMM recurrence runs " << gemm_rows << " rows at H " << H
                                                      << " but was given no product array");
     const int ld16 = kernels::rnn_padded_ld(H);
     recurrent_gemm(r, true, gemm_rows, H, H, h_prev, h_prev_bf16, H, 0.0f, r.product, ld16, false);
-    kernels::rnn_relu_step_forward(p, ld_p, r.product, ld16, h, h_bf16, r.batch, H, t, r.lengths,
+    kernels::rnn_relu_step_forward(p, ld_p, r.product, ld16, h, state16, r.batch, H, t, r.lengths,
                                    clip, prefetched(r, 1, next), r.stream);
     return;
   }
   // p belongs to the layer's projection, its columns past H to the other direction: N unpadded.
   recurrent_gemm(r, true, rows, H, H, h_prev, h_prev_bf16, H, 1.0f, p, ld_p, false);
-  kernels::rnn_relu_step_forward(p, ld_p, nullptr, 0, h, r.bf16() ? h_bf16 : nullptr, r.batch, H, t,
-                                 r.lengths, clip, prefetched(r, 1, next), r.stream);
+  kernels::rnn_relu_step_forward(p, ld_p, nullptr, 0, h, state16, r.batch, H, t, r.lengths, clip,
+                                 prefetched(r, 1, next), r.stream);
 }
 
 void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const float* h,
@@ -133,8 +197,8 @@ void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const flo
                                   clip, prefetched(r, 1, next_step), r.stream);
   // The kernel zeroed `next` on the rows past `rows` (invalid at t); the GEMM fills the others
   // (and, padded, the capacity's rows past B, which nothing reads).
-  recurrent_gemm(r, false, gemm_recurrence_gemm_rows(rows, 1, H, r.bf16()), H, H, dp, dp16, ld_p,
-                 0.0f, next, kernels::rnn_padded_ld(H), true);
+  recurrent_gemm(r, false, gemm_recurrence_gemm_rows(rows, 1, H, r.bf16(), true), H, H, dp, dp16,
+                 ld_p, 0.0f, next, kernels::rnn_padded_ld(H), true);
 }
 
 void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
@@ -142,8 +206,9 @@ void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float
                            const float* bias_h, float* h, uint16_t* h_bf16, float* candidate,
                            const kernels::RnnStepPrefetch& next) {
   const int H = r.hidden;
-  recurrent_gemm(r, true, rows, 3 * H, H, h_prev, h_prev_bf16, H, 0.0f, g,
-                 kernels::rnn_padded_ld(3 * H), true);
+  // g has the capacity's rows: a padded GEMM writes its padding rows there, unread.
+  recurrent_gemm(r, true, gemm_recurrence_gemm_rows(rows, 3, H, r.bf16(), false), 3 * H, H, h_prev,
+                 h_prev_bf16, H, 0.0f, g, kernels::rnn_padded_ld(3 * H), true);
   kernels::rnn_gru_step_forward(p, ld_p, g, bias_h, h_prev, h, r.bf16() ? h_bf16 : nullptr,
                                 candidate, r.batch, H, t, r.lengths, prefetched(r, 3, next),
                                 r.stream);
@@ -158,8 +223,8 @@ void gru_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const floa
                                  r.bf16() ? dg_bf16 : nullptr, next, r.batch, H, t, r.lengths,
                                  prefetched(r, 3, next_step), r.stream);
   // dL/dh_prev = dh z (from the kernel) + dG U.
-  recurrent_gemm(r, false, rows, H, 3 * H, dg, dg_bf16, 3 * H, 1.0f, next,
-                 kernels::rnn_padded_ld(H), true);
+  recurrent_gemm(r, false, gemm_recurrence_gemm_rows(rows, 3, H, r.bf16(), true), H, 3 * H, dg,
+                 dg_bf16, 3 * H, 1.0f, next, kernels::rnn_padded_ld(H), true);
 }
 
 }  // namespace ds2

@@ -10,10 +10,11 @@
 // an element: U of H 4096 is 64 MB from HBM every step that way, 32 MB (within an H200's L2) now.
 // The bf16 copies, U's and what the step kernels write, have their rows and columns padded to
 // multiples of 8 with zeros (kernels/rnn.h's rnn_padded_ld): the GEMMs then run those dimensions
-// padded, which at H not a multiple of 8 halves their time. The clipped ReLU's bf16 GEMMs at large
-// H also run their batch rows padded where cuBLAS's default kernels are slower at the smaller N
-// (gemm_recurrence_gemm_rows): every buffer they read or write then holds
-// gemm_recurrence_row_capacity rows, and the forward's product goes to `product` apart from p.
+// padded, which at H not a multiple of 8 halves their time. Some steps' GEMMs (bf16 and fp32,
+// by cell, pass and H) also run their batch rows padded where cuBLAS's default kernels are slower
+// at the smaller N (gemm_recurrence_gemm_rows): every buffer they read or write then holds
+// gemm_recurrence_row_capacity rows, and a clipped-ReLU forward's product goes to `product`
+// apart from p.
 //
 //   GemmRecurrence r{handle, stream, u, u16, H, B, lengths};        // u16 null: fp32 GEMMs
 //   for (t...) relu_gemm_step_forward(r, t, rows_valid[t], h_prev, h_prev16, p, P, h, h16, clip,
@@ -44,23 +45,25 @@ struct GemmRecurrence {
   int batch;
   const int* lengths;  // device, {batch}: row b is valid at t < lengths[b]
   // {gemm_recurrence_row_capacity, rnn_padded_ld(H)} fp32: where a clipped-ReLU forward step
-  // whose GEMM runs padded rows writes U h_prev (null where no step does).
+  // whose GEMM runs padded rows writes U h_prev (null where no step does; the GRU's steps write
+  // their g, which has the capacity's rows).
   float* product = nullptr;
   bool bf16() const { return u_bf16 != nullptr; }
 };
 
-// The batch rows a step's GEMM runs when `rows` are valid: `rows`, or 64 for bf16 clipped-ReLU
-// steps of 24-63 rows where U's padded side is 3072-4096, or 2688-3071 at a multiple of 8 rows.
-// cuBLAS's default kernel at the smaller N ran up to 1.25x slower there than at N 64, H200
-// (`bash scripts/dev/gemm-batch-pad.sh`, us a forward product: H 4096 N 48 10.52 against 8.45 at
-// 64, H 3072 7.72 against 6.80, H 2816 6.79 against 6.40). At H 2304-2560, and at H 2688-2816 for
-// most N not a multiple of 8, N 64 was the slower one; at H 4608 much slower (N 24 backward-data
-// 10.57 against 14.66), at H 5120-6144 level. The products of the padding rows are never read.
-int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16);
-// The rows every array a step's GEMM reads or writes must hold for a batch of B (>= B): the
-// states and zero state it multiplies, the backward's rounded gradient, carry and next, and
-// `product`. Rows past B hold anything.
+// The batch rows a step's GEMM runs when `rows` are valid, in the forward's product (h_prev U^T)
+// or backward-data's (dG U): `rows`, or more where cuBLAS's default kernel at `rows` ran slower
+// than at the larger N on an H200 (`bash scripts/dev/gemm-batch-pad.sh`, gemm_recurrence.cpp has
+// the rules and their numbers). The products of the padding rows are never read.
+int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16, bool backward);
+// The rows every array a step's GEMM reads or writes must hold for a batch of B (>= B), over
+// both passes: the states and zero state it multiplies, the backward's gradient, carry and next,
+// the GRU's hidden gates and `product`. Rows past B hold anything.
 int gemm_recurrence_row_capacity(int B, int gates, int hidden, bool bf16);
+// The rows past the end of a {T, B, ...} array whose steps a GEMM multiplies (the fp32 states
+// and backward gradients, read in place): row_capacity - B, which the last step's padded GEMM
+// reads. Their products are discarded, so the rows may hold anything.
+int gemm_recurrence_extra_rows(int B, int gates, int hidden, bool bf16);
 
 // Whether a step's kernel prefetches the next step's inputs (kernels::RnnStepPrefetch) on a GPU
 // with `l2_bytes` of L2: where U, as the GEMMs read it (bf16 and padded, or fp32), takes at most
@@ -83,8 +86,8 @@ int64_t gemm_recurrence_carry_size(int B, int gates, int hidden, bool bf16);
 // CudaRnnLayer (the benchmarks, the tests' references; the layer keeps its own for both
 // directions, shared with dU): U rounded, a zero state, the states {T, B, H} that the forward's
 // step kernels round as they write them, and one step's gradient {B, G*H} for backward-data, each
-// with room for gemm_recurrence_row_capacity rows, and the forward's `product`. In fp32 nothing is
-// allocated and every pointer is null.
+// with room for gemm_recurrence_row_capacity rows, and the clipped ReLU forward's `product`. In
+// fp32 only `product` is allocated; the bf16 pointers are null.
 //
 //   GemmRecurrenceBf16 ops(bf16, u, /*gates=*/1, H, T, B, stream);
 //   GemmRecurrence r{handle, stream, u, ops.u(), H, B, lengths, ops.product()};
@@ -103,7 +106,7 @@ class GemmRecurrenceBf16 {
     return t_prev < 0 || t_prev >= T_ ? zero_.data() : states_.data() + int64_t{t_prev} * row_;
   }
   uint16_t* step_grad() { return bf16_ ? step_grad_.data() : nullptr; }
-  float* product() { return bf16_ ? product_.data() : nullptr; }
+  float* product() { return product_.capacity() > 0 ? product_.data() : nullptr; }
 
  private:
   bool bf16_;
@@ -113,6 +116,11 @@ class GemmRecurrenceBf16 {
   DeviceArray<float> product_;
 };
 
+// The step functions' GEMMs read gemm_recurrence_gemm_rows rows of what they multiply (h_prev,
+// h_prev_bf16, dp, dp_bf16, dg, dg_bf16): past B where a step pads, so those arrays hold
+// gemm_recurrence_row_capacity rows, or, read in place from a {T, B, ...} array, that array
+// gemm_recurrence_extra_rows more at its end.
+//
 // Clipped ReLU, step t with `rows` batch rows valid somewhere at t: p += h_prev U^T, then
 // h = clipped ReLU of p with the padding mask. In bf16 the GEMM reads h_prev_bf16 and the step
 // writes h_bf16 ({B, H} each); in fp32 they are ignored (may be null). p: {B, ld_p}.
@@ -127,8 +135,8 @@ void relu_gemm_step_backward(const GemmRecurrence& r, int t, int rows, const flo
                              uint16_t* dp_bf16, float* next, float clip,
                              const kernels::RnnStepPrefetch& next_step);
 
-// GRU step: g = h_prev U^T ({B, 3H}, rows kernels::rnn_padded_ld(3H) apart), then the cell
-// (kernels::rnn_gru_step_forward).
+// GRU step: g = h_prev U^T ({row capacity, 3H}, rows kernels::rnn_padded_ld(3H) apart), then the
+// cell (kernels::rnn_gru_step_forward).
 void gru_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const float* h_prev,
                            const uint16_t* h_prev_bf16, float* p, int ld_p, float* g,
                            const float* bias_h, float* h, uint16_t* h_bf16, float* candidate,

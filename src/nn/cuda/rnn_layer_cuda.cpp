@@ -196,19 +196,23 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
   for (int t = 0; t < T; ++t)
     for (int b = 0; b < B; ++b)
       if (t < in.lengths[b]) active_rows_[t] = b + 1;
-  hidden_states_.resize({directions_, T, B, H});
-  zero_state_.resize({B, H});
+  // The fp32 GEMM recurrence's padded steps read the states and the zero state in place, up to
+  // gemm_recurrence_extra_rows past B (their products discarded); bf16 reads its copies.
+  const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
+  const int extra32 = bf16 ? 0 : gemm_recurrence_extra_rows(B, gates(), H, false);
+  const int step_rows = gemm_recurrence_row_capacity(B, gates(), H, bf16);
+  hidden_states_.resize({directions_, T, B, H}, int64_t{extra32} * H);
+  zero_state_.resize({B + extra32, H});
   kernels::fill(zero_state_.data(), zero_state_.numel(), 0.0f, main);
   if (type_ == RnnType::kGru) {
     hidden_candidate_.resize({directions_, T, B, H});
-    step_hidden_gates_.resize({directions_, B, kernels::rnn_padded_ld(GH)});
+    step_hidden_gates_.resize({directions_, step_rows, kernels::rnn_padded_ld(GH)});
   }
   ran_persistent_ = plan_persistent(B, /*backward=*/false);
   forward_ran_persistent_ = ran_persistent_;
   if (ran_persistent_) {
     run_persistent(/*backward=*/false, T, B, in.device_lengths.data(), nullptr);
   } else {
-    const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
     if (bf16) {
       // The GEMM recurrence's bf16 operands (nn/cuda/gemm_recurrence.h): U rounded here, once a
       // pass (backward reuses it), the states by the step kernels into states_bf16_, which dU's
@@ -217,13 +221,13 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
       // Below 32 rows those of direction 0's late states reach direction 1's first, which the
       // side stream may be writing: their products are discarded, like every padding row's.
       round_recurrent_weights(main);
-      const int64_t rows = gemm_recurrence_row_capacity(B, gates(), H, true);
-      states_bf16_.reserve(std::max<int64_t>(1, (int64_t{directions_} * T * B + rows - B) * H16));
-      zero_state_bf16_.reserve(std::max<int64_t>(1, rows * H16));
+      states_bf16_.reserve(
+          std::max<int64_t>(1, (int64_t{directions_} * T * B + step_rows - B) * H16));
+      zero_state_bf16_.reserve(std::max<int64_t>(1, int64_t{step_rows} * H16));
       DS2_CUDA_CHECK(cudaMemsetAsync(zero_state_bf16_.data(), 0,
                                      sizeof(uint16_t) * zero_state_bf16_.capacity(), main));
-      step_products_.reserve(directions_ * rows * H16);
     }
+    step_products_.reserve(int64_t{directions_} * step_rows * H16);
     // Everything so far is on the main stream; the backward direction's recurrence waits for it
     // on the side stream and the main stream waits for that before summing.
     // The per-step launches of both directions replay as one CUDA graph when the same batch
@@ -288,16 +292,15 @@ void CudaRnnLayer::run_direction(int d, int T, int B, const int* lengths) {
   const int H16 = kernels::rnn_padded_ld(H);
   const bool reverse = d == 1;
   GemmRecurrence r = gemm_recurrence(d, B, lengths);
-  if (r.bf16())
-    r.product = step_products_.data() +
-                int64_t{d} * gemm_recurrence_row_capacity(B, gates(), H, true) * H16;
+  const int step_rows = gemm_recurrence_row_capacity(B, gates(), H, r.bf16());
+  r.product = step_products_.data() + int64_t{d} * step_rows * H16;
   float* pre = (batch_norm_ ? preactivation_ : projection_).data.data();
   float* hs = hidden_states_.data() + int64_t{d} * T * B * H;
   uint16_t* hs16 = r.bf16() ? states_bf16_.data() + int64_t{d} * T * B * H16 : nullptr;
   const bool gru = type_ == RnnType::kGru;
   const float* bias_h = gru ? params_.value(hidden_bias_[d]) : nullptr;
-  float* g =
-      gru ? step_hidden_gates_.data() + int64_t{d} * B * kernels::rnn_padded_ld(GH) : nullptr;
+  float* g = gru ? step_hidden_gates_.data() + int64_t{d} * step_rows * kernels::rnn_padded_ld(GH)
+                 : nullptr;
   for (int step = 0; step < T; ++step) {
     const int t = reverse ? T - 1 - step : step;
     const int m = active_rows_[t];
@@ -333,10 +336,14 @@ void CudaRnnLayer::backward(const DeviceSequences& in, const DeviceSequences& ou
   const int T = static_cast<int>(in.time()), B = static_cast<int>(in.batch());
   const int P = projection_size(), GH = gates() * hidden_;
   cudaStream_t main = ctx_.stream();
-  grad_preactivation_.data.resize({T, B, P});
-  grad_preactivation_.copy_lengths(in, main);
-  if (type_ == RnnType::kGru) grad_hidden_gates_.resize({directions_, T, B, GH});
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
+  // The fp32 GEMM recurrence's padded steps read dG in place past its last step's rows, as the
+  // forward reads the states.
+  const int extra32 = bf16 ? 0 : gemm_recurrence_extra_rows(B, gates(), hidden_, false);
+  grad_preactivation_.data.resize({T, B, P}, int64_t{extra32} * P);
+  grad_preactivation_.copy_lengths(in, main);
+  if (type_ == RnnType::kGru)
+    grad_hidden_gates_.resize({directions_, T, B, GH}, int64_t{extra32} * GH);
   carry_.resize({directions_, 2, gemm_recurrence_carry_size(B, gates(), hidden_, bf16)});
 
   const bool persistent = plan_persistent(B, /*backward=*/true);

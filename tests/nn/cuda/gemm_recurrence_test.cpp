@@ -1,7 +1,7 @@
 // The GEMM recurrence's padded batch rows (nn/cuda/gemm_recurrence.h): which steps run them and
 // the room every array then needs; and where its step kernels prefetch the next step's inputs.
 // Host arithmetic only, so it runs without a GPU; the padded steps' results are
-// CudaRnnLayer.Bf16GemmRecurrenceOnPaddedRowsMatchesCpu.
+// CudaRnnLayer.*GemmRecurrenceOnPaddedRowsMatchesCpu.
 #include "nn/cuda/gemm_recurrence.h"
 
 #include <gtest/gtest.h>
@@ -13,26 +13,79 @@
 namespace ds2 {
 namespace {
 
+// gemm_recurrence_gemm_rows of a pass: the forward's (backward false) or backward-data's.
+int forward_rows(int rows, int gates, int hidden, bool bf16) {
+  return gemm_recurrence_gemm_rows(rows, gates, hidden, bf16, false);
+}
+int backward_rows(int rows, int gates, int hidden, bool bf16) {
+  return gemm_recurrence_gemm_rows(rows, gates, hidden, bf16, true);
+}
+
 TEST(GemmRecurrence, Bf16ReluStepsOf24To63RowsRunSixtyFourAtH2688To4096) {
-  for (const int rows : {24, 25, 33, 48, 57, 63}) {
-    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 3072, true), 64) << rows;
-    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 3066, true), 64) << rows << " (H16 3072)";
-    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 4096, true), 64) << rows;
-  }
+  for (const int rows : {24, 25, 33, 48, 57, 63})
+    for (const bool backward : {false, true}) {
+      EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 3072, true, backward), 64) << rows;
+      EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 3066, true, backward), 64) << rows << " (3072)";
+      EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 4096, true, backward), 64) << rows;
+    }
   // 2688-3071: only multiples of 8, which cuBLAS's default served slower.
-  for (const int rows : {24, 32, 40, 48, 56})
-    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 2688, true), 64);
+  for (const int rows : {24, 32, 40, 48, 56}) EXPECT_EQ(forward_rows(rows, 1, 2688, true), 64);
   for (const int rows : {25, 41, 44, 52, 57, 60})
-    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 2816, true), rows);
+    EXPECT_EQ(forward_rows(rows, 1, 2816, true), rows);
+}
+
+TEST(GemmRecurrence, Bf16GruForwardRowsRoundUpToEightAtH1280To2304) {
+  for (const int hidden : {1280, 1296, 1536, 1700, 2048, 2304}) {
+    EXPECT_EQ(forward_rows(1, 3, hidden, true), 8) << hidden;
+    EXPECT_EQ(forward_rows(41, 3, hidden, true), 48) << hidden;
+    EXPECT_EQ(forward_rows(48, 3, hidden, true), 48) << hidden;
+    EXPECT_EQ(forward_rows(57, 3, hidden, true), 64) << hidden;
+    EXPECT_EQ(backward_rows(41, 3, hidden, true), 41) << hidden;  // backward-data lost at H 1296
+  }
+  EXPECT_EQ(forward_rows(41, 3, 1104, true), 41);  // level there
+  EXPECT_EQ(forward_rows(41, 3, 2560, true), 41);  // not measured
+  EXPECT_EQ(forward_rows(65, 3, 1536, true), 65);
+}
+
+TEST(GemmRecurrence, Fp32StepsRunSeventeenRowsWhereCublasServesFewerSlower) {
+  // Clipped ReLU forward, H 2560-5120: N 3 as 4, N 11-16 as 17, and N 9-10 from H 3328.
+  for (const int hidden : {2560, 3072, 4096, 5120}) {
+    EXPECT_EQ(forward_rows(3, 1, hidden, false), 4) << hidden;
+    for (const int rows : {11, 14, 16}) EXPECT_EQ(forward_rows(rows, 1, hidden, false), 17);
+    for (const int rows : {1, 2, 4, 8, 17, 33, 64})
+      EXPECT_EQ(forward_rows(rows, 1, hidden, false), rows) << hidden;
+  }
+  EXPECT_EQ(forward_rows(9, 1, 3072, false), 9);
+  EXPECT_EQ(forward_rows(9, 1, 3328, false), 17);
+  EXPECT_EQ(forward_rows(12, 1, 6144, false), 12);
+  // Backward-data: N 2-16 at H 3840-6144; N 15-16 from 3072, 14 from 3328.
+  for (const int rows : {2, 8, 13, 16}) {
+    EXPECT_EQ(backward_rows(rows, 1, 4096, false), 17) << rows;
+    EXPECT_EQ(backward_rows(rows, 1, 6144, false), 17) << rows;
+  }
+  EXPECT_EQ(backward_rows(1, 1, 4096, false), 1);
+  EXPECT_EQ(backward_rows(16, 1, 8192, false), 16);
+  EXPECT_EQ(backward_rows(16, 1, 3072, false), 17);
+  EXPECT_EQ(backward_rows(14, 1, 3072, false), 14);
+  EXPECT_EQ(backward_rows(14, 1, 3328, false), 17);
+  EXPECT_EQ(backward_rows(13, 1, 3584, false), 13);
+  EXPECT_EQ(backward_rows(16, 1, 2816, false), 16);
+  // GRU: forward N 7-16 at H 2048-3072, backward-data N 2-16 at H 2560-3072.
+  EXPECT_EQ(forward_rows(7, 3, 2048, false), 17);
+  EXPECT_EQ(forward_rows(6, 3, 2048, false), 6);
+  EXPECT_EQ(forward_rows(12, 3, 1536, false), 12);
+  EXPECT_EQ(backward_rows(2, 3, 2560, false), 17);
+  EXPECT_EQ(backward_rows(16, 3, 3072, false), 17);
+  EXPECT_EQ(backward_rows(16, 3, 2048, false), 16);
 }
 
 TEST(GemmRecurrence, OtherStepsRunTheirRows) {
-  for (const int rows : {1, 8, 23, 64, 65, 100})
-    EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 4096, true), rows);
-  EXPECT_EQ(gemm_recurrence_gemm_rows(48, 1, 2560, true), 48);   // smaller H: N 64 was slower
-  EXPECT_EQ(gemm_recurrence_gemm_rows(24, 1, 4097, true), 24);   // H 4608: N 64 much slower
-  EXPECT_EQ(gemm_recurrence_gemm_rows(48, 1, 4096, false), 48);  // fp32 GEMMs: not measured
-  EXPECT_EQ(gemm_recurrence_gemm_rows(48, 3, 4096, true), 48);   // the GRU's: mixed (session 74)
+  for (const int rows : {1, 8, 23, 64, 65, 100}) EXPECT_EQ(forward_rows(rows, 1, 4096, true), rows);
+  EXPECT_EQ(forward_rows(48, 1, 2560, true), 48);   // smaller H: N 64 was slower
+  EXPECT_EQ(forward_rows(24, 1, 4097, true), 24);   // H 4608: N 64 much slower
+  EXPECT_EQ(forward_rows(48, 1, 4096, false), 48);  // fp32 past 32 rows
+  EXPECT_EQ(backward_rows(48, 3, 2048, true), 48);  // the bf16 GRU's backward-data
+  EXPECT_EQ(forward_rows(65, 1, 3072, false), 65);
 }
 
 TEST(GemmRecurrence, RowCapacityCoversEveryStepsGemm) {
@@ -42,19 +95,27 @@ TEST(GemmRecurrence, RowCapacityCoversEveryStepsGemm) {
   EXPECT_EQ(gemm_recurrence_row_capacity(23, 1, 3077, true), 23);
   EXPECT_EQ(gemm_recurrence_row_capacity(80, 1, 3077, true), 80);
   EXPECT_EQ(gemm_recurrence_row_capacity(30, 1, 3077, false), 30);
+  EXPECT_EQ(gemm_recurrence_row_capacity(30, 1, 4096, false), 30);  // its 2-16 run 17
+  EXPECT_EQ(gemm_recurrence_row_capacity(8, 1, 4096, false), 17);
+  EXPECT_EQ(gemm_recurrence_extra_rows(8, 1, 4096, false), 9);
   EXPECT_EQ(gemm_recurrence_row_capacity(30, 3, 3077, true), 30);
-  for (const int hidden : {37, 2688, 2816, 3077, 4096})
-    for (const bool bf16 : {false, true})
-      for (const int B : {1, 20, 24, 30, 48, 63, 64, 80}) {
-        const int capacity = gemm_recurrence_row_capacity(B, 1, hidden, bf16);
-        EXPECT_GE(capacity, B);
-        int most = B;
-        for (int rows = 0; rows <= B; ++rows)
-          most = std::max(most, gemm_recurrence_gemm_rows(rows, 1, hidden, bf16));
-        EXPECT_EQ(capacity, most) << "H " << hidden << " B " << B << (bf16 ? " bf16" : "");
-        EXPECT_EQ(gemm_recurrence_carry_size(B, 1, hidden, bf16),
-                  int64_t{capacity} * kernels::rnn_padded_ld(hidden));
-      }
+  EXPECT_EQ(gemm_recurrence_row_capacity(41, 3, 1536, true), 48);
+  EXPECT_EQ(gemm_recurrence_extra_rows(3, 3, 1536, true), 5);
+  for (const int gates : {1, 3})
+    for (const int hidden : {37, 1536, 2048, 2688, 2816, 3077, 4096, 6144})
+      for (const bool bf16 : {false, true})
+        for (const int B : {1, 3, 9, 20, 24, 30, 48, 63, 64, 80}) {
+          const int capacity = gemm_recurrence_row_capacity(B, gates, hidden, bf16);
+          EXPECT_GE(capacity, B);
+          int most = B;
+          for (int rows = 0; rows <= B; ++rows)
+            for (const bool backward : {false, true})
+              most = std::max(most, gemm_recurrence_gemm_rows(rows, gates, hidden, bf16, backward));
+          EXPECT_EQ(capacity, most) << "H " << hidden << " B " << B << (bf16 ? " bf16" : "");
+          EXPECT_EQ(gemm_recurrence_extra_rows(B, gates, hidden, bf16), capacity - B);
+          EXPECT_EQ(gemm_recurrence_carry_size(B, gates, hidden, bf16),
+                    int64_t{capacity} * kernels::rnn_padded_ld(hidden));
+        }
 }
 
 TEST(GemmRecurrence, StepsPrefetchWhereUTakesAtMostHalfTheL2) {

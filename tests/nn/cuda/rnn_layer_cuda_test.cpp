@@ -196,8 +196,8 @@ TEST_P(CudaRnnLayerTest, Bf16MatchesCpuWithinRounding) {
 TEST(CudaRnnLayer, Bf16GemmRecurrenceOnPaddedRowsMatchesCpu) {
   DS2_REQUIRE_GPU();
   constexpr int kH = 3077;
-  ASSERT_EQ(gemm_recurrence_gemm_rows(28, 1, kH, true), 64);
-  ASSERT_EQ(gemm_recurrence_gemm_rows(20, 1, kH, true), 20);
+  ASSERT_EQ(gemm_recurrence_gemm_rows(28, 1, kH, true, false), 64);
+  ASSERT_EQ(gemm_recurrence_gemm_rows(20, 1, kH, true, false), 20);
   std::vector<int> lengths;
   for (const auto& [count, length] : {std::pair{20, 4}, {5, 3}, {3, 1}, {2, 0}})
     lengths.insert(lengths.end(), count, length);
@@ -206,6 +206,54 @@ TEST(CudaRnnLayer, Bf16GemmRecurrenceOnPaddedRowsMatchesCpu) {
   for (const bool bidirectional : {false, true})
     check_case(ctx, RnnSpec{RnnType::kRelu, bidirectional, false}, batch, Mode::kTraining,
                bidirectional ? 1201 : 1200, Precision::kBf16, /*persistent=*/false, kH);
+}
+
+// Lengths whose steps have `rows` valid rows each, in order ({16, 16, 12, 3, 1}: 16 rows valid at
+// t 0-1, 12 at t 2, ...): active rows, as CudaRnnLayer counts them.
+std::vector<int> lengths_for_rows(const std::vector<int>& rows) {
+  std::vector<int> lengths(rows.front(), 0);
+  for (int t = 0; t < static_cast<int>(rows.size()); ++t)
+    for (int b = 0; b < rows[t]; ++b) lengths[b] = t + 1;
+  return lengths;
+}
+
+// The fp32 GEMM recurrence where its step GEMMs run 17 or 4 rows (gemm_recurrence_gemm_rows):
+// clipped ReLU at H 3840 (forward 16 and 12 rows as 17, 3 as 4; backward-data 16, 12 and 3 as 17,
+// 1 as 1), reading the states, zero state and dpre past their ends, and the GRU at H 2560 (7-16
+// rows as 17 both passes, 2-6 backward). Both directions (direction 0's padding rows read
+// direction 1's states), forward and backward, against the CPU layer.
+TEST(CudaRnnLayer, Fp32GemmRecurrenceOnPaddedRowsMatchesCpu) {
+  DS2_REQUIRE_GPU();
+  ASSERT_EQ(gemm_recurrence_gemm_rows(12, 1, 3840, false, false), 17);
+  ASSERT_EQ(gemm_recurrence_gemm_rows(3, 1, 3840, false, false), 4);
+  ASSERT_EQ(gemm_recurrence_gemm_rows(3, 1, 3840, false, true), 17);
+  ASSERT_EQ(gemm_recurrence_gemm_rows(12, 3, 2560, false, false), 17);
+  ASSERT_EQ(gemm_recurrence_gemm_rows(3, 3, 2560, false, true), 17);
+  const std::vector<int> relu_lengths = lengths_for_rows({16, 16, 12, 3, 1});
+  const std::vector<int> gru_lengths = lengths_for_rows({12, 12, 7, 3});
+  CudaContext ctx;
+  for (const bool bidirectional : {false, true}) {
+    check_case(ctx, RnnSpec{RnnType::kRelu, bidirectional, false}, Batch{{5, 16, 8}, relu_lengths},
+               Mode::kTraining, bidirectional ? 1301 : 1300, Precision::kFp32, /*persistent=*/false,
+               3840);
+    check_case(ctx, RnnSpec{RnnType::kGru, bidirectional, false}, Batch{{4, 12, 8}, gru_lengths},
+               Mode::kTraining, bidirectional ? 1311 : 1310, Precision::kFp32,
+               /*persistent=*/false, 2560);
+  }
+}
+
+// The bf16 GRU's GEMM recurrence, whose forward GEMMs run their rows rounded up to 8 at H 1296
+// (13 as 16, 5 and 1 as 8), against the CPU layer.
+TEST(CudaRnnLayer, Bf16GruGemmRecurrenceOnPaddedRowsMatchesCpu) {
+  DS2_REQUIRE_GPU();
+  ASSERT_EQ(gemm_recurrence_gemm_rows(13, 3, 1296, true, false), 16);
+  ASSERT_EQ(gemm_recurrence_gemm_rows(1, 3, 1296, true, false), 8);
+  const std::vector<int> lengths = lengths_for_rows({13, 13, 5, 1});
+  CudaContext ctx;
+  for (const bool bidirectional : {false, true})
+    check_case(ctx, RnnSpec{RnnType::kGru, bidirectional, false}, Batch{{4, 13, 8}, lengths},
+               Mode::kTraining, bidirectional ? 1321 : 1320, Precision::kBf16,
+               /*persistent=*/false, 1296);
 }
 
 INSTANTIATE_TEST_SUITE_P(
