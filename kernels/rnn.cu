@@ -100,9 +100,9 @@ __global__ void gru_step_forward_kernel(float* __restrict__ pre, int ld_pre,
     const GruGates c =
         gru_cell_forward({p[k], p[H + k], p[2 * H + k]}, {g[k], g[H + k], g[2 * H + k]},
                          {bias_h[k], bias_h[H + k], bias_h[2 * H + k]}, h_prev[i]);
-    // After the cell's loads, which the stores ahead of them held back: the bf16 walk 0.1-0.3 us
-    // a step faster (session 75, `bash scripts/dev/step-prefetch.sh gru`, H 1904 batch 12 8.39 ->
-    // 8.23-8.34).
+    // After the cell's loads, which the stores ahead of them held back: the bf16 walk 0.03-0.3 us
+    // a step faster in 29 of 30 shapes (session 75, `bash scripts/dev/step-prefetch.sh gru`, H 1904
+    // batch 12 8.39 -> 8.23-8.34).
     if (h_bf16) zero_padding_of_row(h_bf16, b, k, H, H, ld16);
     if (t >= lengths[b]) {
       h[i] = 0.0f;
