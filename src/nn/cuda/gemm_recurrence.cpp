@@ -71,16 +71,28 @@ int round_up(int n, int multiple) {
   return (n + multiple - 1) / multiple * multiple;
 }
 
-// bf16 clipped ReLU, both passes: 64 for steps of 24-63 rows where U's padded side is 3072-4096,
+// bf16 clipped ReLU, both passes: 25 for steps of 17-24 rows where U's padded side is 2304-2560
+// (below); 64 for steps of 24-63 rows where it is 3072-4096,
 // or 2688-3071 at a multiple of 8 rows. cuBLAS's default kernel at the smaller N ran up to 1.25x
 // slower there than at N 64 (session 73, us a forward product: H 4096 N 48 10.52 against 8.45 at
 // 64, H 3072 7.72 against 6.80, H 2816 6.79 against 6.40). At H 2304-2560, and at H 2688-2816 for
 // most N not a multiple of 8, N 64 was the slower one; at H 4608 much slower (N 24 backward-data
 // 10.57 against 14.66), at H 5120-6144 level.
+// Session 75, every N 1-64 (`gemm-batch-pad.sh relu bf16 dense H...`, us a product): at H
+// 2304-2560 cuBLAS serves N 17-24 1.15-1.34x slower than N 25, both passes (H 2560 forward N 17
+// 7.69, N 24 6.64, N 25 5.76; H 2432, not among the sizes the rule was read from, 7.19-7.37
+// against 5.67); and at H 4608-4864 the forward's N 57-63 1.39-1.50x slower than N 64 (H 4864
+// 17.91 against 11.97; level at H 4352 and 5120).
 int relu_bf16_rows(int rows, int h16) {
   constexpr int kPaddedRows = 64;
+  if (h16 >= 2304 && h16 <= 2560 && rows >= 17 && rows <= 24) return 25;
   if (rows < 24 || rows >= kPaddedRows || h16 > 4096) return rows;
   return h16 >= 3072 || (h16 >= 2688 && rows % 8 == 0) ? kPaddedRows : rows;
+}
+
+int relu_bf16_forward_rows(int rows, int h16) {
+  if (h16 >= 4608 && h16 <= 4864 && rows >= 57 && rows < 64) return 64;
+  return relu_bf16_rows(rows, h16);
 }
 
 // bf16 GRU forward: rows rounded up to a multiple of 8 at U's padded side 1280-2304. Session 75,
@@ -126,7 +138,7 @@ int fp32_rows(int rows, int gates, int H, bool backward) {
 int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16, bool backward) {
   if (!bf16) return fp32_rows(rows, gates, hidden, backward);
   const int h16 = kernels::rnn_padded_ld(hidden);
-  if (gates == 1) return relu_bf16_rows(rows, h16);
+  if (gates == 1) return backward ? relu_bf16_rows(rows, h16) : relu_bf16_forward_rows(rows, h16);
   return backward ? rows : gru_bf16_forward_rows(rows, h16);
 }
 

@@ -34,6 +34,30 @@ TEST(GemmRecurrence, Bf16ReluStepsOf24To63RowsRunSixtyFourAtH2688To4096) {
     EXPECT_EQ(forward_rows(rows, 1, 2816, true), rows);
 }
 
+TEST(GemmRecurrence, Bf16ReluStepsOf17To24RowsRun25AtH2304To2560) {
+  for (const int hidden : {2304, 2432, 2560, 2555})
+    for (const int rows : {17, 20, 24}) {
+      EXPECT_EQ(forward_rows(rows, 1, hidden, true), 25) << hidden << " " << rows;
+      EXPECT_EQ(backward_rows(rows, 1, hidden, true), 25) << hidden << " " << rows;
+    }
+  EXPECT_EQ(forward_rows(16, 1, 2560, true), 16);
+  EXPECT_EQ(forward_rows(25, 1, 2560, true), 25);
+  EXPECT_EQ(forward_rows(20, 1, 2296, true), 20);
+  EXPECT_EQ(forward_rows(20, 1, 2688, true), 20);
+  EXPECT_EQ(gemm_recurrence_row_capacity(20, 1, 2560, true), 25);
+}
+
+TEST(GemmRecurrence, Bf16ReluForwardStepsOf57To63RowsRun64AtH4608To4864) {
+  for (const int hidden : {4608, 4864})
+    for (const int rows : {57, 60, 63}) {
+      EXPECT_EQ(forward_rows(rows, 1, hidden, true), 64) << hidden << " " << rows;
+      EXPECT_EQ(backward_rows(rows, 1, hidden, true), rows) << hidden << " " << rows;
+    }
+  EXPECT_EQ(forward_rows(57, 1, 4352, true), 57);
+  EXPECT_EQ(forward_rows(57, 1, 5120, true), 57);
+  EXPECT_EQ(forward_rows(56, 1, 4608, true), 56);
+}
+
 TEST(GemmRecurrence, Bf16GruForwardRowsRoundUpToEightAtH1280To2304) {
   for (const int hidden : {1280, 1296, 1536, 1700, 2048, 2304}) {
     EXPECT_EQ(forward_rows(1, 3, hidden, true), 8) << hidden;
@@ -102,7 +126,7 @@ TEST(GemmRecurrence, RowCapacityCoversEveryStepsGemm) {
   EXPECT_EQ(gemm_recurrence_row_capacity(41, 3, 1536, true), 48);
   EXPECT_EQ(gemm_recurrence_extra_rows(3, 3, 1536, true), 5);
   for (const int gates : {1, 3})
-    for (const int hidden : {37, 1536, 2048, 2688, 2816, 3077, 4096, 6144})
+    for (const int hidden : {37, 1536, 2048, 2560, 2688, 2816, 3077, 4096, 4608, 6144})
       for (const bool bf16 : {false, true})
         for (const int B : {1, 3, 9, 20, 24, 30, 48, 63, 64, 80}) {
           const int capacity = gemm_recurrence_row_capacity(B, gates, hidden, bf16);

@@ -189,10 +189,19 @@ TEST_P(CudaRnnLayerTest, Bf16MatchesCpuWithinRounding) {
   }
 }
 
+// Lengths whose steps have `rows` valid rows each, in order ({16, 16, 12, 3, 1}: 16 rows valid at
+// t 0-1, 12 at t 2, ...): active rows, as CudaRnnLayer counts them.
+std::vector<int> lengths_for_rows(const std::vector<int>& rows) {
+  std::vector<int> lengths(rows.front(), 0);
+  for (int t = 0; t < static_cast<int>(rows.size()); ++t)
+    for (int b = 0; b < rows[t]; ++b) lengths[b] = t + 1;
+  return lengths;
+}
+
 // The bf16 clipped ReLU's GEMM recurrence where its step GEMMs run padded batch rows
 // (gemm_recurrence_gemm_rows): at H 3077 the steps of 25-28 valid rows run 64, the last step's 20
-// do not; both directions (direction 0's padding rows read direction 1's states), forward and
-// backward, against the fp32 CPU layer.
+// do not (and at H 2560 steps of 17-24 run 25); both directions (direction 0's padding rows read
+// direction 1's states), forward and backward, against the fp32 CPU layer.
 TEST(CudaRnnLayer, Bf16GemmRecurrenceOnPaddedRowsMatchesCpu) {
   DS2_REQUIRE_GPU();
   constexpr int kH = 3077;
@@ -206,15 +215,11 @@ TEST(CudaRnnLayer, Bf16GemmRecurrenceOnPaddedRowsMatchesCpu) {
   for (const bool bidirectional : {false, true})
     check_case(ctx, RnnSpec{RnnType::kRelu, bidirectional, false}, batch, Mode::kTraining,
                bidirectional ? 1201 : 1200, Precision::kBf16, /*persistent=*/false, kH);
-}
-
-// Lengths whose steps have `rows` valid rows each, in order ({16, 16, 12, 3, 1}: 16 rows valid at
-// t 0-1, 12 at t 2, ...): active rows, as CudaRnnLayer counts them.
-std::vector<int> lengths_for_rows(const std::vector<int>& rows) {
-  std::vector<int> lengths(rows.front(), 0);
-  for (int t = 0; t < static_cast<int>(rows.size()); ++t)
-    for (int b = 0; b < rows[t]; ++b) lengths[b] = t + 1;
-  return lengths;
+  // H 2560: steps of 20 and 17 rows run 25, of 5 their own.
+  ASSERT_EQ(gemm_recurrence_gemm_rows(17, 1, 2560, true, true), 25);
+  const std::vector<int> lengths_2560 = lengths_for_rows({20, 20, 17, 5});
+  check_case(ctx, RnnSpec{RnnType::kRelu, true, false}, Batch{{4, 20, 8}, lengths_2560},
+             Mode::kTraining, 1202, Precision::kBf16, /*persistent=*/false, 2560);
 }
 
 // The fp32 GEMM recurrence where its step GEMMs run 17 or 4 rows (gemm_recurrence_gemm_rows):
