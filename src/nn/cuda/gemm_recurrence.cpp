@@ -72,8 +72,8 @@ int round_up(int n, int multiple) {
 }
 
 // bf16 clipped ReLU, both passes: 25 for steps of 17-24 rows where U's padded side is 2304-2560
-// (below); 64 for steps of 24-63 rows where it is 3072-4096,
-// or 2688-3071 at a multiple of 8 rows. cuBLAS's default kernel at the smaller N ran up to 1.25x
+// (below); 64 for steps of 24-63 rows where it is 3072-4096, or 2688-3071 at a multiple of 8
+// rows (session 73). cuBLAS's default kernel at the smaller N ran up to 1.25x
 // slower there than at N 64 (session 73, us a forward product: H 4096 N 48 10.52 against 8.45 at
 // 64, H 3072 7.72 against 6.80, H 2816 6.79 against 6.40). At H 2304-2560, and at H 2688-2816 for
 // most N not a multiple of 8, N 64 was the slower one; at H 4608 much slower (N 24 backward-data

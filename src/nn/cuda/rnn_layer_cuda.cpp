@@ -197,7 +197,9 @@ void CudaRnnLayer::forward(const DeviceSequences& in, DeviceSequences& out, bool
     for (int b = 0; b < B; ++b)
       if (t < in.lengths[b]) active_rows_[t] = b + 1;
   // The fp32 GEMM recurrence's padded steps read the states and the zero state in place, up to
-  // gemm_recurrence_extra_rows past B (their products discarded); bf16 reads its copies.
+  // gemm_recurrence_extra_rows past B; bf16 reads its copies. As there, direction 0's late states'
+  // padding rows reach direction 1's first, which the side stream may be writing: their products
+  // are discarded, like every padding row's.
   const bool bf16 = ctx_.matmul_precision() == Precision::kBf16;
   const int extra32 = bf16 ? 0 : gemm_recurrence_extra_rows(B, gates(), H, false);
   const int step_rows = gemm_recurrence_row_capacity(B, gates(), H, bf16);

@@ -147,8 +147,8 @@ class CudaRnnLayer : public CudaLayer {
   // direction, the zero state {B, H}, and one step's gradient per direction {D, B, GH}. These and
   // states_bf16_ are padded as kernels/rnn.h says (rnn_padded_ld).
   DeviceArray<uint16_t> recurrent_weight_bf16_, zero_state_bf16_, step_grad_bf16_;
-  // {D, gemm_recurrence_row_capacity, H16}: U h_prev of the bf16 forward's steps whose GEMM runs
-  // padded rows.
+  // {D, gemm_recurrence_row_capacity, H16}: U h_prev of the clipped-ReLU forward's steps whose
+  // GEMM runs padded rows (bf16 or fp32).
   DeviceArray<float> step_products_;
 
   // Persistent recurrence.

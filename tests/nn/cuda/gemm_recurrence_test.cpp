@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "kernels/rnn.h"
 
@@ -21,13 +22,19 @@ int backward_rows(int rows, int gates, int hidden, bool bf16) {
   return gemm_recurrence_gemm_rows(rows, gates, hidden, bf16, true);
 }
 
-TEST(GemmRecurrence, Bf16ReluStepsOf24To63RowsRunSixtyFourAtH2688To4096) {
-  for (const int rows : {24, 25, 33, 48, 57, 63})
-    for (const bool backward : {false, true}) {
-      EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 3072, true, backward), 64) << rows;
-      EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 3066, true, backward), 64) << rows << " (3072)";
-      EXPECT_EQ(gemm_recurrence_gemm_rows(rows, 1, 4096, true, backward), 64) << rows;
+// Both passes of bf16 clipped-ReLU steps of each of `rows` valid rows, at each hidden size, run
+// `want` rows.
+void expect_bf16_relu_rows(std::initializer_list<int> hiddens, std::initializer_list<int> rows,
+                           int want) {
+  for (const int hidden : hiddens)
+    for (const int r : rows) {
+      EXPECT_EQ(forward_rows(r, 1, hidden, true), want) << "H " << hidden << " rows " << r;
+      EXPECT_EQ(backward_rows(r, 1, hidden, true), want) << "H " << hidden << " rows " << r;
     }
+}
+
+TEST(GemmRecurrence, Bf16ReluStepsOf24To63RowsRunSixtyFourAtH2688To4096) {
+  expect_bf16_relu_rows({3072, 3066 /* padded 3072 */, 4096}, {24, 25, 33, 48, 57, 63}, 64);
   // 2688-3071: only multiples of 8, which cuBLAS's default served slower.
   for (const int rows : {24, 32, 40, 48, 56}) EXPECT_EQ(forward_rows(rows, 1, 2688, true), 64);
   for (const int rows : {25, 41, 44, 52, 57, 60})
@@ -35,11 +42,7 @@ TEST(GemmRecurrence, Bf16ReluStepsOf24To63RowsRunSixtyFourAtH2688To4096) {
 }
 
 TEST(GemmRecurrence, Bf16ReluStepsOf17To24RowsRun25AtH2304To2560) {
-  for (const int hidden : {2304, 2432, 2560, 2555})
-    for (const int rows : {17, 20, 24}) {
-      EXPECT_EQ(forward_rows(rows, 1, hidden, true), 25) << hidden << " " << rows;
-      EXPECT_EQ(backward_rows(rows, 1, hidden, true), 25) << hidden << " " << rows;
-    }
+  expect_bf16_relu_rows({2304, 2432, 2560, 2555}, {17, 20, 24}, 25);
   EXPECT_EQ(forward_rows(16, 1, 2560, true), 16);
   EXPECT_EQ(forward_rows(25, 1, 2560, true), 25);
   EXPECT_EQ(forward_rows(20, 1, 2296, true), 20);
