@@ -1,8 +1,12 @@
 // Dev measurement, not part of the build: whether cuBLASLt's other algorithms run the GEMM
 // recurrence's per-step products (nn/cuda/gemm_recurrence.h) faster than cuBLAS's default choice.
 // For each step shape, the default cublasSgemm / cublasGemmEx call and every algorithm
-// cublasLtMatmulAlgoGetHeuristic offers (up to 32, 32 MiB workspace) are timed as a CUDA graph of
-// 200 calls, as the layers replay their steps. Run on the GPU machine: bash gemm-algos.sh.
+// cublasLtMatmulAlgoGetHeuristic offers (up to 32, 32 MiB workspace), and the first four of those
+// again at split-K 2, 4, 8 and 16 where cublasLtMatmulAlgoCheck accepts it, are timed as a CUDA
+// graph of 200 calls, as the layers replay their steps; the best's configuration is printed (algo
+// id, tile, stages, split-K, reduction scheme). Run on the GPU machine:
+//   bash gemm-algos.sh                              # the shapes below
+//   bash gemm-algos.sh bf16 relu H B [H B ...]      # listed shapes (bf16|fp32, relu|gru)
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -11,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -60,23 +65,49 @@ void run(cublasHandle_t handle, cublasLtHandle_t lt, cudaStream_t s, bool bf16, 
   cublasLtMatmulHeuristicResult_t res[32];
   int returned = 0;
   CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 32, res, &returned));
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  for (int i = 0; i < returned; ++i) algos.push_back(res[i].algo);
+  for (int i = 0; i < std::min(returned, 4); ++i)
+    for (int32_t split : {2, 4, 8, 16}) {
+      cublasLtMatmulAlgo_t a = res[i].algo;
+      CHECK(cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
+                                                 sizeof(split)));
+      cublasLtMatmulHeuristicResult_t check;
+      if (cublasLtMatmulAlgoCheck(lt, desc, la, lb, lc, lc, &a, &check) == CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= ws_bytes)
+        algos.push_back(a);
+    }
   float best = 1e9f, first = -1.0f;
   int best_i = -1;
-  for (int i = 0; i < returned; ++i) {
+  for (size_t i = 0; i < algos.size(); ++i) {
     const float us = graph_us(s, [&] {
-      return cublasLtMatmul(lt, desc, &alpha, u, la, x, lb, &beta, c, lc, c, lc, &res[i].algo, ws,
+      return cublasLtMatmul(lt, desc, &alpha, u, la, x, lb, &beta, c, lc, c, lc, &algos[i], ws,
                             ws_bytes, s) == CUBLAS_STATUS_SUCCESS;
     });
     if (i == 0) first = us;
     if (us > 0 && us < best) {
       best = us;
-      best_i = i;
+      best_i = int(i);
     }
   }
+  int32_t id = -1, tile = -1, stages = -1, split = -1, scheme = -1;
+  if (best_i >= 0) {
+    const cublasLtMatmulAlgo_t& a = algos[best_i];
+    size_t w;
+    cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                         sizeof(stages), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof(split),
+                                         &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                         sizeof(scheme), &w);
+  }
   std::printf(
-      "%-5s %-4s H %5d B %3d %-8s default %7.2f  lt[0] %7.2f  best lt[%2d of %2d] %7.2f  x%.2f\n",
+      "%-5s %-4s H %5d B %3d %-8s default %7.2f  lt[0] %7.2f  best lt[%2d of %2zu] %7.2f  x%.2f"
+      "  (algo %d tile %d stages %d split-K %d scheme %d)\n",
       bf16 ? "bf16" : "fp32", name, H, B, backward ? "bwd-data" : "forward", def, first, best_i,
-      returned, best, def / best);
+      algos.size(), best, def / best, id, tile, stages, split, scheme);
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatrixLayoutDestroy(lb);
@@ -88,7 +119,7 @@ void run(cublasHandle_t handle, cublasLtHandle_t lt, cudaStream_t s, bool bf16, 
   cudaFree(ws);
 }
 
-int main() {
+int main(int argc, char** argv) {
   const BlasStream bs = blas_stream();
   cudaStream_t s = bs.stream;
   cublasHandle_t handle = bs.blas;
@@ -99,13 +130,21 @@ int main() {
     const char* name;
     int H, G, B;
   };
-  const Shape shapes[] = {
+  std::vector<Shape> shapes = {
       {false, "relu", 512, 1, 64},  {false, "relu", 2048, 1, 64}, {false, "relu", 3072, 1, 64},
       {false, "relu", 1920, 1, 64}, {false, "relu", 1536, 1, 64}, {false, "relu", 2048, 1, 48},
       {false, "gru", 256, 3, 64},   {false, "gru", 512, 3, 32},   {false, "gru", 1024, 3, 64},
       {false, "gru", 1536, 3, 48},  {true, "relu", 4096, 1, 64},  {true, "relu", 3328, 1, 24},
       {true, "gru", 1104, 3, 48},   {true, "gru", 1704, 3, 16},   {true, "gru", 2048, 3, 16},
   };
+  if (argc > 3) {
+    const bool bf16 = std::strcmp(argv[1], "bf16") == 0;
+    const bool gru = std::strcmp(argv[2], "gru") == 0;
+    shapes.clear();
+    for (int i = 3; i + 1 < argc; i += 2)
+      shapes.push_back({bf16, gru ? "gru" : "relu", std::atoi(argv[i]), gru ? 3 : 1,
+                        std::atoi(argv[i + 1])});
+  }
   for (const Shape& sh : shapes)
     for (bool backward : {false, true})
       run(handle, lt, s, sh.bf16, sh.name, sh.H, sh.G, sh.B, backward);

@@ -1,5 +1,5 @@
 // Shared by the dev measurements in this folder (gemm_algos.cu, gemm_batch_pad.cu, gru_step.cu,
-// step_pdl.cu, step_prefetch.cu), not part of the build: CHECK, which exits with the failing
+// step_pdl.cu, step_prefetch.cu, l2_window.cu), not part of the build: CHECK, which exits with the failing
 // call's file and line; blas_stream, a non-blocking stream with a cuBLAS handle on it;
 // all_valid_lengths, device lengths for the step kernels; and graph_us, which times a call as the
 // layers replay their steps (kCalls captured into one CUDA graph, the median of 5 replays).
@@ -48,7 +48,9 @@ inline int* all_valid_lengths(int n) {
 }
 
 // Microseconds a call, `call` captured kCalls times into one graph, median of 5 replays.
-float graph_us(cudaStream_t s, const std::function<bool()>& call) {
+// `edit`, where given, sees the captured graph before it is instantiated.
+float graph_us(cudaStream_t s, const std::function<bool()>& call,
+               const std::function<void(cudaGraph_t)>& edit = {}) {
   cudaGraph_t g;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   bool ok = true;
@@ -58,6 +60,7 @@ float graph_us(cudaStream_t s, const std::function<bool()>& call) {
     cudaGraphDestroy(g);
     return -1.0f;
   }
+  if (edit) edit(g);
   cudaGraphExec_t ge;
   CHECK(cudaGraphInstantiate(&ge, g, 0));
   cudaEvent_t a, b;
