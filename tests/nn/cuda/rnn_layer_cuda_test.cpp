@@ -200,8 +200,9 @@ std::vector<int> lengths_for_rows(const std::vector<int>& rows) {
 
 // The bf16 clipped ReLU's GEMM recurrence where its step GEMMs run padded batch rows
 // (gemm_recurrence_gemm_rows): at H 3077 the steps of 25-28 valid rows run 64, the last step's 20
-// do not (and at H 2560 steps of 17-24 run 25); both directions (direction 0's padding rows read
-// direction 1's states), forward and backward, against the fp32 CPU layer.
+// do not (at H 2560 steps of 17-24 run 25, at H 4608 forward steps of 57-63 run 64); both
+// directions (direction 0's padding rows read direction 1's states), forward and backward, against
+// the fp32 CPU layer.
 TEST(CudaRnnLayer, Bf16GemmRecurrenceOnPaddedRowsMatchesCpu) {
   DS2_REQUIRE_GPU();
   constexpr int kH = 3077;
@@ -220,6 +221,12 @@ TEST(CudaRnnLayer, Bf16GemmRecurrenceOnPaddedRowsMatchesCpu) {
   const std::vector<int> lengths_2560 = lengths_for_rows({20, 20, 17, 5});
   check_case(ctx, RnnSpec{RnnType::kRelu, true, false}, Batch{{4, 20, 8}, lengths_2560},
              Mode::kTraining, 1202, Precision::kBf16, /*persistent=*/false, 2560);
+  // H 4608: forward steps of 60 and 57 rows run 64 (4 rows past the batch), backward-data's not.
+  ASSERT_EQ(gemm_recurrence_gemm_rows(57, 1, 4608, true, false), 64);
+  ASSERT_EQ(gemm_recurrence_gemm_rows(60, 1, 4608, true, true), 60);
+  const std::vector<int> lengths_4608 = lengths_for_rows({60, 60, 57, 3});
+  check_case(ctx, RnnSpec{RnnType::kRelu, true, false}, Batch{{4, 60, 8}, lengths_4608},
+             Mode::kTraining, 1203, Precision::kBf16, /*persistent=*/false, 4608);
 }
 
 // The fp32 GEMM recurrence where its step GEMMs run 17 or 4 rows (gemm_recurrence_gemm_rows):
