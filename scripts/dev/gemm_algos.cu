@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
     const bool gru = std::strcmp(argv[2], "gru") == 0;
     shapes.clear();
     for (int i = 3; i + 1 < argc; i += 2)
-      shapes.push_back({bf16, gru ? "gru" : "relu", std::atoi(argv[i]), gru ? 3 : 1,
-                        std::atoi(argv[i + 1])});
+      shapes.push_back(
+          {bf16, gru ? "gru" : "relu", std::atoi(argv[i]), gru ? 3 : 1, std::atoi(argv[i + 1])});
   }
   for (const Shape& sh : shapes)
     for (bool backward : {false, true})

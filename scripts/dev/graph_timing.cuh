@@ -1,6 +1,6 @@
 // Shared by the dev measurements in this folder (gemm_algos.cu, gemm_batch_pad.cu, gru_step.cu,
-// step_pdl.cu, step_prefetch.cu, l2_window.cu), not part of the build: CHECK, which exits with the failing
-// call's file and line; blas_stream, a non-blocking stream with a cuBLAS handle on it;
+// step_pdl.cu, step_prefetch.cu, l2_window.cu), not part of the build: CHECK, which exits with the
+// failing call's file and line; blas_stream, a non-blocking stream with a cuBLAS handle on it;
 // all_valid_lengths, device lengths for the step kernels; and graph_us, which times a call as the
 // layers replay their steps (kCalls captured into one CUDA graph, the median of 5 replays).
 #pragma once

@@ -126,17 +126,15 @@ int main(int argc, char** argv) {
                 if (!gemm(true, u16(t), 1, p)) return false;
                 RnnStepPrefetch in_next;
                 if (pf) in_next.pre = p + step;
-                ds2::kernels::rnn_relu_step_forward(p, h16, nullptr, h16, h + t * step,
-                                                    u16(t + 1), B, H, 0, lengths, 20.0f, in_next,
-                                                    s);
+                ds2::kernels::rnn_relu_step_forward(p, h16, nullptr, h16, h + t * step, u16(t + 1),
+                                                    B, H, 0, lengths, 20.0f, in_next, s);
                 return true;
               }
               const int t = T - calls++;
               RnnStepPrefetch in_next;
               if (pf) in_next = {nullptr, h + (t - 1) * step, dy + (t - 1) * step};
-              ds2::kernels::rnn_relu_step_backward(h + t * step, dy + t * step, c,
-                                                   dpre + t * step, h16,
-                                                   static_cast<uint16_t*>(d16), nx, B, H, 0,
+              ds2::kernels::rnn_relu_step_backward(h + t * step, dy + t * step, c, dpre + t * step,
+                                                   h16, static_cast<uint16_t*>(d16), nx, B, H, 0,
                                                    lengths, 20.0f, in_next, s);
               if (!gemm(false, d16, 0, nx)) return false;
               std::swap(c, nx);
@@ -148,8 +146,8 @@ int main(int argc, char** argv) {
         return us;
       };
       for (int backward = 0; backward < 2; ++backward) {
-        printf("H %d B %d %s (U %.1f MB, fit %.2f):", H, B, backward ? "bwd" : "fwd",
-               u_bytes / 1e6, fit);
+        printf("H %d B %d %s (U %.1f MB, fit %.2f):", H, B, backward ? "bwd" : "fwd", u_bytes / 1e6,
+               fit);
         for (int variant = 0; variant < 6; ++variant) printf(" %.2f", run(backward, variant));
         printf("\n");
         fflush(stdout);
