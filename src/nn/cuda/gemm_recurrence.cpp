@@ -183,17 +183,21 @@ void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const floa
   const int H = r.hidden;
   const int gemm_rows = gemm_recurrence_gemm_rows(rows, 1, H, r.bf16(), false);
   uint16_t* state16 = r.bf16() ? h_bf16 : nullptr;
-  if (gemm_rows > rows) {
+  const int ld16 = kernels::rnn_padded_ld(H);
+  // bf16 at H not a multiple of 8: N padded too, which p cannot take (its columns past H are the
+  // other direction's), so the product goes to `product`. cuBLAS's bf16 kernels at the unpadded N
+  // ran the step 1.3x slower (H 4100 batch 8, seven layers, 113.00 ms a step against H 4104's
+  // 87.59; session 65).
+  const bool pad_n = r.bf16() && ld16 != H;
+  if (gemm_rows > rows || pad_n) {
     // p's rows past B belong to other steps: the padded GEMM writes `product` instead.
     DS2_CHECK(r.product, "the GEMM recurrence runs " << gemm_rows << " rows at H " << H
                                                      << " but was given no product array");
-    const int ld16 = kernels::rnn_padded_ld(H);
-    recurrent_gemm(r, true, gemm_rows, H, H, h_prev, h_prev_bf16, H, 0.0f, r.product, ld16, false);
+    recurrent_gemm(r, true, gemm_rows, H, H, h_prev, h_prev_bf16, H, 0.0f, r.product, ld16, pad_n);
     kernels::rnn_relu_step_forward(p, ld_p, r.product, ld16, h, state16, r.batch, H, t, r.lengths,
                                    clip, prefetched(r, 1, next), r.stream);
     return;
   }
-  // p belongs to the layer's projection, its columns past H to the other direction: N unpadded.
   recurrent_gemm(r, true, rows, H, H, h_prev, h_prev_bf16, H, 1.0f, p, ld_p, false);
   kernels::rnn_relu_step_forward(p, ld_p, nullptr, 0, h, state16, r.batch, H, t, r.lengths, clip,
                                  prefetched(r, 1, next), r.stream);

@@ -14,7 +14,7 @@
 // by cell, pass and H) also run their batch rows padded where cuBLAS's default kernels are slower
 // at the smaller N (gemm_recurrence_gemm_rows): every buffer they read or write then holds
 // gemm_recurrence_row_capacity rows, and a clipped-ReLU forward's product goes to `product`
-// apart from p.
+// apart from p, as it does in bf16 at H not a multiple of 8 (whose GEMM runs its N, H, padded).
 //
 //   GemmRecurrence r{handle, stream, u, u16, H, B, lengths};        // u16 null: fp32 GEMMs
 //   for (t...) relu_gemm_step_forward(r, t, rows_valid[t], h_prev, h_prev16, p, P, h, h16, clip,
@@ -45,8 +45,9 @@ struct GemmRecurrence {
   int batch;
   const int* lengths;  // device, {batch}: row b is valid at t < lengths[b]
   // {gemm_recurrence_row_capacity, rnn_padded_ld(H)} fp32: where a clipped-ReLU forward step
-  // whose GEMM runs padded rows writes U h_prev (null where no step does; the GRU's steps write
-  // their g, which has the capacity's rows).
+  // whose GEMM runs padded rows, or in bf16 padded columns at H not a multiple of 8, writes U
+  // h_prev (null where no step does; the GRU's steps write their g, which has the capacity's
+  // rows).
   float* product = nullptr;
   bool bf16() const { return u_bf16 != nullptr; }
 };
