@@ -66,6 +66,11 @@ int gemm_recurrence_row_capacity(int B, int gates, int hidden, bool bf16);
 // reads. Their products are discarded, so the rows may hold anything.
 int gemm_recurrence_extra_rows(int B, int gates, int hidden, bool bf16);
 
+// Whether the clipped ReLU's forward steps run as one fused kernel each (kernels/rnn_fused_step.h)
+// instead of the GEMM and the step kernel: bf16, batch up to 16, H past 4096, where a step is U's
+// read from HBM. MEASURED
+bool gemm_recurrence_fuses_relu_forward(int B, int hidden, bool bf16);
+
 // Whether a step's kernel prefetches the next step's inputs (kernels::RnnStepPrefetch) on a GPU
 // with `l2_bytes` of L2: where U, as the GEMMs read it (bf16 and padded, or fp32), takes at most
 // half of it, so that the prefetched rows do not push U's out. H200 (60 MiB of L2), bf16, `bash
