@@ -230,7 +230,7 @@ TEST(CudaRnnLayer, Bf16GemmRecurrenceOnPaddedRowsMatchesCpu) {
 }
 
 // The bf16 clipped ReLU's GEMM recurrence where its forward steps run as one fused kernel each
-// (gemm_recurrence_fuses_relu_forward: batch up to 16 past H 4096), at H 4100 (padded to 4104),
+// (gemm_recurrence_fuses_relu_forward: batch up to 8 past H 4096), at H 4100 (padded to 4104),
 // batch 5 with unequal lengths, one and both directions, against the fp32 CPU layer.
 TEST(CudaRnnLayer, Bf16FusedReluStepMatchesCpu) {
   DS2_REQUIRE_GPU();
