@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 // Measured (H200, `bash scripts/dev/fused-step.sh`, us a step of the walk at batch 8, warps x
 // chunks a group x stages): 4 x 1 x 8 H 4608 10.75, H 5120 15.76, H 6144 21.38; 4 x 2 x 6 11.34,
 // 16.04, 21.94; 2 x 2 x 8 15.37, 18.38, 22.83; loads pipelined in registers instead 13.95, 15.82,
-// 21.07. 49 KiB a CTA: four CTAs an SM, so every CTA of H 6144 is resident at once.
+// 21.07. 48 KiB of stages a CTA: four CTAs an SM, so all 384 CTAs of H 6144 are resident at once.
 constexpr int kWarps = 4, kDepth = 1, kStages = 8;
 constexpr int kBytes = kWarps * kStages * kDepth * 3 * 32 * 16;
 
@@ -124,8 +124,9 @@ void rnn_relu_fused_step_forward(const uint16_t* u_bf16, int H, const uint16_t* 
   DS2_CHECK(rnn_relu_fused_step_fits(B), "the fused clipped-ReLU step takes batches of 1-"
                                              << kRnnFusedStepMaxBatch << ", not " << B);
   const auto kernel = relu_fused_step_kernel<kWarps, kDepth, kStages>;
-  // Past the 48 KiB a launch gets without asking; a host call, per device, so every launch (the
-  // layers capture their steps into graphs: once a capture).
+  // Up to the 48 KiB a launch gets without asking, but set so that deeper stages need no other
+  // change; a host call, per device, so every launch (the layers capture their steps: once a
+  // capture).
   DS2_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
   const int ld16 = rnn_padded_ld(H);
   kernel<<<(ld16 + 15) / 16, 32 * kWarps, kBytes, stream>>>(u_bf16, H, ld16, h_prev_bf16, pre,
