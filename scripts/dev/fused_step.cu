@@ -3,8 +3,11 @@
 // and applies the clipped ReLU step in its epilogue, walks the bf16 GEMM recurrence's forward at
 // large H and small batch faster than cuBLAS's GEMM (beta 1 into p) plus the library's step kernel
 // (kernels/rnn.cu). Each step's inputs and outputs at their own addresses over T steps, as
-// CudaRnnLayer walks them; the fused walk's states are checked against the cuBLAS walk's. us a
-// step, one graph of T steps, median of 5 replays. Run on the GPU machine:
+// CudaRnnLayer walks them; each variant's h, a step at a time on the cuBLAS walk's states, is
+// checked against that walk's. Variants: loads in registers, a group of chunks at a time or two
+// groups pipelined (fused_relu_step), and loads through shared memory with cp.async, kStages - 1
+// groups ahead (staged_relu_step, the form kernels/rnn_fused_step.cu keeps). us a step, one graph
+// of T steps, median of 5 replays. Run on the GPU machine:
 //   bash scripts/dev/fused-step.sh [H...]
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -57,11 +60,9 @@ __device__ __forceinline__ uint4 load_stream(const uint16_t* p) {
 // loads 8 consecutive k of rows g and g + 8 of U and of row g (+ 8) of X, which two m16n8k16
 // products consume with k permuted alike on both sides.
 template <int NT, int kWarps, int kDepth, int kHint, bool kPipelined>
-__global__ void __launch_bounds__(32 * kWarps) fused_relu_step(const uint16_t* __restrict__ u,
-                                                               const uint16_t* __restrict__ x,
-                                                               int k16, int M, int B,
-                                                               const float* pre, int ld_pre,
-                                                               float* h, uint16_t* h16, float clip) {
+__global__ void __launch_bounds__(32 * kWarps)
+    fused_relu_step(const uint16_t* __restrict__ u, const uint16_t* __restrict__ x, int k16, int M,
+                    int B, const float* pre, int ld_pre, float* h, uint16_t* h16, float clip) {
   __shared__ float partial[kWarps][NT][32 * 4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int j0 = blockIdx.x * 16;
@@ -140,8 +141,6 @@ void launch(const uint16_t* u, const uint16_t* x, int k16, int M, int B, const f
       <<<(M + 15) / 16, 32 * kWarps, 0, s>>>(u, x, k16, M, B, pre, ld_pre, h, h16, 20.0f);
 }
 
-
-
 // 16 bytes from global to shared memory without the registers (zeros where !in): U's through L2
 // only (asking for the 128-byte block), X's through L1 too.
 __device__ __forceinline__ void copy_async(uint4* dst, const void* src, bool in, bool stream) {
@@ -160,9 +159,8 @@ __device__ __forceinline__ void copy_async(uint4* dst, const void* src, bool in,
 // products, only the lane's own cp.async.wait_group.
 template <int NT, int kWarps, int kDepth, int kStages>
 __global__ void __launch_bounds__(32 * kWarps)
-    staged_relu_step(const uint16_t* __restrict__ u, const uint16_t* __restrict__ x, int k16,
-                     int M, int B, const float* pre, int ld_pre, float* h, uint16_t* h16,
-                     float clip) {
+    staged_relu_step(const uint16_t* __restrict__ u, const uint16_t* __restrict__ x, int k16, int M,
+                     int B, const float* pre, int ld_pre, float* h, uint16_t* h16, float clip) {
   extern __shared__ uint4 stages[];  // [warp][stage][d][2 + NT][lane]
   __shared__ float partial[kWarps][NT][32 * 4];
   constexpr int kPerStage = kDepth * (2 + NT) * 32;
@@ -188,8 +186,8 @@ __global__ void __launch_bounds__(32 * kWarps)
         for (int nt = 0; nt < NT; ++nt) {
           const int n = g + 8 * nt;
           const bool xin = in && n < B;
-          copy_async(st + (d * (2 + NT) + 2 + nt) * 32 + lane,
-                     xin ? x + int64_t{n} * k16 + k : x, xin, false);
+          copy_async(st + (d * (2 + NT) + 2 + nt) * 32 + lane, xin ? x + int64_t{n} * k16 + k : x,
+                     xin, false);
         }
       }
     }
@@ -261,10 +259,11 @@ int main(int argc, char** argv) {
     Hs.clear();
     for (int i = 1; i < argc; ++i) Hs.push_back(std::atoi(argv[i]));
   }
-  printf("T %d, bf16 clipped ReLU forward, us a step: cuBLAS + step kernel | fused "
-         "(registers, pipelined, 4 warps x depth 4; through shared memory, warps x depth x stages: "
-         "4x2x6 2x2x8 2x4x4 4x1x8) | max |h| diff, a step on the cuBLAS walk's states\n",
-         T);
+  printf(
+      "T %d, bf16 clipped ReLU forward, us a step: cuBLAS + step kernel | fused "
+      "(registers, pipelined, 4 warps x depth 4; through shared memory, warps x depth x stages: "
+      "4x2x6 2x2x8 2x4x4 4x1x8) | max |h| diff, a step on the cuBLAS walk's states\n",
+      T);
   for (int H : Hs)
     for (int B : {1, 2, 4, 8, 12, 16}) {
       const int h16 = rnn_padded_ld(H);
@@ -307,12 +306,12 @@ int main(int argc, char** argv) {
       const float ref = graph_us(s, [&] {
         const int t = calls++;
         float* p = pre + t * step;
-        if (cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, H, B, h16, &one, u, CUDA_R_16BF, h16,
-                         u16(t), CUDA_R_16BF, h16, &one, p, CUDA_R_32F, h16, CUBLAS_COMPUTE_32F,
+        if (cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, H, B, h16, &one, u, CUDA_R_16BF, h16, u16(t),
+                         CUDA_R_16BF, h16, &one, p, CUDA_R_32F, h16, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
           return false;
-        ds2::kernels::rnn_relu_step_forward(p, h16, nullptr, h16, h + t * step, u16(t + 1), B, H,
-                                            0, lengths, 20.0f, RnnStepPrefetch{}, s);
+        ds2::kernels::rnn_relu_step_forward(p, h16, nullptr, h16, h + t * step, u16(t + 1), B, H, 0,
+                                            lengths, 20.0f, RnnStepPrefetch{}, s);
         return true;
       });
       // One walk of the cuBLAS path on fresh projections: the states the fused walk must match.
@@ -323,8 +322,8 @@ int main(int argc, char** argv) {
         CHECK(cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, H, B, h16, &one, u, CUDA_R_16BF, h16,
                            u16(t), CUDA_R_16BF, h16, &one, p, CUDA_R_32F, h16, CUBLAS_COMPUTE_32F,
                            CUBLAS_GEMM_DEFAULT));
-        ds2::kernels::rnn_relu_step_forward(p, h16, nullptr, h16, h + t * step, u16(t + 1), B, H,
-                                            0, lengths, 20.0f, RnnStepPrefetch{}, s);
+        ds2::kernels::rnn_relu_step_forward(p, h16, nullptr, h16, h + t * step, u16(t + 1), B, H, 0,
+                                            lengths, 20.0f, RnnStepPrefetch{}, s);
       }
       std::vector<float> want(T * step);
       CHECK(cudaMemcpy(want.data(), h, want.size() * 4, cudaMemcpyDeviceToHost));
@@ -332,12 +331,11 @@ int main(int argc, char** argv) {
       using Launch = void (*)(const uint16_t*, const uint16_t*, int, int, int, const float*, int,
                               float*, uint16_t*, cudaStream_t);
       const bool two = B > 8;
-      const Launch variants[] = {
-          two ? launch<2, 4, 4, 128, true> : launch<1, 4, 4, 128, true>,
-          two ? launch_staged<2, 4, 2, 6> : launch_staged<1, 4, 2, 6>,
-          two ? launch_staged<2, 2, 2, 8> : launch_staged<1, 2, 2, 8>,
-          two ? launch_staged<2, 2, 4, 4> : launch_staged<1, 2, 4, 4>,
-          two ? launch_staged<2, 4, 1, 8> : launch_staged<1, 4, 1, 8>};
+      const Launch variants[] = {two ? launch<2, 4, 4, 128, true> : launch<1, 4, 4, 128, true>,
+                                 two ? launch_staged<2, 4, 2, 6> : launch_staged<1, 4, 2, 6>,
+                                 two ? launch_staged<2, 2, 2, 8> : launch_staged<1, 2, 2, 8>,
+                                 two ? launch_staged<2, 2, 4, 4> : launch_staged<1, 2, 4, 4>,
+                                 two ? launch_staged<2, 4, 1, 8> : launch_staged<1, 4, 1, 8>};
       printf("H %d B %d: %.2f |", H, B, ref);
       std::vector<float> diffs;
       for (const Launch f : variants) {
