@@ -55,6 +55,31 @@ __device__ __forceinline__ uint4 load_stream(const uint16_t* p) {
   return v;
 }
 
+// The epilogue both kernels share: the warps' partial sums of the 16 x 8 NT tile added in warp
+// order, then the step: h = clip(max(pre + sum, 0)), h16 its bf16 copy.
+template <int NT, int kWarps>
+__device__ void finish_step(const float (&acc)[NT][4], int j0, int M, int k16, int B,
+                            const float* pre, int ld_pre, float* h, uint16_t* h16, float clip) {
+  __shared__ float partial[kWarps][NT][32 * 4];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) partial[warp][nt][lane * 4 + i] = acc[nt][i];
+  __syncthreads();
+  for (int e = threadIdx.x; e < NT * 128; e += 32 * kWarps) {
+    const int nt = e / 128, l = (e % 128) / 4, i = e % 4;
+    const int j = j0 + l / 4 + (i >= 2 ? 8 : 0), n = 8 * nt + 2 * (l % 4) + (i % 2);
+    if (j >= M || n >= B) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += partial[w][nt][e % 128];
+    const float v = fminf(fmaxf(pre[int64_t{n} * ld_pre + j] + sum, 0.0f), clip);
+    h[int64_t{n} * M + j] = v;
+    h16[int64_t{n} * k16 + j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  }
+}
+
 // h[n, j] = clip(max(pre[n, j] + sum_k X[n, k] U[j, k], 0)) for j in [16 blockIdx.x, +16), n < B
 // (B <= 8 NT). U {M, k16} bf16 rows k16 apart, X {B, k16} bf16. kWarps warps split K; each lane
 // loads 8 consecutive k of rows g and g + 8 of U and of row g (+ 8) of X, which two m16n8k16
@@ -63,7 +88,6 @@ template <int NT, int kWarps, int kDepth, int kHint, bool kPipelined>
 __global__ void __launch_bounds__(32 * kWarps)
     fused_relu_step(const uint16_t* __restrict__ u, const uint16_t* __restrict__ x, int k16, int M,
                     int B, const float* pre, int ld_pre, float* h, uint16_t* h16, float clip) {
-  __shared__ float partial[kWarps][NT][32 * 4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int j0 = blockIdx.x * 16;
   const int chunks = (k16 + 31) / 32;
@@ -116,22 +140,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       multiply(first);
     }
   }
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) partial[warp][nt][lane * 4 + i] = acc[nt][i];
-  __syncthreads();
-  for (int e = threadIdx.x; e < NT * 128; e += 32 * kWarps) {
-    const int nt = e / 128, l = (e % 128) / 4, i = e % 4;
-    const int j = j0 + l / 4 + (i >= 2 ? 8 : 0), n = 8 * nt + 2 * (l % 4) + (i % 2);
-    if (j >= M || n >= B) continue;
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) s += partial[w][nt][e % 128];
-    const float v = fminf(fmaxf(pre[int64_t{n} * ld_pre + j] + s, 0.0f), clip);
-    h[int64_t{n} * M + j] = v;
-    h16[int64_t{n} * k16 + j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  }
+  finish_step<NT, kWarps>(acc, j0, M, k16, B, pre, ld_pre, h, h16, clip);
 }
 
 template <int NT, int kWarps, int kDepth, int kHint, bool kPipelined>
@@ -162,7 +171,6 @@ __global__ void __launch_bounds__(32 * kWarps)
     staged_relu_step(const uint16_t* __restrict__ u, const uint16_t* __restrict__ x, int k16, int M,
                      int B, const float* pre, int ld_pre, float* h, uint16_t* h16, float clip) {
   extern __shared__ uint4 stages[];  // [warp][stage][d][2 + NT][lane]
-  __shared__ float partial[kWarps][NT][32 * 4];
   constexpr int kPerStage = kDepth * (2 + NT) * 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   uint4* mine = stages + warp * kStages * kPerStage;
@@ -213,22 +221,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     issue(q + kStages - 1);
   }
   asm volatile("cp.async.wait_group 0;\n" ::);
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) partial[warp][nt][lane * 4 + i] = acc[nt][i];
-  __syncthreads();
-  for (int e = threadIdx.x; e < NT * 128; e += 32 * kWarps) {
-    const int nt = e / 128, l = (e % 128) / 4, i = e % 4;
-    const int j = j0 + l / 4 + (i >= 2 ? 8 : 0), n = 8 * nt + 2 * (l % 4) + (i % 2);
-    if (j >= M || n >= B) continue;
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += partial[w][nt][e % 128];
-    const float v = fminf(fmaxf(pre[int64_t{n} * ld_pre + j] + sum, 0.0f), clip);
-    h[int64_t{n} * M + j] = v;
-    h16[int64_t{n} * k16 + j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  }
+  finish_step<NT, kWarps>(acc, j0, M, k16, B, pre, ld_pre, h, h16, clip);
 }
 
 template <int NT, int kWarps, int kDepth, int kStages>

@@ -17,29 +17,13 @@
 #include "kernels/rnn.h"
 #include "support/cuda_compare.h"
 #include "support/cuda_rnn_reference.h"
+#include "support/device_vectors.h"
 
 namespace ds2 {
 namespace {
 
 constexpr int kT = 2;  // the timestep run; row b is valid when kT < lengths[b]
 constexpr float kClip = 20.0f;
-
-template <class T>
-DeviceArray<T> to_device(const std::vector<T>& host, cudaStream_t s) {
-  DeviceArray<T> d(static_cast<int64_t>(host.size()));
-  DS2_CUDA_CHECK(
-      cudaMemcpyAsync(d.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-  return d;
-}
-
-template <class T>
-std::vector<T> to_host(const DeviceArray<T>& d, cudaStream_t s) {
-  std::vector<T> host(d.capacity());
-  DS2_CUDA_CHECK(
-      cudaMemcpyAsync(host.data(), d.data(), host.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
-  DS2_CUDA_CHECK(cudaStreamSynchronize(s));
-  return host;
-}
 
 // {rows, ld} bf16, the first `cols` columns of each row uniform in [lo, hi], the rest 0 (rows past
 // `rows_valid` all 0: U's padding rows).
