@@ -19,6 +19,7 @@
 #include "core/gru_cell_backward.h"
 #include "support/cuda_compare.h"
 #include "support/cuda_rnn_reference.h"
+#include "support/device_vectors.h"
 
 namespace ds2 {
 namespace {
@@ -45,25 +46,8 @@ std::vector<float> padded_rows(int rows, int cols, int ld, Rng& rng, float lo, f
 }
 
 template <class T>
-DeviceArray<T> to_device(const std::vector<T>& host, cudaStream_t s) {
-  DeviceArray<T> d(static_cast<int64_t>(host.size()));
-  DS2_CUDA_CHECK(
-      cudaMemcpyAsync(d.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, s));
-  return d;
-}
-
-template <class T>
 DeviceArray<T> filled(int64_t n, T value, cudaStream_t s) {
   return to_device(std::vector<T>(n, value), s);
-}
-
-template <class T>
-std::vector<T> to_host(const DeviceArray<T>& d, cudaStream_t s) {
-  std::vector<T> host(d.capacity());
-  DS2_CUDA_CHECK(
-      cudaMemcpyAsync(host.data(), d.data(), host.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
-  DS2_CUDA_CHECK(cudaStreamSynchronize(s));
-  return host;
 }
 
 // x's rows (`ld` apart) hold `want` rounded to bf16 in their first `cols` columns and 0 after.

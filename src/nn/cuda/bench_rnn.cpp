@@ -324,6 +324,8 @@ std::string run_rnn_bench(const RnnBenchOptions& o) {
   // step kernel that writes it, fp32 sums).
   Row gemm_row(std::string("ours: GEMM RNN (") + o.precision +
                " GEMMs, cuBLAS/step, one CUDA graph)");
+  if (gemm_recurrence_fuses_relu_forward(B, H, bf16))
+    gemm_row.add_note("forward: one fused kernel a step (kernels/rnn_fused_step.h)");
   if (!o.ours_only) {
     GemmRecurrenceBf16 ops(bf16, u.data(), 1, H, T, B, s);
     const GemmRecurrence r{ctx.cublas(), s, u.data(), ops.u(), H, B, lengths.data(), ops.product()};

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/rnn.h"
+#include "kernels/rnn_fused_step.h"
 
 namespace ds2 {
 
@@ -104,6 +105,11 @@ int gru_bf16_forward_rows(int rows, int h16) {
   return round_up(rows, 8);
 }
 
+// The fused bf16 clipped-ReLU forward step (kernels/rnn_fused_step.h) replaces the GEMM and step
+// kernel past this padded H (gemm_recurrence.h has the numbers). At H 4096 the walk measured 8.39
+// against 10.54 at batch 8 too, but the layers run the persistent kernel there.
+constexpr int kFusedStepMinHidden = 4096;
+
 // fp32 (cuBLAS's SGEMM, no TF32): its default kernel changes at N 4, 9, 12-14, 17 and 33, and
 // at some H the kernel for the smaller N is up to 2x slower than that for N 17. Session 75, every
 // N 1-64 at H 2560-8192 (ReLU) and 512-3072 (GRU), us a product, N as is against padded:
@@ -134,6 +140,11 @@ int fp32_rows(int rows, int gates, int H, bool backward) {
 }
 
 }  // namespace
+
+bool gemm_recurrence_fuses_relu_forward(int B, int hidden, bool bf16) {
+  return bf16 && kernels::rnn_relu_fused_step_fits(B) &&
+         kernels::rnn_padded_ld(hidden) > kFusedStepMinHidden;
+}
 
 int gemm_recurrence_gemm_rows(int rows, int gates, int hidden, bool bf16, bool backward) {
   if (!bf16) return fp32_rows(rows, gates, hidden, backward);
@@ -181,6 +192,12 @@ void relu_gemm_step_forward(const GemmRecurrence& r, int t, int rows, const floa
                             const uint16_t* h_prev_bf16, float* p, int ld_p, float* h,
                             uint16_t* h_bf16, float clip, const kernels::RnnStepPrefetch& next) {
   const int H = r.hidden;
+  if (gemm_recurrence_fuses_relu_forward(r.batch, H, r.bf16())) {
+    // Every row of the batch (the invalid ones' h is 0 either way); U streamed once, no GEMM.
+    kernels::rnn_relu_fused_step_forward(r.u_bf16, H, h_prev_bf16, p, ld_p, h, h_bf16, r.batch, t,
+                                         r.lengths, clip, r.stream);
+    return;
+  }
   const int gemm_rows = gemm_recurrence_gemm_rows(rows, 1, H, r.bf16(), false);
   uint16_t* state16 = r.bf16() ? h_bf16 : nullptr;
   const int ld16 = kernels::rnn_padded_ld(H);

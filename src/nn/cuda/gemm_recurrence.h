@@ -66,6 +66,15 @@ int gemm_recurrence_row_capacity(int B, int gates, int hidden, bool bf16);
 // reads. Their products are discarded, so the rows may hold anything.
 int gemm_recurrence_extra_rows(int B, int gates, int hidden, bool bf16);
 
+// Whether the clipped ReLU's forward steps run as one fused kernel each (kernels/rnn_fused_step.h)
+// instead of the GEMM and the step kernel: bf16, batch up to 8, H past 4096, where a step is U's
+// read from HBM (the layers take it at batch 3-8; at 1-2 the persistent streamed kernel runs).
+// H200, `ds2 bench rnn --precision bf16 --repeats 5 --warmup 1`, forward us a step against cuDNN's
+// best 16-bit: H 4608 batch 4 9.51 against 12.71, batch 8 10.57 against 12.09 (the GEMM and step
+// kernel: 12.58 against 12.11, session 73); H 5120 batch 8 14.86 against 16.94 (16.98 against
+// 15.85, session 74); H 6144 batch 8 21.64 against 23.64.
+bool gemm_recurrence_fuses_relu_forward(int B, int hidden, bool bf16);
+
 // Whether a step's kernel prefetches the next step's inputs (kernels::RnnStepPrefetch) on a GPU
 // with `l2_bytes` of L2: where U, as the GEMMs read it (bf16 and padded, or fp32), takes at most
 // half of it, so that the prefetched rows do not push U's out. H200 (60 MiB of L2), bf16, `bash

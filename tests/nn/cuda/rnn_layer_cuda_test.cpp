@@ -229,6 +229,21 @@ TEST(CudaRnnLayer, Bf16GemmRecurrenceOnPaddedRowsMatchesCpu) {
              Mode::kTraining, 1203, Precision::kBf16, /*persistent=*/false, 4608);
 }
 
+// The bf16 clipped ReLU's GEMM recurrence where its forward steps run as one fused kernel each
+// (gemm_recurrence_fuses_relu_forward: batch up to 8 past H 4096), at H 4100 (padded to 4104),
+// batch 5 with unequal lengths, one and both directions, against the fp32 CPU layer.
+TEST(CudaRnnLayer, Bf16FusedReluStepMatchesCpu) {
+  DS2_REQUIRE_GPU();
+  constexpr int kH = 4100;
+  ASSERT_TRUE(gemm_recurrence_fuses_relu_forward(5, kH, true));
+  const std::vector<int> lengths = {4, 4, 3, 1, 0};
+  CudaContext ctx;
+  for (const bool bidirectional : {false, true})
+    check_case(ctx, RnnSpec{RnnType::kRelu, bidirectional, false}, Batch{{4, 5, 8}, lengths},
+               Mode::kTraining, bidirectional ? 1341 : 1340, Precision::kBf16,
+               /*persistent=*/false, kH);
+}
+
 // The fp32 GEMM recurrence where its step GEMMs run 17 or 4 rows (gemm_recurrence_gemm_rows):
 // clipped ReLU at H 3840 (forward 16 and 12 rows as 17, 3 as 4; backward-data 16, 12 and 3 as 17,
 // 1 as 1), reading the states, zero state and dpre past their ends, and the GRU at H 2560 (7-16
