@@ -165,5 +165,19 @@ TEST(GemmRecurrence, StepsPrefetchWhereUTakesAtMostHalfTheL2) {
   EXPECT_FALSE(gemm_recurrence_prefetches(3, 1620, false, kH200));
 }
 
+// The bf16 clipped ReLU's forward runs one fused kernel a step (kernels/rnn_fused_step.h) at batch
+// 1-8 where U's padded side is past 4096 (H 4097 pads to 4104); fp32, the GRU's steps and larger
+// batches keep the GEMM.
+TEST(GemmRecurrence, Bf16ReluForwardFusesPastH4096AtBatchUpToEight) {
+  for (int B = 1; B <= 8; ++B) {
+    EXPECT_TRUE(gemm_recurrence_fuses_relu_forward(B, 4097, true)) << B;
+    EXPECT_TRUE(gemm_recurrence_fuses_relu_forward(B, 6144, true)) << B;
+    EXPECT_FALSE(gemm_recurrence_fuses_relu_forward(B, 4096, true)) << B;
+    EXPECT_FALSE(gemm_recurrence_fuses_relu_forward(B, 5120, false)) << B;
+  }
+  EXPECT_FALSE(gemm_recurrence_fuses_relu_forward(9, 5120, true));
+  EXPECT_FALSE(gemm_recurrence_fuses_relu_forward(0, 5120, true));
+}
+
 }  // namespace
 }  // namespace ds2
